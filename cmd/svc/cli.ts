@@ -1,0 +1,53 @@
+import type { ArgsDef, ParsedArgs } from "citty";
+import { SvcError } from "../../lib/errors.ts";
+import { exitWith } from "../exit.ts";
+
+/** citty accepts any flag; svc refuses unknown ones like kubectl does, naming the allowed ones. */
+export function rejectUnknownFlags(defined: ArgsDef, args: ParsedArgs<ArgsDef>): void {
+  const known = new Set<string>(["_", "help", "h"]);
+  for (const [name, def] of Object.entries(defined)) {
+    known.add(name);
+    known.add(name.replace(/([A-Z])/g, "-$1").toLowerCase());
+    known.add(name.replace(/-([a-z])/g, (_, c: string) => c.toUpperCase()));
+    const alias = "alias" in def ? def.alias : undefined;
+    for (const a of Array.isArray(alias) ? alias : alias ? [alias] : []) known.add(a);
+  }
+  const unknown = Object.keys(args).filter((k) => !known.has(k));
+  if (unknown.length > 0) {
+    const flags = Object.keys(defined)
+      .filter((k) => defined[k]?.type !== "positional")
+      .map((k) => `--${k}`);
+    throw new SvcError(
+      "usage",
+      `unknown flag --${unknown[0]} (allowed: ${flags.join(", ") || "none"}; see --help)`,
+    );
+  }
+}
+
+/** A flag that takes a list: comma-separated. */
+export function listFlag(value: unknown): string[] {
+  return typeof value === "string" && value !== ""
+    ? value
+        .split(",")
+        .map((s) => s.trim())
+        .filter(Boolean)
+    : [];
+}
+
+/**
+ * Wraps a command's run: its arguments are checked for unknown flags first, and any error leaves
+ * through exitWith (message only, mapped exit status) instead of citty's stack-printing handler.
+ */
+export function action<A extends ArgsDef>(
+  defined: A,
+  run: (args: ParsedArgs<A>) => unknown | Promise<unknown>,
+) {
+  return async ({ args }: { args: ParsedArgs<A> }) => {
+    try {
+      rejectUnknownFlags(defined, args as ParsedArgs<ArgsDef>);
+      await run(args);
+    } catch (e) {
+      exitWith("svc", e);
+    }
+  };
+}

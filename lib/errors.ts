@@ -1,0 +1,28 @@
+/**
+ * Typed errors. Every error a user can see carries a code; the entry points map codes to exit
+ * statuses (and the proxy to HTTP statuses) in one place, and print `message` without a stack.
+ */
+export type ErrorCode =
+  | "invalid_spiffe_id"
+  | "invalid_svid"
+  | "untrusted_peer"
+  | "unauthorized_peer"
+  | "invalid_pattern"
+  | "invalid_address"
+  | "workload_api"
+  | "invalid_jwt"
+  | "usage";
+
+export class SvcError extends Error {
+  constructor(
+    readonly code: ErrorCode,
+    message: string,
+  ) {
+    super(message);
+    this.name = "SvcError";
+  }
+}
+
+export function isSvcError(e: unknown, code?: ErrorCode): e is SvcError {
+  return e instanceof SvcError && (code === undefined || e.code === code);
+}

@@ -1,0 +1,73 @@
+import { RE2JS } from "re2js";
+import { SvcError } from "../errors.ts";
+import { parseSpiffeId, parseTrustDomain, type SpiffeId } from "./id.ts";
+
+/**
+ * Peer authorization as plain functions of the peer's verified SPIFFE ID, composed in one place.
+ * A denial carries the reason that reaches logs and metrics.
+ */
+export type Authorization = { allowed: true } | { allowed: false; reason: string };
+export type Authorizer = (peer: SpiffeId) => Authorization;
+
+const ALLOW: Authorization = { allowed: true };
+const deny = (reason: string): Authorization => ({ allowed: false, reason });
+
+export const authorizeAny = (): Authorizer => () => ALLOW;
+
+export function authorizeId(expected: string): Authorizer {
+  const want = parseSpiffeId(expected).uri;
+  return (peer) => (peer.uri === want ? ALLOW : deny(`peer ${peer.uri} is not ${want}`));
+}
+
+export function authorizeMemberOf(trustDomain: string): Authorizer {
+  const td = parseTrustDomain(trustDomain);
+  return (peer) =>
+    peer.trustDomain === td ? ALLOW : deny(`peer ${peer.uri} is not a member of trust domain "${td}"`);
+}
+
+/**
+ * Compiles SPIFFE ID patterns with Go's RE2 syntax and semantics (re2js, never JS RegExp: the syntax
+ * differs and RE2 cannot backtrack on attacker-chosen input). `field` names the configuration path in
+ * errors, e.g. `listeners[0].source.spiffe_ids`. All invalid patterns are reported at once.
+ */
+export function compilePatterns(patterns: readonly string[], field = "spiffe_ids"): RE2JS[] {
+  const compiled: RE2JS[] = [];
+  const errors: string[] = [];
+  patterns.forEach((pattern, i) => {
+    try {
+      compiled.push(RE2JS.compile(pattern));
+    } catch (e) {
+      errors.push(
+        `${field}[${i}]: invalid pattern ${JSON.stringify(pattern)}: ${(e as Error).message} (Go RE2 syntax)`,
+      );
+    }
+  });
+  if (errors.length > 0) throw new SvcError("invalid_pattern", errors.join("\n"));
+  return compiled;
+}
+
+/**
+ * Allows a peer when at least one pattern matches its SPIFFE ID (unanchored, like Go's MatchString;
+ * anchor patterns with ^ and $). An empty list allows any authenticated peer (specification 5.3).
+ */
+export function authorizeMatching(patterns: readonly string[], field?: string): Authorizer {
+  if (patterns.length === 0) return authorizeAny();
+  const compiled = compilePatterns(patterns, field);
+  return (peer) =>
+    compiled.some((re) => re.matcher(peer.uri).find())
+      ? ALLOW
+      : deny(
+          `peer ${peer.uri} matches none of ${compiled.length} allowed pattern(s) ${JSON.stringify(patterns)}`,
+        );
+}
+
+/** All authorizers must allow; the first denial is returned. */
+export function authorizeAll(...authorizers: Authorizer[]): Authorizer {
+  return (peer) => {
+    for (const a of authorizers) {
+      const r = a(peer);
+      if (!r.allowed) return r;
+    }
+    return ALLOW;
+  };
+}

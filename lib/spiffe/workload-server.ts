@@ -1,0 +1,194 @@
+import { existsSync, mkdirSync, rmSync } from "node:fs";
+import { dirname } from "node:path";
+import * as grpc from "@grpc/grpc-js";
+import type { DevCa, Issued } from "./dev-ca.ts";
+import { parseSpiffeId } from "./id.ts";
+import { JwtBundleSet, validateJwtSvid } from "./jwt.ts";
+import {
+  empty,
+  type JsonValue,
+  jwtBundlesResponse,
+  jwtSvidRequest,
+  jwtSvidResponse,
+  SERVICE,
+  validateJwtSvidRequest,
+  validateJwtSvidResponse,
+  type X509SvidResponse,
+  x509BundlesResponse,
+  x509SvidResponse,
+} from "./workload-messages.ts";
+
+/**
+ * A development Workload API server: serves SVIDs from a DevCa for fixed SPIFFE IDs on a unix socket,
+ * without attestation, and rotates them at half their lifetime. Development and tests only: any process
+ * that can open the socket gets the identities. Production uses a SPIRE agent.
+ */
+export interface DevWorkloadApiOptions {
+  socketPath: string;
+  ca: DevCa;
+  /** The first one is the default identity. */
+  spiffeIds: string[];
+  ttlMs: number;
+  /** Other trust domains' CA certificates (DER) to hand out as federated bundles. */
+  federated?: Map<string, Uint8Array>;
+  log?: (message: string) => void;
+}
+
+type Stream = grpc.ServerWritableStream<unknown, unknown>;
+
+const method = (
+  name: string,
+  responseStream: boolean,
+  req: { decode(b: Uint8Array): unknown },
+  res: { encode(v: never): Uint8Array },
+) => ({
+  path: `/${SERVICE}/${name}`,
+  requestStream: false,
+  responseStream,
+  requestSerialize: (v: unknown) => Buffer.from(v as Uint8Array),
+  requestDeserialize: (b: Buffer) => req.decode(b),
+  responseSerialize: (v: unknown) => Buffer.from(res.encode(v as never)),
+  responseDeserialize: (b: Buffer) => b,
+});
+
+const definition = {
+  FetchX509SVID: method("FetchX509SVID", true, empty, x509SvidResponse),
+  FetchX509Bundles: method("FetchX509Bundles", true, empty, x509BundlesResponse),
+  FetchJWTSVID: method("FetchJWTSVID", false, jwtSvidRequest, jwtSvidResponse),
+  FetchJWTBundles: method("FetchJWTBundles", true, empty, jwtBundlesResponse),
+  ValidateJWTSVID: method("ValidateJWTSVID", false, validateJwtSvidRequest, validateJwtSvidResponse),
+};
+
+const securityHeaderMissing = {
+  code: grpc.status.INVALID_ARGUMENT,
+  details: "security header missing from request",
+};
+const hasSecurityHeader = (call: { metadata: grpc.Metadata }) =>
+  call.metadata.get("workload.spiffe.io")[0] === "true";
+
+export class DevWorkloadApi {
+  private readonly server = new grpc.Server();
+  private issued: Issued[] = [];
+  private readonly x509Streams = new Set<Stream>();
+  private timer: ReturnType<typeof setTimeout> | undefined;
+  /** Counts rotations, including the first issue. */
+  generation = 0;
+
+  private constructor(private readonly o: DevWorkloadApiOptions) {
+    for (const id of o.spiffeIds) parseSpiffeId(id);
+  }
+
+  static async start(options: DevWorkloadApiOptions): Promise<DevWorkloadApi> {
+    const api = new DevWorkloadApi(options);
+    await api.rotate();
+    await api.listen();
+    return api;
+  }
+
+  private x509Response(): X509SvidResponse {
+    const bundle = this.o.ca.caDer;
+    return {
+      svids: this.issued.map((s, i) => ({
+        spiffeId: this.o.spiffeIds[i] as string,
+        x509Svid: s.certDer,
+        x509SvidKey: s.keyDer,
+        bundle,
+        hint: "",
+      })),
+      crl: [],
+      federatedBundles: new Map([...(this.o.federated ?? [])].map(([td, der]) => [`spiffe://${td}`, der])),
+    };
+  }
+
+  private bundles(): Map<string, Uint8Array> {
+    return new Map([
+      [`spiffe://${this.o.ca.trustDomain}`, this.o.ca.caDer],
+      ...[...(this.o.federated ?? [])].map(([td, der]): [string, Uint8Array] => [`spiffe://${td}`, der]),
+    ]);
+  }
+
+  /** Issues fresh SVIDs for every identity and pushes them to every open stream. */
+  async rotate(): Promise<void> {
+    this.issued = await Promise.all(this.o.spiffeIds.map((id) => this.o.ca.issueX509Svid(id, this.o.ttlMs)));
+    this.generation++;
+    const res = this.x509Response();
+    for (const s of this.x509Streams) s.write(res);
+    this.o.log?.(
+      `issued X.509-SVID generation ${this.generation} for ${this.o.spiffeIds.join(", ")}, valid until ${this.issued[0]?.notAfter.toISOString()}`,
+    );
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = setTimeout(() => void this.rotate(), Math.max(100, this.o.ttlMs / 2));
+  }
+
+  private async listen(): Promise<void> {
+    const jwtTtl = Math.max(this.o.ttlMs, 60_000);
+    const stream = (register: (call: Stream) => void) => (call: Stream) => {
+      if (!hasSecurityHeader(call))
+        return call.destroy(Object.assign(new Error(securityHeaderMissing.details), securityHeaderMissing));
+      register(call);
+    };
+    this.server.addService(definition as unknown as grpc.ServiceDefinition, {
+      FetchX509SVID: stream((call) => {
+        this.x509Streams.add(call);
+        call.on("cancelled", () => this.x509Streams.delete(call));
+        call.on("close", () => this.x509Streams.delete(call));
+        call.write(this.x509Response());
+      }),
+      FetchX509Bundles: stream((call) => call.write({ crl: [], bundles: this.bundles() })),
+      FetchJWTBundles: stream((call) => {
+        const jwks = new TextEncoder().encode(JSON.stringify(this.o.ca.jwks()));
+        call.write({ bundles: new Map([[`spiffe://${this.o.ca.trustDomain}`, jwks]]) });
+      }),
+      FetchJWTSVID: (
+        call: grpc.ServerUnaryCall<{ audience: string[]; spiffeId: string }, unknown>,
+        cb: grpc.sendUnaryData<unknown>,
+      ) => {
+        if (!hasSecurityHeader(call)) return cb(securityHeaderMissing);
+        const { audience, spiffeId } = call.request;
+        if (audience.length === 0)
+          return cb({ code: grpc.status.INVALID_ARGUMENT, details: "audience must be specified" });
+        const ids = spiffeId ? [spiffeId] : this.o.spiffeIds.slice(0, 1);
+        if (spiffeId && !this.o.spiffeIds.includes(spiffeId)) {
+          return cb({ code: grpc.status.PERMISSION_DENIED, details: `no identity issued for ${spiffeId}` });
+        }
+        Promise.all(
+          ids.map(async (id) => ({
+            spiffeId: id,
+            svid: await this.o.ca.signJwtSvid(id, audience, jwtTtl),
+            hint: "",
+          })),
+        )
+          .then((svids) => cb(null, { svids }))
+          .catch((e) => cb({ code: grpc.status.INTERNAL, details: String(e) }));
+      },
+      ValidateJWTSVID: (
+        call: grpc.ServerUnaryCall<{ audience: string; svid: string }, unknown>,
+        cb: grpc.sendUnaryData<unknown>,
+      ) => {
+        if (!hasSecurityHeader(call)) return cb(securityHeaderMissing);
+        const bundles = new JwtBundleSet([[this.o.ca.trustDomain, this.o.ca.jwks()]]);
+        validateJwtSvid(call.request.svid, call.request.audience, bundles)
+          .then((v) => cb(null, { spiffeId: v.id.uri, claims: v.claims as Record<string, JsonValue> }))
+          .catch((e) => cb({ code: grpc.status.INVALID_ARGUMENT, details: (e as Error).message }));
+      },
+    });
+    const path = this.o.socketPath;
+    mkdirSync(dirname(path), { recursive: true });
+    if (existsSync(path)) rmSync(path);
+    await new Promise<void>((resolve, reject) =>
+      this.server.bindAsync(`unix://${path}`, grpc.ServerCredentials.createInsecure(), (e) =>
+        e ? reject(e) : resolve(),
+      ),
+    );
+  }
+
+  get current(): readonly Issued[] {
+    return this.issued;
+  }
+
+  async stop(): Promise<void> {
+    if (this.timer) clearTimeout(this.timer);
+    this.server.forceShutdown();
+    rmSync(this.o.socketPath, { force: true });
+  }
+}

@@ -1,0 +1,130 @@
+import tls from "node:tls";
+import { SvcError } from "../errors.ts";
+import type { Authorizer } from "../spiffe/authorizer.ts";
+import type { SvidSource } from "../spiffe/x509-source.ts";
+import type { VerifiedPeer } from "../spiffe/x509svid.ts";
+import type { KeyLog } from "./keylog.ts";
+import { authenticatePeer } from "./peer.ts";
+
+/**
+ * SPIFFE mTLS over node:tls. The TLS stack only carries certificates (rejectUnauthorized is off so that
+ * no hostname or WebPKI rule applies); authenticatePeer then verifies the chain against the peer's trust
+ * domain bundle and applies the authorizer before a byte of application data moves. Each new handshake
+ * uses the source's current SVID; established connections are untouched by rotation.
+ */
+export interface MtlsPolicy {
+  source: SvidSource;
+  authorize: Authorizer;
+  keylog?: KeyLog;
+}
+
+const MIN_VERSION = "TLSv1.2";
+
+function credentials(source: SvidSource): { cert: string; key: string } {
+  const svid = source.getX509Svid();
+  return { cert: svid.certPem, key: svid.keyPem };
+}
+
+export interface MtlsServer {
+  server: tls.Server;
+  close(): Promise<void>;
+}
+
+export interface MtlsServerHandlers {
+  onConnection(socket: tls.TLSSocket, peer: VerifiedPeer): void;
+  /** A peer that completed the handshake but failed SPIFFE verification or authorization. */
+  onReject?(error: SvcError, socket: tls.TLSSocket): void;
+  alpn?: string[];
+}
+
+export function createMtlsServer(policy: MtlsPolicy, handlers: MtlsServerHandlers): MtlsServer {
+  const server = tls.createServer({
+    ...credentials(policy.source),
+    requestCert: true,
+    rejectUnauthorized: false,
+    minVersion: MIN_VERSION,
+    ...(handlers.alpn ? { ALPNProtocols: handlers.alpn } : {}),
+  });
+  const unsubscribe = policy.source.onUpdate(() => server.setSecureContext(credentials(policy.source)));
+  if (policy.keylog) server.on("keylog", (line) => policy.keylog?.write(line));
+  server.on("secureConnection", (socket: tls.TLSSocket) => {
+    let peer: VerifiedPeer;
+    try {
+      peer = authenticatePeer(socket, policy.source, policy.authorize);
+    } catch (e) {
+      socket.destroy();
+      handlers.onReject?.(asSvcError(e), socket);
+      return;
+    }
+    handlers.onConnection(socket, peer);
+  });
+  server.on("tlsClientError", (e, socket) =>
+    handlers.onReject?.(new SvcError("untrusted_peer", `TLS handshake failed: ${e.message}`), socket),
+  );
+  return {
+    server,
+    close: () =>
+      new Promise((resolve) => {
+        unsubscribe();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+function asSvcError(e: unknown): SvcError {
+  return e instanceof SvcError ? e : new SvcError("untrusted_peer", (e as Error).message);
+}
+
+export interface MtlsConnectOptions {
+  host: string;
+  port: number;
+  policy: MtlsPolicy;
+  servername?: string;
+  alpn?: string[];
+  timeoutMs?: number;
+}
+
+/** Connects, authenticates the server, and resolves only for an authorized peer. */
+export function connectMtls(o: MtlsConnectOptions): Promise<{ socket: tls.TLSSocket; peer: VerifiedPeer }> {
+  return new Promise((resolve, reject) => {
+    let creds: { cert: string; key: string };
+    try {
+      creds = credentials(o.policy.source);
+    } catch (e) {
+      reject(e);
+      return;
+    }
+    const socket = tls.connect({
+      host: o.host,
+      port: o.port,
+      ...creds,
+      rejectUnauthorized: false,
+      minVersion: MIN_VERSION,
+      ...(o.servername ? { servername: o.servername } : {}),
+      ...(o.alpn ? { ALPNProtocols: o.alpn } : {}),
+    });
+    if (o.policy.keylog) socket.on("keylog", (line) => o.policy.keylog?.write(line));
+    const timer = setTimeout(() => {
+      socket.destroy();
+      reject(
+        new SvcError(
+          "untrusted_peer",
+          `TLS handshake with ${o.host}:${o.port} timed out after ${o.timeoutMs} ms`,
+        ),
+      );
+    }, o.timeoutMs ?? 10_000);
+    socket.once("secureConnect", () => {
+      clearTimeout(timer);
+      try {
+        resolve({ socket, peer: authenticatePeer(socket, o.policy.source, o.policy.authorize) });
+      } catch (e) {
+        socket.destroy();
+        reject(asSvcError(e));
+      }
+    });
+    socket.once("error", (e) => {
+      clearTimeout(timer);
+      reject(e);
+    });
+  });
+}

@@ -1,0 +1,36 @@
+import type { PeerCertificate, TLSSocket } from "node:tls";
+import { SvcError } from "../errors.ts";
+import type { Authorizer } from "../spiffe/authorizer.ts";
+import type { BundleSource } from "../spiffe/bundle.ts";
+import { type VerifiedPeer, verifyX509Svid } from "../spiffe/x509svid.ts";
+
+/** The certificates the peer presented, leaf first, as DER. */
+export function presentedChain(socket: TLSSocket): Uint8Array[] {
+  const chain: Uint8Array[] = [];
+  let cert = socket.getPeerCertificate(true) as
+    | (PeerCertificate & { issuerCertificate?: PeerCertificate })
+    | undefined;
+  while (cert?.raw && chain.length < 10) {
+    chain.push(new Uint8Array(cert.raw));
+    const next = cert.issuerCertificate;
+    if (!next || next === cert || next.raw?.equals(cert.raw)) break;
+    cert = next;
+  }
+  return chain;
+}
+
+/**
+ * Authenticates the peer of an established TLS socket the SPIFFE way: the chain must lead to the bundle
+ * of the peer's own trust domain (no hostname check), then the authorizer decides. Throws SvcError with
+ * code untrusted_peer, invalid_svid or unauthorized_peer and a reason fit for logs.
+ */
+export function authenticatePeer(
+  socket: TLSSocket,
+  bundles: BundleSource,
+  authorize: Authorizer,
+): VerifiedPeer {
+  const peer = verifyX509Svid(presentedChain(socket), bundles);
+  const decision = authorize(peer.id);
+  if (!decision.allowed) throw new SvcError("unauthorized_peer", decision.reason);
+  return peer;
+}
