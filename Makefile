@@ -3,6 +3,8 @@ SHELL := /bin/bash
 BUN := node_modules/.bin/bun
 TSC := node_modules/.bin/tsc
 BIOME := node_modules/.bin/biome
+# Integration tests start real processes and TLS servers: a generous per-test bound, never a timing assertion.
+BUN_TEST := $(BUN) test --timeout 60000
 
 VERSION ?= $(shell node -p 'require("./package.json").version')
 COMMIT  ?= $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
@@ -15,7 +17,7 @@ BUILD_FLAGS := --compile --minify --bytecode --format=esm \
 
 SOURCES := $(shell find cmd lib proxy -name '*.ts' 2>/dev/null)
 
-.PHONY: all build deps system-deps typecheck lint fmt test test-unit test-integration clean
+.PHONY: FORCE all build deps system-deps typecheck lint fmt test test-unit test-integration clean
 
 all: build
 
@@ -37,10 +39,15 @@ system-deps:
 	  else echo "missing system packages:$$missing (install them with apt-get install$$missing)"; exit 1; fi; \
 	fi
 
-dist/svc: deps $(SOURCES) package.json
+# Rewritten only when version or commit change, so binaries never carry a stale commit.
+dist/.buildinfo: FORCE
+	@mkdir -p dist; echo "$(VERSION) $(COMMIT) $(TARGET)" | cmp -s - $@ || echo "$(VERSION) $(COMMIT) $(TARGET)" > $@
+FORCE:
+
+dist/svc: deps $(SOURCES) package.json dist/.buildinfo
 	$(BUN) build $(BUILD_FLAGS) cmd/svc.ts --outfile dist/svc
 
-dist/svc-proxy: deps $(SOURCES) package.json
+dist/svc-proxy: deps $(SOURCES) package.json dist/.buildinfo
 	$(BUN) build $(BUILD_FLAGS) cmd/svc-proxy.ts --outfile dist/svc-proxy
 
 build: dist/svc dist/svc-proxy
@@ -55,13 +62,13 @@ fmt: deps
 	$(BIOME) check --write .
 
 test-unit: deps
-	$(BUN) test tests/unit
+	$(BUN_TEST) tests/unit
 
 test-integration: deps system-deps
-	$(BUN) test tests/integration
+	$(BUN_TEST) tests/integration
 
 test: deps system-deps typecheck lint
-	$(BUN) test tests/unit tests/integration
+	$(BUN_TEST) tests/unit tests/integration
 
 clean:
 	rm -rf dist

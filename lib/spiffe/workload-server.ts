@@ -123,8 +123,8 @@ export class DevWorkloadApi {
   private async listen(): Promise<void> {
     const jwtTtl = Math.max(this.o.ttlMs, 60_000);
     const stream = (register: (call: Stream) => void) => (call: Stream) => {
-      if (!hasSecurityHeader(call))
-        return call.destroy(Object.assign(new Error(securityHeaderMissing.details), securityHeaderMissing));
+      // grpc-js ends a server stream with a status when the call emits an error object.
+      if (!hasSecurityHeader(call)) return void call.emit("error", securityHeaderMissing);
       register(call);
     };
     this.server.addService(definition as unknown as grpc.ServiceDefinition, {

@@ -1,0 +1,64 @@
+import { beforeAll, describe, expect, test } from "bun:test";
+import { readFileSync } from "node:fs";
+import { ROOT } from "../support/proc.ts";
+
+/** The compiled executables, as users run them. `make build` is up to date or rebuilds here. */
+const run = (cmd: string[], env: Record<string, string> = {}) => {
+  const r = Bun.spawnSync(cmd, { cwd: ROOT, env: { ...process.env, ...env } });
+  return { code: r.exitCode, out: r.stdout.toString(), err: r.stderr.toString() };
+};
+
+beforeAll(() => {
+  const build = run(["make", "build"]);
+  if (build.code !== 0) throw new Error(`make build failed:\n${build.out}\n${build.err}`);
+}, 120_000);
+
+describe("dist/svc", () => {
+  test("version -o json carries the injected build information", () => {
+    const r = run(["dist/svc", "version", "-o", "json"]);
+    expect(r.code).toBe(0);
+    const info = JSON.parse(r.out);
+    expect(info.version).toBe(JSON.parse(readFileSync(`${ROOT}/package.json`, "utf8")).version);
+    const head = run(["git", "rev-parse", "--short=12", "HEAD"]).out.trim();
+    if (head) expect(info.commit).toBe(head);
+    expect(info.date).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/);
+  });
+
+  test("version prints one human line", () => {
+    expect(run(["dist/svc", "version"]).out).toMatch(/^svc version \d+\.\d+\.\d+ \(commit \S+, built \S+, bun [\d.]+, linux\/\w+\)\n$/);
+  });
+
+  test("an unknown flag is an error naming the flag and the allowed ones, without a stack trace", () => {
+    const r = run(["dist/svc", "version", "--bogus"]);
+    expect(r.code).toBe(1);
+    expect(r.err).toBe("svc: unknown flag --bogus (allowed: --output; see --help)\n");
+  });
+
+  test("a bad output format names the allowed ones", () => {
+    expect(run(["dist/svc", "version", "-o", "xml"]).err).toBe('svc: --output: unknown format "xml" (allowed: json, yaml)\n');
+  });
+});
+
+describe("dist/svc-proxy", () => {
+  test("-help lists the flags of the specification", () => {
+    const r = run(["dist/svc-proxy", "-help"]);
+    expect(r.code).toBe(0);
+    for (const flag of ["-config", "-version", "-zap-log-level", "-zap-encoder", "-zap-devel"]) expect(r.out).toContain(`  ${flag}`);
+  });
+
+  test("-version prints the injected version", () => {
+    expect(run(["dist/svc-proxy", "-version"]).out).toMatch(/^svc-proxy version \d+\.\d+\.\d+ \(commit /);
+  });
+
+  test("without -config or SVC_PROXY_CONFIG it exits non-zero saying what to pass", () => {
+    const r = run(["dist/svc-proxy"], { SVC_PROXY_CONFIG: "" });
+    expect(r.code).toBe(1);
+    expect(r.err).toBe("svc-proxy: no configuration: pass -config <path> or set SVC_PROXY_CONFIG to YAML or JSON text (see -help)\n");
+  });
+
+  test("an undefined flag is refused the way Go's flag package does", () => {
+    const r = run(["dist/svc-proxy", "-cfg", "x"]);
+    expect(r.code).toBe(1);
+    expect(r.err).toBe("svc-proxy: flag provided but not defined: -cfg (see -help)\n");
+  });
+});
