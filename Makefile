@@ -44,10 +44,10 @@ dist/.buildinfo: FORCE
 	@mkdir -p dist; echo "$(VERSION) $(COMMIT) $(TARGET)" | cmp -s - $@ || echo "$(VERSION) $(COMMIT) $(TARGET)" > $@
 FORCE:
 
-dist/svc: deps $(SOURCES) package.json dist/.buildinfo
+dist/svc: node_modules/.installed $(SOURCES) package.json dist/.buildinfo
 	$(BUN) build $(BUILD_FLAGS) cmd/svc.ts --outfile dist/svc
 
-dist/svc-proxy: deps $(SOURCES) package.json dist/.buildinfo
+dist/svc-proxy: node_modules/.installed $(SOURCES) package.json dist/.buildinfo
 	$(BUN) build $(BUILD_FLAGS) cmd/svc-proxy.ts --outfile dist/svc-proxy
 
 build: dist/svc dist/svc-proxy
