@@ -1,6 +1,6 @@
 import "reflect-metadata";
-import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
+import { chmodSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { dirname, join, resolve } from "node:path";
 import * as x509 from "@peculiar/x509";
 import { exportJWK, importPKCS8, type JSONWebKeySet, type JWK, SignJWT } from "jose";
 import { derToPem, pemToDer } from "./cert.ts";
@@ -56,19 +56,47 @@ export class DevCa {
    */
   static async open(trustDomain: string, dir?: string): Promise<DevCa> {
     const td = parseTrustDomain(trustDomain);
-    if (dir) {
-      try {
-        const caPem = readFileSync(join(dir, "ca.pem"), "utf8");
-        return await DevCa.build(
-          td,
-          pemToDer(caPem)[0] as Uint8Array,
-          pemToDer(readFileSync(join(dir, "ca.key"), "utf8"), "PRIVATE KEY")[0] as Uint8Array,
-          readFileSync(join(dir, "jwt.key"), "utf8"),
-        );
-      } catch (e) {
-        if ((e as NodeJS.ErrnoException).code !== "ENOENT") throw e;
-      }
+    if (!dir) return DevCa.build(td, ...(await DevCa.generate(td)));
+    const existing = await DevCa.load(td, dir);
+    if (existing) return existing;
+    // Created in a private directory and renamed into place, so that servers started together with the
+    // same --ca-dir agree on one CA: the rename of the loser fails and it loads the winner's.
+    const [caDer, caKeyDer, jwtPem] = await DevCa.generate(td);
+    mkdirSync(dirname(resolve(dir)), { recursive: true });
+    const tmp = mkdtempSync(`${resolve(dir)}.tmp-`);
+    writeFileSync(join(tmp, "ca.pem"), derToPem(caDer));
+    writeFileSync(join(tmp, "ca.key"), derToPem(caKeyDer, "PRIVATE KEY"), { mode: 0o600 });
+    writeFileSync(join(tmp, "jwt.key"), jwtPem, { mode: 0o600 });
+    chmodSync(tmp, 0o700);
+    try {
+      renameSync(tmp, dir);
+    } catch {
+      rmSync(tmp, { recursive: true, force: true });
+      const winner = await DevCa.load(td, dir);
+      if (!winner) throw new Error(`development CA directory ${dir} exists but holds no ca.pem`);
+      return winner;
     }
+    return DevCa.build(td, caDer, caKeyDer, jwtPem);
+  }
+
+  private static async load(td: string, dir: string): Promise<DevCa | undefined> {
+    let caPem: string;
+    try {
+      caPem = readFileSync(join(dir, "ca.pem"), "utf8");
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code === "ENOENT") return undefined;
+      throw e;
+    }
+    return DevCa.build(
+      td,
+      pemToDer(caPem)[0] as Uint8Array,
+      pemToDer(readFileSync(join(dir, "ca.key"), "utf8"), "PRIVATE KEY")[0] as Uint8Array,
+      readFileSync(join(dir, "jwt.key"), "utf8"),
+    );
+  }
+
+  /** A new root (DER), its PKCS#8 key (DER) and a JWT signing key (PEM). */
+  private static async generate(td: string): Promise<[Uint8Array, Uint8Array, string]> {
     const keys = await crypto.subtle.generateKey(EC, true, ["sign", "verify"]);
     const now = Date.now();
     const ca = await x509.X509CertificateGenerator.createSelfSigned({
@@ -86,16 +114,11 @@ export class DevCa {
       ],
     });
     const jwt = await crypto.subtle.generateKey(EC, true, ["sign", "verify"]);
-    const jwtPem = derToPem(await pkcs8(jwt.privateKey), "PRIVATE KEY");
-    const caDer = new Uint8Array(ca.rawData);
-    const caKeyDer = await pkcs8(keys.privateKey);
-    if (dir) {
-      mkdirSync(dir, { recursive: true, mode: 0o700 });
-      writeFileSync(join(dir, "ca.pem"), derToPem(caDer));
-      writeFileSync(join(dir, "ca.key"), derToPem(caKeyDer, "PRIVATE KEY"), { mode: 0o600 });
-      writeFileSync(join(dir, "jwt.key"), jwtPem, { mode: 0o600 });
-    }
-    return DevCa.build(td, caDer, caKeyDer, jwtPem);
+    return [
+      new Uint8Array(ca.rawData),
+      await pkcs8(keys.privateKey),
+      derToPem(await pkcs8(jwt.privateKey), "PRIVATE KEY"),
+    ];
   }
 
   private static async build(

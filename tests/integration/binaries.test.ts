@@ -25,7 +25,9 @@ describe("dist/svc", () => {
   });
 
   test("version prints one human line", () => {
-    expect(run(["dist/svc", "version"]).out).toMatch(/^svc version \d+\.\d+\.\d+ \(commit \S+, built \S+, bun [\d.]+, linux\/\w+\)\n$/);
+    expect(run(["dist/svc", "version"]).out).toMatch(
+      /^svc version \d+\.\d+\.\d+ \(commit \S+, built \S+, bun [\d.]+, linux\/\w+\)\n$/,
+    );
   });
 
   test("an unknown flag is an error naming the flag and the allowed ones, without a stack trace", () => {
@@ -35,7 +37,9 @@ describe("dist/svc", () => {
   });
 
   test("a bad output format names the allowed ones", () => {
-    expect(run(["dist/svc", "version", "-o", "xml"]).err).toBe('svc: --output: unknown format "xml" (allowed: json, yaml)\n');
+    expect(run(["dist/svc", "version", "-o", "xml"]).err).toBe(
+      'svc: --output: unknown format "xml" (allowed: json, yaml)\n',
+    );
   });
 });
 
@@ -43,7 +47,8 @@ describe("dist/svc-proxy", () => {
   test("-help lists the flags of the specification", () => {
     const r = run(["dist/svc-proxy", "-help"]);
     expect(r.code).toBe(0);
-    for (const flag of ["-config", "-version", "-zap-log-level", "-zap-encoder", "-zap-devel"]) expect(r.out).toContain(`  ${flag}`);
+    for (const flag of ["-config", "-version", "-zap-log-level", "-zap-encoder", "-zap-devel"])
+      expect(r.out).toContain(`  ${flag}`);
   });
 
   test("-version prints the injected version", () => {
@@ -53,7 +58,9 @@ describe("dist/svc-proxy", () => {
   test("without -config or SVC_PROXY_CONFIG it exits non-zero saying what to pass", () => {
     const r = run(["dist/svc-proxy"], { SVC_PROXY_CONFIG: "" });
     expect(r.code).toBe(1);
-    expect(r.err).toBe("svc-proxy: no configuration: pass -config <path> or set SVC_PROXY_CONFIG to YAML or JSON text (see -help)\n");
+    expect(r.err).toBe(
+      "svc-proxy: no configuration: pass -config <path> or set SVC_PROXY_CONFIG to YAML or JSON text (see -help)\n",
+    );
   });
 
   test("an undefined flag is refused the way Go's flag package does", () => {

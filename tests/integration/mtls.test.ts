@@ -17,9 +17,21 @@ let federated: DevApi;
 
 beforeAll(async () => {
   [web, api, foreign, federated] = await Promise.all([
-    startDevApi({ socketPath: join(dir, "web.sock"), spiffeIds: ["spiffe://example.org/ns/prod/sa/web"], caDir }),
-    startDevApi({ socketPath: join(dir, "api.sock"), spiffeIds: ["spiffe://example.org/ns/prod/sa/api"], caDir }),
-    startDevApi({ socketPath: join(dir, "foreign.sock"), spiffeIds: ["spiffe://other.org/ns/prod/sa/web"], caDir: join(dir, "ca-other.org") }),
+    startDevApi({
+      socketPath: join(dir, "web.sock"),
+      spiffeIds: ["spiffe://example.org/ns/prod/sa/web"],
+      caDir,
+    }),
+    startDevApi({
+      socketPath: join(dir, "api.sock"),
+      spiffeIds: ["spiffe://example.org/ns/prod/sa/api"],
+      caDir,
+    }),
+    startDevApi({
+      socketPath: join(dir, "foreign.sock"),
+      spiffeIds: ["spiffe://other.org/ns/prod/sa/web"],
+      caDir: join(dir, "ca-other.org"),
+    }),
     // Same identity and CA as `foreign`, but it also trusts example.org, so it completes its side.
     startDevApi({
       socketPath: join(dir, "federated.sock"),
@@ -31,8 +43,20 @@ beforeAll(async () => {
 });
 afterAll(stopAll);
 
-async function server(socket: string, allow: string[] = [], extra: string[] = []): Promise<{ proc: Proc; port: number }> {
-  const proc = spawnProc([BUN, "tests/support/mtls-peer.ts", "server", "--socket", socket, ...allow.flatMap((a) => ["--allow", a]), ...extra]);
+async function server(
+  socket: string,
+  allow: string[] = [],
+  extra: string[] = [],
+): Promise<{ proc: Proc; port: number }> {
+  const proc = spawnProc([
+    BUN,
+    "tests/support/mtls-peer.ts",
+    "server",
+    "--socket",
+    socket,
+    ...allow.flatMap((a) => ["--allow", a]),
+    ...extra,
+  ]);
   const line = await proc.waitFor((l) => l.includes('"listening"'));
   return { proc, port: JSON.parse(line).listening };
 }
@@ -47,8 +71,23 @@ interface ClientResult {
   heldOk: number;
 }
 
-async function client(socket: string, port: number, allow: string[] = [], extra: string[] = []): Promise<ClientResult> {
-  const proc = spawnProc([BUN, "tests/support/mtls-peer.ts", "client", "--socket", socket, "--port", String(port), ...allow.flatMap((a) => ["--allow", a]), ...extra]);
+async function client(
+  socket: string,
+  port: number,
+  allow: string[] = [],
+  extra: string[] = [],
+): Promise<ClientResult> {
+  const proc = spawnProc([
+    BUN,
+    "tests/support/mtls-peer.ts",
+    "client",
+    "--socket",
+    socket,
+    "--port",
+    String(port),
+    ...allow.flatMap((a) => ["--allow", a]),
+    ...extra,
+  ]);
   const line = await proc.waitFor((l) => l.includes('"result"'), 60_000);
   return JSON.parse(line).result;
 }
@@ -58,7 +97,9 @@ describe("SPIFFE mTLS between two processes", () => {
     const s = await server(api.socket, ["^spiffe://example\\.org/ns/prod/sa/web$"]);
     const r = await client(web.socket, s.port, ["^spiffe://example\\.org/ns/prod/sa/api$"], ["--count", "5"]);
     expect(r).toMatchObject({ ok: 5, failed: 0, serverIds: ["spiffe://example.org/ns/prod/sa/api"] });
-    expect(jsonLines(s.proc, "accepted").map((l) => l.accepted)).toEqual(Array(5).fill("spiffe://example.org/ns/prod/sa/web"));
+    expect(jsonLines(s.proc, "accepted").map((l) => l.accepted)).toEqual(
+      Array(5).fill("spiffe://example.org/ns/prod/sa/web"),
+    );
     await s.proc.stop();
   });
 
@@ -66,7 +107,9 @@ describe("SPIFFE mTLS between two processes", () => {
     const s = await server(api.socket);
     const r = await client(foreign.socket, s.port);
     expect(r.ok).toBe(0);
-    expect(r.errors).toEqual(['no trust bundle for trust domain "example.org" of peer spiffe://example.org/ns/prod/sa/api']);
+    expect(r.errors).toEqual([
+      'no trust bundle for trust domain "example.org" of peer spiffe://example.org/ns/prod/sa/api',
+    ]);
     await s.proc.stop();
   });
 
@@ -90,7 +133,8 @@ describe("SPIFFE mTLS between two processes", () => {
     expect(r.failed).toBe(1);
     const rejected = JSON.parse(await s.proc.waitFor((l) => l.includes('"rejected"')));
     expect(rejected).toEqual({
-      rejected: 'peer spiffe://example.org/ns/prod/sa/web matches none of 1 allowed pattern(s) ["^spiffe://example\\\\.org/ns/prod/sa/admin$"]',
+      rejected:
+        'peer spiffe://example.org/ns/prod/sa/web matches none of 1 allowed pattern(s) ["^spiffe://example\\\\.org/ns/prod/sa/admin$"]',
       code: "unauthorized_peer",
     });
     expect(jsonLines(s.proc, "accepted")).toEqual([]);
@@ -116,7 +160,9 @@ describe("SPIFFE mTLS between two processes", () => {
     // TLS 1.3: five secrets per connection, each "<LABEL> <client_random hex 64> <secret hex>".
     expect(lines).toHaveLength(10);
     for (const l of lines) {
-      expect(l).toMatch(/^(CLIENT_HANDSHAKE_TRAFFIC_SECRET|SERVER_HANDSHAKE_TRAFFIC_SECRET|CLIENT_TRAFFIC_SECRET_0|SERVER_TRAFFIC_SECRET_0|EXPORTER_SECRET) [0-9a-f]{64} [0-9a-f]{64,96}$/);
+      expect(l).toMatch(
+        /^(CLIENT_HANDSHAKE_TRAFFIC_SECRET|SERVER_HANDSHAKE_TRAFFIC_SECRET|CLIENT_TRAFFIC_SECRET_0|SERVER_TRAFFIC_SECRET_0|EXPORTER_SECRET) [0-9a-f]{64} [0-9a-f]{64,96}$/,
+      );
     }
     expect(new Set(lines.map((l) => l.split(" ")[1])).size).toBe(2);
   });
@@ -127,8 +173,18 @@ describe("SVID rotation", () => {
     const td = tempDir();
     // 3 s SVIDs rotate every 1.5 s on both sides while connections keep being made.
     const [rweb, rapi] = await Promise.all([
-      startDevApi({ socketPath: join(td, "web.sock"), spiffeIds: ["spiffe://example.org/ns/prod/sa/web"], caDir, ttl: "3s" }),
-      startDevApi({ socketPath: join(td, "api.sock"), spiffeIds: ["spiffe://example.org/ns/prod/sa/api"], caDir, ttl: "3s" }),
+      startDevApi({
+        socketPath: join(td, "web.sock"),
+        spiffeIds: ["spiffe://example.org/ns/prod/sa/web"],
+        caDir,
+        ttl: "3s",
+      }),
+      startDevApi({
+        socketPath: join(td, "api.sock"),
+        spiffeIds: ["spiffe://example.org/ns/prod/sa/api"],
+        caDir,
+        ttl: "3s",
+      }),
     ]);
     const s = await server(rapi.socket);
     const r = await client(rweb.socket, s.port, [], ["--count", "80", "--interval", "60", "--hold"]);

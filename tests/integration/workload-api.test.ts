@@ -78,7 +78,12 @@ describe("Workload API client against the development server process", () => {
   test("a call without the workload.spiffe.io header is refused with InvalidArgument", async () => {
     const raw = new grpc.Client(dev.socket, grpc.credentials.createInsecure());
     const err = await new Promise<grpc.ServiceError>((resolve) => {
-      const call = raw.makeServerStreamRequest("/SpiffeWorkloadAPI/FetchX509SVID", () => Buffer.alloc(0), (b: Buffer) => b, {});
+      const call = raw.makeServerStreamRequest(
+        "/SpiffeWorkloadAPI/FetchX509SVID",
+        () => Buffer.alloc(0),
+        (b: Buffer) => b,
+        {},
+      );
       call.on("error", resolve);
       call.on("data", () => {});
     });
@@ -114,7 +119,10 @@ describe("Workload API client against the development server process", () => {
     const sock = join(dir, "restart.sock");
     let agent = await startDevApi({ socketPath: sock, spiffeIds: [WEB], caDir, ttl: "30s" });
     const errors: string[] = [];
-    const source = await X509Source.open({ address: `unix://${sock}`, onError: (e) => errors.push(e.message) });
+    const source = await X509Source.open({
+      address: `unix://${sock}`,
+      onError: (e) => errors.push(e.message),
+    });
     const before = source.getX509Svid();
     await agent.proc.stop();
     await Bun.sleep(500);
@@ -135,6 +143,8 @@ describe("Workload API client against the development server process", () => {
       error = e;
     }
     expect(isSvcError(error, "workload_api")).toBe(true);
-    expect((error as Error).message).toMatch(/^no X.509-SVID from the Workload API at unix:\/\/.*nobody\.sock within 1500 ms: .*UNAVAILABLE/);
+    expect((error as Error).message).toMatch(
+      /^no X.509-SVID from the Workload API at unix:\/\/.*nobody\.sock within 1500 ms: .*UNAVAILABLE/,
+    );
   });
 });

@@ -14,8 +14,27 @@ export interface DevApi {
 }
 
 /** Starts `svc dev workload-api` as its own process and waits until it serves. */
-export async function startDevApi(o: { socketPath: string; spiffeIds: string[]; caDir: string; ttl?: string; federate?: string[] }): Promise<DevApi> {
-  const args = [BUN, "cmd/svc.ts", "dev", "workload-api", "--socket", `unix://${o.socketPath}`, "--spiffe-id", o.spiffeIds.join(","), "--ca-dir", o.caDir, "--ttl", o.ttl ?? "1h"];
+export async function startDevApi(o: {
+  socketPath: string;
+  spiffeIds: string[];
+  caDir: string;
+  ttl?: string;
+  federate?: string[];
+}): Promise<DevApi> {
+  const args = [
+    BUN,
+    "cmd/svc.ts",
+    "dev",
+    "workload-api",
+    "--socket",
+    `unix://${o.socketPath}`,
+    "--spiffe-id",
+    o.spiffeIds.join(","),
+    "--ca-dir",
+    o.caDir,
+    "--ttl",
+    o.ttl ?? "1h",
+  ];
   if (o.federate?.length) args.push("--federate", o.federate.join(","));
   const proc = spawnProc(args);
   await proc.waitFor((l) => l.includes('"socket"'));

@@ -116,7 +116,15 @@ if (positionals[0] === "server") {
   }
   held?.end();
   out({
-    result: { ok, failed: errors.length, errors: [...new Set(errors)], serverIds: [...serverIds], serverSerials: serverSerials.size, clientSerials: clientSerials.size, heldOk },
+    result: {
+      ok,
+      failed: errors.length,
+      errors: [...new Set(errors)],
+      serverIds: [...serverIds],
+      serverSerials: serverSerials.size,
+      clientSerials: clientSerials.size,
+      heldOk,
+    },
   });
   source.close();
   policy.keylog?.close();

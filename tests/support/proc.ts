@@ -65,12 +65,20 @@ export function spawnProc(cmd: string[], env: Record<string, string> = {}): Proc
           }
           if (proc.exitCode !== null) {
             cleanup();
-            reject(new Error(`${cmd.join(" ")} exited ${proc.exitCode} before the awaited line\nstdout:\n${lines.join("\n")}\nstderr:\n${err}`));
+            reject(
+              new Error(
+                `${cmd.join(" ")} exited ${proc.exitCode} before the awaited line\nstdout:\n${lines.join("\n")}\nstderr:\n${err}`,
+              ),
+            );
           }
         };
         const timer = setTimeout(() => {
           cleanup();
-          reject(new Error(`timed out after ${timeoutMs} ms waiting for output of ${cmd.join(" ")}\nstdout:\n${lines.join("\n")}\nstderr:\n${err}`));
+          reject(
+            new Error(
+              `timed out after ${timeoutMs} ms waiting for output of ${cmd.join(" ")}\nstdout:\n${lines.join("\n")}\nstderr:\n${err}`,
+            ),
+          );
         }, timeoutMs);
         const cleanup = () => {
           clearTimeout(timer);
