@@ -34,6 +34,26 @@ const args = {
   },
 } as const;
 
+/** The root certificate of another development CA directory, for --federate. */
+async function readDevCaRoot(dir: string): Promise<Uint8Array> {
+  const { readFileSync } = await import("node:fs");
+  const { pemToDer, parseCert } = await import("../../lib/spiffe/cert.ts");
+  let pem: string;
+  try {
+    pem = readFileSync(join(dir, "ca.pem"), "utf8");
+  } catch (e) {
+    throw new SvcError(
+      "usage",
+      `--federate: cannot read ${join(dir, "ca.pem")} (${(e as NodeJS.ErrnoException).code}); pass a --ca-dir of another development Workload API`,
+    );
+  }
+  const der = pemToDer(pem)[0];
+  const uri = der ? parseCert(der).uriSans[0] : undefined;
+  if (!der || !uri?.startsWith("spiffe://"))
+    throw new SvcError("usage", `--federate: ${dir}/ca.pem is not a development CA`);
+  return der;
+}
+
 const workloadApi = defineCommand({
   meta: {
     name: "workload-api",
@@ -47,11 +67,12 @@ const workloadApi = defineCommand({
     const parsed = ids.map((id) => parseSpiffeId(id));
     const td = parsed[0]?.trustDomain as string;
     const other = parsed.find((p) => p.trustDomain !== td);
-    if (other)
+    if (other) {
       throw new SvcError(
         "usage",
         `--spiffe-id: ${other.uri} is not in trust domain ${td}; all IDs must share one`,
       );
+    }
     let ttlMs: number;
     try {
       ttlMs = parseDuration(a.ttl);
@@ -64,16 +85,13 @@ const workloadApi = defineCommand({
     if (!path) throw new SvcError("usage", `--socket: ${a.socket} is not a unix socket address`);
     const { DevCa } = await import("../../lib/spiffe/dev-ca.ts");
     const { DevWorkloadApi } = await import("../../lib/spiffe/workload-server.ts");
-    const ca = await DevCa.open(td, a["ca-dir"] || join(homedir(), ".svc", "dev-ca", td));
+    const { parseCert } = await import("../../lib/spiffe/cert.ts");
     const federated = new Map<string, Uint8Array>();
     for (const dir of listFlag(a.federate)) {
-      const { readFileSync } = await import("node:fs");
-      const { pemToDer, parseCert } = await import("../../lib/spiffe/cert.ts");
-      const der = pemToDer(readFileSync(join(dir, "ca.pem"), "utf8"))[0];
-      const uri = der ? parseCert(der).uriSans[0] : undefined;
-      if (!der || !uri) throw new SvcError("usage", `--federate: ${dir}/ca.pem is not a development CA`);
-      federated.set(parseSpiffeId(uri).trustDomain, der);
+      const der = await readDevCaRoot(dir);
+      federated.set(parseSpiffeId(parseCert(der).uriSans[0] as string).trustDomain, der);
     }
+    const ca = await DevCa.open(td, a["ca-dir"] || join(homedir(), ".svc", "dev-ca", td));
     const log = (m: string) => process.stderr.write(`${new Date().toISOString()} ${m}\n`);
     const spiffeIds = parsed.map((p) => p.uri);
     const api = await DevWorkloadApi.start({ socketPath: path, ca, spiffeIds, ttlMs, federated, log });

@@ -16,7 +16,8 @@ let foreign: DevApi;
 let federated: DevApi;
 
 beforeAll(async () => {
-  [web, api, foreign, federated] = await Promise.all([
+  // example.org first: its CA directory must exist before another server federates with it.
+  [web, api] = await Promise.all([
     startDevApi({
       socketPath: join(dir, "web.sock"),
       spiffeIds: ["spiffe://example.org/ns/prod/sa/web"],
@@ -27,6 +28,8 @@ beforeAll(async () => {
       spiffeIds: ["spiffe://example.org/ns/prod/sa/api"],
       caDir,
     }),
+  ]);
+  [foreign, federated] = await Promise.all([
     startDevApi({
       socketPath: join(dir, "foreign.sock"),
       spiffeIds: ["spiffe://other.org/ns/prod/sa/web"],
