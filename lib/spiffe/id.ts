@@ -95,18 +95,6 @@ export function parseSpiffeId(input: string): SpiffeId {
   return { trustDomain, path, uri: `${SCHEME}${trustDomain}${path}` };
 }
 
-export function trySpiffeId(input: string): SpiffeId | undefined {
-  try {
-    return parseSpiffeId(input);
-  } catch {
-    return undefined;
-  }
-}
-
-export function isMemberOf(id: SpiffeId, trustDomain: string): boolean {
-  return id.trustDomain === trustDomain;
-}
-
 /** Parts of the pod form `spiffe://<td>/ns/<namespace>/sa/<service_account>/pod/<pod_name>/<pod_uid>`. */
 export interface PodIdentity {
   trustDomain: string;

@@ -30,21 +30,6 @@ export class ProtoWriter {
     return this.varint(field * 8 + wireType);
   }
 
-  uint(field: number, n: number): this {
-    return n === 0 ? this : this.tag(field, 0).varint(n);
-  }
-
-  bool(field: number, b: boolean): this {
-    return b ? this.tag(field, 0).varint(1) : this;
-  }
-
-  double(field: number, n: number): this {
-    if (n === 0 && !Object.is(n, -0)) return this;
-    const b = new Uint8Array(8);
-    new DataView(b.buffer).setFloat64(0, n, true);
-    return this.tag(field, 1).push(b);
-  }
-
   bytes(field: number, b: Uint8Array | undefined, always = false): this {
     if (!b || (b.length === 0 && !always)) return this;
     return this.tag(field, 2).varint(b.length).push(b);
