@@ -22,6 +22,11 @@ for v in plain minify bytecode minify-bytecode; do
 done
 $BUN build --compile --minify --bytecode --format=esm cmd/svc-proxy.ts --outfile "$out/svc-proxy" >/dev/null
 cmds+=("$out/svc-proxy -version")
-hyperfine -N --warmup 5 --runs "${RUNS:-40}" --export-markdown "$out/result.md" "${cmds[@]}" >/dev/null
-sed "s|$out/||g" "$out/result.md"
+hyperfine -N --warmup 5 --runs "${RUNS:-40}" --export-json "$out/result.json" "${cmds[@]}" >/dev/null
+node -e '
+const r = require(process.argv[1]).results;
+const base = r[0].median;
+console.log("| command | median ms | mean ± sd ms | median vs. empty |\n|---|---:|---:|---:|");
+for (const x of r) console.log(`| ${x.command.replace(process.argv[2], "")} | ${(x.median * 1e3).toFixed(1)} | ${(x.mean * 1e3).toFixed(1)} ± ${(x.stddev * 1e3).toFixed(1)} | ${(x.median / base).toFixed(2)} |`);
+' "$out/result.json" "$out/"
 ls -l "$out" | awk '/svc|empty/ && !/\.ts/ {printf "%-22s %6.1f MB\n", $9, $5/1e6}'
