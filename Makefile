@@ -17,7 +17,7 @@ BUILD_FLAGS := --compile --minify --bytecode --format=esm \
 
 SOURCES := $(shell find cmd lib proxy -name '*.ts' 2>/dev/null)
 
-.PHONY: FORCE all build deps system-deps typecheck lint fmt test test-unit test-integration clean
+.PHONY: FORCE all build deps system-deps typecheck lint fmt test test-unit test-integration clean peers testbed-up testbed-down e2e
 
 all: build
 
@@ -69,6 +69,28 @@ test-integration: deps system-deps
 
 test: deps system-deps typecheck lint
 	$(BUN_TEST) tests/unit tests/integration
+
+# The e2e test bed: peers built from their Go modules into ~/.cache/svc-testbed (tests/e2e/versions.env),
+# started on loopback under .testbed/ (docs/testbed.md).
+peers:
+	tests/e2e/build-peers.sh
+
+testbed-up: deps system-deps peers
+	@$(BUN) tests/e2e/testbed/cli.ts up
+
+testbed-down: deps
+	@$(BUN) tests/e2e/testbed/cli.ts down
+
+# Runs against the running test bed if there is one; otherwise starts one, and stops it afterwards
+# (keeping .testbed/logs when a test failed).
+e2e: deps system-deps peers
+	@started=0; if ! $(BUN) tests/e2e/testbed/cli.ts status >/dev/null 2>&1; then \
+	  $(BUN) tests/e2e/testbed/cli.ts up >/dev/null || exit 1; started=1; fi; \
+	status=0; $(BUN) test --timeout 300000 tests/e2e || status=$$?; \
+	if [ $$started = 1 ]; then \
+	  if [ $$status = 0 ]; then $(BUN) tests/e2e/testbed/cli.ts down; \
+	  else $(BUN) tests/e2e/testbed/cli.ts down --keep-logs; echo "e2e failed: test bed logs kept in .testbed/logs"; fi; \
+	fi; exit $$status
 
 clean:
 	rm -rf dist

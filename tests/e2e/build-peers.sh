@@ -1,0 +1,154 @@
+#!/usr/bin/env bash
+# Builds the e2e test bed's peers from their Go modules into
+#   ${XDG_CACHE_HOME:-~/.cache}/svc-testbed/<name>-<version>/bin
+# skipping what is already built. Prints progress and the time each step took. Nothing is written into
+# the repository. Usage: build-peers.sh [name...]   (names: spire kube-apiserver etcd kwok ghostunnel)
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=versions.env
+source "$here/versions.env"
+CACHE="${XDG_CACHE_HOME:-$HOME/.cache}/svc-testbed"
+export PATH="$PATH:/usr/local/go/bin"
+export GOTOOLCHAIN=auto GOFLAGS=-trimpath
+# The checksum database does not answer for k8s.io/kubernetes here; only that module is exempted.
+export GONOSUMDB=k8s.io/kubernetes
+mkdir -p "$CACHE"
+
+started=$(date +%s)
+elapsed() { echo $(($(date +%s) - $1)); }
+
+# Reads `go build -v` package lines and shows a running count instead of hundreds of lines.
+progress() {
+  local n=0
+  while IFS= read -r line; do
+    n=$((n + 1))
+    case "$line" in *": "* | "#"*) printf '\n%s\n' "$line" >&2 ;; esac
+    if [ $((n % 25)) -eq 0 ]; then printf '\r      %d packages compiled' "$n" >&2; fi
+  done
+  [ "$n" -gt 0 ] && printf '\r      %d packages compiled\n' "$n" >&2
+  return 0
+}
+
+# step NAME VERSION BINARY... -- command: builds into $dir/bin unless every BINARY is there already.
+step() {
+  local name=$1 version=$2
+  shift 2
+  local bins=()
+  while [ "$1" != "--" ]; do bins+=("$1"); shift; done
+  shift
+  dir="$CACHE/$name-$version"
+  local missing=0
+  for b in "${bins[@]}"; do [ -x "$dir/bin/$b" ] || missing=1; done
+  if [ "$missing" -eq 0 ]; then
+    echo "==> $name $version: cached in $dir/bin"
+    return 0
+  fi
+  echo "==> $name $version: building (this takes minutes on a fresh machine)"
+  local t0
+  t0=$(date +%s)
+  mkdir -p "$dir/bin"
+  if ! "$@" 2> >(progress); then
+    echo "==> $name $version: FAILED" >&2
+    return 1
+  fi
+  echo "==> $name $version: built in $(elapsed "$t0")s"
+}
+
+# `go install pkg@version` also reads the module's version list (to report deprecation), which the module
+# proxy here refuses for some modules; building inside a throwaway module needs only the one version.
+# build_module MODULE@VERSION LDFLAGS PACKAGE...   ($REPLACES: space-separated old=new@version pairs)
+build_module() {
+  local mod=$1 ldflags=$2 src r
+  shift 2
+  src=$(mktemp -d)
+  (cd "$src" && go mod init svc.test/build >/dev/null 2>&1 && go get "$mod" >&2 &&
+    for r in ${REPLACES:-}; do go mod edit -replace "$r"; done &&
+    go build -mod=mod -v -ldflags "$ldflags" -o "$dir/bin/" "$@")
+  local rc=$?
+  rm -rf "$src"
+  return $rc
+}
+
+build_spire() {
+  CGO_ENABLED=1 REPLACES="${SPIRE_REPLACES:-}" build_module "github.com/spiffe/spire@$SPIRE_VERSION" \
+    "-X github.com/spiffe/spire/pkg/common/version.gittag=$SPIRE_VERSION" \
+    github.com/spiffe/spire/cmd/spire-server github.com/spiffe/spire/cmd/spire-agent
+}
+
+# kwok runs only with node and pod stages configured; its standard "fast" stages are copied from the module.
+build_kwok() {
+  build_module "sigs.k8s.io/kwok@$KWOK_VERSION" "" sigs.k8s.io/kwok/cmd/kwok || return 1
+  local mod
+  mod=$(go mod download -json "sigs.k8s.io/kwok@$KWOK_VERSION" | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')
+  mkdir -p "$dir/stages"
+  cp "$mod"/kustomize/stage/node/fast/node-*.yaml "$mod"/kustomize/stage/pod/fast/pod-*.yaml "$dir/stages/"
+  chmod -R u+w "$dir/stages"
+}
+
+build_ghostunnel() {
+  build_module "github.com/ghostunnel/ghostunnel@$GHOSTUNNEL_VERSION" "" github.com/ghostunnel/ghostunnel
+}
+
+# A wrapper module: etcd's server module has replace directives, which `go install pkg@version` refuses.
+build_etcd() {
+  local src
+  src=$(mktemp -d)
+  cat >"$src/main.go" <<'GO'
+package main
+
+import (
+	"os"
+
+	"go.etcd.io/etcd/server/v3/etcdmain"
+)
+
+func main() { etcdmain.Main(os.Args) }
+GO
+  printf 'module svc.test/etcd\n\ngo 1.23\n\nrequire go.etcd.io/etcd/server/v3 %s\n' "$ETCD_VERSION" >"$src/go.mod"
+  (cd "$src" && go mod tidy >&2 && go build -v -o "$dir/bin/etcd" .)
+  rm -rf "$src"
+}
+
+# A wrapper module: k8s.io/kubernetes requires its staging modules at v0.0.0 and replaces them with local
+# paths, so each one is replaced here with its published v0.<minor>.<patch> (the list is read from that
+# release's own go.mod). Version variables are set as the Kubernetes build does.
+build_kube_apiserver() {
+  local src gomod v minor
+  src=$(mktemp -d)
+  gomod=$(go mod download -json "k8s.io/kubernetes@$KUBERNETES_VERSION" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')
+  v=${KUBERNETES_VERSION#v1.}
+  minor=${v%%.*}
+  {
+    printf 'module svc.test/kube-apiserver\n\ngo 1.23\n\nrequire k8s.io/kubernetes %s\n\n' "$KUBERNETES_VERSION"
+    sed -n 's|^[[:space:]]*\(k8s.io/[a-z0-9-]*\) => ./staging/src/k8s.io/.*|replace \1 => \1 v0.'"$v"'|p' "$gomod"
+  } >"$src/go.mod"
+  cat >"$src/main.go" <<'GO'
+package main
+
+import (
+	"os"
+
+	"k8s.io/component-base/cli"
+	"k8s.io/kubernetes/cmd/kube-apiserver/app"
+)
+
+func main() { os.Exit(cli.Run(app.NewAPIServerCommand())) }
+GO
+  local pkg=k8s.io/component-base/version
+  (cd "$src" && go mod tidy >&2 && go build -v -o "$dir/bin/kube-apiserver" -ldflags "-X $pkg.gitVersion=$KUBERNETES_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z" .)
+  rm -rf "$src"
+}
+
+want=("$@")
+[ ${#want[@]} -gt 0 ] || want=(spire etcd kwok ghostunnel kube-apiserver)
+for w in "${want[@]}"; do
+  case "$w" in
+    spire) step spire "$SPIRE_VERSION" spire-server spire-agent -- build_spire ;;
+    kwok) step kwok "$KWOK_VERSION" kwok -- build_kwok ;;
+    ghostunnel) step ghostunnel "$GHOSTUNNEL_VERSION" ghostunnel -- build_ghostunnel ;;
+    etcd) step etcd "$ETCD_VERSION" etcd -- build_etcd ;;
+    kube-apiserver) step kube-apiserver "$KUBERNETES_VERSION" kube-apiserver -- build_kube_apiserver ;;
+    *) echo "unknown peer $w (known: spire kube-apiserver etcd kwok ghostunnel)" >&2; exit 2 ;;
+  esac
+done
+echo "==> peers ready in $(elapsed "$started")s under $CACHE"

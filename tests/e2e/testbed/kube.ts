@@ -1,0 +1,256 @@
+import { readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { stringify } from "yaml";
+import type { Peers } from "./peers.ts";
+import { writeClusterPki } from "./pki.ts";
+import { freePort, run, startDaemon, waitUntil } from "./process.ts";
+
+/**
+ * etcd + kube-apiserver (RBAC, static tokens) + kwok with one fake node whose pods support exec, logs and
+ * port-forward. Users: an admin, a developer of compartment alpha, a developer of compartment bravo.
+ */
+export interface KubeUser {
+  name: string;
+  token: string;
+  groups: string[];
+  context: string;
+  namespace: string;
+}
+
+export interface KubeState {
+  kubeconfig: string;
+  apiserver: string;
+  users: Record<"admin" | "alice" | "bob", KubeUser>;
+  pids: Record<string, number>;
+  /** Where kwok's ClusterLogs reads the container log of every fake pod (CRI format). */
+  podLog: string;
+  /** The loopback port every fake pod's port-forward reaches. */
+  forwardPort: number;
+}
+
+const token = () => Buffer.from(crypto.getRandomValues(new Uint8Array(18))).toString("base64url");
+
+export const NODE = "kwok-node-0";
+
+function rbac(): string {
+  const docs: object[] = [];
+  for (const ns of ["alpha", "bravo"]) {
+    docs.push({ apiVersion: "v1", kind: "Namespace", metadata: { name: ns } });
+    docs.push({
+      apiVersion: "rbac.authorization.k8s.io/v1",
+      kind: "Role",
+      metadata: { name: "developer", namespace: ns },
+      rules: [
+        {
+          apiGroups: [""],
+          resources: ["pods", "pods/log", "services", "configmaps", "serviceaccounts"],
+          verbs: ["get", "list", "watch", "create", "update", "patch", "delete"],
+        },
+        {
+          apiGroups: [""],
+          resources: ["pods/exec", "pods/portforward", "pods/attach"],
+          verbs: ["get", "create"],
+        },
+        {
+          apiGroups: ["apps"],
+          resources: ["deployments"],
+          verbs: ["get", "list", "watch", "create", "update", "patch", "delete"],
+        },
+      ],
+    });
+    docs.push({
+      apiVersion: "rbac.authorization.k8s.io/v1",
+      kind: "RoleBinding",
+      metadata: { name: "developers", namespace: ns },
+      roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "Role", name: "developer" },
+      subjects: [{ apiGroup: "rbac.authorization.k8s.io", kind: "Group", name: `svc:compartment:${ns}` }],
+    });
+  }
+  return docs.map((d) => stringify(d)).join("---\n");
+}
+
+function kwokConfig(stagesDir: string, workDir: string, podLog: string, forwardPort: number): string {
+  const stages = readdirSync(stagesDir)
+    .filter((f) => f.endsWith(".yaml"))
+    .sort()
+    .map((f) => readFileSync(join(stagesDir, f), "utf8").trim());
+  const rules = [
+    {
+      apiVersion: "kwok.x-k8s.io/v1alpha1",
+      kind: "ClusterExec",
+      metadata: { name: "exec-on-host" },
+      spec: { execs: [{ local: { workDir } }] },
+    },
+    {
+      apiVersion: "kwok.x-k8s.io/v1alpha1",
+      kind: "ClusterLogs",
+      metadata: { name: "logs" },
+      spec: { logs: [{ logsFile: podLog, follow: true }] },
+    },
+    {
+      apiVersion: "kwok.x-k8s.io/v1alpha1",
+      kind: "ClusterPortForward",
+      metadata: { name: "forward" },
+      spec: { forwards: [{ target: { port: forwardPort, address: "127.0.0.1" } }] },
+    },
+  ].map((r) => stringify(r).trim());
+  return `${[...stages, ...rules].join("\n---\n")}\n`;
+}
+
+export async function startKube(p: Peers, dir: string, logs: string): Promise<KubeState> {
+  const pki = await writeClusterPki(dir);
+  const [etcdClient, etcdPeer, apiPort, kwokPort, forwardPort] = await Promise.all([
+    freePort(),
+    freePort(),
+    freePort(),
+    freePort(),
+    freePort(),
+  ]);
+  const pids: Record<string, number> = {};
+  pids.etcd = startDaemon(
+    p.etcd,
+    [
+      "--name=testbed",
+      `--data-dir=${join(dir, "etcd")}`,
+      `--listen-client-urls=http://127.0.0.1:${etcdClient}`,
+      `--advertise-client-urls=http://127.0.0.1:${etcdClient}`,
+      `--listen-peer-urls=http://127.0.0.1:${etcdPeer}`,
+      `--initial-advertise-peer-urls=http://127.0.0.1:${etcdPeer}`,
+      `--initial-cluster=testbed=http://127.0.0.1:${etcdPeer}`,
+      "--unsafe-no-fsync",
+    ],
+    join(logs, "etcd.log"),
+  );
+  await waitUntil("etcd", async () => (await fetch(`http://127.0.0.1:${etcdClient}/health`)).ok, 30_000);
+
+  const users: KubeState["users"] = {
+    admin: {
+      name: "svc-admin",
+      token: token(),
+      groups: ["system:masters"],
+      context: "testbed-admin",
+      namespace: "default",
+    },
+    alice: {
+      name: "alice",
+      token: token(),
+      groups: ["svc:developers", "svc:compartment:alpha"],
+      context: "testbed-alice",
+      namespace: "alpha",
+    },
+    bob: {
+      name: "bob",
+      token: token(),
+      groups: ["svc:developers", "svc:compartment:bravo"],
+      context: "testbed-bob",
+      namespace: "bravo",
+    },
+  };
+  const tokenFile = join(dir, "tokens.csv");
+  writeFileSync(
+    tokenFile,
+    Object.values(users)
+      .map((u, i) => `${u.token},${u.name},uid-${i},"${u.groups.join(",")}"`)
+      .join("\n"),
+    { mode: 0o600 },
+  );
+
+  const apiserver = `https://127.0.0.1:${apiPort}`;
+  pids.apiserver = startDaemon(
+    p.kubeApiserver,
+    [
+      `--etcd-servers=http://127.0.0.1:${etcdClient}`,
+      "--bind-address=127.0.0.1",
+      "--advertise-address=127.0.0.1",
+      `--secure-port=${apiPort}`,
+      `--tls-cert-file=${pki.servingCertFile}`,
+      `--tls-private-key-file=${pki.servingKeyFile}`,
+      `--client-ca-file=${pki.caFile}`,
+      `--token-auth-file=${tokenFile}`,
+      "--authorization-mode=RBAC",
+      "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+      `--service-account-key-file=${pki.saPublicFile}`,
+      `--service-account-signing-key-file=${pki.saPrivateFile}`,
+      "--service-cluster-ip-range=10.96.0.0/16",
+      "--allow-privileged=true",
+      "--kubelet-preferred-address-types=InternalIP",
+      "--enable-priority-and-fairness=false",
+      "--profiling=false",
+      "--disable-admission-plugins=ServiceAccount",
+    ],
+    join(logs, "kube-apiserver.log"),
+  );
+
+  const kubeconfig = join(dir, "kubeconfig");
+  writeFileSync(
+    kubeconfig,
+    stringify({
+      apiVersion: "v1",
+      kind: "Config",
+      clusters: [
+        {
+          name: "testbed",
+          cluster: {
+            server: apiserver,
+            "certificate-authority-data": Buffer.from(pki.caPem).toString("base64"),
+          },
+        },
+      ],
+      users: Object.values(users).map((u) => ({ name: u.name, user: { token: u.token } })),
+      contexts: Object.values(users).map((u) => ({
+        name: u.context,
+        context: { cluster: "testbed", user: u.name, namespace: u.namespace },
+      })),
+      "current-context": users.admin.context,
+    }),
+    { mode: 0o600 },
+  );
+  const kubectl = (args: string[], input?: string) =>
+    run(["kubectl", `--kubeconfig=${kubeconfig}`, "--context=testbed-admin", ...args], {}, input);
+  await waitUntil("kube-apiserver", () => kubectl(["get", "--raw=/readyz"]).trim() === "ok", 90_000);
+  kubectl(["apply", "-f", "-"], rbac());
+
+  // The fake node, created before kwok so kwok manages exactly it.
+  kubectl(
+    ["apply", "-f", "-"],
+    stringify({
+      apiVersion: "v1",
+      kind: "Node",
+      metadata: {
+        name: NODE,
+        labels: { type: "kwok", "kubernetes.io/hostname": NODE },
+        annotations: { "kwok.x-k8s.io/node": "fake" },
+      },
+      spec: { taints: [] },
+    }),
+  );
+  const podLog = join(dir, "pod.log");
+  writeFileSync(podLog, "");
+  const kwokConfigFile = join(dir, "kwok.yaml");
+  writeFileSync(kwokConfigFile, kwokConfig(join(p.kwok, "..", "..", "stages"), dir, podLog, forwardPort));
+  pids.kwok = startDaemon(
+    p.kwok,
+    [
+      `--kubeconfig=${kubeconfig}`,
+      `--config=${kwokConfigFile}`,
+      "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
+      "--node-ip=127.0.0.1",
+      `--node-port=${kwokPort}`,
+      `--server-address=127.0.0.1:${kwokPort}`,
+    ],
+    join(logs, "kwok.log"),
+  );
+  await waitUntil(
+    "kwok node",
+    () =>
+      kubectl([
+        "get",
+        "node",
+        NODE,
+        "-o",
+        "jsonpath={.status.conditions[?(@.type=='Ready')].status}",
+      ]).trim() === "True",
+    60_000,
+  );
+  return { kubeconfig, apiserver, users, pids, podLog, forwardPort };
+}

@@ -1,0 +1,50 @@
+import { existsSync, readFileSync } from "node:fs";
+import { homedir } from "node:os";
+import { join } from "node:path";
+
+/** Where build-peers.sh put each peer, from the pinned versions file. */
+const HERE = new URL(".", import.meta.url).pathname;
+export const E2E_DIR = join(HERE, "..");
+
+export function versions(): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const line of readFileSync(join(E2E_DIR, "versions.env"), "utf8").split("\n")) {
+    const m = /^([A-Z_]+)="?([^"]*)"?$/.exec(line.trim());
+    if (m) out[m[1] as string] = m[2] as string;
+  }
+  return out;
+}
+
+const CACHE = join(process.env.XDG_CACHE_HOME || join(homedir(), ".cache"), "svc-testbed");
+
+export interface Peers {
+  spireServer: string;
+  spireAgent: string;
+  kubeApiserver: string;
+  etcd: string;
+  kwok: string;
+  ghostunnel: string;
+  versions: Record<string, string>;
+}
+
+export function peers(): Peers {
+  const v = versions();
+  const bin = (name: string, version: string, binary: string) =>
+    join(CACHE, `${name}-${version}`, "bin", binary);
+  const p: Peers = {
+    spireServer: bin("spire", v.SPIRE_VERSION as string, "spire-server"),
+    spireAgent: bin("spire", v.SPIRE_VERSION as string, "spire-agent"),
+    kubeApiserver: bin("kube-apiserver", v.KUBERNETES_VERSION as string, "kube-apiserver"),
+    etcd: bin("etcd", v.ETCD_VERSION as string, "etcd"),
+    kwok: bin("kwok", v.KWOK_VERSION as string, "kwok"),
+    ghostunnel: bin("ghostunnel", v.GHOSTUNNEL_VERSION as string, "ghostunnel"),
+    versions: v,
+  };
+  const missing = Object.entries(p).filter(([k, path]) => k !== "versions" && !existsSync(path as string));
+  if (missing.length > 0) {
+    throw new Error(
+      `test bed peers not built: ${missing.map(([k]) => k).join(", ")}; run tests/e2e/build-peers.sh (or make peers)`,
+    );
+  }
+  return p;
+}
