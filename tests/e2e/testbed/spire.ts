@@ -157,6 +157,17 @@ plugins {
     ]);
     workloads[w.name] = { ...w, podUid, spiffeId };
   }
+  // The agent picks new entries up on its next sync: ready means every workload can fetch its SVID.
+  for (const w of Object.values(workloads)) {
+    await waitUntil(
+      `SVID for ${w.name}`,
+      () =>
+        run(asWorkload(w, [p.spireAgent, "api", "fetch", "x509", "-socketPath", agentSocket])).includes(
+          w.spiffeId,
+        ),
+      60_000,
+    );
+  }
   return { serverSocket, agentSocket, bundleFile, workloads, pids };
 }
 
