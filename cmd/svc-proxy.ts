@@ -2,6 +2,7 @@
 import { buildInfo } from "../lib/build-info.ts";
 import { SvcError } from "../lib/errors.ts";
 import { type FlagSpec, parseGoFlags, renderFlagHelp } from "../proxy/flags.ts";
+import { createLogger, type Level } from "../proxy/log.ts";
 import { exitWith } from "./exit.ts";
 
 /** svc-proxy: SPIFFE mTLS proxy for HTTP, TCP and MQTT. Flags follow Go conventions (spec 4.1). */
@@ -10,6 +11,11 @@ const FLAGS: FlagSpec[] = [
     name: "config",
     kind: "string",
     usage: "Path to the YAML configuration file; overrides SVC_PROXY_CONFIG",
+  },
+  {
+    name: "check",
+    kind: "bool",
+    usage: "Validate the configuration, print it with every default filled in, and exit",
   },
   { name: "version", kind: "bool", usage: "Print the version and exit" },
   { name: "help", kind: "bool", usage: "Show this help" },
@@ -40,7 +46,7 @@ const FLAGS: FlagSpec[] = [
 const SUMMARY =
   "svc-proxy -config <path>   (or SVC_PROXY_CONFIG holding YAML or JSON text)\n  Carries HTTP, TCP and MQTT over SPIFFE mutual TLS. Configuration changes apply on restart.";
 
-function main(argv: string[]): void {
+async function main(argv: string[]): Promise<void> {
   const flags = parseGoFlags(
     FLAGS,
     argv.map((a) => (a === "-h" || a === "--help" ? "-help" : a)),
@@ -56,18 +62,25 @@ function main(argv: string[]): void {
     );
     return;
   }
-  const path = typeof flags.config === "string" ? flags.config : "";
-  if (!path && !process.env.SVC_PROXY_CONFIG) {
-    throw new SvcError(
-      "usage",
-      "no configuration: pass -config <path> or set SVC_PROXY_CONFIG to YAML or JSON text (see -help)",
+  const devel = flags["zap-devel"] === true;
+  const log = createLogger({
+    level: devel ? "debug" : (flags["zap-log-level"] as Level),
+    encoder: devel ? "console" : (flags["zap-encoder"] as "json" | "console"),
+  });
+  const { configSource, parseConfigText } = await import("../proxy/config/load.ts");
+  const { validateConfig } = await import("../proxy/config/validate.ts");
+  const source = configSource(typeof flags.config === "string" ? flags.config : undefined);
+  const { config, warnings } = validateConfig(parseConfigText(source));
+  for (const w of warnings) log.warn(w, { config: source.origin });
+  if (flags.check) {
+    const { stringify } = await import("yaml");
+    process.stdout.write(
+      `# ${source.origin}: valid (${config.listeners.length} listener${config.listeners.length === 1 ? "" : "s"})\n`,
     );
+    process.stdout.write(stringify(config.effective));
+    return;
   }
   throw new SvcError("usage", "listeners are not implemented in this build yet");
 }
 
-try {
-  main(process.argv.slice(2));
-} catch (e) {
-  exitWith("svc-proxy", e);
-}
+main(process.argv.slice(2)).catch((e) => exitWith("svc-proxy", e));

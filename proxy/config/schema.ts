@@ -1,0 +1,102 @@
+import * as v from "valibot";
+
+/**
+ * The svc-proxy configuration (specification 2.5 and 8) as valibot schemas: structure, types and every
+ * default. Rules that relate fields to each other live in validate.ts.
+ */
+const got = (input: unknown) => (input === undefined ? "nothing" : JSON.stringify(input));
+const str = (what: string) => v.string((i) => `expected ${what}, got ${got(i.input)}`);
+const nonEmpty = (what: string) => v.pipe(str(what), v.minLength(1, `must not be empty (expected ${what})`));
+const bool = () => v.boolean((i) => `expected true or false, got ${got(i.input)}`);
+const oneOf = <T extends string>(values: readonly T[]) =>
+  v.picklist(values, (i) => `invalid value ${got(i.input)} (allowed: ${values.join(", ")})`);
+const duration = (fallback: string) => v.optional(str(`a Go duration such as ${fallback}`), fallback);
+const count = (fallback: number) =>
+  v.optional(
+    v.pipe(
+      v.number((i) => `expected a whole number, got ${got(i.input)}`),
+      v.integer((i) => `expected a whole number, got ${got(i.input)}`),
+      v.minValue(0, (i) => `must not be negative, got ${got(i.input)}`),
+    ),
+    fallback,
+  );
+const patterns = v.optional(v.array(str("a SPIFFE ID pattern (Go regular expression)")), []);
+
+export const MODES = ["client", "server", "central"] as const;
+export const PROTOCOLS = ["http", "tcp", "mqtt"] as const;
+export const OVERFLOW_POLICIES = ["reject", "drop-oldest", "drop-newest"] as const;
+export const MIDDLEWARE_TYPES = ["notary-query", "openai", "dummy", "buffer"] as const;
+
+export const DEFAULT_METRICS_ADDR = ":7600";
+export const DEFAULT_TIMEOUTS = { read: "15s", write: "60s", idle: "120s" } as const;
+export const DEFAULT_BUFFER_MAX_BYTES = 33_554_432;
+
+const Middleware = v.variant(
+  "type",
+  [
+    v.object({ type: v.literal("notary-query") }),
+    v.object({ type: v.literal("openai"), allowUnknown: v.optional(bool(), false) }),
+    v.object({ type: v.literal("dummy"), message: v.optional(str("a string"), "") }),
+    v.object({
+      type: v.literal("buffer"),
+      storage: v.optional(
+        v.object({
+          type: v.optional(oneOf(["in-memory"] as const), "in-memory"),
+          "max-bytes": count(DEFAULT_BUFFER_MAX_BYTES),
+          "max-messages": count(0),
+          "max-ttl": duration("0s"),
+        }),
+        {},
+      ),
+      "overflow-policy": v.optional(oneOf(OVERFLOW_POLICIES), "reject"),
+      "reconnect-backoff": v.optional(v.object({ initial: duration("1s"), max: duration("30s") }), {}),
+    }),
+  ],
+  (i) => `unknown middleware type ${got(i.input)} (allowed: ${MIDDLEWARE_TYPES.join(", ")})`,
+);
+
+export const Listener = v.object({
+  name: nonEmpty("a listener name"),
+  address: nonEmpty("a host:port bind address"),
+  mode: oneOf(MODES),
+  protocol: v.optional(oneOf(PROTOCOLS), "http"),
+  target: v.object(
+    { url: nonEmpty("a URL with scheme and host"), spiffe_ids: patterns },
+    (i) => `expected an object with url, got ${got(i.input)}`,
+  ),
+  source: v.optional(v.object({ spiffe_ids: patterns }), {}),
+  timeouts: v.optional(
+    v.object({
+      read: duration(DEFAULT_TIMEOUTS.read),
+      write: duration(DEFAULT_TIMEOUTS.write),
+      idle: duration(DEFAULT_TIMEOUTS.idle),
+    }),
+    {},
+  ),
+  connection: v.optional(v.object({ disable_keepalive: v.optional(bool(), false) }), {}),
+  middlewares: v.optional(v.array(Middleware), []),
+});
+
+export const Config = v.object({
+  spiffe: v.object(
+    { workload_socket_path: nonEmpty("a Workload API address such as unix:///run/spire/agent.sock") },
+    (i) => `expected an object with workload_socket_path, got ${got(i.input)}`,
+  ),
+  listeners: v.pipe(
+    v.array(Listener, (i) => `expected a list of listeners, got ${got(i.input)}`),
+    v.minLength(1, "at least one listener is required"),
+  ),
+  metricsAddr: v.optional(str(`a host:port address, "0" to disable`), DEFAULT_METRICS_ADDR),
+  keylog: v.optional(str("a file path"), ""),
+  notary: v.optional(
+    v.object({
+      enable: v.optional(bool(), false),
+      database: v.optional(v.object({ path: v.optional(str("a file path"), "") }), {}),
+    }),
+    {},
+  ),
+});
+
+export type ConfigInput = v.InferOutput<typeof Config>;
+export type ListenerInput = v.InferOutput<typeof Listener>;
+export type MiddlewareInput = ListenerInput["middlewares"][number];

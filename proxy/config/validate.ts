@@ -1,0 +1,328 @@
+import { accessSync, constants, existsSync } from "node:fs";
+import { dirname, resolve } from "node:path";
+import * as v from "valibot";
+import { parseDuration } from "../../lib/duration.ts";
+import { SvcError } from "../../lib/errors.ts";
+import { parseEndpoint } from "../../lib/spiffe/address.ts";
+import { compilePatterns } from "../../lib/spiffe/authorizer.ts";
+import {
+  Config,
+  type ConfigInput,
+  DEFAULT_BUFFER_MAX_BYTES,
+  DEFAULT_METRICS_ADDR,
+  DEFAULT_TIMEOUTS,
+  type ListenerInput,
+  type MiddlewareInput,
+} from "./schema.ts";
+import { unknownFields } from "./unknown-fields.ts";
+
+/**
+ * Validates a parsed configuration document: every error at once, each naming its field path, the bad
+ * value and what is allowed. Returns the effective configuration (defaults filled, zero durations replaced
+ * by their defaults) and warnings (unknown fields, settings that have no effect).
+ */
+export interface HostPort {
+  host: string;
+  port: number;
+}
+
+export interface ListenerConfig {
+  name: string;
+  address: HostPort;
+  mode: ListenerInput["mode"];
+  protocol: ListenerInput["protocol"];
+  target: URL;
+  /** True when the hop to the target is SPIFFE mTLS (client and central modes with https/tls/mqtts). */
+  targetMtls: boolean;
+  sourceIds: string[];
+  targetIds: string[];
+  timeouts: { readMs: number; writeMs: number; idleMs: number };
+  disableKeepalive: boolean;
+  middlewares: MiddlewareInput[];
+}
+
+export interface ProxyConfig {
+  workloadApi: string;
+  metricsAddr: HostPort | undefined;
+  keylog: string | undefined;
+  notary: { enable: boolean; databasePath: string | undefined };
+  listeners: ListenerConfig[];
+  /** The document with defaults filled in, as `-check` prints it. */
+  effective: ConfigInput;
+}
+
+export class ConfigError extends SvcError {
+  constructor(readonly problems: string[]) {
+    super(
+      "usage",
+      `invalid configuration (${problems.length} problem${problems.length === 1 ? "" : "s"}):\n${problems.map((p) => `  ${p}`).join("\n")}`,
+    );
+  }
+}
+
+const TARGET_SCHEMES: Record<ListenerInput["protocol"], { mtls: string; plain: string }> = {
+  http: { mtls: "https:", plain: "http:" },
+  tcp: { mtls: "tls:", plain: "tcp:" },
+  mqtt: { mtls: "mqtts:", plain: "mqtt:" },
+};
+
+const MIDDLEWARE_PROTOCOLS: Record<MiddlewareInput["type"], ListenerInput["protocol"][]> = {
+  "notary-query": ["http"],
+  openai: ["http"],
+  dummy: ["http"],
+  buffer: ["mqtt"],
+};
+
+function pathOf(issue: v.BaseIssue<unknown>): string {
+  return (issue.path ?? [])
+    .map((p) => (typeof p.key === "number" ? `[${p.key}]` : `.${String(p.key)}`))
+    .join("")
+    .replace(/^\./, "");
+}
+
+export function parseHostPort(text: string): HostPort | undefined {
+  const m = /^(\[[0-9a-fA-F:.]+\]|[^:[\]\s]*):(\d{1,5})$/.exec(text);
+  if (!m) return undefined;
+  const port = Number(m[2]);
+  if (port > 65535) return undefined;
+  return { host: (m[1] as string).replace(/^\[|\]$/g, ""), port };
+}
+
+export function validateConfig(raw: unknown): { config: ProxyConfig; warnings: string[] } {
+  const parsed = v.safeParse(Config, raw, { abortEarly: false });
+  if (!parsed.success) {
+    // A missing key is reported by its parent object with a generic message; say what it is.
+    const message = (i: v.BaseIssue<unknown>) =>
+      i.message.startsWith("Invalid key:") ? "required field is missing" : i.message;
+    throw new ConfigError(parsed.issues.map((i) => `${pathOf(i) || "(document)"}: ${message(i)}`));
+  }
+  const doc = parsed.output;
+  const problems: string[] = [];
+  const warnings = unknownFields(Config, raw).map((p) => `${p}: unknown field, ignored (check its spelling)`);
+  const problem = (path: string, message: string) => problems.push(`${path}: ${message}`);
+
+  let workloadApi = "";
+  try {
+    workloadApi = parseEndpoint(doc.spiffe.workload_socket_path);
+  } catch (e) {
+    problem("spiffe.workload_socket_path", (e as Error).message);
+  }
+
+  if (doc.metricsAddr === "") doc.metricsAddr = DEFAULT_METRICS_ADDR;
+  const metricsAddr = doc.metricsAddr === "0" ? undefined : parseHostPort(doc.metricsAddr);
+  if (doc.metricsAddr !== "0" && !metricsAddr) {
+    problem(
+      "metricsAddr",
+      `invalid address ${JSON.stringify(doc.metricsAddr)} (allowed: host:port, :port, or "0" to disable)`,
+    );
+  }
+
+  if (doc.keylog) writableParent("keylog", doc.keylog, problem);
+  const databasePath = doc.notary.database.path || undefined;
+  if (doc.notary.enable) {
+    if (!databasePath) problem("notary.database.path", "required when notary.enable is true");
+    else writableParent("notary.database.path", databasePath, problem);
+  }
+
+  const seen = new Map<string, number>();
+  const listeners = doc.listeners.map((l, i) => {
+    const at = `listeners[${i}]`;
+    const first = seen.get(l.name);
+    if (first !== undefined)
+      problem(
+        `${at}.name`,
+        `duplicate name ${JSON.stringify(l.name)} (also listeners[${first}].name); names must be unique`,
+      );
+    else seen.set(l.name, i);
+    const address = parseHostPort(l.address);
+    if (!address)
+      problem(
+        `${at}.address`,
+        `invalid address ${JSON.stringify(l.address)} (allowed: host:port, or :port for all interfaces)`,
+      );
+    const target = checkTarget(l, at, problem, warnings);
+    for (const [field, list] of [
+      ["source.spiffe_ids", l.source.spiffe_ids],
+      ["target.spiffe_ids", l.target.spiffe_ids],
+    ] as const) {
+      try {
+        compilePatterns(list, `${at}.${field}`);
+      } catch (e) {
+        problems.push(...(e as Error).message.split("\n"));
+      }
+    }
+    if (l.mode === "client" && l.source.spiffe_ids.length > 0) {
+      warnings.push(
+        `${at}.source.spiffe_ids: has no effect in client mode, where callers connect in plaintext (bind the listener to loopback)`,
+      );
+    }
+    if (l.mode === "server" && l.target.spiffe_ids.length > 0) {
+      warnings.push(
+        `${at}.target.spiffe_ids: has no effect in server mode, whose target hop is not SPIFFE mTLS`,
+      );
+    }
+    const timeouts = {
+      readMs: timeout(l.timeouts, "read", `${at}.timeouts.read`, problem),
+      writeMs: timeout(l.timeouts, "write", `${at}.timeouts.write`, problem),
+      idleMs: timeout(l.timeouts, "idle", `${at}.timeouts.idle`, problem),
+    };
+    checkMiddlewares(l, at, doc.notary.enable, problem, warnings);
+    return {
+      name: l.name,
+      address: address ?? { host: "", port: 0 },
+      mode: l.mode,
+      protocol: l.protocol,
+      target: target?.url ?? new URL("invalid:"),
+      targetMtls: target?.mtls ?? false,
+      sourceIds: l.source.spiffe_ids,
+      targetIds: l.target.spiffe_ids,
+      timeouts,
+      disableKeepalive: l.connection.disable_keepalive,
+      middlewares: l.middlewares,
+    } satisfies ListenerConfig;
+  });
+
+  if (problems.length > 0) throw new ConfigError(problems);
+  return {
+    config: {
+      workloadApi,
+      metricsAddr,
+      keylog: doc.keylog || undefined,
+      notary: { enable: doc.notary.enable, databasePath },
+      listeners,
+      effective: doc,
+    },
+    warnings,
+  };
+}
+
+function writableParent(field: string, path: string, problem: (p: string, m: string) => void): void {
+  const dir = dirname(resolve(path));
+  if (!existsSync(dir)) {
+    problem(
+      field,
+      `directory ${dir} of ${JSON.stringify(path)} does not exist (it must exist and be writable)`,
+    );
+    return;
+  }
+  try {
+    accessSync(dir, constants.W_OK);
+  } catch {
+    problem(field, `directory ${dir} of ${JSON.stringify(path)} is not writable`);
+  }
+}
+
+// Omitted or zero selects the default (specification 8: zero never disables a timeout); negative is an error.
+function timeout(
+  t: ListenerInput["timeouts"],
+  key: keyof typeof DEFAULT_TIMEOUTS,
+  path: string,
+  problem: (p: string, m: string) => void,
+): number {
+  let ms: number;
+  try {
+    ms = parseDuration(t[key]);
+  } catch (e) {
+    problem(path, (e as Error).message);
+    return 0;
+  }
+  if (ms < 0) problem(path, `must not be negative, got ${JSON.stringify(t[key])}`);
+  if (ms === 0) {
+    t[key] = DEFAULT_TIMEOUTS[key];
+    return parseDuration(DEFAULT_TIMEOUTS[key]);
+  }
+  return ms;
+}
+
+function checkTarget(
+  l: ListenerInput,
+  at: string,
+  problem: (p: string, m: string) => void,
+  warnings: string[],
+): { url: URL; mtls: boolean } | undefined {
+  const path = `${at}.target.url`;
+  let url: URL;
+  try {
+    url = new URL(l.target.url);
+  } catch {
+    problem(path, `invalid URL ${JSON.stringify(l.target.url)} (expected scheme://host:port)`);
+    return undefined;
+  }
+  if (!url.hostname) {
+    problem(path, `${JSON.stringify(l.target.url)} has no host (expected scheme://host:port)`);
+    return undefined;
+  }
+  const schemes = TARGET_SCHEMES[l.protocol];
+  const tlsModes = l.mode === "client" || l.mode === "central";
+  if (l.protocol === "http") {
+    if (url.protocol !== "http:" && url.protocol !== "https:") {
+      problem(path, `${JSON.stringify(l.target.url)}: an http listener needs an http:// or https:// target`);
+      return undefined;
+    }
+    if (tlsModes && url.protocol === "http:") {
+      warnings.push(
+        `${path}: ${l.target.url} is plain HTTP; ${l.mode} mode does not upgrade it to SPIFFE mTLS (use https:// for mTLS)`,
+      );
+    }
+    return { url, mtls: tlsModes && url.protocol === "https:" };
+  }
+  const want = tlsModes ? schemes.mtls : schemes.plain;
+  if (url.protocol !== want) {
+    problem(
+      path,
+      `${JSON.stringify(l.target.url)}: a ${l.protocol} listener in ${l.mode} mode needs a ${want}//host:port target`,
+    );
+    return undefined;
+  }
+  if (!url.port)
+    problem(path, `${JSON.stringify(l.target.url)}: an explicit port is required for ${l.protocol}`);
+  return { url, mtls: tlsModes };
+}
+
+function checkMiddlewares(
+  l: ListenerInput,
+  at: string,
+  notaryEnabled: boolean,
+  problem: (p: string, m: string) => void,
+  warnings: string[],
+): void {
+  l.middlewares.forEach((m, i) => {
+    const path = `${at}.middlewares[${i}]`;
+    const protocols = MIDDLEWARE_PROTOCOLS[m.type];
+    if (l.protocol === "tcp")
+      problem(`${path}.type`, "tcp listeners take no middlewares (specification 4.3 rule 10)");
+    else if (!protocols.includes(l.protocol))
+      problem(`${path}.type`, `${m.type} works on ${protocols.join(", ")} listeners, not ${l.protocol}`);
+    if (m.type === "notary-query" && !notaryEnabled)
+      problem(`${path}.type`, "notary-query needs notary.enable: true");
+    if (m.type === "buffer") {
+      if (m.storage["max-bytes"] === 0) m.storage["max-bytes"] = DEFAULT_BUFFER_MAX_BYTES;
+      const d = (field: string, text: string, fallback: string) => {
+        try {
+          const ms = parseDuration(text);
+          if (ms < 0) problem(`${path}.${field}`, `must not be negative, got ${JSON.stringify(text)}`);
+          return ms === 0 ? parseDuration(fallback) : ms;
+        } catch (e) {
+          problem(`${path}.${field}`, (e as Error).message);
+          return 0;
+        }
+      };
+      d("storage.max-ttl", m.storage["max-ttl"], "0s");
+      const initial = d("reconnect-backoff.initial", m["reconnect-backoff"].initial, "1s");
+      const max = d("reconnect-backoff.max", m["reconnect-backoff"].max, "30s");
+      if (max < initial) {
+        problem(
+          `${path}.reconnect-backoff.max`,
+          `${m["reconnect-backoff"].max} is less than reconnect-backoff.initial ${m["reconnect-backoff"].initial}; max must be at least initial`,
+        );
+      }
+    }
+  });
+  const query = l.middlewares.findIndex((m) => m.type === "notary-query");
+  const openai = l.middlewares.findIndex((m) => m.type === "openai");
+  if (query >= 0 && openai >= 0 && openai < query) {
+    warnings.push(
+      `${at}.middlewares: openai comes before notary-query, so notary queries are refused by openai's path filter (put notary-query first)`,
+    );
+  }
+}

@@ -1,0 +1,313 @@
+import { describe, expect, test } from "bun:test";
+import { ConfigError, validateConfig } from "../../proxy/config/validate.ts";
+
+const base = (listener: Record<string, unknown> = {}, top: Record<string, unknown> = {}) => ({
+  spiffe: { workload_socket_path: "unix:///run/spire/agent.sock" },
+  listeners: [
+    {
+      name: "web",
+      address: "127.0.0.1:8080",
+      mode: "client",
+      target: { url: "https://api:8443" },
+      ...listener,
+    },
+  ],
+  ...top,
+});
+
+function problems(doc: unknown): string[] {
+  try {
+    validateConfig(doc);
+  } catch (e) {
+    if (e instanceof ConfigError) return e.problems;
+    throw e;
+  }
+  return [];
+}
+
+describe("proxy configuration: defaults (specification 2.5 and 8)", () => {
+  test("every default is filled in", () => {
+    const { config } = validateConfig(base());
+    expect(config.metricsAddr).toEqual({ host: "", port: 7600 });
+    expect(config.keylog).toBeUndefined();
+    expect(config.notary).toEqual({ enable: false, databasePath: undefined });
+    const l = config.listeners[0];
+    expect(l).toMatchObject({
+      protocol: "http",
+      sourceIds: [],
+      targetIds: [],
+      disableKeepalive: false,
+      middlewares: [],
+      targetMtls: true,
+    });
+    expect(l?.timeouts).toEqual({ readMs: 15_000, writeMs: 60_000, idleMs: 120_000 });
+  });
+
+  test("zero or omitted timeouts select the default; zero never disables", () => {
+    const { config } = validateConfig(base({ timeouts: { read: "0s", write: "0", idle: "90s" } }));
+    expect(config.listeners[0]?.timeouts).toEqual({ readMs: 15_000, writeMs: 60_000, idleMs: 90_000 });
+    expect(config.effective.listeners[0]?.timeouts).toEqual({ read: "15s", write: "60s", idle: "90s" });
+  });
+
+  test('metricsAddr: empty selects ":7600", "0" disables, loopback binds loopback', () => {
+    expect(validateConfig(base({}, { metricsAddr: "" })).config.metricsAddr).toEqual({
+      host: "",
+      port: 7600,
+    });
+    expect(validateConfig(base({}, { metricsAddr: "0" })).config.metricsAddr).toBeUndefined();
+    expect(validateConfig(base({}, { metricsAddr: "127.0.0.1:7600" })).config.metricsAddr).toEqual({
+      host: "127.0.0.1",
+      port: 7600,
+    });
+  });
+
+  test("buffer middleware defaults, zero selecting the default", () => {
+    const { config } = validateConfig(
+      base({
+        protocol: "mqtt",
+        target: { url: "mqtts://broker:8883" },
+        middlewares: [{ type: "buffer", storage: { "max-bytes": 0 } }],
+      }),
+    );
+    expect(config.listeners[0]?.middlewares[0]).toEqual({
+      type: "buffer",
+      storage: { type: "in-memory", "max-bytes": 33554432, "max-messages": 0, "max-ttl": "0s" },
+      "overflow-policy": "reject",
+      "reconnect-backoff": { initial: "1s", max: "30s" },
+    });
+  });
+});
+
+describe("proxy configuration: every error at once, with path, value and what is allowed", () => {
+  const cases: [string, unknown, string[]][] = [
+    [
+      "no listeners",
+      { spiffe: { workload_socket_path: "unix:///a.sock" }, listeners: [] },
+      ["listeners: at least one listener is required"],
+    ],
+    ["no spiffe section", { listeners: base().listeners }, ["spiffe: required field is missing"]],
+    [
+      "required listener fields",
+      { spiffe: { workload_socket_path: "unix:///a.sock" }, listeners: [{ mode: "proxy" }] },
+      [
+        "listeners[0].name: required field is missing",
+        "listeners[0].address: required field is missing",
+        'listeners[0].mode: invalid value "proxy" (allowed: client, server, central)',
+        "listeners[0].target: required field is missing",
+      ],
+    ],
+    ["empty name", base({ name: "" }), ["listeners[0].name: must not be empty (expected a listener name)"]],
+    [
+      "bad protocol",
+      base({ protocol: "udp" }),
+      ['listeners[0].protocol: invalid value "udp" (allowed: http, tcp, mqtt)'],
+    ],
+    [
+      "unknown middleware",
+      base({ middlewares: [{ type: "gzip" }] }),
+      [
+        'listeners[0].middlewares[0].type: unknown middleware type "gzip" (allowed: notary-query, openai, dummy, buffer)',
+      ],
+    ],
+    [
+      "bad option type",
+      base({ middlewares: [{ type: "openai", allowUnknown: "yes" }] }),
+      ['listeners[0].middlewares[0].allowUnknown: expected true or false, got "yes"'],
+    ],
+    [
+      "duplicate names",
+      { ...base(), listeners: [base().listeners[0], { ...base().listeners[0], address: ":9090" }] },
+      ['listeners[1].name: duplicate name "web" (also listeners[0].name); names must be unique'],
+    ],
+    [
+      "bad address",
+      base({ address: "8080" }),
+      ['listeners[0].address: invalid address "8080" (allowed: host:port, or :port for all interfaces)'],
+    ],
+    [
+      "bad socket address",
+      base({}, { spiffe: { workload_socket_path: "http://agent:8081" } }),
+      [
+        expect.stringContaining(
+          "spiffe.workload_socket_path: invalid Workload API address",
+        ) as unknown as string,
+      ],
+    ],
+    [
+      "tcp client needs tls://",
+      base({ protocol: "tcp", target: { url: "tcp://db:5432" } }),
+      [
+        'listeners[0].target.url: "tcp://db:5432": a tcp listener in client mode needs a tls://host:port target',
+      ],
+    ],
+    [
+      "tcp server needs tcp://",
+      base({ mode: "server", protocol: "tcp", target: { url: "tls://db:5432" } }),
+      [
+        'listeners[0].target.url: "tls://db:5432": a tcp listener in server mode needs a tcp://host:port target',
+      ],
+    ],
+    [
+      "mqtt needs an explicit port",
+      base({ protocol: "mqtt", target: { url: "mqtts://broker" } }),
+      ['listeners[0].target.url: "mqtts://broker": an explicit port is required for mqtt'],
+    ],
+    [
+      "mqtt central needs mqtts://",
+      base({ mode: "central", protocol: "mqtt", target: { url: "mqtt://broker:1883" } }),
+      [
+        'listeners[0].target.url: "mqtt://broker:1883": a mqtt listener in central mode needs a mqtts://host:port target',
+      ],
+    ],
+    [
+      "http needs http(s)",
+      base({ target: { url: "ftp://files:21" } }),
+      ['listeners[0].target.url: "ftp://files:21": an http listener needs an http:// or https:// target'],
+    ],
+    [
+      "not a URL",
+      base({ target: { url: "api:8443" } }),
+      [expect.stringContaining("listeners[0].target.url:") as unknown as string],
+    ],
+    [
+      "RE2 patterns that do not compile",
+      base({
+        source: { spiffe_ids: ["^ok$", "(?=x)"] },
+        target: { url: "https://api:8443", spiffe_ids: ["[a-"] },
+      }),
+      [
+        'listeners[0].source.spiffe_ids[1]: invalid pattern "(?=x)": error parsing regexp: invalid or unsupported Perl syntax: `(?=` (Go RE2 syntax)',
+        'listeners[0].target.spiffe_ids[0]: invalid pattern "[a-": error parsing regexp: missing closing ]: `[a-` (Go RE2 syntax)',
+      ],
+    ],
+    [
+      "bad duration",
+      base({ timeouts: { read: "15" } }),
+      [
+        'listeners[0].timeouts.read: invalid duration "15": use a Go duration such as 500ms, 30s, 2m or 1h30m',
+      ],
+    ],
+    [
+      "negative duration",
+      base({ timeouts: { idle: "-1s" } }),
+      ['listeners[0].timeouts.idle: must not be negative, got "-1s"'],
+    ],
+    [
+      "middleware on tcp",
+      base({ protocol: "tcp", target: { url: "tls://db:5432" }, middlewares: [{ type: "dummy" }] }),
+      ["listeners[0].middlewares[0].type: tcp listeners take no middlewares (specification 4.3 rule 10)"],
+    ],
+    [
+      "buffer on http",
+      base({ middlewares: [{ type: "buffer" }] }),
+      ["listeners[0].middlewares[0].type: buffer works on mqtt listeners, not http"],
+    ],
+    [
+      "notary-query without the notary",
+      base({ middlewares: [{ type: "notary-query" }] }),
+      ["listeners[0].middlewares[0].type: notary-query needs notary.enable: true"],
+    ],
+    [
+      "MQTT buffer limits",
+      base({
+        protocol: "mqtt",
+        target: { url: "mqtts://b:8883" },
+        middlewares: [
+          {
+            type: "buffer",
+            storage: { "max-messages": -1 },
+            "overflow-policy": "drop-all",
+            "reconnect-backoff": { initial: "10s", max: "2s" },
+          },
+        ],
+      }),
+      [
+        "listeners[0].middlewares[0].storage.max-messages: must not be negative, got -1",
+        'listeners[0].middlewares[0].overflow-policy: invalid value "drop-all" (allowed: reject, drop-oldest, drop-newest)',
+      ],
+    ],
+    [
+      "backoff max below initial",
+      base({
+        protocol: "mqtt",
+        target: { url: "mqtts://b:8883" },
+        middlewares: [{ type: "buffer", "reconnect-backoff": { initial: "10s", max: "2s" } }],
+      }),
+      [
+        "listeners[0].middlewares[0].reconnect-backoff.max: 2s is less than reconnect-backoff.initial 10s; max must be at least initial",
+      ],
+    ],
+    [
+      "notary without a database",
+      base({}, { notary: { enable: true } }),
+      ["notary.database.path: required when notary.enable is true"],
+    ],
+    [
+      "notary database directory missing",
+      base({}, { notary: { enable: true, database: { path: "/nonexistent-dir/notary.db" } } }),
+      [
+        'notary.database.path: directory /nonexistent-dir of "/nonexistent-dir/notary.db" does not exist (it must exist and be writable)',
+      ],
+    ],
+    [
+      "keylog directory missing",
+      base({}, { keylog: "/nonexistent-dir/keys.log" }),
+      [
+        'keylog: directory /nonexistent-dir of "/nonexistent-dir/keys.log" does not exist (it must exist and be writable)',
+      ],
+    ],
+    [
+      "bad metricsAddr",
+      base({}, { metricsAddr: "localhost" }),
+      ['metricsAddr: invalid address "localhost" (allowed: host:port, :port, or "0" to disable)'],
+    ],
+  ];
+
+  test.each(cases)("%s", (_, doc, expected) => {
+    expect(problems(doc)).toEqual(expected);
+  });
+
+  test("the error message lists every problem, one per line", () => {
+    let message = "";
+    try {
+      validateConfig(base({ address: "x", protocol: "tcp", target: { url: "tcp://db:1" } }));
+    } catch (e) {
+      message = (e as Error).message;
+    }
+    expect(message).toBe(
+      'invalid configuration (2 problems):\n  listeners[0].address: invalid address "x" (allowed: host:port, or :port for all interfaces)\n  listeners[0].target.url: "tcp://db:1": a tcp listener in client mode needs a tls://host:port target',
+    );
+  });
+});
+
+describe("proxy configuration: warnings", () => {
+  test("unknown fields are named, including a misspelt spiffe_ids", () => {
+    const { warnings } = validateConfig(
+      base(
+        { source: { spiffe_id: ["x"] }, middlewares: [{ type: "dummy", mesage: "hi" }] },
+        { metrics: ":9" },
+      ),
+    );
+    expect(warnings).toEqual([
+      "listeners[0].source.spiffe_id: unknown field, ignored (check its spelling)",
+      "listeners[0].middlewares[0].mesage: unknown field, ignored (check its spelling)",
+      "metrics: unknown field, ignored (check its spelling)",
+    ]);
+  });
+
+  test("settings without effect are pointed out", () => {
+    expect(
+      validateConfig(base({ target: { url: "http://api:8080" }, source: { spiffe_ids: ["^x$"] } })).warnings,
+    ).toEqual([
+      "listeners[0].target.url: http://api:8080 is plain HTTP; client mode does not upgrade it to SPIFFE mTLS (use https:// for mTLS)",
+      "listeners[0].source.spiffe_ids: has no effect in client mode, where callers connect in plaintext (bind the listener to loopback)",
+    ]);
+    const both = base(
+      { middlewares: [{ type: "openai" }, { type: "notary-query" }] },
+      { notary: { enable: true, database: { path: "/tmp/n.db" } } },
+    );
+    expect(validateConfig(both).warnings).toEqual([
+      "listeners[0].middlewares: openai comes before notary-query, so notary queries are refused by openai's path filter (put notary-query first)",
+    ]);
+  });
+});
