@@ -1,6 +1,5 @@
 #!/usr/bin/env bun
 import { buildInfo } from "../lib/build-info.ts";
-import { SvcError } from "../lib/errors.ts";
 import { type FlagSpec, parseGoFlags, renderFlagHelp } from "../proxy/flags.ts";
 import { createLogger, type Level } from "../proxy/log.ts";
 import { exitWith } from "./exit.ts";
@@ -80,7 +79,21 @@ async function main(argv: string[]): Promise<void> {
     process.stdout.write(stringify(config.effective));
     return;
   }
-  throw new SvcError("usage", "listeners are not implemented in this build yet");
+  const { startProxy } = await import("../proxy/runtime.ts");
+  const proxy = await startProxy(config, log);
+  let stopping = false;
+  const stop = async (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    log.info("shutting down", { signal, drain_seconds: DRAIN_MS / 1000 });
+    await proxy.close(DRAIN_MS);
+    process.exit(0);
+  };
+  process.on("SIGTERM", () => void stop("SIGTERM"));
+  process.on("SIGINT", () => void stop("SIGINT"));
 }
+
+/** How long SIGTERM waits for in-flight requests before closing connections. */
+const DRAIN_MS = 10_000;
 
 main(process.argv.slice(2)).catch((e) => exitWith("svc-proxy", e));

@@ -239,7 +239,13 @@ export function decodeStruct(buf: Uint8Array): Record<string, JsonValue> {
   for (const f of readFields(buf)) {
     if (f.field !== 1) continue;
     const [k, v] = decodeMapEntry(asBytes(f));
-    out[k] = decodeValue(v);
+    // An own property even for keys such as __proto__, which plain assignment would treat as the prototype.
+    Object.defineProperty(out, k, {
+      value: decodeValue(v),
+      enumerable: true,
+      writable: true,
+      configurable: true,
+    });
   }
   return out;
 }

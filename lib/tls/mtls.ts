@@ -38,37 +38,63 @@ export interface MtlsServerHandlers {
 }
 
 export function createMtlsServer(policy: MtlsPolicy, handlers: MtlsServerHandlers): MtlsServer {
-  const server = tls.createServer({
-    ...credentials(policy.source),
-    requestCert: true,
-    rejectUnauthorized: false,
-    minVersion: MIN_VERSION,
-    ...(handlers.alpn ? { ALPNProtocols: handlers.alpn } : {}),
-  });
-  const unsubscribe = policy.source.onUpdate(() => server.setSecureContext(credentials(policy.source)));
-  if (policy.keylog) server.on("keylog", (line) => policy.keylog?.write(line));
-  server.on("secureConnection", (socket: tls.TLSSocket) => {
-    let peer: VerifiedPeer;
-    try {
-      peer = authenticatePeer(socket, policy.source, policy.authorize);
-    } catch (e) {
-      socket.destroy();
-      handlers.onReject?.(asSvcError(e), socket);
-      return;
-    }
-    handlers.onConnection(socket, peer);
-  });
-  server.on("tlsClientError", (e, socket) =>
-    handlers.onReject?.(new SvcError("untrusted_peer", `TLS handshake failed: ${e.message}`), socket),
-  );
+  const server = tls.createServer(mtlsServerOptions(policy, handlers.alpn));
+  const detach = attachSpiffeAuth(server, policy, handlers);
   return {
     server,
     close: () =>
       new Promise((resolve) => {
-        unsubscribe();
+        detach();
         server.close(() => resolve());
       }),
   };
+}
+
+/** Options for any TLS server (node:tls, node:https, node:http2) that authenticates SPIFFE peers. */
+export function mtlsServerOptions(policy: MtlsPolicy, alpn?: string[]): tls.TlsOptions {
+  return {
+    ...credentials(policy.source),
+    requestCert: true,
+    rejectUnauthorized: false,
+    minVersion: MIN_VERSION,
+    ...(alpn ? { ALPNProtocols: alpn } : {}),
+  };
+}
+
+const verifiedPeers = new WeakMap<tls.TLSSocket, VerifiedPeer>();
+
+/** The authenticated peer of a socket accepted by a server with attachSpiffeAuth. */
+export function peerOf(socket: unknown): VerifiedPeer | undefined {
+  return verifiedPeers.get(socket as tls.TLSSocket);
+}
+
+/**
+ * Makes a TLS server authenticate every client the SPIFFE way before it is handed on: unverified or
+ * unauthorized sockets are destroyed (onReject says why), and the server's certificate follows the
+ * source's rotations for new handshakes. Returns a function that detaches from the source.
+ */
+export function attachSpiffeAuth(
+  server: tls.Server,
+  policy: MtlsPolicy,
+  handlers: Partial<Pick<MtlsServerHandlers, "onConnection" | "onReject">>,
+): () => void {
+  const unsubscribe = policy.source.onUpdate(() => server.setSecureContext(credentials(policy.source)));
+  if (policy.keylog) server.on("keylog", (line) => policy.keylog?.write(line));
+  // Registered first, so that the socket is refused before any request handler sees it.
+  server.prependListener("secureConnection", (socket: tls.TLSSocket) => {
+    try {
+      const peer = authenticatePeer(socket, policy.source, policy.authorize);
+      verifiedPeers.set(socket, peer);
+      handlers.onConnection?.(socket, peer);
+    } catch (e) {
+      socket.destroy();
+      handlers.onReject?.(asSvcError(e), socket);
+    }
+  });
+  server.on("tlsClientError", (e, socket) =>
+    handlers.onReject?.(new SvcError("untrusted_peer", `TLS handshake failed: ${e.message}`), socket),
+  );
+  return unsubscribe;
 }
 
 function asSvcError(e: unknown): SvcError {

@@ -6,10 +6,13 @@ import { type VerifiedPeer, verifyX509Svid } from "../spiffe/x509svid.ts";
 
 /** The certificates the peer presented, leaf first, as DER. */
 export function presentedChain(socket: TLSSocket): Uint8Array[] {
+  return chainOf(socket.getPeerCertificate(true));
+}
+
+/** The DER chain of a detailed peer certificate (as getPeerCertificate(true) and checkServerIdentity give it). */
+export function chainOf(peerCert: PeerCertificate | undefined): Uint8Array[] {
   const chain: Uint8Array[] = [];
-  let cert = socket.getPeerCertificate(true) as
-    | (PeerCertificate & { issuerCertificate?: PeerCertificate })
-    | undefined;
+  let cert = peerCert as (PeerCertificate & { issuerCertificate?: PeerCertificate }) | undefined;
   while (cert?.raw && chain.length < 10) {
     chain.push(new Uint8Array(cert.raw));
     const next = cert.issuerCertificate;

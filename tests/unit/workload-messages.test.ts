@@ -96,6 +96,14 @@ describe("Workload API wire format", () => {
     });
   });
 
+  test("a Struct key named __proto__ stays a plain property and never becomes the prototype", () => {
+    const claims = JSON.parse('{"__proto__": {"polluted": true}, "sub": "x"}');
+    const decoded = decodeStruct(encodeStruct(claims));
+    expect(Object.keys(decoded)).toEqual(["__proto__", "sub"]);
+    expect(Object.getPrototypeOf(decoded)).toBe(Object.prototype);
+    expect((decoded as { polluted?: boolean }).polluted).toBeUndefined();
+  });
+
   test("google.protobuf.Struct round-trips any JSON object", () => {
     fc.assert(
       fc.property(

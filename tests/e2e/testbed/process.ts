@@ -1,18 +1,7 @@
 import { spawn } from "node:child_process";
 import { closeSync, openSync } from "node:fs";
-import { createServer } from "node:net";
 
-/** A free loopback port (bound and released; fine for a single-user test machine). */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once("error", reject);
-    s.listen(0, "127.0.0.1", () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => resolve(port));
-    });
-  });
-}
+export { freePort } from "../../support/net.ts";
 
 /**
  * Starts a test bed daemon detached from this process (it outlives `make testbed-up`), with standard output

@@ -1,0 +1,59 @@
+import https from "node:https";
+import type { PeerCertificate } from "node:tls";
+import { SvcError } from "../errors.ts";
+import { verifyX509Svid } from "../spiffe/x509svid.ts";
+import type { MtlsPolicy } from "./mtls.ts";
+import { chainOf } from "./peer.ts";
+
+/**
+ * An https.Agent for SPIFFE mTLS to an upstream. BoringSSL checks the chain against every bundle we hold;
+ * checkServerIdentity then applies the SPIFFE rules (the chain must lead to the bundle of the server's own
+ * trust domain, no hostname check) and the authorizer. A refused server never receives the request.
+ * The agent pools connections (keepAlive) and is replaced when the source rotates, so new connections
+ * present the new SVID while requests on existing ones finish.
+ */
+export interface UpstreamAgent {
+  agent(): https.Agent;
+  close(): void;
+}
+
+export function createUpstreamAgent(policy: MtlsPolicy, o: { keepAlive: boolean }): UpstreamAgent {
+  const build = () => {
+    const svid = policy.source.getX509Svid();
+    const agent = new https.Agent({
+      keepAlive: o.keepAlive,
+      cert: svid.certPem,
+      key: svid.keyPem,
+      ca: policy.source.bundles().pem(),
+      minVersion: "TLSv1.2",
+      checkServerIdentity: (_host: string, cert: PeerCertificate) => {
+        try {
+          const peer = verifyX509Svid(chainOf(cert), policy.source);
+          const decision = policy.authorize(peer.id);
+          return decision.allowed ? undefined : new SvcError("unauthorized_peer", decision.reason);
+        } catch (e) {
+          return e as Error;
+        }
+      },
+    });
+    if (policy.keylog) agent.on("keylog", (line: Buffer) => policy.keylog?.write(line));
+    return agent;
+  };
+  let current = build();
+  const retired = new Set<https.Agent>();
+  const unsubscribe = policy.source.onUpdate(() => {
+    const old = current;
+    current = build();
+    // Idle pooled sockets of the old agent are closed; in-flight requests finish on theirs.
+    retired.add(old);
+    for (const list of Object.values(old.freeSockets)) for (const s of list ?? []) s.destroy();
+  });
+  return {
+    agent: () => current,
+    close() {
+      unsubscribe();
+      current.destroy();
+      for (const a of retired) a.destroy();
+    },
+  };
+}

@@ -1,0 +1,53 @@
+import http from "node:http";
+import https from "node:https";
+import { isIP } from "node:net";
+import { isSvcError } from "../../lib/errors.ts";
+import { endToEnd, forwardedFor } from "./headers.ts";
+import { type Handler, type ProxyResponse, proxyResponse } from "./types.ts";
+
+/**
+ * The end of every chain: sends the request to the target, streaming both bodies, and hands back the
+ * target's response. Failures become a 502 with a short body that says which failure; an abort (the
+ * caller left, or the write timeout fired) ends the upstream request.
+ */
+export interface ForwardOptions {
+  target: URL;
+  agent: () => http.Agent;
+}
+
+export function forwarder(o: ForwardOptions): Handler {
+  const tls = o.target.protocol === "https:";
+  const port = Number(o.target.port) || (tls ? 443 : 80);
+  const host = o.target.hostname.replace(/^\[|\]$/g, "");
+  return (req) =>
+    new Promise<ProxyResponse>((resolve) => {
+      const headers = endToEnd(req.headers);
+      forwardedFor(headers, req.remoteAddress);
+      const out = (tls ? https : http).request(
+        {
+          host,
+          port,
+          method: req.method,
+          path: req.path,
+          headers,
+          agent: o.agent(),
+          signal: req.signal,
+          ...(tls && !isIP(host) ? { servername: host } : {}),
+        },
+        (res) => resolve({ status: res.statusCode ?? 502, headers: endToEnd(res.headers), body: res }),
+      );
+      out.on("error", (e) => resolve(upstreamFailure(o.target, e)));
+      req.body.pipe(out);
+    });
+}
+
+function upstreamFailure(target: URL, e: Error): ProxyResponse {
+  const where = target.origin;
+  if (isSvcError(e)) return proxyResponse(502, `upstream ${where} refused: ${e.message}`, "target-refused");
+  const code = (e as NodeJS.ErrnoException).code;
+  if (e.name === "AbortError") return proxyResponse(502, `request to ${where} aborted`, "target-failed");
+  if (code && /^(ECONNREFUSED|ENOTFOUND|EHOSTUNREACH|ENETUNREACH|EAI_AGAIN|ECONNRESET|EPIPE)$/.test(code)) {
+    return proxyResponse(502, `upstream ${where} unreachable (${code})`, "target-unreachable");
+  }
+  return proxyResponse(502, `upstream ${where} failed: ${e.message}`, "target-failed");
+}

@@ -1,0 +1,234 @@
+import http, { type IncomingMessage, type ServerResponse } from "node:http";
+import http2 from "node:http2";
+import https from "node:https";
+import type { Socket } from "node:net";
+import type { Readable } from "node:stream";
+import { authorizeMatching } from "../../lib/spiffe/authorizer.ts";
+import type { SvidSource } from "../../lib/spiffe/x509-source.ts";
+import type { KeyLog } from "../../lib/tls/keylog.ts";
+import { attachSpiffeAuth, mtlsServerOptions, peerOf } from "../../lib/tls/mtls.ts";
+import { createUpstreamAgent } from "../../lib/tls/upstream-agent.ts";
+import type { ListenerConfig } from "../config/validate.ts";
+import type { Logger } from "../log.ts";
+import { buildChain } from "../middleware/chain.ts";
+import { forwarder } from "./forward.ts";
+import { PEER_ID_HEADER } from "./headers.ts";
+import { type ProxyRequest, type ProxyResponse, proxyResponse } from "./types.ts";
+
+/**
+ * One HTTP listener (specification 4.2): client mode takes plaintext and calls the target over SPIFFE
+ * mTLS; server mode authenticates callers with SPIFFE mTLS and calls the target in plaintext (or ordinary
+ * HTTPS); central does mTLS on both sides. Server and central tell the target who called in Svc-Peer-ID.
+ */
+export interface ListenerEvents {
+  request(status: number, seconds: number): void;
+  denied(side: "source" | "target", reason: string): void;
+  connection(): void;
+}
+
+export interface ListenerDeps {
+  source: SvidSource;
+  log: Logger;
+  keylog?: KeyLog;
+  events?: ListenerEvents;
+}
+
+export interface RunningListener {
+  port: number;
+  /** Stops accepting, waits up to `drainMs` for in-flight requests, then closes every connection. */
+  close(drainMs: number): Promise<void>;
+}
+
+export async function startHttpListener(l: ListenerConfig, deps: ListenerDeps): Promise<RunningListener> {
+  const log = deps.log.with({ listener: l.name });
+  const events = deps.events;
+  const mtlsIn = l.mode === "server" || l.mode === "central";
+
+  const upstream = l.targetMtls
+    ? createUpstreamAgent(
+        {
+          source: deps.source,
+          authorize: authorizeMatching(l.targetIds, `listeners.${l.name}.target.spiffe_ids`),
+          ...(deps.keylog ? { keylog: deps.keylog } : {}),
+        },
+        { keepAlive: !l.disableKeepalive },
+      )
+    : undefined;
+  const plainAgent =
+    l.target.protocol === "https:"
+      ? new https.Agent({ keepAlive: !l.disableKeepalive })
+      : new http.Agent({ keepAlive: !l.disableKeepalive });
+  const agent = () => upstream?.agent() ?? plainAgent;
+  const chain = buildChain(l.middlewares, forwarder({ target: l.target, agent }));
+
+  const sockets = new Set<Socket>();
+  const active = new Map<Socket, number>();
+  const idleTimers = new Map<Socket, ReturnType<typeof setTimeout>>();
+  const idle = (socket: Socket) => {
+    clearTimeout(idleTimers.get(socket));
+    if ((active.get(socket) ?? 0) === 0)
+      idleTimers.set(
+        socket,
+        setTimeout(() => socket.destroy(), l.timeouts.idleMs),
+      );
+  };
+  const track = (socket: Socket) => {
+    sockets.add(socket);
+    events?.connection();
+    idle(socket);
+    socket.on("close", () => {
+      sockets.delete(socket);
+      active.delete(socket);
+      clearTimeout(idleTimers.get(socket));
+      idleTimers.delete(socket);
+    });
+  };
+
+  const handle = async (req: IncomingMessage, res: ServerResponse) => {
+    const started = performance.now();
+    const socket = req.socket;
+    active.set(socket, (active.get(socket) ?? 0) + 1);
+    clearTimeout(idleTimers.get(socket));
+    const peer = mtlsIn ? peerOf(socket)?.id : undefined;
+    const id = (req.headers["x-request-id"] as string | undefined) ?? crypto.randomUUID();
+    const reqLog = log.with({ request_id: id, ...(peer ? { peer: peer.uri } : {}) });
+    const controller = new AbortController();
+    let timedOut: "read" | "write" | undefined;
+
+    // read: the whole request, body included; write: from the end of the request to the end of the response.
+    const readTimer = setTimeout(() => {
+      timedOut = "read";
+      controller.abort();
+      // The rest of a half-read request cannot be told from the next request: the connection ends.
+      res.once("finish", () => socket.destroy());
+      const timeout = proxyResponse(408, `request not received within ${l.timeouts.readMs} ms`);
+      timeout.headers.connection = "close";
+      if (!res.headersSent) send(res, timeout);
+      else res.destroy();
+    }, l.timeouts.readMs);
+    let writeTimer: ReturnType<typeof setTimeout> | undefined;
+    const startWriteTimer = () => {
+      clearTimeout(readTimer);
+      writeTimer = setTimeout(() => {
+        timedOut = "write";
+        controller.abort();
+        if (!res.headersSent)
+          send(
+            res,
+            proxyResponse(504, `upstream ${l.target.origin} did not answer within ${l.timeouts.writeMs} ms`),
+          );
+        else res.destroy();
+      }, l.timeouts.writeMs);
+    };
+    if (req.complete) startWriteTimer();
+    else req.once("end", startWriteTimer);
+    res.once("close", () => {
+      clearTimeout(readTimer);
+      clearTimeout(writeTimer);
+      if (!res.writableFinished) controller.abort();
+      active.set(socket, Math.max(0, (active.get(socket) ?? 1) - 1));
+      if (!socket.destroyed) idle(socket);
+      const seconds = (performance.now() - started) / 1000;
+      events?.request(res.statusCode, seconds);
+      reqLog.debug("request", { method: req.method, path: req.url, status: res.statusCode, seconds });
+    });
+
+    const headers = { ...req.headers };
+    delete headers[PEER_ID_HEADER];
+    if (peer) headers[PEER_ID_HEADER] = peer.uri;
+    headers["x-request-id"] = id;
+    const preq: ProxyRequest = {
+      id,
+      listener: l.name,
+      method: req.method ?? "GET",
+      path: req.url ?? "/",
+      headers,
+      body: req,
+      peer,
+      remoteAddress: socket.remoteAddress ?? "",
+      log: reqLog,
+      signal: controller.signal,
+    };
+    let response: ProxyResponse;
+    try {
+      response = await chain(preq);
+    } catch (e) {
+      reqLog.error("middleware failed", { error: (e as Error).message });
+      response = proxyResponse(500, "internal error in a middleware");
+    }
+    if (timedOut || res.headersSent || res.destroyed) {
+      if (typeof response.body !== "string") response.body.destroy();
+      return;
+    }
+    if (response.failure) {
+      const reason = String(response.body).trim();
+      reqLog.warn("upstream failure", { status: response.status, failure: response.failure, reason });
+      if (response.failure === "target-refused") events?.denied("target", reason);
+    }
+    send(res, response);
+  };
+
+  let server: http.Server | http2.Http2SecureServer;
+  let detach = () => {};
+  if (mtlsIn) {
+    const policy = {
+      source: deps.source,
+      authorize: authorizeMatching(l.sourceIds, `listeners.${l.name}.source.spiffe_ids`),
+      ...(deps.keylog ? { keylog: deps.keylog } : {}),
+    };
+    const secure = http2.createSecureServer({
+      ...mtlsServerOptions(policy, ["h2", "http/1.1"]),
+      allowHTTP1: true,
+    });
+    detach = attachSpiffeAuth(secure, policy, {
+      onConnection: (socket) => track(socket),
+      onReject: (e, socket) => {
+        events?.denied("source", e.message);
+        log.warn("caller refused", { reason: e.message, code: e.code, remote: socket?.remoteAddress });
+      },
+    });
+    secure.on(
+      "request",
+      (req, res) => void handle(req as unknown as IncomingMessage, res as unknown as ServerResponse),
+    );
+    server = secure;
+  } else {
+    const plain = http.createServer(
+      { keepAliveTimeout: l.timeouts.idleMs },
+      (req, res) => void handle(req, res),
+    );
+    plain.on("connection", track);
+    server = plain;
+  }
+  server.on("error", (e) => log.error("listener error", { error: e.message }));
+
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(l.address.port, l.address.host || undefined, () => {
+      server.off("error", reject);
+      resolve();
+    });
+  });
+  const port = (server.address() as { port: number }).port;
+  log.info("listening", { address: `${l.address.host}:${port}`, mode: l.mode, target: l.target.href });
+
+  return {
+    port,
+    async close(drainMs) {
+      server.close();
+      detach();
+      for (const s of sockets) if ((active.get(s) ?? 0) === 0) s.destroy();
+      const deadline = Date.now() + drainMs;
+      while ([...active.values()].some((n) => n > 0) && Date.now() < deadline) await Bun.sleep(20);
+      for (const s of sockets) s.destroy();
+      upstream?.close();
+      plainAgent.destroy();
+    },
+  };
+}
+
+function send(res: ServerResponse, r: ProxyResponse): void {
+  res.writeHead(r.status, r.headers);
+  if (typeof r.body === "string") res.end(r.body);
+  else (r.body as Readable).pipe(res);
+}

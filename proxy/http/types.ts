@@ -1,0 +1,47 @@
+import type { IncomingHttpHeaders, OutgoingHttpHeaders } from "node:http";
+import type { Readable } from "node:stream";
+import type { SpiffeId } from "../../lib/spiffe/id.ts";
+import type { Logger } from "../log.ts";
+
+/** A request on its way through a listener's middleware chain to the target. Bodies stream. */
+export interface ProxyRequest {
+  id: string;
+  listener: string;
+  method: string;
+  /** Path and query, as received. */
+  path: string;
+  headers: IncomingHttpHeaders;
+  body: Readable;
+  /** The authenticated caller (server and central modes). */
+  peer: SpiffeId | undefined;
+  remoteAddress: string;
+  log: Logger;
+  /** Aborted when the caller goes away or the write timeout fires; upstream requests follow it. */
+  signal: AbortSignal;
+}
+
+export interface ProxyResponse {
+  status: number;
+  headers: OutgoingHttpHeaders;
+  body: Readable | string;
+  /** Set on responses the proxy made because the target could not be used. */
+  failure?: "target-refused" | "target-unreachable" | "target-failed";
+}
+
+export type Handler = (req: ProxyRequest) => Promise<ProxyResponse>;
+/** `next` passes the request on; the first middleware in the configuration sees the request first. */
+export type Middleware = (req: ProxyRequest, next: Handler) => Promise<ProxyResponse>;
+
+/** A short plain-text response from the proxy itself (errors, refusals). */
+export function proxyResponse(
+  status: number,
+  message: string,
+  failure?: ProxyResponse["failure"],
+): ProxyResponse {
+  return {
+    status,
+    headers: { "content-type": "text/plain; charset=utf-8", "cache-control": "no-store" },
+    body: `svc-proxy: ${message}\n`,
+    ...(failure ? { failure } : {}),
+  };
+}

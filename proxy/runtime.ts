@@ -1,0 +1,56 @@
+import { SvcError } from "../lib/errors.ts";
+import { X509Source } from "../lib/spiffe/x509-source.ts";
+import { openKeyLog } from "../lib/tls/keylog.ts";
+import type { ProxyConfig } from "./config/validate.ts";
+import { type RunningListener, startHttpListener } from "./http/listener.ts";
+import type { Logger } from "./log.ts";
+
+/**
+ * A running svc-proxy: one X509Source for the process, shared by every listener; listeners are
+ * independent. close() stops accepting, drains in-flight requests within `drainMs`, and releases all.
+ */
+export interface RunningProxy {
+  listeners: Map<string, RunningListener>;
+  close(drainMs: number): Promise<void>;
+}
+
+export async function startProxy(config: ProxyConfig, log: Logger): Promise<RunningProxy> {
+  const source = await X509Source.open({
+    address: config.workloadApi,
+    timeoutMs: 30_000,
+    onError: (e) => log.warn("Workload API", { error: e.message }),
+  });
+  log.info("SVID received", {
+    spiffe_id: source.getX509Svid().id.uri,
+    expires: source.getX509Svid().notAfter.toISOString(),
+  });
+  source.onUpdate(() => log.info("SVID rotated", { expires: source.getX509Svid().notAfter.toISOString() }));
+  const keylog = config.keylog ? openKeyLog(config.keylog) : undefined;
+  if (keylog)
+    log.warn("TLS key logging is on: whoever holds the file and a capture can decrypt the sessions", {
+      keylog: config.keylog,
+    });
+  const listeners = new Map<string, RunningListener>();
+  try {
+    for (const l of config.listeners) {
+      if (l.protocol !== "http")
+        throw new SvcError(
+          "usage",
+          `listener ${l.name}: ${l.protocol} listeners are not available in this build yet`,
+        );
+      listeners.set(l.name, await startHttpListener(l, { source, log, ...(keylog ? { keylog } : {}) }));
+    }
+  } catch (e) {
+    for (const running of listeners.values()) await running.close(0);
+    source.close();
+    throw e;
+  }
+  return {
+    listeners,
+    async close(drainMs) {
+      await Promise.all([...listeners.values()].map((l) => l.close(drainMs)));
+      keylog?.close();
+      source.close();
+    },
+  };
+}

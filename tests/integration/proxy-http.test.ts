@@ -1,0 +1,312 @@
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { createServer, type IncomingMessage, request, type Server } from "node:http";
+import { connect } from "node:net";
+import { join } from "node:path";
+import { type DevApi, startDevApi, tempDir } from "../support/dev-api.ts";
+import { freePort } from "../support/net.ts";
+import { stopAll } from "../support/proc.ts";
+import { logLines, startSvcProxy } from "../support/proxy.ts";
+
+/**
+ * HTTP through real svc-proxy processes with SVIDs from the development Workload API: client, server
+ * and central modes, peer restrictions both ways, Svc-Peer-ID, keep-alive, timeouts.
+ */
+const dir = tempDir();
+const caDir = join(dir, "ca");
+const ID = (sa: string) => `spiffe://example.org/ns/prod/sa/${sa}`;
+const only = (sa: string) => [`^spiffe://example\\.org/ns/prod/sa/${sa}$`];
+const apis: Record<string, DevApi> = {};
+let upstream: Server;
+let upstreamPort: number;
+let upstreamConnections = 0;
+
+beforeAll(async () => {
+  apis.web = await startDevApi({ socketPath: join(dir, "web.sock"), spiffeIds: [ID("web")], caDir });
+  const others = await Promise.all(
+    ["api", "db", "central"].map((sa) =>
+      startDevApi({ socketPath: join(dir, `${sa}.sock`), spiffeIds: [ID(sa)], caDir }),
+    ),
+  );
+  ["api", "db", "central"].forEach((sa, i) => {
+    apis[sa] = others[i] as DevApi;
+  });
+  upstreamPort = await freePort();
+  upstream = createServer((req, res) => {
+    let body = "";
+    req.on("data", (d) => {
+      body += d;
+    });
+    req.on("end", () => {
+      const delay = Number(new URL(req.url ?? "/", "http://x").searchParams.get("delay") ?? 0);
+      setTimeout(() => {
+        res.writeHead(200, { "content-type": "application/json", connection: "keep-alive" });
+        res.end(JSON.stringify({ method: req.method, url: req.url, headers: req.headers, body }));
+      }, delay);
+    });
+  });
+  upstream.on("connection", () => upstreamConnections++);
+  await new Promise<void>((r) => upstream.listen(upstreamPort, "127.0.0.1", () => r()));
+});
+afterAll(async () => {
+  await stopAll();
+  upstream.close();
+});
+
+const socket = (sa: string) => apis[sa]?.socket as string;
+const listener = (o: Record<string, unknown>) => ({
+  name: "l",
+  address: `127.0.0.1:${o.port}`,
+  ...o,
+  port: undefined,
+});
+const config = (sa: string, listeners: Record<string, unknown>[]) => ({
+  spiffe: { workload_socket_path: socket(sa) },
+  metricsAddr: "0",
+  listeners: listeners.map(listener),
+});
+
+/** A proxy in server mode as `api` in front of the upstream, and a client-mode proxy as `sa` in front of it. */
+async function pair(
+  o: {
+    clientAs?: string;
+    serverAllows?: string[];
+    clientAllows?: string[];
+    server?: Record<string, unknown>;
+  } = {},
+) {
+  const [serverPort, clientPort] = [await freePort(), await freePort()];
+  const server = await startSvcProxy(
+    config("api", [
+      {
+        port: serverPort,
+        mode: "server",
+        target: { url: `http://127.0.0.1:${upstreamPort}` },
+        source: { spiffe_ids: o.serverAllows ?? only("web") },
+        ...o.server,
+      },
+    ]),
+  );
+  const client = await startSvcProxy(
+    config(o.clientAs ?? "web", [
+      {
+        port: clientPort,
+        mode: "client",
+        target: { url: `https://127.0.0.1:${serverPort}`, spiffe_ids: o.clientAllows ?? only("api") },
+        middlewares: [{ type: "dummy", message: "via-client" }],
+      },
+    ]),
+  );
+  return { server, client, clientPort, serverPort };
+}
+
+interface Reply {
+  status: number;
+  headers: IncomingMessage["headers"];
+  body: string;
+}
+
+function send(
+  port: number,
+  path: string,
+  o: {
+    method?: string;
+    headers?: Record<string, string>;
+    body?: string;
+    agent?: import("node:http").Agent;
+  } = {},
+): Promise<Reply> {
+  return new Promise((resolve, reject) => {
+    const req = request(
+      { host: "127.0.0.1", port, path, method: o.method ?? "GET", headers: o.headers, agent: o.agent },
+      (res) => {
+        let body = "";
+        res.on("data", (d) => {
+          body += d;
+        });
+        res.on("end", () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body }));
+      },
+    );
+    req.on("error", reject);
+    req.end(o.body);
+  });
+}
+
+describe("HTTP client → server proxy pair", () => {
+  test("the request reaches the target with the caller's SPIFFE ID; a forged Svc-Peer-ID is replaced", async () => {
+    const { clientPort } = await pair();
+    const r = await send(clientPort, "/orders?id=7", {
+      method: "POST",
+      body: "payload",
+      headers: { "svc-peer-id": "spiffe://forged/id", "content-type": "text/plain" },
+    });
+    expect(r.status).toBe(200);
+    const seen = JSON.parse(r.body);
+    expect(seen).toMatchObject({ method: "POST", url: "/orders?id=7", body: "payload" });
+    expect(seen.headers["svc-peer-id"]).toBe(ID("web"));
+    expect(seen.headers["svc-dummy"]).toBe("via-client");
+    expect(seen.headers["x-request-id"]).toMatch(/^[0-9a-f-]{36}$/);
+    expect(r.headers["svc-dummy"]).toBe("via-client");
+  });
+
+  test("a caller that matches no source pattern is refused by the server proxy, which logs why", async () => {
+    const { clientPort, server } = await pair({ clientAs: "db" });
+    const r = await send(clientPort, "/");
+    expect(r.status).toBe(502);
+    expect(r.body).toMatch(/^svc-proxy: upstream https:\/\/127\.0\.0\.1:\d+ (unreachable|failed)/);
+    await Bun.sleep(200);
+    const refusal = logLines(server).find((l) => l.msg === "caller refused");
+    expect(refusal).toMatchObject({ level: "warn", listener: "l", code: "unauthorized_peer" });
+    expect(String(refusal?.reason)).toStartWith(`peer ${ID("db")} matches none of 1 allowed pattern(s)`);
+  });
+
+  test("a target whose ID matches no target pattern is refused before the request is sent", async () => {
+    const before = upstreamConnections;
+    const { clientPort, client } = await pair({ clientAllows: only("db") });
+    const r = await send(clientPort, "/secret");
+    expect(r.status).toBe(502);
+    expect(r.body).toMatch(
+      new RegExp(
+        `^svc-proxy: upstream https://127\\.0\\.0\\.1:\\d+ refused: peer ${ID("api")} matches none of 1 allowed pattern`,
+      ),
+    );
+    expect(upstreamConnections).toBe(before);
+    expect(logLines(client).find((l) => l.msg === "upstream failure")).toMatchObject({
+      failure: "target-refused",
+      status: 502,
+    });
+  });
+
+  test("an unreachable target is a 502 that says so", async () => {
+    const dead = await freePort();
+    const port = await freePort();
+    await startSvcProxy(
+      config("api", [{ port, mode: "server", target: { url: `http://127.0.0.1:${dead}` } }]),
+    );
+    // Called directly in plaintext is not possible in server mode; use a client proxy to reach it.
+    const clientPort = await freePort();
+    await startSvcProxy(
+      config("web", [{ port: clientPort, mode: "client", target: { url: `https://127.0.0.1:${port}` } }]),
+    );
+    const r = await send(clientPort, "/");
+    expect(r.status).toBe(502);
+    expect(r.body).toBe(`svc-proxy: upstream http://127.0.0.1:${dead} unreachable (ECONNREFUSED)\n`);
+  });
+});
+
+describe("central mode", () => {
+  test("client → central → server: the server authenticates the central proxy (rule 4.2.3)", async () => {
+    const [serverPort, centralPort, clientPort] = [await freePort(), await freePort(), await freePort()];
+    await startSvcProxy(
+      config("api", [
+        {
+          port: serverPort,
+          mode: "server",
+          target: { url: `http://127.0.0.1:${upstreamPort}` },
+          source: { spiffe_ids: only("central") },
+        },
+      ]),
+    );
+    const central = await startSvcProxy(
+      config("central", [
+        {
+          port: centralPort,
+          mode: "central",
+          target: { url: `https://127.0.0.1:${serverPort}`, spiffe_ids: only("api") },
+          source: { spiffe_ids: only("web") },
+        },
+      ]),
+    );
+    await startSvcProxy(
+      config("web", [
+        {
+          port: clientPort,
+          mode: "client",
+          target: { url: `https://127.0.0.1:${centralPort}`, spiffe_ids: only("central") },
+        },
+      ]),
+    );
+    const r = await send(clientPort, "/via-central");
+    expect(r.status).toBe(200);
+    expect(JSON.parse(r.body).headers["svc-peer-id"]).toBe(ID("central"));
+    expect(logLines(central).some((l) => l.msg === "listening")).toBe(true);
+  });
+});
+
+describe("connections and timeouts", () => {
+  test("keep-alive reuses upstream connections; disable_keepalive opens one per request", async () => {
+    const agent = new (await import("node:http")).Agent({ keepAlive: true, maxSockets: 1 });
+    const reuse = await pair();
+    let before = upstreamConnections;
+    for (let i = 0; i < 5; i++) expect((await send(reuse.clientPort, "/", { agent })).status).toBe(200);
+    expect(upstreamConnections - before).toBe(1);
+    const fresh = await pair({ server: { connection: { disable_keepalive: true } } });
+    before = upstreamConnections;
+    for (let i = 0; i < 5; i++) expect((await send(fresh.clientPort, "/", { agent })).status).toBe(200);
+    expect(upstreamConnections - before).toBe(5);
+    agent.destroy();
+  });
+
+  test("write timeout: a target slower than timeouts.write gets a 504, and the proxy does not hang", async () => {
+    const { clientPort } = await pair({ server: { timeouts: { write: "300ms" } } });
+    const r = await send(clientPort, "/slow?delay=2000");
+    expect(r.status).toBe(504);
+    expect(r.body).toBe(
+      `svc-proxy: upstream http://127.0.0.1:${upstreamPort} did not answer within 300 ms\n`,
+    );
+  });
+
+  test("read timeout: a request whose body never completes gets a 408", async () => {
+    const port = await freePort();
+    await startSvcProxy(
+      config("web", [
+        {
+          port,
+          mode: "client",
+          target: { url: `http://127.0.0.1:${upstreamPort}` },
+          timeouts: { read: "300ms" },
+        },
+      ]),
+    );
+    const r = await new Promise<string>((resolve) => {
+      const s = require("node:net").connect(port, "127.0.0.1", () =>
+        s.write("POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\npartial"),
+      );
+      let got = "";
+      s.on("data", (d: Buffer) => {
+        got += d;
+      });
+      s.on("close", () => resolve(got));
+      setTimeout(() => s.destroy(), 5000);
+    });
+    // Answered and closed well before the test's own 5 s limit.
+    expect(r).toStartWith("HTTP/1.1 408");
+    expect(r).toContain("svc-proxy: request not received within 300 ms");
+  });
+
+  test("idle timeout: an idle keep-alive connection is closed", async () => {
+    const port = await freePort();
+    await startSvcProxy(
+      config("web", [
+        {
+          port,
+          mode: "client",
+          target: { url: `http://127.0.0.1:${upstreamPort}` },
+          timeouts: { idle: "300ms" },
+        },
+      ]),
+    );
+    const closedAfter = await new Promise<number>((resolve) => {
+      const s = require("node:net").connect(port, "127.0.0.1", () =>
+        s.write("GET / HTTP/1.1\r\nHost: x\r\n\r\n"),
+      );
+      let answeredAt = 0;
+      s.on("data", () => {
+        answeredAt ||= Date.now();
+      });
+      s.on("close", () => resolve(Date.now() - answeredAt));
+      setTimeout(() => s.destroy(), 10_000);
+    });
+    // Closed by the configured 300 ms idle timeout, far below any library default (5 s in Bun's node:http).
+    expect(closedAfter).toBeLessThan(2000);
+  });
+});

@@ -1,0 +1,35 @@
+import { BUN, type Proc, spawnProc } from "./proc.ts";
+
+/** svc-proxy from source as its own process, configured through SVC_PROXY_CONFIG; waits until it listens. */
+export async function startSvcProxy(config: object, extraArgs: string[] = []): Promise<Proc> {
+  const proc = spawnProc([BUN, "cmd/svc-proxy.ts", ...extraArgs], {
+    SVC_PROXY_CONFIG: JSON.stringify(config),
+  });
+  const listeners = (config as { listeners: unknown[] }).listeners.length;
+  await new Promise<void>((resolve, reject) => {
+    const started = Date.now();
+    const tick = () => {
+      const seen = proc
+        .stderr()
+        .split("\n")
+        .filter((l) => l.includes('"msg":"listening"')).length;
+      if (seen >= listeners) return resolve();
+      if (proc.proc.exitCode !== null)
+        return reject(new Error(`svc-proxy exited ${proc.proc.exitCode}:\n${proc.stderr()}`));
+      if (Date.now() - started > 30_000)
+        return reject(new Error(`svc-proxy did not listen within 30 s:\n${proc.stderr()}`));
+      setTimeout(tick, 50);
+    };
+    tick();
+  });
+  return proc;
+}
+
+/** The JSON log lines svc-proxy wrote to standard error. */
+export function logLines(proc: Proc): Record<string, unknown>[] {
+  return proc
+    .stderr()
+    .split("\n")
+    .filter((l) => l.startsWith("{"))
+    .map((l) => JSON.parse(l));
+}
