@@ -268,7 +268,7 @@ describe("connections and timeouts", () => {
       ]),
     );
     const r = await new Promise<string>((resolve) => {
-      const s = require("node:net").connect(port, "127.0.0.1", () =>
+      const s = connect(port, "127.0.0.1", () =>
         s.write("POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\npartial"),
       );
       let got = "";
@@ -296,9 +296,7 @@ describe("connections and timeouts", () => {
       ]),
     );
     const closedAfter = await new Promise<number>((resolve) => {
-      const s = require("node:net").connect(port, "127.0.0.1", () =>
-        s.write("GET / HTTP/1.1\r\nHost: x\r\n\r\n"),
-      );
+      const s = connect(port, "127.0.0.1", () => s.write("GET / HTTP/1.1\r\nHost: x\r\n\r\n"));
       let answeredAt = 0;
       s.on("data", () => {
         answeredAt ||= Date.now();
