@@ -1,9 +1,11 @@
+import type { Server } from "node:http";
 import { SvcError } from "../lib/errors.ts";
 import { X509Source } from "../lib/spiffe/x509-source.ts";
 import { openKeyLog } from "../lib/tls/keylog.ts";
 import type { ProxyConfig } from "./config/validate.ts";
 import { type RunningListener, startHttpListener } from "./http/listener.ts";
 import type { Logger } from "./log.ts";
+import { ProxyMetrics } from "./metrics.ts";
 
 /**
  * A running svc-proxy: one X509Source for the process, shared by every listener; listeners are
@@ -20,17 +22,23 @@ export async function startProxy(config: ProxyConfig, log: Logger): Promise<Runn
     timeoutMs: 30_000,
     onError: (e) => log.warn("Workload API", { error: e.message }),
   });
-  log.info("SVID received", {
-    spiffe_id: source.getX509Svid().id.uri,
-    expires: source.getX509Svid().notAfter.toISOString(),
-  });
-  source.onUpdate(() => log.info("SVID rotated", { expires: source.getX509Svid().notAfter.toISOString() }));
+  const metrics = new ProxyMetrics();
+  const svidChanged = () => {
+    const svid = source.getX509Svid();
+    metrics.svidExpiry.set(svid.notAfter.getTime() / 1000);
+    return svid;
+  };
+  const first = svidChanged();
+  log.info("SVID received", { spiffe_id: first.id.uri, expires: first.notAfter.toISOString() });
+  source.onUpdate(() => log.info("SVID rotated", { expires: svidChanged().notAfter.toISOString() }));
   const keylog = config.keylog ? openKeyLog(config.keylog) : undefined;
   if (keylog)
     log.warn("TLS key logging is on: whoever holds the file and a capture can decrypt the sessions", {
       keylog: config.keylog,
     });
+
   const listeners = new Map<string, RunningListener>();
+  let metricsServer: Server | undefined;
   try {
     for (const l of config.listeners) {
       if (l.protocol !== "http")
@@ -38,7 +46,20 @@ export async function startProxy(config: ProxyConfig, log: Logger): Promise<Runn
           "usage",
           `listener ${l.name}: ${l.protocol} listeners are not available in this build yet`,
         );
-      listeners.set(l.name, await startHttpListener(l, { source, log, ...(keylog ? { keylog } : {}) }));
+      listeners.set(
+        l.name,
+        await startHttpListener(l, {
+          source,
+          log,
+          events: metrics.forListener(l.name),
+          ...(keylog ? { keylog } : {}),
+        }),
+      );
+    }
+    if (config.metricsAddr) {
+      metricsServer = await metrics.serve(config.metricsAddr);
+      const port = (metricsServer.address() as { port: number }).port;
+      log.info("metrics", { address: `${config.metricsAddr.host}:${port}`, path: "/metrics" });
     }
   } catch (e) {
     for (const running of listeners.values()) await running.close(0);
@@ -48,6 +69,7 @@ export async function startProxy(config: ProxyConfig, log: Logger): Promise<Runn
   return {
     listeners,
     async close(drainMs) {
+      metricsServer?.close();
       await Promise.all([...listeners.values()].map((l) => l.close(drainMs)));
       keylog?.close();
       source.close();

@@ -43,7 +43,11 @@ export function forwarder(o: ForwardOptions): Handler {
 
 function upstreamFailure(target: URL, e: Error): ProxyResponse {
   const where = target.origin;
-  if (isSvcError(e)) return proxyResponse(502, `upstream ${where} refused: ${e.message}`, "target-refused");
+  if (isSvcError(e))
+    return {
+      ...proxyResponse(502, `upstream ${where} refused: ${e.message}`, "target-refused"),
+      failureCode: e.code,
+    };
   const code = (e as NodeJS.ErrnoException).code;
   if (e.name === "AbortError") return proxyResponse(502, `request to ${where} aborted`, "target-failed");
   if (code && /^(ECONNREFUSED|ENOTFOUND|EHOSTUNREACH|ENETUNREACH|EAI_AGAIN|ECONNRESET|EPIPE)$/.test(code)) {

@@ -22,6 +22,7 @@ import { type ProxyRequest, type ProxyResponse, proxyResponse } from "./types.ts
  */
 export interface ListenerEvents {
   request(status: number, seconds: number): void;
+  /** `reason` is a short code (unauthorized_peer, untrusted_peer, invalid_svid, handshake). */
   denied(side: "source" | "target", reason: string): void;
   connection(): void;
 }
@@ -163,7 +164,8 @@ export async function startHttpListener(l: ListenerConfig, deps: ListenerDeps): 
     if (response.failure) {
       const reason = String(response.body).trim();
       reqLog.warn("upstream failure", { status: response.status, failure: response.failure, reason });
-      if (response.failure === "target-refused") events?.denied("target", reason);
+      if (response.failure === "target-refused")
+        events?.denied("target", response.failureCode ?? "unauthorized_peer");
     }
     send(res, response);
   };
@@ -183,7 +185,7 @@ export async function startHttpListener(l: ListenerConfig, deps: ListenerDeps): 
     detach = attachSpiffeAuth(secure, policy, {
       onConnection: (socket) => track(socket),
       onReject: (e, socket) => {
-        events?.denied("source", e.message);
+        events?.denied("source", e.message.startsWith("TLS handshake failed") ? "handshake" : e.code);
         log.warn("caller refused", { reason: e.message, code: e.code, remote: socket?.remoteAddress });
       },
     });

@@ -26,6 +26,8 @@ export interface ProxyResponse {
   body: Readable | string;
   /** Set on responses the proxy made because the target could not be used. */
   failure?: "target-refused" | "target-unreachable" | "target-failed";
+  /** For target-refused: the error code (unauthorized_peer, untrusted_peer, invalid_svid). */
+  failureCode?: string;
 }
 
 export type Handler = (req: ProxyRequest) => Promise<ProxyResponse>;

@@ -59,9 +59,9 @@ const listener = (o: Record<string, unknown>) => ({
   ...o,
   port: undefined,
 });
-const config = (sa: string, listeners: Record<string, unknown>[]) => ({
+const config = (sa: string, listeners: Record<string, unknown>[], metricsAddr = "0") => ({
   spiffe: { workload_socket_path: socket(sa) },
-  metricsAddr: "0",
+  metricsAddr,
   listeners: listeners.map(listener),
 });
 
@@ -190,6 +190,49 @@ describe("HTTP client → server proxy pair", () => {
     const r = await send(clientPort, "/");
     expect(r.status).toBe(502);
     expect(r.body).toBe(`svc-proxy: upstream http://127.0.0.1:${dead} unreachable (ECONNREFUSED)\n`);
+  });
+});
+
+describe("metrics", () => {
+  test("/metrics counts connections, requests by status, refused callers by reason, and the SVID expiry", async () => {
+    const [serverPort, metricsPort, webPort, dbPort] = [
+      await freePort(),
+      await freePort(),
+      await freePort(),
+      await freePort(),
+    ];
+    await startSvcProxy(
+      config(
+        "api",
+        [
+          {
+            port: serverPort,
+            mode: "server",
+            target: { url: `http://127.0.0.1:${upstreamPort}` },
+            source: { spiffe_ids: only("web") },
+          },
+        ],
+        `127.0.0.1:${metricsPort}`,
+      ),
+    );
+    const target = { url: `https://127.0.0.1:${serverPort}` };
+    await startSvcProxy(config("web", [{ port: webPort, mode: "client", target }]));
+    await startSvcProxy(config("db", [{ port: dbPort, mode: "client", target }]));
+    expect((await send(webPort, "/a")).status).toBe(200);
+    expect((await send(webPort, "/b")).status).toBe(200);
+    expect((await send(dbPort, "/c")).status).toBe(502);
+    await Bun.sleep(200);
+    const scrape = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
+    const value = (series: string) =>
+      Number(new RegExp(`^${series.replace(/[{}"]/g, (c) => `\\${c}`)} (\\S+)$`, "m").exec(scrape)?.[1]);
+    expect(value('svc_proxy_http_requests_total{listener="l",code="200"}')).toBe(2);
+    expect(
+      value('svc_proxy_denied_total{listener="l",side="source",reason="unauthorized_peer"}'),
+    ).toBeGreaterThanOrEqual(1);
+    expect(value('svc_proxy_connections_total{listener="l"}')).toBeGreaterThanOrEqual(1);
+    expect(value('svc_proxy_http_request_duration_seconds_count{listener="l"}')).toBe(2);
+    expect(value("svc_proxy_svid_expiry_timestamp_seconds")).toBeGreaterThan(Date.now() / 1000);
+    expect((await fetch(`http://127.0.0.1:${metricsPort}/other`)).status).toBe(404);
   });
 });
 

@@ -1,0 +1,69 @@
+import { createServer, type Server } from "node:http";
+import { Counter, Gauge, Histogram, Registry } from "prom-client";
+import type { HostPort } from "./config/validate.ts";
+import type { ListenerEvents } from "./http/listener.ts";
+
+/**
+ * Prometheus metrics at metricsAddr (GET /metrics), labelled by listener. Denials are counted by side and
+ * by reason code, never by peer ID, so that label values stay few.
+ */
+export class ProxyMetrics {
+  readonly registry = new Registry();
+  private readonly connections = new Counter({
+    name: "svc_proxy_connections_total",
+    help: "Connections accepted by a listener (after SPIFFE authentication in server and central modes)",
+    labelNames: ["listener"],
+    registers: [this.registry],
+  });
+  private readonly requests = new Counter({
+    name: "svc_proxy_http_requests_total",
+    help: "HTTP requests answered, by status code",
+    labelNames: ["listener", "code"],
+    registers: [this.registry],
+  });
+  private readonly duration = new Histogram({
+    name: "svc_proxy_http_request_duration_seconds",
+    help: "Time from receiving a request to finishing its response",
+    labelNames: ["listener"],
+    buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
+    registers: [this.registry],
+  });
+  private readonly denied = new Counter({
+    name: "svc_proxy_denied_total",
+    help: "Peers refused: side=source (callers) or target (upstreams), reason=the failure code",
+    labelNames: ["listener", "side", "reason"],
+    registers: [this.registry],
+  });
+  readonly svidExpiry = new Gauge({
+    name: "svc_proxy_svid_expiry_timestamp_seconds",
+    help: "When the current X.509-SVID expires (Unix seconds)",
+    registers: [this.registry],
+  });
+
+  forListener(listener: string): ListenerEvents {
+    return {
+      connection: () => this.connections.inc({ listener }),
+      request: (status, seconds) => {
+        this.requests.inc({ listener, code: String(status) });
+        this.duration.observe({ listener }, seconds);
+      },
+      denied: (side, reason) => this.denied.inc({ listener, side, reason }),
+    };
+  }
+
+  serve(addr: HostPort): Promise<Server> {
+    const server = createServer(async (req, res) => {
+      if (req.method === "GET" && req.url?.split("?")[0] === "/metrics") {
+        res.writeHead(200, { "content-type": this.registry.contentType });
+        res.end(await this.registry.metrics());
+      } else {
+        res.writeHead(404, { "content-type": "text/plain" });
+        res.end("svc-proxy: only GET /metrics is served here\n");
+      }
+    });
+    return new Promise((resolve, reject) => {
+      server.once("error", reject);
+      server.listen(addr.port, addr.host || undefined, () => resolve(server));
+    });
+  }
+}
