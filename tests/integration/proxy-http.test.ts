@@ -236,6 +236,55 @@ describe("metrics", () => {
   });
 });
 
+describe("SVID rotation under traffic", () => {
+  test("both proxies rotate several times while requests flow, and no request fails", async () => {
+    const rot = tempDir();
+    const [web, api] = await Promise.all(
+      ["web", "api"].map((sa) =>
+        startDevApi({ socketPath: join(rot, `${sa}.sock`), spiffeIds: [ID(sa)], caDir, ttl: "3s" }),
+      ),
+    );
+    const [serverPort, clientPort] = [await freePort(), await freePort()];
+    const server = await startSvcProxy({
+      spiffe: { workload_socket_path: api?.socket },
+      metricsAddr: "0",
+      listeners: [
+        listener({
+          port: serverPort,
+          mode: "server",
+          target: { url: `http://127.0.0.1:${upstreamPort}` },
+          source: { spiffe_ids: only("web") },
+        }),
+      ],
+    });
+    const client = await startSvcProxy({
+      spiffe: { workload_socket_path: web?.socket },
+      metricsAddr: "0",
+      listeners: [
+        listener({
+          port: clientPort,
+          mode: "client",
+          target: { url: `https://127.0.0.1:${serverPort}`, spiffe_ids: only("api") },
+        }),
+      ],
+    });
+    const agent = new (await import("node:http")).Agent({ keepAlive: true, maxSockets: 8 });
+    const statuses: number[] = [];
+    const until = Date.now() + 8000;
+    await Promise.all(
+      Array.from({ length: 8 }, async () => {
+        while (Date.now() < until && statuses.length < 20_000)
+          statuses.push((await send(clientPort, "/r", { agent })).status);
+      }),
+    );
+    agent.destroy();
+    expect(statuses.length).toBeGreaterThan(100);
+    expect(statuses.filter((s) => s !== 200)).toEqual([]);
+    for (const p of [server, client])
+      expect(logLines(p).filter((l) => l.msg === "SVID rotated").length).toBeGreaterThanOrEqual(3);
+  }, 60_000);
+});
+
 describe("central mode", () => {
   test("client → central → server: the server authenticates the central proxy (rule 4.2.3)", async () => {
     const [serverPort, centralPort, clientPort] = [await freePort(), await freePort(), await freePort()];
