@@ -17,7 +17,7 @@ BUILD_FLAGS := --compile --minify --bytecode --format=esm \
 
 SOURCES := $(shell find cmd lib proxy -name '*.ts' 2>/dev/null)
 
-.PHONY: FORCE all build deps system-deps typecheck lint fmt test test-unit test-integration clean peers testbed-up testbed-down e2e
+.PHONY: FORCE demo all build deps system-deps typecheck lint fmt test test-unit test-integration clean peers testbed-up testbed-down e2e
 
 all: build
 
@@ -69,6 +69,10 @@ test-integration: deps system-deps
 
 test: deps system-deps typecheck lint
 	$(BUN_TEST) tests/unit tests/integration
+
+# Two workloads through a client→server proxy pair, one allowed and one refused (deploy/demo/run.ts).
+demo: build
+	@$(BUN) deploy/demo/run.ts
 
 # The e2e test bed: peers built from their Go modules into ~/.cache/svc-testbed (tests/e2e/versions.env),
 # started on loopback under .testbed/ (docs/testbed.md).

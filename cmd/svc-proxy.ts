@@ -1,4 +1,6 @@
 #!/usr/bin/env bun
+// Before anything can load @peculiar/x509: in a compiled binary a later import is evaluated too late.
+import "reflect-metadata";
 import { buildInfo } from "../lib/build-info.ts";
 import { type FlagSpec, parseGoFlags, renderFlagHelp } from "../proxy/flags.ts";
 import { createLogger, type Level } from "../proxy/log.ts";

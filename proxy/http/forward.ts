@@ -42,6 +42,7 @@ export function forwarder(o: ForwardOptions): Handler {
 }
 
 function upstreamFailure(target: URL, e: Error): ProxyResponse {
+  const tls = target.protocol === "https:";
   const where = target.origin;
   if (isSvcError(e))
     return {
@@ -50,6 +51,14 @@ function upstreamFailure(target: URL, e: Error): ProxyResponse {
     };
   const code = (e as NodeJS.ErrnoException).code;
   if (e.name === "AbortError") return proxyResponse(502, `request to ${where} aborted`, "target-failed");
+  // Over TLS 1.3 a server that refuses our client certificate can only reset the connection.
+  if (tls && (code === "ECONNRESET" || e.message === "socket hang up")) {
+    return proxyResponse(
+      502,
+      `upstream ${where} closed the connection during or right after the TLS handshake (${code ?? e.message}); it may not allow this proxy's SPIFFE ID (see its log)`,
+      "target-unreachable",
+    );
+  }
   if (code && /^(ECONNREFUSED|ENOTFOUND|EHOSTUNREACH|ENETUNREACH|EAI_AGAIN|ECONNRESET|EPIPE)$/.test(code)) {
     return proxyResponse(502, `upstream ${where} unreachable (${code})`, "target-unreachable");
   }
