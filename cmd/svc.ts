@@ -1,6 +1,4 @@
 #!/usr/bin/env bun
-// Before anything can load @peculiar/x509: in a compiled binary a later import is evaluated too late.
-import "reflect-metadata";
 import { defineCommand, runMain } from "citty";
 import { exitWith } from "./exit.ts";
 

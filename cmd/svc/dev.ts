@@ -4,6 +4,7 @@ import { defineCommand } from "citty";
 import { parseDuration } from "../../lib/duration.ts";
 import { SvcError } from "../../lib/errors.ts";
 import { parseSpiffeId } from "../../lib/spiffe/id.ts";
+import { loadReflectMetadata } from "../reflect.ts";
 import { action, listFlag } from "./cli.ts";
 
 const args = {
@@ -83,6 +84,7 @@ const workloadApi = defineCommand({
     const { parseEndpoint, socketPath } = await import("../../lib/spiffe/address.ts");
     const path = socketPath(parseEndpoint(a.socket));
     if (!path) throw new SvcError("usage", `--socket: ${a.socket} is not a unix socket address`);
+    await loadReflectMetadata();
     const { DevCa } = await import("../../lib/spiffe/dev-ca.ts");
     const { DevWorkloadApi } = await import("../../lib/spiffe/workload-server.ts");
     const { parseCert } = await import("../../lib/spiffe/cert.ts");
