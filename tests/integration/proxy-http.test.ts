@@ -1,7 +1,10 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { readFileSync, statSync } from "node:fs";
 import { createServer, type IncomingMessage, request, type Server } from "node:http";
+import { createServer as createHttpsServer } from "node:https";
 import { connect } from "node:net";
 import { join } from "node:path";
+import { writeClusterPki } from "../e2e/testbed/pki.ts";
 import { type DevApi, startDevApi, tempDir } from "../support/dev-api.ts";
 import { freePort } from "../support/net.ts";
 import { stopAll } from "../support/proc.ts";
@@ -285,6 +288,80 @@ describe("SVID rotation under traffic", () => {
     for (const p of [server, client])
       expect(logLines(p).filter((l) => l.msg === "SVID rotated").length).toBeGreaterThanOrEqual(3);
   }, 60_000);
+});
+
+describe("server mode with an https:// target (rule 4.2.2)", () => {
+  test("ordinary HTTPS verification applies: refused without the CA, accepted with it", async () => {
+    const pkiDir = tempDir();
+    const pki = await writeClusterPki(pkiDir); // a CA and a serving certificate for 127.0.0.1
+    const httpsPort = await freePort();
+    const target = createHttpsServer(
+      { cert: readFileSync(pki.servingCertFile), key: readFileSync(pki.servingKeyFile) },
+      (_req, res) => res.end("over ordinary https"),
+    );
+    await new Promise<void>((r) => target.listen(httpsPort, "127.0.0.1", () => r()));
+    try {
+      const results: string[] = [];
+      for (const env of [{}, { NODE_EXTRA_CA_CERTS: pki.caFile }] as Record<string, string>[]) {
+        const [serverPort, clientPort] = [await freePort(), await freePort()];
+        await startSvcProxy(
+          config("api", [
+            { port: serverPort, mode: "server", target: { url: `https://127.0.0.1:${httpsPort}` } },
+          ]),
+          [],
+          env,
+        );
+        await startSvcProxy(
+          config("web", [
+            { port: clientPort, mode: "client", target: { url: `https://127.0.0.1:${serverPort}` } },
+          ]),
+        );
+        const r = await send(clientPort, "/");
+        results.push(`${r.status} ${r.body.trim()}`);
+      }
+      expect(results[0]).toMatch(
+        new RegExp(
+          `^502 svc-proxy: upstream https://127\\.0\\.0\\.1:${httpsPort} failed: .*(certificate|verify)`,
+          "i",
+        ),
+      );
+      expect(results[1]).toBe("200 over ordinary https");
+    } finally {
+      target.close();
+    }
+  });
+});
+
+describe("shutdown and key log", () => {
+  test("SIGTERM lets a request in flight finish, then exits 0", async () => {
+    const { clientPort, server } = await pair();
+    const inFlight = send(clientPort, "/slow?delay=1200");
+    await Bun.sleep(400);
+    server.proc.kill("SIGTERM");
+    expect((await inFlight).status).toBe(200);
+    expect(await server.exited).toBe(0);
+    expect(logLines(server).some((l) => l.msg === "shutting down" && l.signal === "SIGTERM")).toBe(true);
+  });
+
+  test("keylog: TLS secrets of both hops are appended in the NSS key log format", async () => {
+    const keylog = join(tempDir(), "keys.log");
+    const [serverPort, port] = [await freePort(), await freePort()];
+    await startSvcProxy({
+      ...config("api", [
+        { port: serverPort, mode: "server", target: { url: `http://127.0.0.1:${upstreamPort}` } },
+      ]),
+      keylog,
+    });
+    await startSvcProxy(
+      config("web", [{ port, mode: "client", target: { url: `https://127.0.0.1:${serverPort}` } }]),
+    );
+    expect((await send(port, "/")).status).toBe(200);
+    await Bun.sleep(200);
+    const lines = readFileSync(keylog, "utf8").trim().split("\n");
+    expect(lines.length).toBeGreaterThanOrEqual(5);
+    for (const l of lines) expect(l).toMatch(/^[A-Z_0-9]+ [0-9a-f]{64} [0-9a-f]{64,96}$/);
+    expect(statSync(keylog).mode & 0o777).toBe(0o600);
+  });
 });
 
 describe("central mode", () => {

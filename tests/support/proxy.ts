@@ -1,9 +1,14 @@
 import { BUN, type Proc, spawnProc } from "./proc.ts";
 
 /** svc-proxy from source as its own process, configured through SVC_PROXY_CONFIG; waits until it listens. */
-export async function startSvcProxy(config: object, extraArgs: string[] = []): Promise<Proc> {
+export async function startSvcProxy(
+  config: object,
+  extraArgs: string[] = [],
+  env: Record<string, string> = {},
+): Promise<Proc> {
   const proc = spawnProc([BUN, "cmd/svc-proxy.ts", ...extraArgs], {
     SVC_PROXY_CONFIG: JSON.stringify(config),
+    ...env,
   });
   const listeners = (config as { listeners: unknown[] }).listeners.length;
   await new Promise<void>((resolve, reject) => {
