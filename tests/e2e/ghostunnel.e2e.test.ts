@@ -1,9 +1,10 @@
 import { afterAll, describe, expect, test } from "bun:test";
 import { createServer, type Server, connect as tcpConnect } from "node:net";
+import { waitForPort } from "../support/net.ts";
 import { BUN, jsonLines, type Proc, stopAll } from "../support/proc.ts";
 import { spawnAsWorkload, useTestbed, workload } from "./support.ts";
 import { peers } from "./testbed/peers.ts";
-import { freePort, waitUntil } from "./testbed/process.ts";
+import { freePort } from "./testbed/process.ts";
 
 /**
  * Interop with ghostunnel, an independent SPIFFE-aware TLS proxy, both ways, with SVIDs issued by SPIRE to
@@ -16,19 +17,7 @@ afterAll(async () => {
   for (const s of servers) s.close();
 });
 
-const tcpReady = (port: number) =>
-  waitUntil(
-    `port ${port}`,
-    () =>
-      new Promise<boolean>((resolve) => {
-        const s = tcpConnect(port, "127.0.0.1", () => {
-          s.destroy();
-          resolve(true);
-        });
-        s.on("error", () => resolve(false));
-      }),
-    30_000,
-  );
+const tcpReady = (port: number) => waitForPort(port, 30_000);
 
 /** A plaintext backend that greets then echoes. */
 async function backend(): Promise<number> {
@@ -57,6 +46,33 @@ function firstLine(port: number): Promise<string> {
     s.on("error", reject);
     s.on("close", () => resolve(got));
   });
+}
+
+/** ghostunnel in server mode as `api`, admitting `allowUri`, in front of a greeting echo backend. */
+async function ghostunnelServer(allowUri: string): Promise<number> {
+  const [target, listen] = [await backend(), await freePort()];
+  ghostunnel(
+    ["server", `--listen=127.0.0.1:${listen}`, `--target=127.0.0.1:${target}`, `--allow-uri=${allowUri}`],
+    "api",
+  );
+  await tcpReady(listen);
+  return listen;
+}
+
+/** ghostunnel in client mode as `web`, verifying `verifyUri`, towards `targetPort`; returns its plaintext port. */
+async function ghostunnelClient(targetPort: number, verifyUri: string): Promise<number> {
+  const listen = await freePort();
+  ghostunnel(
+    [
+      "client",
+      `--listen=127.0.0.1:${listen}`,
+      `--target=127.0.0.1:${targetPort}`,
+      `--verify-uri=${verifyUri}`,
+    ],
+    "web",
+  );
+  await tcpReady(listen);
+  return listen;
 }
 
 function ghostunnel(args: string[], as: "web" | "api"): Proc {
@@ -100,17 +116,7 @@ describe("ghostunnel client → our mTLS server", () => {
     const web = workload(tb, "web");
     const api = workload(tb, "api");
     const ours = await ourServer("api", [exact(web.spiffeId)]);
-    const listen = await freePort();
-    ghostunnel(
-      [
-        "client",
-        `--listen=127.0.0.1:${listen}`,
-        `--target=127.0.0.1:${ours.port}`,
-        `--verify-uri=${api.spiffeId}`,
-      ],
-      "web",
-    );
-    await tcpReady(listen);
+    const listen = await ghostunnelClient(ours.port, api.spiffeId);
     expect(await firstLine(listen)).toMatch(new RegExp(`^hello ${web.spiffeId} `));
     // Every connection ghostunnel made (the readiness probe's too) came in as web.
     expect(new Set(jsonLines(ours.proc, "accepted").map((l) => l.accepted))).toEqual(new Set([web.spiffeId]));
@@ -121,17 +127,7 @@ describe("ghostunnel client → our mTLS server", () => {
     const web = workload(tb, "web");
     const api = workload(tb, "api");
     const ours = await ourServer("api", [exact(api.spiffeId)]);
-    const listen = await freePort();
-    ghostunnel(
-      [
-        "client",
-        `--listen=127.0.0.1:${listen}`,
-        `--target=127.0.0.1:${ours.port}`,
-        `--verify-uri=${api.spiffeId}`,
-      ],
-      "web",
-    );
-    await tcpReady(listen);
+    const listen = await ghostunnelClient(ours.port, api.spiffeId);
     expect(await firstLine(listen)).toBe("");
     const rejected = JSON.parse(await ours.proc.waitFor((l) => l.includes('"rejected"'), 30_000));
     expect(rejected.code).toBe("unauthorized_peer");
@@ -144,18 +140,7 @@ describe("our mTLS client → ghostunnel server", () => {
     const tb = testbed();
     const web = workload(tb, "web");
     const api = workload(tb, "api");
-    const target = await backend();
-    const listen = await freePort();
-    ghostunnel(
-      [
-        "server",
-        `--listen=127.0.0.1:${listen}`,
-        `--target=127.0.0.1:${target}`,
-        `--allow-uri=${web.spiffeId}`,
-      ],
-      "api",
-    );
-    await tcpReady(listen);
+    const listen = await ghostunnelServer(web.spiffeId);
     const r = await ourClient("web", listen, [exact(api.spiffeId)]);
     expect(r).toMatchObject({ ok: 1, failed: 0, serverIds: [api.spiffeId] });
   }, 90_000);
@@ -163,18 +148,7 @@ describe("our mTLS client → ghostunnel server", () => {
   test("ghostunnel refuses our client when its URI is not allowed", async () => {
     const tb = testbed();
     const api = workload(tb, "api");
-    const target = await backend();
-    const listen = await freePort();
-    ghostunnel(
-      [
-        "server",
-        `--listen=127.0.0.1:${listen}`,
-        `--target=127.0.0.1:${target}`,
-        `--allow-uri=${api.spiffeId}`,
-      ],
-      "api",
-    );
-    await tcpReady(listen);
+    const listen = await ghostunnelServer(api.spiffeId);
     const r = await ourClient("web", listen, []);
     expect(r.ok).toBe(0);
     expect(r.failed).toBe(1);
@@ -183,18 +157,7 @@ describe("our mTLS client → ghostunnel server", () => {
   test("our client refuses ghostunnel's server when its ID matches none of our patterns", async () => {
     const tb = testbed();
     const web = workload(tb, "web");
-    const target = await backend();
-    const listen = await freePort();
-    ghostunnel(
-      [
-        "server",
-        `--listen=127.0.0.1:${listen}`,
-        `--target=127.0.0.1:${target}`,
-        `--allow-uri=${web.spiffeId}`,
-      ],
-      "api",
-    );
-    await tcpReady(listen);
+    const listen = await ghostunnelServer(web.spiffeId);
     const r = await ourClient("web", listen, ["^spiffe://svc\\.test/ns/alpha/sa/db/.*$"]);
     expect(r.ok).toBe(0);
     expect(r.errors[0]).toMatch(

@@ -1,10 +1,10 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createServer, request, type Server } from "node:http";
-import { connect } from "node:net";
+import { waitForPort } from "../support/net.ts";
 import { BUN, type Proc, stopAll } from "../support/proc.ts";
 import { spawnAsWorkload, useTestbed, workload } from "./support.ts";
 import { peers } from "./testbed/peers.ts";
-import { freePort, waitUntil } from "./testbed/process.ts";
+import { freePort } from "./testbed/process.ts";
 
 /**
  * svc-proxy's HTTP listeners with SVIDs from the real SPIRE agent (pod-form IDs of pods that exist in the
@@ -27,19 +27,7 @@ afterAll(async () => {
 });
 
 const exact = (id: string) => `^${id.replace(/[.]/g, "\\.")}$`;
-const listening = (port: number) =>
-  waitUntil(
-    `port ${port}`,
-    () =>
-      new Promise<boolean>((resolve) => {
-        const s = connect(port, "127.0.0.1", () => {
-          s.destroy();
-          resolve(true);
-        });
-        s.on("error", () => resolve(false));
-      }),
-    60_000,
-  );
+const listening = (port: number) => waitForPort(port, 60_000);
 
 function svcProxy(as: string, listener: Record<string, unknown>): Proc {
   const tb = testbed();

@@ -102,6 +102,15 @@ async function pair(
   return { server, client, clientPort, serverPort };
 }
 
+/** A client-mode proxy in front of the plaintext upstream, with the given timeouts; returns its port. */
+async function plainProxy(timeouts: Record<string, string>): Promise<number> {
+  const port = await freePort();
+  await startSvcProxy(
+    config("web", [{ port, mode: "client", target: { url: `http://127.0.0.1:${upstreamPort}` }, timeouts }]),
+  );
+  return port;
+}
+
 interface Reply {
   status: number;
   headers: IncomingMessage["headers"];
@@ -427,17 +436,7 @@ describe("connections and timeouts", () => {
   });
 
   test("read timeout: a request whose body never completes gets a 408", async () => {
-    const port = await freePort();
-    await startSvcProxy(
-      config("web", [
-        {
-          port,
-          mode: "client",
-          target: { url: `http://127.0.0.1:${upstreamPort}` },
-          timeouts: { read: "300ms" },
-        },
-      ]),
-    );
+    const port = await plainProxy({ read: "300ms" });
     const r = await new Promise<string>((resolve) => {
       const s = connect(port, "127.0.0.1", () =>
         s.write("POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\npartial"),
@@ -455,17 +454,7 @@ describe("connections and timeouts", () => {
   });
 
   test("idle timeout: an idle keep-alive connection is closed", async () => {
-    const port = await freePort();
-    await startSvcProxy(
-      config("web", [
-        {
-          port,
-          mode: "client",
-          target: { url: `http://127.0.0.1:${upstreamPort}` },
-          timeouts: { idle: "300ms" },
-        },
-      ]),
-    );
+    const port = await plainProxy({ idle: "300ms" });
     const closedAfter = await new Promise<number>((resolve) => {
       const s = connect(port, "127.0.0.1", () => s.write("GET / HTTP/1.1\r\nHost: x\r\n\r\n"));
       let answeredAt = 0;

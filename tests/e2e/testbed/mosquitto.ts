@@ -1,7 +1,7 @@
 import { writeFileSync } from "node:fs";
-import { connect } from "node:net";
 import { join } from "node:path";
-import { freePort, startDaemon, waitUntil } from "./process.ts";
+import { waitForPort } from "../../support/net.ts";
+import { freePort, startDaemon } from "./process.ts";
 
 /** Debian's mosquitto on a loopback port, anonymous, no persistence. */
 export interface MosquittoState {
@@ -17,17 +17,6 @@ export async function startMosquitto(dir: string, logs: string): Promise<Mosquit
     `listener ${port} 127.0.0.1\nallow_anonymous true\npersistence false\nlog_dest stdout\n`,
   );
   const pid = startDaemon("mosquitto", ["-c", conf], join(logs, "mosquitto.log"));
-  await waitUntil(
-    "mosquitto",
-    () =>
-      new Promise<boolean>((resolve) => {
-        const s = connect(port, "127.0.0.1", () => {
-          s.destroy();
-          resolve(true);
-        });
-        s.on("error", () => resolve(false));
-      }),
-    20_000,
-  );
+  await waitForPort(port, 20_000);
   return { port, pid };
 }
