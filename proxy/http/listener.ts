@@ -3,14 +3,18 @@ import http2 from "node:http2";
 import https from "node:https";
 import type { Socket } from "node:net";
 import type { Readable } from "node:stream";
+import type { TLSSocket } from "node:tls";
 import { authorizeMatching } from "../../lib/spiffe/authorizer.ts";
+import type { SpiffeId } from "../../lib/spiffe/id.ts";
 import type { SvidSource } from "../../lib/spiffe/x509-source.ts";
 import type { KeyLog } from "../../lib/tls/keylog.ts";
 import { attachSpiffeAuth, mtlsServerOptions, peerOf } from "../../lib/tls/mtls.ts";
+import { authenticatePeer } from "../../lib/tls/peer.ts";
 import { createUpstreamAgent } from "../../lib/tls/upstream-agent.ts";
 import type { ListenerConfig } from "../config/validate.ts";
 import type { Logger } from "../log.ts";
 import { buildChain } from "../middleware/chain.ts";
+import { Connections } from "./connections.ts";
 import { forwarder } from "./forward.ts";
 import { PEER_ID_HEADER } from "./headers.ts";
 import { type ProxyRequest, type ProxyResponse, proxyResponse } from "./types.ts";
@@ -44,6 +48,7 @@ export async function startHttpListener(l: ListenerConfig, deps: ListenerDeps): 
   const log = deps.log.with({ listener: l.name });
   const events = deps.events;
   const mtlsIn = l.mode === "server" || l.mode === "central";
+  const sourceAuthorizer = authorizeMatching(l.sourceIds, `listeners.${l.name}.source.spiffe_ids`);
 
   const upstream = l.targetMtls
     ? createUpstreamAgent(
@@ -62,35 +67,41 @@ export async function startHttpListener(l: ListenerConfig, deps: ListenerDeps): 
   const agent = () => upstream?.agent() ?? plainAgent;
   const chain = buildChain(l.middlewares, forwarder({ target: l.target, agent }));
 
-  const sockets = new Set<Socket>();
-  const active = new Map<Socket, number>();
-  const idleTimers = new Map<Socket, ReturnType<typeof setTimeout>>();
-  const idle = (socket: Socket) => {
-    clearTimeout(idleTimers.get(socket));
-    if ((active.get(socket) ?? 0) === 0)
-      idleTimers.set(
-        socket,
-        setTimeout(() => socket.destroy(), l.timeouts.idleMs),
-      );
-  };
-  const track = (socket: Socket) => {
-    sockets.add(socket);
-    events?.connection();
-    idle(socket);
-    socket.on("close", () => {
-      sockets.delete(socket);
-      active.delete(socket);
-      clearTimeout(idleTimers.get(socket));
-      idleTimers.delete(socket);
-    });
+  const connections = new Connections(l.timeouts.idleMs, () => events?.connection());
+  const trackSocket = (socket: Socket) =>
+    connections.open(
+      socket,
+      () => socket.destroy(),
+      (cleanup) => socket.once("close", cleanup),
+    );
+  // The peer of an HTTP/2 session, verified once from its TLS connection (req.socket is a proxy object).
+  const sessionPeers = new WeakMap<object, SpiffeId | undefined>();
+  const peerFor = (req: IncomingMessage, session: object | undefined): SpiffeId | undefined => {
+    if (!mtlsIn) return undefined;
+    if (!session) return peerOf(req.socket)?.id;
+    if (!sessionPeers.has(session))
+      sessionPeers.set(session, authenticatePeer(req.socket as TLSSocket, deps.source, sourceAuthorizer).id);
+    return sessionPeers.get(session);
   };
 
   const handle = async (req: IncomingMessage, res: ServerResponse) => {
     const started = performance.now();
     const socket = req.socket;
-    active.set(socket, (active.get(socket) ?? 0) + 1);
-    clearTimeout(idleTimers.get(socket));
-    const peer = mtlsIn ? peerOf(socket)?.id : undefined;
+    const session =
+      req.httpVersionMajor === 2
+        ? (req as unknown as { stream: { session: object } }).stream.session
+        : undefined;
+    const connection = session ?? socket;
+    connections.requestStarted(connection);
+    let peer: SpiffeId | undefined;
+    try {
+      peer = peerFor(req, session);
+    } catch (e) {
+      log.warn("caller refused", { reason: (e as Error).message });
+      res.once("close", () => connections.requestEnded(connection));
+      send(res, proxyResponse(403, `caller identity not accepted: ${(e as Error).message}`));
+      return;
+    }
     const id = (req.headers["x-request-id"] as string | undefined) ?? crypto.randomUUID();
     const reqLog = log.with({ request_id: id, ...(peer ? { peer: peer.uri } : {}) });
     const controller = new AbortController();
@@ -127,8 +138,7 @@ export async function startHttpListener(l: ListenerConfig, deps: ListenerDeps): 
       clearTimeout(readTimer);
       clearTimeout(writeTimer);
       if (!res.writableFinished) controller.abort();
-      active.set(socket, Math.max(0, (active.get(socket) ?? 1) - 1));
-      if (!socket.destroyed) idle(socket);
+      connections.requestEnded(connection);
       const seconds = (performance.now() - started) / 1000;
       events?.request(res.statusCode, seconds);
       reqLog.debug("request", { method: req.method, path: req.url, status: res.statusCode, seconds });
@@ -175,15 +185,25 @@ export async function startHttpListener(l: ListenerConfig, deps: ListenerDeps): 
   if (mtlsIn) {
     const policy = {
       source: deps.source,
-      authorize: authorizeMatching(l.sourceIds, `listeners.${l.name}.source.spiffe_ids`),
+      authorize: sourceAuthorizer,
       ...(deps.keylog ? { keylog: deps.keylog } : {}),
     };
+    // HTTP/1.1 and HTTP/2 callers: an HTTP/2 connection is accounted as its session.
     const secure = http2.createSecureServer({
       ...mtlsServerOptions(policy, ["h2", "http/1.1"]),
       allowHTTP1: true,
     });
+    secure.on("session", (session) =>
+      connections.open(
+        session,
+        () => session.destroy(),
+        (cleanup) => session.once("close", cleanup),
+      ),
+    );
     detach = attachSpiffeAuth(secure, policy, {
-      onConnection: (socket) => track(socket),
+      onConnection: (socket) => {
+        if (socket.alpnProtocol !== "h2") trackSocket(socket);
+      },
       onReject: (e, socket) => {
         events?.denied("source", e.message.startsWith("TLS handshake failed") ? "handshake" : e.code);
         log.warn("caller refused", { reason: e.message, code: e.code, remote: socket?.remoteAddress });
@@ -199,7 +219,7 @@ export async function startHttpListener(l: ListenerConfig, deps: ListenerDeps): 
       { keepAliveTimeout: l.timeouts.idleMs },
       (req, res) => void handle(req, res),
     );
-    plain.on("connection", track);
+    plain.on("connection", trackSocket);
     server = plain;
   }
   server.on("error", (e) => log.error("listener error", { error: e.message }));
@@ -219,10 +239,7 @@ export async function startHttpListener(l: ListenerConfig, deps: ListenerDeps): 
     async close(drainMs) {
       server.close();
       detach();
-      for (const s of sockets) if ((active.get(s) ?? 0) === 0) s.destroy();
-      const deadline = Date.now() + drainMs;
-      while ([...active.values()].some((n) => n > 0) && Date.now() < deadline) await Bun.sleep(20);
-      for (const s of sockets) s.destroy();
+      await connections.drain(drainMs);
       upstream?.close();
       plainAgent.destroy();
     },

@@ -1,9 +1,11 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { readFileSync, statSync } from "node:fs";
 import { createServer, type IncomingMessage, request, type Server } from "node:http";
+import { connect as connectH2 } from "node:http2";
 import { createServer as createHttpsServer } from "node:https";
 import { connect } from "node:net";
 import { join } from "node:path";
+import { X509Source } from "../../lib/spiffe/x509-source.ts";
 import { writeClusterPki } from "../e2e/testbed/pki.ts";
 import { type DevApi, startDevApi, tempDir } from "../support/dev-api.ts";
 import { freePort } from "../support/net.ts";
@@ -297,6 +299,35 @@ describe("SVID rotation under traffic", () => {
     for (const p of [server, client])
       expect(logLines(p).filter((l) => l.msg === "SVID rotated").length).toBeGreaterThanOrEqual(3);
   }, 60_000);
+});
+
+describe("HTTP/2 callers", () => {
+  test("each request on an h2 session carries the caller's SPIFFE ID", async () => {
+    const { serverPort } = await pair();
+    const source = await X509Source.open({ address: socket("web") });
+    const svid = source.getX509Svid();
+    const session = connectH2(`https://127.0.0.1:${serverPort}`, {
+      cert: svid.certPem,
+      key: svid.keyPem,
+      ca: source.bundles().pem(),
+      checkServerIdentity: () => undefined,
+    });
+    const get = (path: string) =>
+      new Promise<string>((resolve, reject) => {
+        const s = session.request({ ":path": path });
+        let body = "";
+        s.on("data", (d) => {
+          body += d;
+        });
+        s.on("end", () => resolve(body));
+        s.on("error", reject);
+        s.end();
+      });
+    const bodies = await Promise.all(["/h2/a", "/h2/b", "/h2/c"].map(get));
+    for (const b of bodies) expect(JSON.parse(b).headers["svc-peer-id"]).toBe(ID("web"));
+    session.close();
+    source.close();
+  });
 });
 
 describe("server mode with an https:// target (rule 4.2.2)", () => {

@@ -1,0 +1,59 @@
+/**
+ * Connection accounting for a listener: requests in flight per connection, the idle timeout (close a
+ * connection that has had no request in flight for `idleMs`), and draining at shutdown. A connection is
+ * whatever requests belong to: the TCP/TLS socket for HTTP/1.1, the session for HTTP/2 (whose raw socket
+ * never carries an HTTP/1 request and must not be timed out as idle).
+ */
+interface Connection {
+  active: number;
+  timer: ReturnType<typeof setTimeout> | undefined;
+  destroy(): void;
+}
+
+export class Connections {
+  private readonly byKey = new Map<object, Connection>();
+
+  constructor(
+    private readonly idleMs: number,
+    private readonly onOpen: () => void = () => {},
+  ) {}
+
+  /** Starts accounting for a connection; `onClose` registers the cleanup for when it closes. */
+  open(key: object, destroy: () => void, onClose: (cleanup: () => void) => void): void {
+    const c: Connection = { active: 0, timer: undefined, destroy };
+    this.byKey.set(key, c);
+    this.onOpen();
+    this.idle(c);
+    onClose(() => {
+      clearTimeout(c.timer);
+      this.byKey.delete(key);
+    });
+  }
+
+  requestStarted(key: object): void {
+    const c = this.byKey.get(key);
+    if (!c) return;
+    c.active++;
+    clearTimeout(c.timer);
+  }
+
+  requestEnded(key: object): void {
+    const c = this.byKey.get(key);
+    if (!c) return;
+    c.active = Math.max(0, c.active - 1);
+    this.idle(c);
+  }
+
+  private idle(c: Connection): void {
+    clearTimeout(c.timer);
+    if (c.active === 0) c.timer = setTimeout(() => c.destroy(), this.idleMs);
+  }
+
+  /** Closes idle connections now, waits up to `drainMs` for requests in flight, then closes the rest. */
+  async drain(drainMs: number): Promise<void> {
+    for (const c of this.byKey.values()) if (c.active === 0) c.destroy();
+    const deadline = Date.now() + drainMs;
+    while ([...this.byKey.values()].some((c) => c.active > 0) && Date.now() < deadline) await Bun.sleep(20);
+    for (const c of this.byKey.values()) c.destroy();
+  }
+}
