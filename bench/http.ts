@@ -109,11 +109,24 @@ try {
     ]);
     for (let i = 0; i < 100 && !existsSync(join(dir, `${sa}.sock`)); i++) await Bun.sleep(100);
   }
+  // Certificates for the relay-ceiling pair, from the same development CA.
+  const { DevCa } = await import("../lib/spiffe/dev-ca.ts");
+  const { derToPem } = await import("../lib/spiffe/cert.ts");
+  const ca = await DevCa.open("bench.svc", join(dir, "ca"));
+  for (const sa of ["client", "server"]) {
+    const svid = await ca.issueX509Svid(id(sa), 3_600_000);
+    writeFileSync(join(dir, `${sa}.pem`), derToPem(svid.certDer));
+    writeFileSync(join(dir, `${sa}.key`), derToPem(svid.keyDer, "PRIVATE KEY"));
+  }
+  writeFileSync(join(dir, "ca.pem"), derToPem(ca.caDer));
   const body = "x".repeat(256);
   const upstream = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: () => new Response(body) });
   const ports = Object.fromEntries(
     await Promise.all(
-      ["svcServer", "svcClient", "ghServer", "ghClient"].map(async (k) => [k, await freePort()]),
+      ["svcServer", "svcClient", "ghServer", "ghClient", "relayServer", "relayClient"].map(async (k) => [
+        k,
+        await freePort(),
+      ]),
     ),
   );
 
@@ -177,12 +190,30 @@ try {
     {},
     join(dir, "gh-client.log"),
   );
+  const relay = (mode: string, listen: number, target: number, sa: string) =>
+    start([
+      process.execPath,
+      join(ROOT, "bench/relay-ceiling.ts"),
+      mode,
+      String(listen),
+      String(target),
+      join(dir, `${sa}.pem`),
+      join(dir, `${sa}.key`),
+      join(dir, "ca.pem"),
+    ]);
+  const relayServer = relay("server", ports.relayServer as number, upstream.port as number, "server");
+  const relayClient = relay("client", ports.relayClient as number, ports.relayServer as number, "client");
   for (const p of Object.values(ports)) await waitPort(p as number);
 
   const setups: [string, number, Subprocess[]][] = [
     ["direct", upstream.port as number, []],
     ["ghostunnel pair", ports.ghClient as number, [ghClient, ghServer]],
     ["svc-proxy pair", ports.svcClient as number, [svcClient, svcServer]],
+    [
+      "Bun TLS byte relay pair (ceiling, bench/relay-ceiling.ts)",
+      ports.relayClient as number,
+      [relayClient, relayServer],
+    ],
   ];
   const results = new Map<string, Result>();
   for (const c of CONNECTIONS) {
@@ -197,7 +228,7 @@ try {
     `# HTTP through a proxy pair (bench/http.ts)`,
     "",
     `${new Date().toISOString().slice(0, 10)}, ${cpu} cores, loopback; wrk ${o.seconds}s per cell after a warm-up run; 256-byte responses from a Bun upstream.`,
-    "Every hop of both pairs and the load generator share the same cores.",
+    "Every hop of every pair and the load generator share the same cores. The relay pair is a ceiling for a relay-based design, not a product: no HTTP parsing, no SPIFFE ID check.",
     "",
     "| connections | setup | requests/s | p50 ms | p99 ms | errors | req/s vs ghostunnel | req/s vs direct | p99 vs ghostunnel |",
     "|---:|---|---:|---:|---:|---:|---:|---:|---:|",
