@@ -1,0 +1,227 @@
+/**
+ * HTTP/1.1 wire pieces shared by the request and response framers: a byte buffer with CRLF line reading,
+ * message body framing from the header fields (RFC 9112 section 6), and a body reader for Content-Length,
+ * chunked, and close-delimited bodies that hands data on as it arrives.
+ */
+export type Fields = [string, string][];
+export type Framing =
+  | { kind: "none" }
+  | { kind: "fixed"; length: number }
+  | { kind: "chunked" }
+  | { kind: "close" };
+export type BodyEvent =
+  | { type: "body"; data: Uint8Array }
+  | { type: "end" }
+  | { type: "error"; status: 400 | 431 | 501 | 502; reason: string };
+
+const latin1 = new TextDecoder("latin1");
+
+export class WireBuffer {
+  private buf: Uint8Array = new Uint8Array(0);
+
+  append(chunk: Uint8Array): void {
+    if (this.buf.length === 0) {
+      this.buf = chunk;
+      return;
+    }
+    const out = new Uint8Array(this.buf.length + chunk.length);
+    out.set(this.buf);
+    out.set(chunk, this.buf.length);
+    this.buf = out;
+  }
+
+  get length(): number {
+    return this.buf.length;
+  }
+
+  take(n: number): Uint8Array {
+    const out = this.buf.subarray(0, n);
+    this.buf = this.buf.subarray(n);
+    return out;
+  }
+
+  clear(): void {
+    this.buf = new Uint8Array(0);
+  }
+
+  startsWithCrlf(): boolean {
+    return this.buf[0] === 13 && this.buf[1] === 10;
+  }
+
+  /** A CRLF-ended line: its text, undefined if incomplete, null if longer than `max` or ended by a bare LF. */
+  line(max: number): string | null | undefined {
+    const i = this.indexOf([13, 10]);
+    if (i < 0) return this.buf.length > max || this.buf.includes(10) ? null : undefined;
+    if (i > max) return null;
+    const text = latin1.decode(this.take(i + 2)).slice(0, i);
+    return text.includes("\n") ? null : text;
+  }
+
+  /** The head up to its blank line, as text without the final CRLFCRLF; undefined if incomplete. */
+  head(): string | undefined {
+    const end = this.indexOf([13, 10, 13, 10]);
+    return end < 0 ? undefined : latin1.decode(this.take(end + 4)).slice(0, end);
+  }
+
+  hasBareLf(): boolean {
+    for (let i = 0; i < this.buf.length; i++)
+      if (this.buf[i] === 10 && (i === 0 || this.buf[i - 1] !== 13)) return true;
+    return false;
+  }
+
+  private indexOf(seq: number[]): number {
+    outer: for (let i = 0; i + seq.length <= this.buf.length; i++) {
+      for (let k = 0; k < seq.length; k++) if (this.buf[i + k] !== seq[k]) continue outer;
+      return i;
+    }
+    return -1;
+  }
+}
+
+const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
+
+/** Header field lines to fields; refuses obsolete folding, bare LF, and anything but `token ":" value`. */
+export function parseFields(lines: string[]): Fields | { error: string } {
+  const fields: Fields = [];
+  for (const line of lines) {
+    if (line.includes("\n")) return { error: "bare LF line ending" };
+    if (line.startsWith(" ") || line.startsWith("\t")) return { error: "obsolete line folding" };
+    const colon = line.indexOf(":");
+    const name = colon > 0 ? line.slice(0, colon) : "";
+    if (!TOKEN.test(name)) return { error: `invalid header line ${JSON.stringify(line.slice(0, 100))}` };
+    fields.push([name, line.slice(colon + 1).trim()]);
+  }
+  return fields;
+}
+
+export const isToken = (s: string) => TOKEN.test(s);
+
+/**
+ * Body framing from the fields (RFC 9112 section 6.3). `otherwise` is what a message with neither field
+ * has: no body for a request, a close-delimited body for a response. Transfer-Encoding with
+ * Content-Length, codings other than chunked, and unparsable or conflicting lengths are refused.
+ */
+export function framing(fields: Fields, otherwise: Framing): Framing | { error: string; status: 400 | 501 } {
+  const te = fields.filter(([n]) => n.toLowerCase() === "transfer-encoding").map(([, v]) => v);
+  const cl = fields.filter(([n]) => n.toLowerCase() === "content-length").map(([, v]) => v);
+  if (te.length > 0 && cl.length > 0)
+    return { error: "both Transfer-Encoding and Content-Length", status: 400 };
+  if (te.length > 0) {
+    const codings = te
+      .join(",")
+      .split(",")
+      .map((c) => c.trim().toLowerCase())
+      .filter(Boolean);
+    if (codings.length !== 1 || codings[0] !== "chunked") {
+      return {
+        error: `unsupported Transfer-Encoding ${JSON.stringify(te.join(", "))} (only chunked)`,
+        status: 501,
+      };
+    }
+    return { kind: "chunked" };
+  }
+  if (cl.length > 0) {
+    const values = new Set(
+      cl
+        .join(",")
+        .split(",")
+        .map((v) => v.trim()),
+    );
+    const [only] = values;
+    if (values.size !== 1 || !only || !/^\d{1,15}$/.test(only))
+      return { error: `invalid Content-Length ${JSON.stringify(cl.join(", "))}`, status: 400 };
+    const length = Number(only);
+    return length === 0 ? { kind: "none" } : { kind: "fixed", length };
+  }
+  return otherwise;
+}
+
+type BodyState =
+  | { kind: "fixed"; remaining: number }
+  | { kind: "chunk-size" }
+  | { kind: "chunk-data"; remaining: number }
+  | { kind: "chunk-crlf" }
+  | { kind: "trailers" }
+  | { kind: "close" };
+
+/** Reads one message body from the buffer. `step` returns what it could complete; [] when it needs more. */
+export class BodyReader {
+  private state: BodyState;
+
+  constructor(
+    f: Exclude<Framing, { kind: "none" }>,
+    private readonly maxLineBytes: number,
+  ) {
+    this.state =
+      f.kind === "fixed"
+        ? { kind: "fixed", remaining: f.length }
+        : f.kind === "chunked"
+          ? { kind: "chunk-size" }
+          : { kind: "close" };
+  }
+
+  /** True once the body has ended; the buffer then holds the next message's bytes. */
+  done = false;
+
+  step(buf: WireBuffer): BodyEvent[] {
+    const s = this.state;
+    switch (s.kind) {
+      case "close":
+        return buf.length === 0 ? [] : [{ type: "body", data: buf.take(buf.length) }];
+      case "fixed":
+      case "chunk-data": {
+        if (buf.length === 0) return [];
+        const n = Math.min(s.remaining, buf.length);
+        const body: BodyEvent = { type: "body", data: buf.take(n) };
+        const remaining = s.remaining - n;
+        if (remaining > 0) {
+          this.state = { ...s, remaining };
+          return [body];
+        }
+        if (s.kind === "chunk-data") {
+          this.state = { kind: "chunk-crlf" };
+          return [body];
+        }
+        this.done = true;
+        return [body, { type: "end" }];
+      }
+      case "chunk-size": {
+        const line = buf.line(4096);
+        if (line === undefined) return [];
+        if (line === null)
+          return [{ type: "error", status: 400, reason: "chunk size line too long or not ended by CRLF" }];
+        const m = /^([0-9A-Fa-f]{1,15})(;.*)?$/.exec(line);
+        if (!m) return [{ type: "error", status: 400, reason: `invalid chunk size ${JSON.stringify(line)}` }];
+        const size = Number.parseInt(m[1] as string, 16);
+        this.state = size === 0 ? { kind: "trailers" } : { kind: "chunk-data", remaining: size };
+        return [];
+      }
+      case "chunk-crlf": {
+        if (buf.length < 2) return [];
+        if (!buf.startsWithCrlf())
+          return [{ type: "error", status: 400, reason: "chunk data not followed by CRLF" }];
+        buf.take(2);
+        this.state = { kind: "chunk-size" };
+        return [];
+      }
+      case "trailers": {
+        const line = buf.line(this.maxLineBytes);
+        if (line === undefined) return [];
+        if (line === null)
+          return [{ type: "error", status: 431, reason: "trailer section too large or not ended by CRLF" }];
+        if (line !== "") return []; // trailer fields are consumed, not forwarded
+        this.done = true;
+        return [{ type: "end" }];
+      }
+    }
+  }
+
+  /** The connection closed: a close-delimited body ends; any other unfinished body was truncated. */
+  closed(): BodyEvent[] {
+    if (this.done) return [];
+    this.done = true;
+    return this.state.kind === "close"
+      ? [{ type: "end" }]
+      : [{ type: "error", status: 502, reason: "connection closed before the end of the body" }];
+  }
+}
