@@ -28,6 +28,12 @@ export class ProxyMetrics {
     buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
     registers: [this.registry],
   });
+  private readonly bytes = new Counter({
+    name: "svc_proxy_http_body_bytes_total",
+    help: "HTTP body bytes carried: direction=request (caller to target) or response",
+    labelNames: ["listener", "direction"],
+    registers: [this.registry],
+  });
   private readonly denied = new Counter({
     name: "svc_proxy_denied_total",
     help: "Peers refused: side=source (callers) or target (upstreams), reason=the failure code",
@@ -43,9 +49,11 @@ export class ProxyMetrics {
   forListener(listener: string): ListenerEvents {
     return {
       connection: () => this.connections.inc({ listener }),
-      request: (status, seconds) => {
+      request: (status, seconds, requestBytes, responseBytes) => {
         this.requests.inc({ listener, code: String(status) });
         this.duration.observe({ listener }, seconds);
+        if (requestBytes > 0) this.bytes.inc({ listener, direction: "request" }, requestBytes);
+        if (responseBytes > 0) this.bytes.inc({ listener, direction: "response" }, responseBytes);
       },
       denied: (side, reason) => this.denied.inc({ listener, side, reason }),
     };

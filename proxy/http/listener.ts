@@ -25,7 +25,8 @@ import { type ProxyRequest, type ProxyResponse, proxyResponse } from "./types.ts
  * HTTPS); central does mTLS on both sides. Server and central tell the target who called in Svc-Peer-ID.
  */
 export interface ListenerEvents {
-  request(status: number, seconds: number): void;
+  /** A finished exchange; the byte counts are of the request and response bodies. */
+  request(status: number, seconds: number, requestBytes: number, responseBytes: number): void;
   /** `reason` is a short code (unauthorized_peer, untrusted_peer, invalid_svid, handshake). */
   denied(side: "source" | "target", reason: string): void;
   connection(): void;
@@ -105,6 +106,11 @@ export async function startHttpListener(l: ListenerConfig, deps: ListenerDeps): 
     const id = (req.headers["x-request-id"] as string | undefined) ?? crypto.randomUUID();
     const reqLog = log.with({ request_id: id, ...(peer ? { peer: peer.uri } : {}) });
     const controller = new AbortController();
+    let bytesIn = 0;
+    const bytesOut = { n: 0 };
+    req.on("data", (chunk: Buffer) => {
+      bytesIn += chunk.length;
+    });
     let timedOut: "read" | "write" | undefined;
 
     // read: the whole request, body included; write: from the end of the request to the end of the response.
@@ -140,7 +146,7 @@ export async function startHttpListener(l: ListenerConfig, deps: ListenerDeps): 
       if (!res.writableFinished) controller.abort();
       connections.requestEnded(connection);
       const seconds = (performance.now() - started) / 1000;
-      events?.request(res.statusCode, seconds);
+      events?.request(res.statusCode, seconds, bytesIn, bytesOut.n);
       reqLog.debug("request", { method: req.method, path: req.url, status: res.statusCode, seconds });
     });
 
@@ -177,7 +183,7 @@ export async function startHttpListener(l: ListenerConfig, deps: ListenerDeps): 
       if (response.failure === "target-refused")
         events?.denied("target", response.failureCode ?? "unauthorized_peer");
     }
-    send(res, response);
+    send(res, response, bytesOut);
   };
 
   let server: http.Server | http2.Http2SecureServer;
@@ -246,8 +252,13 @@ export async function startHttpListener(l: ListenerConfig, deps: ListenerDeps): 
   };
 }
 
-function send(res: ServerResponse, r: ProxyResponse): void {
+function send(res: ServerResponse, r: ProxyResponse, counter?: { n: number }): void {
   res.writeHead(r.status, r.headers);
-  if (typeof r.body === "string") res.end(r.body);
-  else (r.body as Readable).pipe(res);
+  if (typeof r.body === "string") {
+    if (counter) counter.n += Buffer.byteLength(r.body);
+    res.end(r.body);
+  } else {
+    if (counter) r.body.on("data", (chunk: Buffer) => (counter.n += chunk.length));
+    (r.body as Readable).pipe(res);
+  }
 }

@@ -234,8 +234,9 @@ describe("metrics", () => {
     const target = { url: `https://127.0.0.1:${serverPort}` };
     await startSvcProxy(config("web", [{ port: webPort, mode: "client", target }]));
     await startSvcProxy(config("db", [{ port: dbPort, mode: "client", target }]));
-    expect((await send(webPort, "/a")).status).toBe(200);
-    expect((await send(webPort, "/b")).status).toBe(200);
+    const replies = [await send(webPort, "/a"), await send(webPort, "/b")];
+    expect(replies.map((r) => r.status)).toEqual([200, 200]);
+    const responseBytes = replies.reduce((n, r) => n + Buffer.byteLength(r.body), 0);
     expect((await send(dbPort, "/c")).status).toBe(502);
     await Bun.sleep(200);
     const scrape = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
@@ -248,6 +249,8 @@ describe("metrics", () => {
     expect(value('svc_proxy_connections_total{listener="l"}')).toBeGreaterThanOrEqual(1);
     expect(value('svc_proxy_http_request_duration_seconds_count{listener="l"}')).toBe(2);
     expect(value("svc_proxy_svid_expiry_timestamp_seconds")).toBeGreaterThan(Date.now() / 1000);
+    // Two upstream answers passed through the server proxy: their JSON bodies, byte for byte.
+    expect(value('svc_proxy_http_body_bytes_total{listener="l",direction="response"}')).toBe(responseBytes);
     expect((await fetch(`http://127.0.0.1:${metricsPort}/other`)).status).toBe(404);
   });
 });
