@@ -258,7 +258,11 @@ function send(res: ServerResponse, r: ProxyResponse, counter?: { n: number }): v
     if (counter) counter.n += Buffer.byteLength(r.body);
     res.end(r.body);
   } else {
-    if (counter) r.body.on("data", (chunk: Buffer) => (counter.n += chunk.length));
+    if (counter) {
+      r.body.on("data", (chunk: Buffer) => {
+        counter.n += chunk.length;
+      });
+    }
     (r.body as Readable).pipe(res);
   }
 }
