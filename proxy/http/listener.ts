@@ -2,7 +2,7 @@ import http, { type IncomingMessage, type ServerResponse } from "node:http";
 import http2 from "node:http2";
 import https from "node:https";
 import type { Socket } from "node:net";
-import type { Readable } from "node:stream";
+import { type Readable, Transform } from "node:stream";
 import type { TLSSocket } from "node:tls";
 import { authorizeMatching } from "../../lib/spiffe/authorizer.ts";
 import type { SpiffeId } from "../../lib/spiffe/id.ts";
@@ -108,9 +108,16 @@ export async function startHttpListener(l: ListenerConfig, deps: ListenerDeps): 
     const controller = new AbortController();
     let bytesIn = 0;
     const bytesOut = { n: 0 };
-    req.on("data", (chunk: Buffer) => {
-      bytesIn += chunk.length;
-    });
+    // Counted in a Transform, not a "data" listener: that would start the body flowing before a
+    // middleware that awaits has passed the request on, and the bytes would be lost.
+    const body = req.pipe(
+      new Transform({
+        transform(chunk: Buffer, _encoding, done) {
+          bytesIn += chunk.length;
+          done(null, chunk);
+        },
+      }),
+    );
     let timedOut: "read" | "write" | undefined;
 
     // read: the whole request, body included; write: from the end of the request to the end of the response.
@@ -160,7 +167,7 @@ export async function startHttpListener(l: ListenerConfig, deps: ListenerDeps): 
       method: req.method ?? "GET",
       path: req.url ?? "/",
       headers,
-      body: req,
+      body,
       peer,
       remoteAddress: socket.remoteAddress ?? "",
       log: reqLog,
