@@ -12,9 +12,16 @@ import { chainOf } from "./peer.ts";
  * The agent pools connections (keepAlive) and is replaced when the source rotates, so new connections
  * present the new SVID while requests on existing ones finish.
  */
-export interface UpstreamAgent {
+export interface UpstreamAgent extends UpstreamAgentStats {
   agent(): https.Agent;
   close(): void;
+}
+
+const RETIRED_SWEEP_MS = 5_000;
+
+/** How many agents are retired but still finishing requests (for tests and diagnostics). */
+export interface UpstreamAgentStats {
+  retired(): number;
 }
 
 export function createUpstreamAgent(policy: MtlsPolicy, o: { keepAlive: boolean }): UpstreamAgent {
@@ -41,17 +48,29 @@ export function createUpstreamAgent(policy: MtlsPolicy, o: { keepAlive: boolean 
   };
   let current = build();
   const retired = new Set<https.Agent>();
+  const inUse = (a: https.Agent) => Object.values(a.sockets).some((list) => (list?.length ?? 0) > 0);
+  // A retired agent is destroyed, and forgotten, once its last in-flight request has finished.
+  const sweep = setInterval(() => {
+    for (const a of retired) {
+      if (inUse(a)) continue;
+      a.destroy();
+      retired.delete(a);
+    }
+  }, RETIRED_SWEEP_MS);
+  sweep.unref();
   const unsubscribe = policy.source.onUpdate(() => {
     const old = current;
     current = build();
-    // Idle pooled sockets of the old agent are closed; in-flight requests finish on theirs.
+    // Idle pooled sockets of the old agent are closed now; in-flight requests finish on theirs.
     retired.add(old);
     for (const list of Object.values(old.freeSockets)) for (const s of list ?? []) s.destroy();
   });
   return {
     agent: () => current,
+    retired: () => retired.size,
     close() {
       unsubscribe();
+      clearInterval(sweep);
       current.destroy();
       for (const a of retired) a.destroy();
     },
