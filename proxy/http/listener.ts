@@ -4,6 +4,7 @@ import https from "node:https";
 import type { Socket } from "node:net";
 import { type Readable, Transform } from "node:stream";
 import type { TLSSocket } from "node:tls";
+import { SvcError } from "../../lib/errors.ts";
 import { authorizeMatching } from "../../lib/spiffe/authorizer.ts";
 import type { SpiffeId } from "../../lib/spiffe/id.ts";
 import type { SvidSource } from "../../lib/spiffe/x509-source.ts";
@@ -238,7 +239,14 @@ export async function startHttpListener(l: ListenerConfig, deps: ListenerDeps): 
   server.on("error", (e) => log.error("listener error", { error: e.message }));
 
   await new Promise<void>((resolve, reject) => {
-    server.once("error", reject);
+    server.once("error", (e: NodeJS.ErrnoException) =>
+      reject(
+        new SvcError(
+          "usage",
+          `listener ${l.name}: cannot listen on ${l.address.host}:${l.address.port}: ${e.code === "EADDRINUSE" ? "address already in use" : e.message}`,
+        ),
+      ),
+    );
     server.listen(l.address.port, l.address.host || undefined, () => {
       server.off("error", reject);
       resolve();

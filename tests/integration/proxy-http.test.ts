@@ -9,7 +9,7 @@ import { X509Source } from "../../lib/spiffe/x509-source.ts";
 import { writeClusterPki } from "../e2e/testbed/pki.ts";
 import { type DevApi, startDevApi, tempDir } from "../support/dev-api.ts";
 import { freePort } from "../support/net.ts";
-import { stopAll } from "../support/proc.ts";
+import { BUN, spawnProc, stopAll } from "../support/proc.ts";
 import { logLines, startSvcProxy } from "../support/proxy.ts";
 
 /**
@@ -190,6 +190,22 @@ describe("HTTP client → server proxy pair", () => {
       failure: "target-refused",
       status: 502,
     });
+  });
+
+  test("a listen address already in use stops the proxy with a message naming the listener", async () => {
+    const port = await freePort();
+    const blocker = createServer(() => {});
+    await new Promise<void>((r) => blocker.listen(port, "127.0.0.1", () => r()));
+    const proc = spawnProc([BUN, "cmd/svc-proxy.ts"], {
+      SVC_PROXY_CONFIG: JSON.stringify(
+        config("api", [{ port, mode: "server", target: { url: `http://127.0.0.1:${upstreamPort}` } }]),
+      ),
+    });
+    expect(await proc.exited).toBe(1);
+    expect(proc.stderr()).toContain(
+      `svc-proxy: listener l: cannot listen on 127.0.0.1:${port}: address already in use\n`,
+    );
+    blocker.close();
   });
 
   test("an unreachable target is a 502 that says so", async () => {
