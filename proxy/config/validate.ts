@@ -11,6 +11,7 @@ import {
   DEFAULT_BUFFER_MAX_BYTES,
   DEFAULT_METRICS_ADDR,
   DEFAULT_TIMEOUTS,
+  Listener,
   type ListenerInput,
   type MiddlewareInput,
 } from "./schema.ts";
@@ -88,52 +89,88 @@ export function parseHostPort(text: string): HostPort | undefined {
   return { host: (m[1] as string).replace(/^\[|\]$/g, ""), port };
 }
 
+/** The sections (and listeners, with their indexes) that have the right shape. */
+interface Parts {
+  spiffe?: ConfigInput["spiffe"];
+  metricsAddr?: string;
+  keylog?: string;
+  notary?: ConfigInput["notary"];
+  listeners: [number, ListenerInput][];
+}
+
+// When the whole document does not parse, each section and each listener is parsed on its own, so that
+// the rules relating fields still run wherever they can: every problem is reported at once.
+function wellFormedParts(raw: unknown): Parts {
+  const doc = (typeof raw === "object" && raw !== null ? raw : {}) as Record<string, unknown>;
+  const parts: Parts = { listeners: [] };
+  const section = <T>(schema: v.GenericSchema<unknown, T>, value: unknown): T | undefined => {
+    const r = v.safeParse(schema, value);
+    return r.success ? r.output : undefined;
+  };
+  parts.spiffe = section(Config.entries.spiffe, doc.spiffe);
+  parts.metricsAddr = section(Config.entries.metricsAddr, doc.metricsAddr);
+  parts.keylog = section(Config.entries.keylog, doc.keylog);
+  parts.notary = section(Config.entries.notary, doc.notary);
+  if (Array.isArray(doc.listeners)) {
+    doc.listeners.forEach((item, i) => {
+      const l = section(Listener, item);
+      if (l) parts.listeners.push([i, l]);
+    });
+  }
+  return parts;
+}
+
 export function validateConfig(raw: unknown): { config: ProxyConfig; warnings: string[] } {
   const parsed = v.safeParse(Config, raw, { abortEarly: false });
-  if (!parsed.success) {
-    // A missing key is reported by its parent object with a generic message; say what it is.
-    const message = (i: v.BaseIssue<unknown>) =>
-      i.message.startsWith("Invalid key:") ? "required field is missing" : i.message;
-    throw new ConfigError(parsed.issues.map((i) => `${pathOf(i) || "(document)"}: ${message(i)}`));
-  }
-  const doc = parsed.output;
-  const problems: string[] = [];
+  // A missing key is reported by its parent object with a generic message; say what it is.
+  const issueText = (i: v.BaseIssue<unknown>) =>
+    `${pathOf(i) || "(document)"}: ${i.message.startsWith("Invalid key:") ? "required field is missing" : i.message}`;
+  const problems: string[] = parsed.success ? [] : parsed.issues.map(issueText);
   const warnings = unknownFields(Config, raw).map((p) => `${p}: unknown field, ignored (check its spelling)`);
   const problem = (path: string, message: string) => problems.push(`${path}: ${message}`);
+  const parts: Parts = parsed.success
+    ? { ...parsed.output, listeners: parsed.output.listeners.map((l, i): [number, ListenerInput] => [i, l]) }
+    : wellFormedParts(raw);
 
   let workloadApi = "";
-  try {
-    workloadApi = parseEndpoint(doc.spiffe.workload_socket_path);
-  } catch (e) {
-    problem("spiffe.workload_socket_path", (e as Error).message);
+  if (parts.spiffe) {
+    try {
+      workloadApi = parseEndpoint(parts.spiffe.workload_socket_path);
+    } catch (e) {
+      problem("spiffe.workload_socket_path", (e as Error).message);
+    }
   }
 
-  if (doc.metricsAddr === "") doc.metricsAddr = DEFAULT_METRICS_ADDR;
-  const metricsAddr = doc.metricsAddr === "0" ? undefined : parseHostPort(doc.metricsAddr);
-  if (doc.metricsAddr !== "0" && !metricsAddr) {
-    problem(
-      "metricsAddr",
-      `invalid address ${JSON.stringify(doc.metricsAddr)} (allowed: host:port, :port, or "0" to disable)`,
-    );
+  let metricsAddr: HostPort | undefined;
+  if (parts.metricsAddr !== undefined) {
+    if (parts.metricsAddr === "") parts.metricsAddr = DEFAULT_METRICS_ADDR;
+    metricsAddr = parts.metricsAddr === "0" ? undefined : parseHostPort(parts.metricsAddr);
+    if (parts.metricsAddr !== "0" && !metricsAddr) {
+      problem(
+        "metricsAddr",
+        `invalid address ${JSON.stringify(parts.metricsAddr)} (allowed: host:port, :port, or "0" to disable)`,
+      );
+    }
   }
 
-  if (doc.keylog) writableParent("keylog", doc.keylog, problem);
-  const databasePath = doc.notary.database.path || undefined;
-  if (doc.notary.enable) {
+  if (parts.keylog) writableParent("keylog", parts.keylog, problem);
+  const notaryEnabled = parts.notary?.enable ?? false;
+  const databasePath = parts.notary?.database.path || undefined;
+  if (notaryEnabled) {
     if (!databasePath) problem("notary.database.path", "required when notary.enable is true");
     else writableParent("notary.database.path", databasePath, problem);
   }
 
   const seen = new Map<string, number>();
-  const listeners = doc.listeners.map((l, i) => {
+  const listeners = parts.listeners.map(([i, l]) => {
     const at = `listeners[${i}]`;
     const first = seen.get(l.name);
-    if (first !== undefined)
+    if (first !== undefined) {
       problem(
         `${at}.name`,
         `duplicate name ${JSON.stringify(l.name)} (also listeners[${first}].name); names must be unique`,
       );
-    else seen.set(l.name, i);
+    } else seen.set(l.name, i);
     const address = parseHostPort(l.address);
     if (!address)
       problem(
@@ -166,7 +203,7 @@ export function validateConfig(raw: unknown): { config: ProxyConfig; warnings: s
       writeMs: timeout(l.timeouts, "write", `${at}.timeouts.write`, problem),
       idleMs: timeout(l.timeouts, "idle", `${at}.timeouts.idle`, problem),
     };
-    checkMiddlewares(l, at, doc.notary.enable, problem, warnings);
+    checkMiddlewares(l, at, notaryEnabled, problem, warnings);
     return {
       name: l.name,
       address: address ?? { host: "", port: 0 },
@@ -182,15 +219,15 @@ export function validateConfig(raw: unknown): { config: ProxyConfig; warnings: s
     } satisfies ListenerConfig;
   });
 
-  if (problems.length > 0) throw new ConfigError(problems);
+  if (!parsed.success || problems.length > 0) throw new ConfigError(problems);
   return {
     config: {
       workloadApi,
       metricsAddr,
-      keylog: doc.keylog || undefined,
-      notary: { enable: doc.notary.enable, databasePath },
+      keylog: parts.keylog || undefined,
+      notary: { enable: notaryEnabled, databasePath },
       listeners,
-      effective: doc,
+      effective: parsed.output,
     },
     warnings,
   };

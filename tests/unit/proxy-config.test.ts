@@ -267,6 +267,40 @@ describe("proxy configuration: every error at once, with path, value and what is
     expect(problems(doc)).toEqual(expected);
   });
 
+  test("a structural error in one place does not hide rule violations elsewhere", () => {
+    const doc = {
+      spiffe: { workload_socket_path: "http://agent:8081" },
+      listeners: [
+        {
+          name: "ok-shape",
+          address: ":1",
+          mode: "client",
+          protocol: "tcp",
+          target: { url: "tcp://db:5432" },
+        },
+        { name: "bad-shape", address: ":2", mode: "proxy", target: { url: "https://a:1" } },
+        {
+          name: "ok-shape",
+          address: ":3",
+          mode: "server",
+          target: { url: "http://a:1" },
+          timeouts: { read: "-1s" },
+        },
+      ],
+      metricsAddr: 7600,
+    };
+    expect(problems(doc)).toEqual([
+      'listeners[1].mode: invalid value "proxy" (allowed: client, server, central)',
+      'metricsAddr: expected a host:port address, "0" to disable, got 7600',
+      expect.stringContaining(
+        "spiffe.workload_socket_path: invalid Workload API address",
+      ) as unknown as string,
+      'listeners[0].target.url: "tcp://db:5432": a tcp listener in client mode needs a tls://host:port target',
+      'listeners[2].name: duplicate name "ok-shape" (also listeners[0].name); names must be unique',
+      'listeners[2].timeouts.read: must not be negative, got "-1s"',
+    ]);
+  });
+
   test("the error message lists every problem, one per line", () => {
     let message = "";
     try {
