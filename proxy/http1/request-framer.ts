@@ -4,8 +4,8 @@ import {
   type Fields,
   framing,
   isToken,
+  MessageFramer,
   parseFields,
-  WireBuffer,
 } from "./wire.ts";
 
 /**
@@ -29,34 +29,8 @@ export type FramerEvent = { type: "head"; head: RequestHead } | BodyEvent;
 
 const REQUEST_LINE = /^([!#$%&'*+\-.^_`|~0-9A-Za-z]+) (\S+) (HTTP\/1\.[01])$/;
 
-export class RequestFramer {
-  private readonly buf = new WireBuffer();
-  private body: BodyReader | undefined;
-  private failed = false;
-
-  constructor(private readonly maxHeadBytes = 65_536) {}
-
-  /** Feeds received bytes; returns what they completed, in order. After an error nothing more is parsed. */
-  push(chunk: Uint8Array): FramerEvent[] {
-    if (this.failed) return [];
-    this.buf.append(chunk);
-    const events: FramerEvent[] = [];
-    for (;;) {
-      const length = this.buf.length;
-      const reader = this.body;
-      const produced = reader ? reader.step(this.buf) : this.head();
-      events.push(...produced);
-      if (produced.some((e) => e.type === "error")) {
-        this.failed = true;
-        this.buf.clear();
-        return events;
-      }
-      if (reader?.done) this.body = undefined;
-      if (produced.length === 0 && this.buf.length === length && this.body === reader) return events;
-    }
-  }
-
-  private head(): FramerEvent[] {
+export class RequestFramer extends MessageFramer<{ type: "head"; head: RequestHead }> {
+  protected head(): FramerEvent[] {
     // Empty lines before a request line are ignored (RFC 9112 section 2.2).
     while (this.buf.length >= 2 && this.buf.startsWithCrlf()) this.buf.take(2);
     const text = this.buf.head();

@@ -1,4 +1,4 @@
-import { type BodyEvent, BodyReader, type Fields, framing, parseFields, WireBuffer } from "./wire.ts";
+import { type BodyEvent, BodyReader, type Fields, framing, MessageFramer, parseFields } from "./wire.ts";
 
 /**
  * Incremental HTTP/1.1 response framing (RFC 9112 section 6.3), so that a relay knows each response's
@@ -22,35 +22,16 @@ export type ResponseEvent = { type: "head"; head: ResponseHead } | BodyEvent | {
 
 const STATUS_LINE = /^(HTTP\/1\.[01]) (\d{3})(?: (.*))?$/;
 
-export class ResponseFramer {
-  private readonly buf = new WireBuffer();
+export class ResponseFramer extends MessageFramer<{ type: "head"; head: ResponseHead } | { type: "tunnel" }> {
   private readonly methods: string[] = [];
-  private body: BodyReader | undefined;
-  private stopped = false;
-
-  constructor(private readonly maxHeadBytes = 65_536) {}
 
   /** A request with this method was sent; its response is the next one not yet framed. */
   expect(method: string): void {
     this.methods.push(method.toUpperCase());
   }
 
-  push(chunk: Uint8Array): ResponseEvent[] {
-    if (this.stopped) return [];
-    this.buf.append(chunk);
-    const events: ResponseEvent[] = [];
-    for (;;) {
-      const length = this.buf.length;
-      const reader = this.body;
-      const produced = reader ? reader.step(this.buf) : this.head();
-      events.push(...produced);
-      if (produced.some((e) => e.type === "error" || e.type === "tunnel")) {
-        this.stopped = true;
-        return events;
-      }
-      if (reader?.done) this.body = undefined;
-      if (produced.length === 0 && this.buf.length === length && this.body === reader) return events;
-    }
+  protected override isFinal(e: ResponseEvent): boolean {
+    return e.type === "error" || e.type === "tunnel";
   }
 
   /** The upstream closed the connection. */
@@ -63,7 +44,7 @@ export class ResponseFramer {
       : [];
   }
 
-  private head(): ResponseEvent[] {
+  protected head(): ResponseEvent[] {
     const text = this.buf.head();
     if (text === undefined) {
       if (this.buf.length > this.maxHeadBytes)

@@ -225,3 +225,44 @@ export class BodyReader {
       : [{ type: "error", status: 502, reason: "connection closed before the end of the body" }];
   }
 }
+
+/**
+ * The shared drive loop of the request and response framers: parse a head, then its body, then the next
+ * head, for as long as the buffered bytes allow. A final event (an error; for responses also a tunnel)
+ * stops framing on the connection for good.
+ */
+export abstract class MessageFramer<Head extends { type: string }> {
+  protected readonly buf = new WireBuffer();
+  protected body: BodyReader | undefined;
+  protected stopped = false;
+
+  constructor(protected readonly maxHeadBytes = 65_536) {}
+
+  /** Parses the next head if it is complete; may start `this.body`. */
+  protected abstract head(): (Head | BodyEvent)[];
+
+  protected isFinal(e: Head | BodyEvent): boolean {
+    return e.type === "error";
+  }
+
+  /** Feeds received bytes; returns what they completed, in order. */
+  push(chunk: Uint8Array): (Head | BodyEvent)[] {
+    if (this.stopped) return [];
+    this.buf.append(chunk);
+    const events: (Head | BodyEvent)[] = [];
+    for (;;) {
+      const length = this.buf.length;
+      const reader = this.body;
+      const produced = reader ? reader.step(this.buf) : this.head();
+      events.push(...produced);
+      if (produced.some((e) => this.isFinal(e))) {
+        this.stopped = true;
+        this.buf.clear();
+        return events;
+      }
+      if (reader?.done) this.body = undefined;
+      // No event, no byte taken, no change of reader: the buffer needs more bytes.
+      if (produced.length === 0 && this.buf.length === length && this.body === reader) return events;
+    }
+  }
+}
