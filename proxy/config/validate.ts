@@ -249,26 +249,37 @@ function writableParent(field: string, path: string, problem: (p: string, m: str
   }
 }
 
-// Omitted or zero selects the default (specification 8: zero never disables a timeout); negative is an error.
+// A Go duration in milliseconds: negative is an error; zero selects `fallback` (specification 8: zero
+// never disables a timeout), and `onDefault` is told so that the effective document can show it.
+function durationMs(
+  text: string,
+  fallback: string,
+  path: string,
+  problem: (p: string, m: string) => void,
+  onDefault = () => {},
+): number {
+  let ms: number;
+  try {
+    ms = parseDuration(text);
+  } catch (e) {
+    problem(path, (e as Error).message);
+    return 0;
+  }
+  if (ms < 0) problem(path, `must not be negative, got ${JSON.stringify(text)}`);
+  if (ms !== 0) return ms;
+  onDefault();
+  return parseDuration(fallback);
+}
+
 function timeout(
   t: ListenerInput["timeouts"],
   key: keyof typeof DEFAULT_TIMEOUTS,
   path: string,
   problem: (p: string, m: string) => void,
 ): number {
-  let ms: number;
-  try {
-    ms = parseDuration(t[key]);
-  } catch (e) {
-    problem(path, (e as Error).message);
-    return 0;
-  }
-  if (ms < 0) problem(path, `must not be negative, got ${JSON.stringify(t[key])}`);
-  if (ms === 0) {
+  return durationMs(t[key], DEFAULT_TIMEOUTS[key], path, problem, () => {
     t[key] = DEFAULT_TIMEOUTS[key];
-    return parseDuration(DEFAULT_TIMEOUTS[key]);
-  }
-  return ms;
+  });
 }
 
 function checkTarget(
@@ -334,16 +345,8 @@ function checkMiddlewares(
       problem(`${path}.type`, "notary-query needs notary.enable: true");
     if (m.type === "buffer") {
       if (m.storage["max-bytes"] === 0) m.storage["max-bytes"] = DEFAULT_BUFFER_MAX_BYTES;
-      const d = (field: string, text: string, fallback: string) => {
-        try {
-          const ms = parseDuration(text);
-          if (ms < 0) problem(`${path}.${field}`, `must not be negative, got ${JSON.stringify(text)}`);
-          return ms === 0 ? parseDuration(fallback) : ms;
-        } catch (e) {
-          problem(`${path}.${field}`, (e as Error).message);
-          return 0;
-        }
-      };
+      const d = (field: string, text: string, fallback: string) =>
+        durationMs(text, fallback, `${path}.${field}`, problem);
       d("storage.max-ttl", m.storage["max-ttl"], "0s");
       const initial = d("reconnect-backoff.initial", m["reconnect-backoff"].initial, "1s");
       const max = d("reconnect-backoff.max", m["reconnect-backoff"].max, "30s");
