@@ -96,15 +96,17 @@ export class DevWorkloadApi {
         hint: "",
       })),
       crl: [],
-      federatedBundles: new Map([...(this.o.federated ?? [])].map(([td, der]) => [`spiffe://${td}`, der])),
+      federatedBundles: new Map(this.federatedEntries()),
     };
   }
 
+  /** Federated bundles keyed by trust-domain ID, as the Workload API messages carry them. */
+  private federatedEntries(): [string, Uint8Array][] {
+    return [...(this.o.federated ?? [])].map(([td, der]) => [`spiffe://${td}`, der]);
+  }
+
   private bundles(): Map<string, Uint8Array> {
-    return new Map([
-      [`spiffe://${this.o.ca.trustDomain}`, this.o.ca.caDer],
-      ...[...(this.o.federated ?? [])].map(([td, der]): [string, Uint8Array] => [`spiffe://${td}`, der]),
-    ]);
+    return new Map([[`spiffe://${this.o.ca.trustDomain}`, this.o.ca.caDer], ...this.federatedEntries()]);
   }
 
   /** Issues fresh SVIDs for every identity and pushes them to every open stream. */

@@ -12,17 +12,14 @@ import { chainOf } from "./peer.ts";
  * The agent pools connections (keepAlive) and is replaced when the source rotates, so new connections
  * present the new SVID while requests on existing ones finish.
  */
-export interface UpstreamAgent extends UpstreamAgentStats {
+export interface UpstreamAgent {
   agent(): https.Agent;
+  /** How many replaced agents are still finishing requests (for tests and diagnostics). */
+  retired(): number;
   close(): void;
 }
 
 const RETIRED_SWEEP_MS = 5_000;
-
-/** How many agents are retired but still finishing requests (for tests and diagnostics). */
-export interface UpstreamAgentStats {
-  retired(): number;
-}
 
 export function createUpstreamAgent(policy: MtlsPolicy, o: { keepAlive: boolean }): UpstreamAgent {
   const build = () => {

@@ -1,6 +1,7 @@
 import { chmodSync, mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { stringify } from "yaml";
+import { NODE } from "./kube.ts";
 import type { Peers } from "./peers.ts";
 import { freePort, run, startDaemon, waitUntil } from "./process.ts";
 
@@ -135,7 +136,7 @@ plugins {
           metadata: { name: w.pod, namespace: w.namespace, labels: { app: w.name } },
           spec: {
             serviceAccountName: w.serviceAccount,
-            nodeName: "kwok-node-0",
+            nodeName: NODE,
             containers: [{ name: w.name, image: `registry.svc.test/${w.name}:1.0` }],
           },
         }),
