@@ -13,6 +13,7 @@ import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { type Subprocess, spawn, spawnSync } from "bun";
 import { peers } from "../tests/e2e/testbed/peers.ts";
+import { freePort, waitForPort } from "../tests/support/net.ts";
 
 const { values: o } = parseArgs({
   options: { seconds: { type: "string", default: "10" }, out: { type: "string" } },
@@ -23,30 +24,10 @@ const procs: Subprocess[] = [];
 const id = (sa: string) => `spiffe://bench.svc/ns/bench/sa/${sa}`;
 const CONNECTIONS = [1, 16, 64];
 
-async function freePort(): Promise<number> {
-  const s = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data() {} } });
-  const port = s.port;
-  s.stop(true);
-  return port;
-}
-
 function start(cmd: string[], env: Record<string, string> = {}, log = "/dev/null"): Subprocess {
   const p = spawn(cmd, { env: { ...process.env, ...env }, stdout: "ignore", stderr: Bun.file(log) });
   procs.push(p);
   return p;
-}
-
-async function waitPort(port: number): Promise<void> {
-  for (let i = 0; i < 300; i++) {
-    try {
-      const c = await Bun.connect({ hostname: "127.0.0.1", port, socket: { data() {} } });
-      c.end();
-      return;
-    } catch {
-      await Bun.sleep(100);
-    }
-  }
-  throw new Error(`nothing listens on ${port}`);
 }
 
 /** Peak resident set size in MB of a process (VmHWM). */
@@ -203,7 +184,7 @@ try {
     ]);
   const relayServer = relay("server", ports.relayServer as number, upstream.port as number, "server");
   const relayClient = relay("client", ports.relayClient as number, ports.relayServer as number, "client");
-  for (const p of Object.values(ports)) await waitPort(p as number);
+  for (const p of Object.values(ports)) await waitForPort(p as number);
 
   const setups: [string, number, Subprocess[]][] = [
     ["direct", upstream.port as number, []],
