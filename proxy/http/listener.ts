@@ -158,7 +158,8 @@ export async function startHttpListener(l: ListenerConfig, deps: ListenerDeps): 
       reqLog.debug("request", { method: req.method, path: req.url, status: res.statusCode, seconds });
     });
 
-    const headers = { ...req.headers };
+    // The request is ours to edit; the forwarder makes the one copy that goes upstream (endToEnd).
+    const headers = req.headers;
     delete headers[PEER_ID_HEADER];
     if (peer) headers[PEER_ID_HEADER] = peer.uri;
     headers["x-request-id"] = id;
