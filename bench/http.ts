@@ -104,10 +104,16 @@ try {
   const upstream = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: () => new Response(body) });
   const ports = Object.fromEntries(
     await Promise.all(
-      ["svcServer", "svcClient", "ghServer", "ghClient", "relayServer", "relayClient"].map(async (k) => [
-        k,
-        await freePort(),
-      ]),
+      [
+        "svcServer",
+        "svcClient",
+        "ghServer",
+        "ghClient",
+        "relayServer",
+        "relayClient",
+        "ghToSvc",
+        "svcToGh",
+      ].map(async (k) => [k, await freePort()]),
     ),
   );
 
@@ -130,21 +136,36 @@ try {
     },
     join(dir, "svc-server.log"),
   );
-  const svcClient = start(
-    [join(ROOT, "dist/svc-proxy"), "-zap-log-level=warn"],
-    {
-      SVC_PROXY_CONFIG: cfg("client", {
-        name: "out",
-        address: `127.0.0.1:${ports.svcClient}`,
-        mode: "client",
-        target: {
-          url: `https://127.0.0.1:${ports.svcServer}`,
-          spiffe_ids: [`^${id("server").replace(/\./g, "\\.")}$`],
-        },
-      }),
-    },
-    join(dir, "svc-client.log"),
-  );
+  const svcClientTo = (listen: number, target: number, log: string) =>
+    start(
+      [join(ROOT, "dist/svc-proxy"), "-zap-log-level=warn"],
+      {
+        SVC_PROXY_CONFIG: cfg("client", {
+          name: "out",
+          address: `127.0.0.1:${listen}`,
+          mode: "client",
+          target: {
+            url: `https://127.0.0.1:${target}`,
+            spiffe_ids: [`^${id("server").replace(/\./g, "\\.")}$`],
+          },
+        }),
+      },
+      join(dir, log),
+    );
+  const ghClientTo = (listen: number, target: number, log: string) =>
+    start(
+      [
+        ghostunnel,
+        "client",
+        `--listen=127.0.0.1:${listen}`,
+        `--target=127.0.0.1:${target}`,
+        `--use-workload-api-addr=unix://${join(dir, "client.sock")}`,
+        `--verify-uri=${id("server")}`,
+        "--quiet=all",
+      ],
+      {},
+      join(dir, log),
+    );
   const ghServer = start(
     [
       ghostunnel,
@@ -158,19 +179,11 @@ try {
     {},
     join(dir, "gh-server.log"),
   );
-  const ghClient = start(
-    [
-      ghostunnel,
-      "client",
-      `--listen=127.0.0.1:${ports.ghClient}`,
-      `--target=127.0.0.1:${ports.ghServer}`,
-      `--use-workload-api-addr=unix://${join(dir, "client.sock")}`,
-      `--verify-uri=${id("server")}`,
-      "--quiet=all",
-    ],
-    {},
-    join(dir, "gh-client.log"),
-  );
+  const ghClient = ghClientTo(ports.ghClient as number, ports.ghServer as number, "gh-client.log");
+  const svcClient = svcClientTo(ports.svcClient as number, ports.svcServer as number, "svc-client.log");
+  // Mixed pairs show which hop limits the svc-proxy pair.
+  const ghToSvc = ghClientTo(ports.ghToSvc as number, ports.svcServer as number, "gh-to-svc.log");
+  const svcToGh = svcClientTo(ports.svcToGh as number, ports.ghServer as number, "svc-to-gh.log");
   const relay = (mode: string, listen: number, target: number, sa: string) =>
     start([
       process.execPath,
@@ -190,6 +203,8 @@ try {
     ["direct", upstream.port as number, []],
     ["ghostunnel pair", ports.ghClient as number, [ghClient, ghServer]],
     ["svc-proxy pair", ports.svcClient as number, [svcClient, svcServer]],
+    ["ghostunnel client → svc-proxy server", ports.ghToSvc as number, [ghToSvc, svcServer]],
+    ["svc-proxy client → ghostunnel server", ports.svcToGh as number, [svcToGh, ghServer]],
     [
       "Bun TLS byte relay pair (ceiling, bench/relay-ceiling.ts)",
       ports.relayClient as number,
