@@ -1,7 +1,14 @@
 import { type ErrorCode, isSvcError } from "../lib/errors.ts";
 
 /** The one place where error codes become exit statuses. Users see the message, never a stack. */
-const EXIT: Partial<Record<ErrorCode, number>> = { usage: 1 };
+// svc curl's statuses are specification section 7: 1 network, 2 statement, 3 receipt, 4 HTTP error.
+const EXIT: Partial<Record<ErrorCode, number>> = {
+  usage: 1,
+  network: 1,
+  statement: 2,
+  receipt: 3,
+  http_status: 4,
+};
 
 export function exitWith(program: string, e: unknown): never {
   const debug = process.env.SVC_DEBUG === "true";

@@ -11,6 +11,13 @@ export type ErrorCode =
   | "invalid_address"
   | "workload_api"
   | "invalid_jwt"
+  | "notary"
+  | "pod_mismatch"
+  | "kube_api"
+  | "network"
+  | "statement"
+  | "receipt"
+  | "http_status"
   | "usage";
 
 export class SvcError extends Error {

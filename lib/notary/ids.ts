@@ -1,0 +1,21 @@
+import { createHash } from "node:crypto";
+
+/**
+ * Notary object IDs are content addresses (DESIGN.md 4): base64url without padding of the SHA-256 of
+ * the exact bytes — the compact JWS text for statements and receipts, the DER for certificates.
+ */
+export function contentId(bytes: string | Uint8Array): string {
+  return createHash("sha256").update(bytes).digest("base64url");
+}
+
+/** SHA-256 as lowercase hex, the form body digests take inside receipts. */
+export function sha256Hex(bytes: string | Uint8Array): string {
+  return createHash("sha256").update(bytes).digest("hex");
+}
+
+const ID = /^[A-Za-z0-9_-]{43}$/;
+
+/** Whether `text` has the shape of a content ID (43 base64url characters). */
+export function isContentId(text: string): boolean {
+  return ID.test(text);
+}

@@ -1,0 +1,104 @@
+import { createPrivateKey, createPublicKey, type KeyObject } from "node:crypto";
+import { CompactSign, compactVerify, decodeProtectedHeader } from "jose";
+import { type ErrorCode, SvcError } from "../errors.ts";
+import type { BundleSource } from "../spiffe/bundle.ts";
+import { type Cert, derToPem } from "../spiffe/cert.ts";
+import type { SpiffeId } from "../spiffe/id.ts";
+import { verifyX509Svid } from "../spiffe/x509svid.ts";
+
+/**
+ * Compact JWS signed with an X.509-SVID key, the SVID chain in `x5c` (DESIGN.md 4), so that anyone with
+ * the trust bundle verifies offline: chain to the bundle (at the time the object was issued), leaf URI
+ * SAN equal to `iss`, signature.
+ */
+export interface SvidSigner {
+  keyPem: string;
+  /** Leaf first. */
+  chain: readonly Cert[];
+}
+
+export function algorithmFor(key: KeyObject): string {
+  const d = key.asymmetricKeyDetails;
+  switch (key.asymmetricKeyType) {
+    case "ec":
+      if (d?.namedCurve === "prime256v1" || d?.namedCurve === "P-256") return "ES256";
+      if (d?.namedCurve === "secp384r1" || d?.namedCurve === "P-384") return "ES384";
+      break;
+    case "rsa":
+      return "RS256";
+    case "rsa-pss":
+      return "PS256";
+    case "ed25519":
+      return "EdDSA";
+  }
+  throw new SvcError("notary", `cannot sign with a ${key.asymmetricKeyType} ${d?.namedCurve ?? ""} key`);
+}
+
+export const ALGORITHMS = ["ES256", "ES384", "RS256", "PS256", "EdDSA"];
+
+export async function signJws(claims: object, signer: SvidSigner, typ: string): Promise<string> {
+  const key = createPrivateKey(signer.keyPem);
+  return new CompactSign(new TextEncoder().encode(JSON.stringify(claims)))
+    .setProtectedHeader({
+      alg: algorithmFor(key),
+      typ,
+      x5c: signer.chain.map((c) => Buffer.from(c.der).toString("base64")),
+    })
+    .sign(key);
+}
+
+export interface VerifiedJws<T> {
+  claims: T;
+  issuer: SpiffeId;
+  chain: readonly Cert[];
+}
+
+function fail(code: ErrorCode, what: string, why: string): SvcError {
+  return new SvcError(code, `${what} verification failed: ${why}`);
+}
+
+/**
+ * Verifies a JWS made by signJws. `what` names the object in errors ("workload statement"); `code` is
+ * the SvcError code thrown. Checks typ, the signature with the x5c leaf key, the chain against the
+ * bundle at `iat`, `iss` against the leaf's SPIFFE ID, and that `aud` ends with `audienceSuffix`.
+ */
+export async function verifyJws<T extends { iss: string; iat: number; aud: string | string[] }>(
+  jws: string,
+  bundles: BundleSource,
+  o: { typ: string; audienceSuffix: string; what: string; code: ErrorCode },
+): Promise<VerifiedJws<T>> {
+  let header: ReturnType<typeof decodeProtectedHeader>;
+  try {
+    header = decodeProtectedHeader(jws);
+  } catch (e) {
+    throw fail(o.code, o.what, `not a compact JWS (${(e as Error).message})`);
+  }
+  if (header.typ !== o.typ)
+    throw fail(o.code, o.what, `typ is ${JSON.stringify(header.typ)}, expected "${o.typ}"`);
+  if (!header.alg || !ALGORITHMS.includes(header.alg))
+    throw fail(o.code, o.what, `algorithm ${JSON.stringify(header.alg)} is not allowed`);
+  const x5c = header.x5c;
+  if (!Array.isArray(x5c) || x5c.length === 0) throw fail(o.code, o.what, "no x5c certificate chain");
+  const presented = x5c.map((b) => new Uint8Array(Buffer.from(String(b), "base64")));
+  let claims: T;
+  try {
+    const leafKey = createPublicKey(derToPem(presented[0] as Uint8Array));
+    const { payload } = await compactVerify(jws, leafKey, { algorithms: ALGORITHMS });
+    claims = JSON.parse(new TextDecoder().decode(payload)) as T;
+  } catch (e) {
+    throw fail(o.code, o.what, `bad signature (${(e as Error).message})`);
+  }
+  if (typeof claims.iat !== "number") throw fail(o.code, o.what, "the iat claim is missing");
+  let verified: ReturnType<typeof verifyX509Svid>;
+  try {
+    verified = verifyX509Svid(presented, bundles, new Date(claims.iat * 1000));
+  } catch (e) {
+    throw fail(o.code, o.what, `signing certificate not trusted: ${(e as Error).message}`);
+  }
+  if (claims.iss !== verified.id.uri)
+    throw fail(o.code, o.what, `iss ${JSON.stringify(claims.iss)} is not the signer ${verified.id.uri}`);
+  const aud = Array.isArray(claims.aud) ? claims.aud : [claims.aud];
+  if (!aud.some((a) => typeof a === "string" && a.endsWith(o.audienceSuffix)))
+    throw fail(o.code, o.what, `aud ${JSON.stringify(claims.aud)} has no URL ending in ${o.audienceSuffix}`);
+  return { claims, issuer: verified.id, chain: verified.chain };
+}

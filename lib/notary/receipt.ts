@@ -1,0 +1,132 @@
+import { SvcError } from "../errors.ts";
+import type { BundleSource } from "../spiffe/bundle.ts";
+import { contentId, sha256Hex } from "./ids.ts";
+import { type SvidSigner, signJws, type VerifiedJws, verifyJws } from "./jws.ts";
+import type { SignedObject } from "./statement.ts";
+
+/**
+ * The request receipt (specification 2.4): a proxy's signed account of one exchange — what was asked and
+ * what was answered, bodies as length and SHA-256 — tied to the workload statement of the upstream.
+ */
+export const RECEIPT_TYP = "svc-receipt+jws";
+export const RECEIPT_AUDIENCE_SUFFIX = "/receipt";
+
+export interface BodyDigest {
+  length: number;
+  sha256: string;
+}
+
+export interface ReceiptExchange {
+  request: { method: string; path: string; headers: Record<string, string>; body: BodyDigest };
+  response: { status: number; headers: Record<string, string>; body: BodyDigest };
+}
+
+export interface ReceiptClaims {
+  iss: string;
+  aud: string[];
+  iat: number;
+  svc: { workloadStatementID: string; requestID: string } & ReceiptExchange;
+}
+
+/**
+ * Headers that never enter a receipt: credentials (a receipt is served to whoever may query the notary)
+ * and the headers the notary itself adds to the response.
+ */
+const EXCLUDED = new Set([
+  "authorization",
+  "proxy-authorization",
+  "cookie",
+  "set-cookie",
+  "svc-workload-id",
+  "svc-workload-statement",
+  "svc-receipt-id",
+  "svc-receipt",
+]);
+
+/** Lower-cased, excluded names dropped, repeated values joined with ", ", sorted by name. */
+export function receiptHeaders(
+  headers: Record<string, string | string[] | number | undefined>,
+): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [name, value] of Object.entries(headers)) {
+    const key = name.toLowerCase();
+    if (EXCLUDED.has(key) || value === undefined) continue;
+    out[key] = Array.isArray(value) ? value.join(", ") : String(value);
+  }
+  return Object.fromEntries(Object.entries(out).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
+}
+
+export function bodyDigest(body: Uint8Array | string): BodyDigest {
+  const bytes = typeof body === "string" ? new TextEncoder().encode(body) : body;
+  return { length: bytes.length, sha256: sha256Hex(bytes) };
+}
+
+export async function signReceipt(
+  issuer: string,
+  origin: string,
+  statementId: string,
+  requestId: string,
+  exchange: ReceiptExchange,
+  signer: SvidSigner,
+  now = new Date(),
+): Promise<SignedObject & { claims: ReceiptClaims }> {
+  const claims: ReceiptClaims = {
+    iss: issuer,
+    aud: [`${origin}${RECEIPT_AUDIENCE_SUFFIX}`],
+    iat: Math.floor(now.getTime() / 1000),
+    svc: { workloadStatementID: statementId, requestID: requestId, ...exchange },
+  };
+  const jws = await signJws(claims, signer, RECEIPT_TYP);
+  return { id: contentId(jws), jws, claims };
+}
+
+export interface ReceiptCheck {
+  expectedId?: string;
+  /** The statement the receipt must name. */
+  statementId?: string;
+  /** What the caller sent and received; each given part must match the receipt. */
+  request?: { method?: string; path?: string; body?: Uint8Array | string };
+  response?: { status?: number; body?: Uint8Array | string };
+}
+
+/** Verifies a receipt and, for each part of `check` given, that it describes that exchange. Throws SvcError("receipt"). */
+export async function verifyReceipt(
+  jws: string,
+  bundles: BundleSource,
+  check: ReceiptCheck = {},
+): Promise<VerifiedJws<ReceiptClaims> & { id: string }> {
+  const what = "receipt";
+  const id = contentId(jws.trim());
+  const v = await verifyJws<ReceiptClaims>(jws.trim(), bundles, {
+    typ: RECEIPT_TYP,
+    audienceSuffix: RECEIPT_AUDIENCE_SUFFIX,
+    what,
+    code: "receipt",
+  });
+  const bad = (why: string) => new SvcError("receipt", `${what} verification failed: ${why}`);
+  const s = v.claims.svc;
+  if (!s?.request?.body || !s.response?.body) throw bad("the svc claim lacks the request or response");
+  if (check.expectedId !== undefined && check.expectedId !== id)
+    throw bad(`its ID is ${id}, not ${check.expectedId}`);
+  if (check.statementId !== undefined && s.workloadStatementID !== check.statementId)
+    throw bad(`it names workload statement ${s.workloadStatementID}, not ${check.statementId}`);
+  const r = check.request;
+  if (r?.method !== undefined && r.method.toUpperCase() !== s.request.method)
+    throw bad(`it records method ${s.request.method}, the request was ${r.method.toUpperCase()}`);
+  if (r?.path !== undefined && r.path !== s.request.path)
+    throw bad(`it records path ${s.request.path}, the request was ${r.path}`);
+  const digest = (side: "request" | "response", body: Uint8Array | string | undefined) => {
+    if (body === undefined) return;
+    const d = bodyDigest(body);
+    const rec = s[side].body;
+    if (d.length !== rec.length || d.sha256 !== rec.sha256)
+      throw bad(
+        `the ${side} body does not match: ${d.length} bytes sha256 ${d.sha256}, the receipt records ${rec.length} bytes sha256 ${rec.sha256}`,
+      );
+  };
+  digest("request", r?.body);
+  if (check.response?.status !== undefined && check.response.status !== s.response.status)
+    throw bad(`it records status ${s.response.status}, the response was ${check.response.status}`);
+  digest("response", check.response?.body);
+  return { ...v, id };
+}

@@ -1,0 +1,189 @@
+import { beforeAll, describe, expect, test } from "bun:test";
+import { isSvcError } from "../../lib/errors.ts";
+import { contentId, isContentId } from "../../lib/notary/ids.ts";
+import type { SvidSigner } from "../../lib/notary/jws.ts";
+import { bodyDigest, receiptHeaders, signReceipt, verifyReceipt } from "../../lib/notary/receipt.ts";
+import { signStatement, verifyStatement, type WorkloadFacts } from "../../lib/notary/statement.ts";
+import { BundleSet, X509Bundle } from "../../lib/spiffe/bundle.ts";
+import { derToPem, parseCert } from "../../lib/spiffe/cert.ts";
+import { DevCa } from "../../lib/spiffe/dev-ca.ts";
+
+const PROXY = "spiffe://example.org/ns/edge/sa/proxy";
+const POD = "spiffe://example.org/ns/alpha/sa/api/pod/api-0/0b0c0d0e-0000-4000-8000-000000000001";
+let ca: DevCa;
+let other: DevCa;
+let signer: SvidSigner;
+let bundles: BundleSet;
+
+const facts: WorkloadFacts = {
+  trustDomain: "example.org",
+  spiffeId: POD,
+  namespace: "alpha",
+  serviceAccount: "api",
+  podName: "api-0",
+  podUid: "0b0c0d0e-0000-4000-8000-000000000001",
+  images: ["registry.example/api:1.0"],
+  labels: { app: "api" },
+  annotations: { "mls.svc.dev/compartment": "alpha", "mls.svc.dev/level": "secret" },
+  certificateID: "A".repeat(43),
+};
+
+async function signerFrom(issuer: DevCa, id: string): Promise<SvidSigner> {
+  const svid = await issuer.issueX509Svid(id, 60_000);
+  return { keyPem: derToPem(svid.keyDer, "PRIVATE KEY"), chain: [parseCert(svid.certDer)] };
+}
+
+async function failure(p: Promise<unknown>): Promise<{ code: string; message: string }> {
+  try {
+    await p;
+  } catch (e) {
+    if (isSvcError(e)) return { code: e.code, message: e.message };
+    throw e;
+  }
+  throw new Error("expected a failure");
+}
+
+/** Replaces the payload of a compact JWS, keeping header and signature. */
+function tamper(jws: string, edit: (claims: Record<string, unknown>) => void): string {
+  const [h, p, s] = jws.split(".") as [string, string, string];
+  const claims = JSON.parse(Buffer.from(p, "base64url").toString());
+  edit(claims);
+  return [h, Buffer.from(JSON.stringify(claims)).toString("base64url"), s].join(".");
+}
+
+beforeAll(async () => {
+  ca = await DevCa.open("example.org");
+  other = await DevCa.open("example.org");
+  signer = await signerFrom(ca, PROXY);
+  bundles = new BundleSet([new X509Bundle("example.org", [parseCert(ca.caDer)])]);
+});
+
+describe("content IDs", () => {
+  test("are base64url SHA-256 of the exact bytes", () => {
+    const id = contentId("abc");
+    expect(id).toBe("ungWv48Bz-pBQUDeXa4iI7ADYaOWF3qctBD_YfIAFa0");
+    expect(isContentId(id)).toBe(true);
+    expect(isContentId(`${id}=`)).toBe(false);
+    expect(isContentId("../etc/passwd")).toBe(false);
+  });
+});
+
+describe("workload statements", () => {
+  test("sign and verify; the ID is the hash of the JWS", async () => {
+    const s = await signStatement(PROXY, "https://api.alpha:8443", facts, signer);
+    expect(s.id).toBe(contentId(s.jws));
+    const v = await verifyStatement(s.jws, bundles, s.id);
+    expect(v.issuer.uri).toBe(PROXY);
+    expect(v.claims.sub).toBe(POD);
+    expect(v.claims.aud).toBe("https://api.alpha:8443/workload-statement");
+    expect(v.claims.svc.images).toEqual(["registry.example/api:1.0"]);
+  });
+
+  test("a statement whose ID differs from the header's is refused", async () => {
+    const s = await signStatement(PROXY, "https://api", facts, signer);
+    const f = await failure(verifyStatement(s.jws, bundles, contentId("something else")));
+    expect(f.code).toBe("statement");
+    expect(f.message).toContain("workload statement verification failed: its ID is");
+  });
+
+  test("a changed claim breaks the signature", async () => {
+    const s = await signStatement(PROXY, "https://api", facts, signer);
+    const forged = tamper(s.jws, (c) => {
+      (c.svc as WorkloadFacts).podName = "other-0";
+    });
+    expect((await failure(verifyStatement(forged, bundles))).message).toContain("bad signature");
+  });
+
+  test("a signer from another CA of the same trust domain is not trusted", async () => {
+    const s = await signStatement(PROXY, "https://api", facts, await signerFrom(other, PROXY));
+    expect((await failure(verifyStatement(s.jws, bundles))).message).toContain(
+      "signing certificate not trusted",
+    );
+  });
+
+  test("iss must be the signer's SPIFFE ID", async () => {
+    const s = await signStatement(
+      "spiffe://example.org/ns/edge/sa/someone-else",
+      "https://api",
+      facts,
+      signer,
+    );
+    expect((await failure(verifyStatement(s.jws, bundles))).message).toContain("is not the signer");
+  });
+
+  test("verification uses the time of issue, so a saved statement verifies after its signer expired", async () => {
+    const past = new Date(Date.now() - 10_000);
+    const s = await signStatement(PROXY, "https://api", facts, signer, past);
+    expect((await verifyStatement(s.jws, bundles)).claims.iat).toBe(Math.floor(past.getTime() / 1000));
+    const beforeIssue = await signStatement(
+      PROXY,
+      "https://api",
+      facts,
+      signer,
+      new Date(Date.now() - 3_600_000),
+    );
+    expect((await failure(verifyStatement(beforeIssue.jws, bundles))).message).toContain("not valid before");
+  });
+
+  test("garbage is refused with a clear message", async () => {
+    expect((await failure(verifyStatement("not-a-jws", bundles))).message).toContain("not a compact JWS");
+  });
+});
+
+describe("receipts", () => {
+  const exchange = {
+    request: {
+      method: "POST",
+      path: "/v1/chat/completions",
+      headers: receiptHeaders({ "Content-Type": "application/json", Authorization: "Bearer sk-secret" }),
+      body: bodyDigest('{"model":"m"}'),
+    },
+    response: {
+      status: 200,
+      headers: receiptHeaders({ "content-type": "application/json" }),
+      body: bodyDigest("{}"),
+    },
+  };
+
+  test("credentials never enter a receipt", () => {
+    expect(exchange.request.headers).toEqual({ "content-type": "application/json" });
+  });
+
+  test("verify against what was sent and received", async () => {
+    const r = await signReceipt(PROXY, "https://api", "S".repeat(43), "req-1", exchange, signer);
+    const v = await verifyReceipt(r.jws, bundles, {
+      expectedId: r.id,
+      statementId: "S".repeat(43),
+      request: { method: "post", path: "/v1/chat/completions", body: '{"model":"m"}' },
+      response: { status: 200, body: "{}" },
+    });
+    expect(v.claims.aud).toEqual(["https://api/receipt"]);
+    expect(v.claims.svc.requestID).toBe("req-1");
+  });
+
+  test("a different body, status or statement fails", async () => {
+    const r = await signReceipt(PROXY, "https://api", "S".repeat(43), "req-1", exchange, signer);
+    const body = await failure(verifyReceipt(r.jws, bundles, { response: { body: "{ }" } }));
+    expect(body.code).toBe("receipt");
+    expect(body.message).toContain("the response body does not match");
+    expect((await failure(verifyReceipt(r.jws, bundles, { response: { status: 500 } }))).message).toContain(
+      "records status 200",
+    );
+    expect((await failure(verifyReceipt(r.jws, bundles, { statementId: "T".repeat(43) }))).message).toContain(
+      "names workload statement",
+    );
+  });
+
+  test("a tampered receipt fails", async () => {
+    const r = await signReceipt(PROXY, "https://api", "S".repeat(43), "req-1", exchange, signer);
+    const forged = tamper(r.jws, (c) => {
+      (c.svc as { response: { status: number } }).response.status = 201;
+    });
+    expect((await failure(verifyReceipt(forged, bundles))).message).toContain("bad signature");
+  });
+
+  test("a statement is not accepted as a receipt", async () => {
+    const s = await signStatement(PROXY, "https://api", facts, signer);
+    expect((await failure(verifyReceipt(s.jws, bundles))).message).toContain('expected "svc-receipt+jws"');
+  });
+});
