@@ -6,6 +6,7 @@ import type { ProxyConfig } from "./config/validate.ts";
 import { type RunningListener, startHttpListener } from "./http/listener.ts";
 import type { Logger } from "./log.ts";
 import { ProxyMetrics } from "./metrics.ts";
+import { startNotary } from "./notary/start.ts";
 
 /**
  * A running svc-proxy: one X509Source for the process, shared by every listener; listeners are
@@ -39,7 +40,10 @@ export async function startProxy(config: ProxyConfig, log: Logger): Promise<Runn
 
   const listeners = new Map<string, RunningListener>();
   let metricsServer: Server | undefined;
+  let notary: Awaited<ReturnType<typeof startNotary>> | undefined;
   try {
+    if (config.notary.enable && config.notary.databasePath)
+      notary = await startNotary(config.notary.databasePath, config.workloadApi, source, log);
     for (const l of config.listeners) {
       if (l.protocol !== "http")
         throw new SvcError(
@@ -53,6 +57,7 @@ export async function startProxy(config: ProxyConfig, log: Logger): Promise<Runn
           log,
           events: metrics.forListener(l.name),
           ...(keylog ? { keylog } : {}),
+          ...(notary ? { notary: notary.notary } : {}),
         }),
       );
     }
@@ -63,6 +68,7 @@ export async function startProxy(config: ProxyConfig, log: Logger): Promise<Runn
     }
   } catch (e) {
     for (const running of listeners.values()) await running.close(0);
+    notary?.close();
     source.close();
     throw e;
   }
@@ -71,6 +77,7 @@ export async function startProxy(config: ProxyConfig, log: Logger): Promise<Runn
     async close(drainMs) {
       metricsServer?.close();
       await Promise.all([...listeners.values()].map((l) => l.close(drainMs)));
+      notary?.close();
       keylog?.close();
       source.close();
     },

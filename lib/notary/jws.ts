@@ -12,9 +12,14 @@ import { verifyX509Svid } from "../spiffe/x509svid.ts";
  * SAN equal to `iss`, signature.
  */
 export interface SvidSigner {
-  keyPem: string;
+  key: KeyObject;
   /** Leaf first. */
   chain: readonly Cert[];
+}
+
+/** A signer for an SVID's key and chain. */
+export function svidSigner(keyPem: string, chain: readonly Cert[]): SvidSigner {
+  return { key: createPrivateKey(keyPem), chain };
 }
 
 export function algorithmFor(key: KeyObject): string {
@@ -37,7 +42,7 @@ export function algorithmFor(key: KeyObject): string {
 export const ALGORITHMS = ["ES256", "ES384", "RS256", "PS256", "EdDSA"];
 
 export async function signJws(claims: object, signer: SvidSigner, typ: string): Promise<string> {
-  const key = createPrivateKey(signer.keyPem);
+  const key = signer.key;
   return new CompactSign(new TextEncoder().encode(JSON.stringify(claims)))
     .setProtectedHeader({
       alg: algorithmFor(key),

@@ -358,6 +358,10 @@ function checkMiddlewares(
       }
     }
   });
+  if (notaryEnabled && l.mode === "server" && l.middlewares.some((m) => m.type === "openai"))
+    warnings.push(
+      `${at}.middlewares: openai on a server listener notarizes nothing: notarization needs an authenticated upstream workload, so a client or central listener (specification 4.3 rule 5)`,
+    );
   const query = l.middlewares.findIndex((m) => m.type === "notary-query");
   const openai = l.middlewares.findIndex((m) => m.type === "openai");
   if (query >= 0 && openai >= 0 && openai < query) {

@@ -1,9 +1,10 @@
 import http from "node:http";
 import https from "node:https";
 import { isIP } from "node:net";
+import type { TLSSocket } from "node:tls";
 import { isSvcError } from "../../lib/errors.ts";
 import { endToEnd, forwardedFor } from "./headers.ts";
-import { type Handler, type ProxyResponse, proxyResponse } from "./types.ts";
+import { type Handler, type ProxyResponse, proxyResponse, type Upstream } from "./types.ts";
 
 /**
  * The end of every chain: sends the request to the target, streaming both bodies, and hands back the
@@ -13,6 +14,8 @@ import { type Handler, type ProxyResponse, proxyResponse } from "./types.ts";
 export interface ForwardOptions {
   target: URL;
   agent: () => http.Agent;
+  /** For SPIFFE mTLS targets: who answered, from the connection the response came on. */
+  identify?: (socket: TLSSocket) => Upstream | undefined;
 }
 
 export function forwarder(o: ForwardOptions): Handler {
@@ -34,7 +37,15 @@ export function forwarder(o: ForwardOptions): Handler {
           signal: req.signal,
           ...(tls && !isIP(host) ? { servername: host } : {}),
         },
-        (res) => resolve({ status: res.statusCode ?? 502, headers: endToEnd(res.headers), body: res }),
+        (res) => {
+          const upstream = o.identify?.(res.socket as TLSSocket);
+          resolve({
+            status: res.statusCode ?? 502,
+            headers: endToEnd(res.headers),
+            body: res,
+            ...(upstream ? { upstream } : {}),
+          });
+        },
       );
       out.on("error", (e) => resolve(upstreamFailure(o.target, e)));
       req.body.pipe(out);

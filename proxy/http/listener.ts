@@ -8,17 +8,19 @@ import { SvcError } from "../../lib/errors.ts";
 import { authorizeMatching } from "../../lib/spiffe/authorizer.ts";
 import type { SpiffeId } from "../../lib/spiffe/id.ts";
 import type { SvidSource } from "../../lib/spiffe/x509-source.ts";
+import { verifyX509Svid } from "../../lib/spiffe/x509svid.ts";
 import type { KeyLog } from "../../lib/tls/keylog.ts";
 import { attachSpiffeAuth, mtlsServerOptions, peerOf } from "../../lib/tls/mtls.ts";
-import { authenticatePeer } from "../../lib/tls/peer.ts";
+import { authenticatePeer, presentedChain } from "../../lib/tls/peer.ts";
 import { createUpstreamAgent } from "../../lib/tls/upstream-agent.ts";
 import type { ListenerConfig } from "../config/validate.ts";
 import type { Logger } from "../log.ts";
 import { buildChain } from "../middleware/chain.ts";
+import type { Notary } from "../notary/notary.ts";
 import { Connections } from "./connections.ts";
 import { forwarder } from "./forward.ts";
 import { PEER_ID_HEADER } from "./headers.ts";
-import { type ProxyRequest, type ProxyResponse, proxyResponse } from "./types.ts";
+import { isBuffered, type ProxyRequest, type ProxyResponse, proxyResponse, type Upstream } from "./types.ts";
 
 /**
  * One HTTP listener (specification 4.2): client mode takes plaintext and calls the target over SPIFFE
@@ -38,6 +40,7 @@ export interface ListenerDeps {
   log: Logger;
   keylog?: KeyLog;
   events?: ListenerEvents;
+  notary?: Notary;
 }
 
 export interface RunningListener {
@@ -67,7 +70,22 @@ export async function startHttpListener(l: ListenerConfig, deps: ListenerDeps): 
       ? new https.Agent({ keepAlive: !l.disableKeepalive })
       : new http.Agent({ keepAlive: !l.disableKeepalive });
   const agent = () => upstream?.agent() ?? plainAgent;
-  const chain = buildChain(l.middlewares, forwarder({ target: l.target, agent }));
+  // Who answered on an mTLS upstream connection, verified once per connection.
+  const upstreams = new WeakMap<TLSSocket, Upstream>();
+  const identify = (socket: TLSSocket) => {
+    let u = upstreams.get(socket);
+    if (!u) {
+      const chain = presentedChain(socket);
+      u = { id: verifyX509Svid(chain, deps.source).id, chain };
+      upstreams.set(socket, u);
+    }
+    return u;
+  };
+  const chain = buildChain(
+    l.middlewares,
+    forwarder({ target: l.target, agent, ...(l.targetMtls ? { identify } : {}) }),
+    { listener: l, ...(deps.notary ? { notary: deps.notary } : {}) },
+  );
 
   const connections = new Connections(l.timeouts.idleMs, () => events?.connection());
   const trackSocket = (socket: Socket) =>
@@ -190,7 +208,7 @@ export async function startHttpListener(l: ListenerConfig, deps: ListenerDeps): 
       response = proxyResponse(500, "internal error in a middleware");
     }
     if (timedOut || res.headersSent || res.destroyed) {
-      if (typeof response.body !== "string") response.body.destroy();
+      if (!isBuffered(response.body)) response.body.destroy();
       return;
     }
     if (response.failure) {
@@ -277,8 +295,8 @@ export async function startHttpListener(l: ListenerConfig, deps: ListenerDeps): 
 
 function send(res: ServerResponse, r: ProxyResponse, counter?: { n: number }): void {
   res.writeHead(r.status, r.headers);
-  if (typeof r.body === "string") {
-    if (counter) counter.n += Buffer.byteLength(r.body);
+  if (isBuffered(r.body)) {
+    if (counter) counter.n += typeof r.body === "string" ? Buffer.byteLength(r.body) : r.body.length;
     res.end(r.body);
   } else {
     if (counter) {

@@ -23,16 +23,29 @@ export interface ProxyRequest {
 export interface ProxyResponse {
   status: number;
   headers: OutgoingHttpHeaders;
-  body: Readable | string;
+  /** Streamed, or whole when a middleware buffered it. */
+  body: Readable | string | Uint8Array;
   /** Set on responses the proxy made because the target could not be used. */
   failure?: "target-refused" | "target-unreachable" | "target-failed";
   /** For target-refused: the error code (unauthorized_peer, untrusted_peer, invalid_svid). */
   failureCode?: string;
+  /** The authenticated upstream workload, when the target was reached over SPIFFE mTLS. */
+  upstream?: Upstream;
+}
+
+/** An upstream authenticated over SPIFFE mTLS: its SPIFFE ID and the chain it presented, leaf first. */
+export interface Upstream {
+  id: SpiffeId;
+  chain: readonly Uint8Array[];
 }
 
 export type Handler = (req: ProxyRequest) => Promise<ProxyResponse>;
 /** `next` passes the request on; the first middleware in the configuration sees the request first. */
 export type Middleware = (req: ProxyRequest, next: Handler) => Promise<ProxyResponse>;
+
+export function isBuffered(body: ProxyResponse["body"]): body is string | Uint8Array {
+  return typeof body === "string" || body instanceof Uint8Array;
+}
 
 /** A short plain-text response from the proxy itself (errors, refusals). */
 export function proxyResponse(

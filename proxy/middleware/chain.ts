@@ -1,26 +1,42 @@
 import type { MiddlewareInput } from "../config/schema.ts";
+import type { ListenerConfig } from "../config/validate.ts";
 import type { Handler, Middleware } from "../http/types.ts";
+import type { Notary } from "../notary/notary.ts";
 import { dummy } from "./dummy.ts";
+import { notaryQuery } from "./notary-query.ts";
+import { openai } from "./openai.ts";
 
 /**
  * The ordered middleware chain of specification 4.3: the first entry sees the request first and the
  * response last. Middlewares plug in here by type; listeners never know which ones exist.
  */
-export type MiddlewareFactory = (options: MiddlewareInput) => Middleware;
+export interface MiddlewareContext {
+  listener: ListenerConfig;
+  /** Present when notary.enable is true. */
+  notary?: Notary;
+}
+
+export type MiddlewareFactory = (options: MiddlewareInput, ctx: MiddlewareContext) => Middleware;
 
 const registry = new Map<string, MiddlewareFactory>([
   ["dummy", (o) => dummy(o as Extract<MiddlewareInput, { type: "dummy" }>)],
+  ["openai", (o, ctx) => openai(o as Extract<MiddlewareInput, { type: "openai" }>, ctx)],
+  ["notary-query", (_o, ctx) => notaryQuery(ctx)],
 ]);
 
 export function registerMiddleware(type: string, factory: MiddlewareFactory): void {
   registry.set(type, factory);
 }
 
-export function buildChain(entries: readonly MiddlewareInput[], terminal: Handler): Handler {
+export function buildChain(
+  entries: readonly MiddlewareInput[],
+  terminal: Handler,
+  ctx: MiddlewareContext,
+): Handler {
   const middlewares = entries.map((e) => {
     const factory = registry.get(e.type);
     if (!factory) throw new Error(`middleware ${e.type} is not available in this build`);
-    return factory(e);
+    return factory(e, ctx);
   });
   return middlewares.reduceRight<Handler>((next, m) => (req) => m(req, next), terminal);
 }

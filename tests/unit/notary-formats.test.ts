@@ -1,7 +1,7 @@
 import { beforeAll, describe, expect, test } from "bun:test";
 import { isSvcError } from "../../lib/errors.ts";
 import { contentId, isContentId } from "../../lib/notary/ids.ts";
-import type { SvidSigner } from "../../lib/notary/jws.ts";
+import { type SvidSigner, svidSigner } from "../../lib/notary/jws.ts";
 import { bodyDigest, receiptHeaders, signReceipt, verifyReceipt } from "../../lib/notary/receipt.ts";
 import { signStatement, verifyStatement, type WorkloadFacts } from "../../lib/notary/statement.ts";
 import { BundleSet, X509Bundle } from "../../lib/spiffe/bundle.ts";
@@ -30,7 +30,7 @@ const facts: WorkloadFacts = {
 
 async function signerFrom(issuer: DevCa, id: string): Promise<SvidSigner> {
   const svid = await issuer.issueX509Svid(id, 60_000);
-  return { keyPem: derToPem(svid.keyDer, "PRIVATE KEY"), chain: [parseCert(svid.certDer)] };
+  return svidSigner(derToPem(svid.keyDer, "PRIVATE KEY"), [parseCert(svid.certDer)]);
 }
 
 async function failure(p: Promise<unknown>): Promise<{ code: string; message: string }> {

@@ -1,0 +1,72 @@
+import { isContentId } from "../../lib/notary/ids.ts";
+import { derToPem } from "../../lib/spiffe/cert.ts";
+import { type Middleware, proxyResponse } from "../http/types.ts";
+import type { MiddlewareContext } from "./chain.ts";
+
+/**
+ * The notary query routes (specification 4.3): GET /.svc/workload/{id}, /.svc/certificate/{id},
+ * /.svc/receipt/{id}, answered from the notary database as JSON (docs/notary.md shows the bodies).
+ * Access is the listener's: whoever passed source.spiffe_ids (rule 4.3.7). Other paths go on.
+ */
+const ROUTE = /^\/\.svc\/(workload|certificate|receipt)\/([^/?]*)(\?.*)?$/;
+
+export function notaryQuery(ctx: MiddlewareContext): Middleware {
+  return async (req, next) => {
+    const m = ROUTE.exec(req.path);
+    if (!m) return next(req);
+    const store = ctx.notary?.store;
+    if (!store) return proxyResponse(503, "notary-query: the notary is not enabled (notary.enable)");
+    if (req.method !== "GET" && req.method !== "HEAD") {
+      const r = proxyResponse(405, `notary-query: ${req.method} is not allowed; use GET`);
+      r.headers.allow = "GET, HEAD";
+      return r;
+    }
+    const [, kind, id] = m as unknown as [string, string, string];
+    if (!isContentId(id))
+      return proxyResponse(
+        400,
+        `notary-query: malformed ${kind} id ${JSON.stringify(id)}: expected 43 base64url characters`,
+      );
+    const found = lookup(store, kind, id);
+    if (!found) return proxyResponse(404, `notary-query: no ${kind} with id ${id}`);
+    return {
+      status: 200,
+      headers: { "content-type": "application/json", "cache-control": "no-store" },
+      body: `${JSON.stringify(found, null, 2)}\n`,
+    };
+  };
+}
+
+type Store = NonNullable<MiddlewareContext["notary"]>["store"];
+
+function lookup(store: Store, kind: string, id: string): object | undefined {
+  if (kind === "workload") {
+    const s = store.statement(id);
+    return (
+      s && {
+        id: s.id,
+        subject: s.subject,
+        certificateID: s.certificateId,
+        createdAt: s.createdAt,
+        statement: s.jws,
+      }
+    );
+  }
+  if (kind === "certificate") {
+    const c = store.certificate(id);
+    return c && { id: c.id, spiffeId: c.spiffeId, notAfter: c.notAfter, pem: derToPem(c.der) };
+  }
+  const r = store.receipt(id);
+  if (!r) return undefined;
+  const x = r.exchange;
+  const b64 = (b: Uint8Array) => Buffer.from(b).toString("base64");
+  return {
+    id: r.id,
+    workloadStatementID: r.statementId,
+    requestID: x.requestId,
+    createdAt: r.createdAt,
+    receipt: r.jws,
+    request: { method: x.method, path: x.path, headers: x.requestHeaders, bodyBase64: b64(x.requestBody) },
+    response: { status: x.status, headers: x.responseHeaders, bodyBase64: b64(x.responseBody) },
+  };
+}

@@ -1,0 +1,99 @@
+/**
+ * The model of the chat-completions API that the openai middleware keeps (specification 4.3 rule 2):
+ * any field not named here is removed from requests and responses. `true` keeps a value as it is; an
+ * object keeps the named fields of an object, or of each object in an array. docs/openai.md lists it.
+ */
+export type FieldModel = true | { [field: string]: FieldModel };
+
+const toolCall: FieldModel = { id: true, type: true, function: { name: true, arguments: true } };
+
+const contentPart: FieldModel = {
+  type: true,
+  text: true,
+  refusal: true,
+  image_url: { url: true, detail: true },
+  input_audio: { data: true, format: true },
+  file: { file_data: true, file_id: true, filename: true },
+};
+
+export const REQUEST_MODEL: FieldModel = {
+  model: true,
+  messages: {
+    role: true,
+    content: contentPart,
+    name: true,
+    refusal: true,
+    tool_calls: toolCall,
+    tool_call_id: true,
+    audio: { id: true },
+  },
+  audio: true,
+  frequency_penalty: true,
+  logit_bias: true,
+  logprobs: true,
+  max_completion_tokens: true,
+  max_tokens: true,
+  metadata: true,
+  modalities: true,
+  n: true,
+  parallel_tool_calls: true,
+  prediction: true,
+  presence_penalty: true,
+  reasoning_effort: true,
+  response_format: true,
+  seed: true,
+  service_tier: true,
+  stop: true,
+  store: true,
+  stream: true,
+  stream_options: true,
+  temperature: true,
+  tool_choice: true,
+  tools: { type: true, function: { name: true, description: true, parameters: true, strict: true } },
+  top_logprobs: true,
+  top_p: true,
+  user: true,
+};
+
+export const RESPONSE_MODEL: FieldModel = {
+  id: true,
+  object: true,
+  created: true,
+  model: true,
+  service_tier: true,
+  system_fingerprint: true,
+  choices: {
+    index: true,
+    finish_reason: true,
+    logprobs: true,
+    message: {
+      role: true,
+      content: true,
+      refusal: true,
+      tool_calls: toolCall,
+      annotations: true,
+      audio: true,
+    },
+  },
+  usage: {
+    prompt_tokens: true,
+    completion_tokens: true,
+    total_tokens: true,
+    prompt_tokens_details: true,
+    completion_tokens_details: true,
+  },
+};
+
+/** Applies a model; `removed` lists the paths of the fields taken out (`messages[0].foo`). */
+export function applyModel(value: unknown, model: FieldModel, path = "", removed: string[] = []): unknown {
+  if (model === true || value === null || typeof value !== "object") return value;
+  if (Array.isArray(value)) return value.map((v, i) => applyModel(v, model, `${path}[${i}]`, removed));
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(value)) {
+    const sub = Object.hasOwn(model, k) ? model[k] : undefined;
+    const at = path ? `${path}.${k}` : k;
+    if (sub === undefined) removed.push(at);
+    else out[k] = applyModel(v, sub, at, removed);
+  }
+  return out;
+}

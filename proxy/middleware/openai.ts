@@ -1,0 +1,134 @@
+import { Readable } from "node:stream";
+import { isSvcError } from "../../lib/errors.ts";
+import type { MiddlewareInput } from "../config/schema.ts";
+import { readBody } from "../http/body.ts";
+import { type Middleware, type ProxyResponse, proxyResponse } from "../http/types.ts";
+import { notarizeExchange } from "../notary/http.ts";
+import { LEVELS, type Level } from "../notary/notary.ts";
+import type { MiddlewareContext } from "./chain.ts";
+import { applyModel, REQUEST_MODEL, RESPONSE_MODEL } from "./openai-model.ts";
+
+/**
+ * The chat-completions filter (specification 4.3 rules 1–5, 9): only POST /v1/chat/completions passes
+ * (others 403 unless allowUnknown); request bodies up to 1 MiB; fields outside the model removed from
+ * request and response; with the notary, successfully parsed 200 JSON responses are notarized at the
+ * level the caller asks for in Svc-Notarization-Level.
+ */
+export const PATH = "/v1/chat/completions";
+export const REQUEST_LIMIT = 1024 * 1024;
+/** The whole response is buffered; this bounds the memory one response may take. */
+export const RESPONSE_LIMIT = 64 * 1024 * 1024;
+export const LEVEL_HEADER = "svc-notarization-level";
+
+export function openai(
+  options: Extract<MiddlewareInput, { type: "openai" }>,
+  ctx: MiddlewareContext,
+): Middleware {
+  const origin = ctx.listener.target.origin;
+  return async (req, next) => {
+    const path = req.path.split("?")[0];
+    if (req.method !== "POST" || path !== PATH) {
+      if (options.allowUnknown) return next(req);
+      return proxyResponse(
+        403,
+        `openai: ${req.method} ${path} is not allowed here; only POST ${PATH} is (allowUnknown is false)`,
+      );
+    }
+    const asked = req.headers[LEVEL_HEADER];
+    delete req.headers[LEVEL_HEADER];
+    const level = (Array.isArray(asked) ? asked[0] : asked) || "workload";
+    if (!(LEVELS as readonly string[]).includes(level))
+      return proxyResponse(
+        400,
+        `${LEVEL_HEADER}: unknown notarization level ${JSON.stringify(level)} (allowed: ${LEVELS.join(", ")})`,
+      );
+    if (Number(req.headers["content-length"] ?? 0) > REQUEST_LIMIT)
+      return tooLarge(Number(req.headers["content-length"]));
+    const body = await readBody(req.body, REQUEST_LIMIT);
+    if (!body) return tooLarge();
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(new TextDecoder().decode(body));
+    } catch (e) {
+      return proxyResponse(400, `openai: the request body is not JSON: ${(e as Error).message}`);
+    }
+    if (parsed === null || typeof parsed !== "object" || Array.isArray(parsed))
+      return proxyResponse(400, "openai: the request body must be a JSON object");
+    if ((parsed as { stream?: unknown }).stream === true)
+      return proxyResponse(
+        400,
+        'openai: streaming responses ("stream": true) are not supported by this proxy; send "stream": false',
+      );
+    const removed: string[] = [];
+    const filtered = applyModel(parsed, REQUEST_MODEL, "", removed);
+    // Untouched bodies go on byte for byte, so that a caller's digest matches the receipt's.
+    const sent = removed.length ? new TextEncoder().encode(JSON.stringify(filtered)) : body;
+    if (removed.length) req.log.debug("openai: request fields removed", { fields: removed });
+    req.headers["content-length"] = String(sent.length);
+    delete req.headers["transfer-encoding"];
+
+    const res = await next({ ...req, body: Readable.from([Buffer.from(sent)]) });
+    if (res.failure) return res;
+    const answer = await readBody(res.body, RESPONSE_LIMIT);
+    if (!answer) return proxyResponse(502, `openai: the response is larger than ${RESPONSE_LIMIT} bytes`);
+    const out = json(res, answer);
+    if (!out) return whole(res, answer);
+    const outRemoved: string[] = [];
+    const kept = applyModel(out, RESPONSE_MODEL, "", outRemoved);
+    const bytes = outRemoved.length ? new TextEncoder().encode(JSON.stringify(kept)) : answer;
+    if (outRemoved.length) req.log.debug("openai: response fields removed", { fields: outRemoved });
+    const final = whole(res, bytes);
+    if (!ctx.notary) return final;
+    if (!res.upstream) {
+      req.log.warn("openai: not notarized: the target is not an authenticated SPIFFE workload (rule 4.3.5)");
+      return final;
+    }
+    try {
+      const headers = await notarizeExchange(ctx.notary, level as Level, origin, res.upstream, {
+        req,
+        requestBody: sent,
+        status: final.status,
+        responseHeaders: final.headers as Record<string, string>,
+        responseBody: bytes,
+      });
+      return { ...final, headers: { ...final.headers, ...headers } };
+    } catch (e) {
+      if (!isSvcError(e)) throw e;
+      req.log.warn("notary refused the upstream", { upstream: res.upstream.id.uri, reason: e.message });
+      return {
+        ...proxyResponse(
+          502,
+          `notary: no workload statement for ${res.upstream.id.uri}: ${e.message}`,
+          "target-refused",
+        ),
+        failureCode: e.code,
+      };
+    }
+  };
+}
+
+function tooLarge(length?: number): ProxyResponse {
+  return proxyResponse(
+    413,
+    `openai: the request body${length ? ` (${length} bytes)` : ""} is over the limit of ${REQUEST_LIMIT} bytes (1 MiB)`,
+  );
+}
+
+/** The parsed body of a 200 JSON response, or undefined (such responses are not notarized, rule 4.3.4). */
+function json(res: ProxyResponse, body: Uint8Array): object | undefined {
+  const type = String(res.headers["content-type"] ?? "");
+  if (res.status !== 200 || body.length === 0 || !/^application\/([\w.+-]+\+)?json\b/i.test(type))
+    return undefined;
+  try {
+    const v = JSON.parse(new TextDecoder().decode(body));
+    return v !== null && typeof v === "object" ? v : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+function whole(res: ProxyResponse, body: Uint8Array): ProxyResponse {
+  const headers = { ...res.headers, "content-length": String(body.length) };
+  delete headers["transfer-encoding"];
+  return { ...res, headers, body };
+}

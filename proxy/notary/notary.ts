@@ -1,0 +1,207 @@
+import { SvcError } from "../../lib/errors.ts";
+import type { Pod } from "../../lib/kube/pods.ts";
+import { contentId } from "../../lib/notary/ids.ts";
+import { type SvidSigner, svidSigner } from "../../lib/notary/jws.ts";
+import { type ReceiptExchange, signReceipt } from "../../lib/notary/receipt.ts";
+import { type SignedObject, signStatement, type WorkloadFacts } from "../../lib/notary/statement.ts";
+import { parseCert } from "../../lib/spiffe/cert.ts";
+import { podIdentity } from "../../lib/spiffe/id.ts";
+import type { SvidSource } from "../../lib/spiffe/x509-source.ts";
+import type { X509Svid } from "../../lib/spiffe/x509svid.ts";
+import type { Upstream } from "../http/types.ts";
+import type { Logger } from "../log.ts";
+import type { NotaryStore } from "./store.ts";
+
+/** Notarization levels (specification 4.3 rule 9), chosen per request with Svc-Notarization-Level. */
+export const LEVELS = ["workload", "logRequest", "signRequest"] as const;
+export type Level = (typeof LEVELS)[number];
+
+export interface NotaryDeps {
+  store: NotaryStore;
+  source: SvidSource;
+  /** A JWT-SVID of this proxy for an audience (the statement's). */
+  jwtSvid: (audience: string) => Promise<string>;
+  getPod: (namespace: string, name: string) => Promise<Pod | undefined>;
+  log: Logger;
+  /** How long a statement is used before the pod is looked up again. */
+  revalidateMs?: number;
+}
+
+interface Cached {
+  statement: SignedObject;
+  facts: WorkloadFacts;
+  checkedAt: number;
+  refreshing?: Promise<void>;
+}
+
+/**
+ * The notary: workload statements about authenticated upstreams (specification 2.3, 5.5), cached per
+ * upstream certificate and target, revalidated against the cluster API in the background; request logs
+ * and signed receipts (2.4). Everything it issues is stored and served by notary-query.
+ */
+export class Notary {
+  private readonly statements = new Map<string, Cached>();
+  private readonly building = new Map<string, Promise<SignedObject>>();
+  private readonly signers = new WeakMap<X509Svid, SvidSigner>();
+  private readonly revalidateMs: number;
+
+  readonly store: NotaryStore;
+
+  constructor(private readonly d: NotaryDeps) {
+    this.store = d.store;
+    this.revalidateMs = d.revalidateMs ?? 30_000;
+  }
+
+  /** The statement about `upstream` as reached at `origin`; throws SvcError("pod_mismatch" | "kube_api"). */
+  async statementFor(upstream: Upstream, origin: string): Promise<SignedObject> {
+    const leaf = upstream.chain[0];
+    if (!leaf) throw new SvcError("notary", "the upstream presented no certificate");
+    const key = `${contentId(leaf)} ${origin}`;
+    const hit = this.statements.get(key);
+    if (hit) {
+      if (Date.now() - hit.checkedAt > this.revalidateMs && !hit.refreshing) {
+        hit.refreshing = this.build(upstream, origin, key, hit)
+          .then(() => undefined)
+          .catch((e) => {
+            // The pod is gone or changed identity: stop vouching for it.
+            this.statements.delete(key);
+            this.d.log.warn("notary: workload statement withdrawn", {
+              upstream: upstream.id.uri,
+              reason: e.message,
+            });
+          });
+      }
+      return hit.statement;
+    }
+    let pending = this.building.get(key);
+    if (!pending) {
+      pending = this.build(upstream, origin, key).finally(() => this.building.delete(key));
+      this.building.set(key, pending);
+    }
+    return pending;
+  }
+
+  private async build(
+    upstream: Upstream,
+    origin: string,
+    key: string,
+    previous?: Cached,
+  ): Promise<SignedObject> {
+    const facts = await this.facts(upstream);
+    if (previous && JSON.stringify(previous.facts) === JSON.stringify(facts)) {
+      previous.checkedAt = Date.now();
+      previous.refreshing = undefined;
+      return previous.statement;
+    }
+    const svid = this.d.source.getX509Svid();
+    const aud = `${origin}/workload-statement`;
+    let issuerJwtSvid: string;
+    try {
+      issuerJwtSvid = await this.d.jwtSvid(aud);
+    } catch (e) {
+      throw new SvcError("notary", `no JWT-SVID from the Workload API for ${aud}: ${(e as Error).message}`);
+    }
+    const statement = await signStatement(
+      svid.id.uri,
+      origin,
+      { ...facts, issuerJwtSvid },
+      this.signer(svid),
+    );
+    const leaf = parseCert(upstream.chain[0] as Uint8Array);
+    this.d.store.putCertificate(facts.certificateID, leaf.der, upstream.id.uri, leaf.notAfter);
+    this.d.store.putStatement(statement.id, statement.jws, upstream.id.uri, facts.certificateID);
+    this.statements.set(key, { statement, facts, checkedAt: Date.now() });
+    this.d.log.info("notary: workload statement issued", { id: statement.id, upstream: upstream.id.uri });
+    return statement;
+  }
+
+  /** Checks the upstream against its pod (specification 5.5) and collects what the statement says. */
+  private async facts(upstream: Upstream): Promise<WorkloadFacts> {
+    const id = upstream.id;
+    const p = podIdentity(id);
+    if (!p)
+      throw new SvcError(
+        "pod_mismatch",
+        `upstream ${id.uri} is not a pod identity (spiffe://<trust_domain>/ns/<namespace>/sa/<service_account>/pod/<pod_name>/<pod_uid>); the notary states only pod workloads`,
+      );
+    const pod = await this.d.getPod(p.namespace, p.podName);
+    if (!pod)
+      throw new SvcError(
+        "pod_mismatch",
+        `pod ${p.namespace}/${p.podName} of upstream ${id.uri} does not exist`,
+      );
+    if (pod.metadata.uid !== p.podUid)
+      throw new SvcError(
+        "pod_mismatch",
+        `pod ${p.namespace}/${p.podName} has UID ${pod.metadata.uid}, but upstream ${id.uri} names UID ${p.podUid}`,
+      );
+    const sa = pod.spec.serviceAccountName ?? "default";
+    if (sa !== p.serviceAccount)
+      throw new SvcError(
+        "pod_mismatch",
+        `pod ${p.namespace}/${p.podName} runs as service account ${sa}, but upstream ${id.uri} names ${p.serviceAccount}`,
+      );
+    return {
+      trustDomain: id.trustDomain,
+      spiffeId: id.uri,
+      namespace: p.namespace,
+      serviceAccount: sa,
+      podName: p.podName,
+      podUid: p.podUid,
+      images: [...(pod.spec.initContainers ?? []), ...pod.spec.containers].map((c) => c.image),
+      labels: pod.metadata.labels ?? {},
+      annotations: pod.metadata.annotations ?? {},
+      certificateID: contentId(upstream.chain[0] as Uint8Array),
+    };
+  }
+
+  /**
+   * Records an exchange at `level`: logRequest stores it, signRequest also signs a receipt and returns it.
+   */
+  async record(
+    level: Level,
+    statementId: string,
+    origin: string,
+    requestId: string,
+    exchange: ReceiptExchange,
+    bodies: { request: Uint8Array; response: Uint8Array },
+  ): Promise<SignedObject | undefined> {
+    if (level === "workload") return undefined;
+    const entry = {
+      requestId,
+      statementId,
+      level,
+      method: exchange.request.method,
+      path: exchange.request.path,
+      requestHeaders: exchange.request.headers,
+      requestBody: bodies.request,
+      status: exchange.response.status,
+      responseHeaders: exchange.response.headers,
+      responseBody: bodies.response,
+    };
+    if (level === "logRequest") {
+      this.d.store.logExchange(entry);
+      return undefined;
+    }
+    const svid = this.d.source.getX509Svid();
+    const receipt = await signReceipt(
+      svid.id.uri,
+      origin,
+      statementId,
+      requestId,
+      exchange,
+      this.signer(svid),
+    );
+    this.d.store.logExchange(entry, receipt);
+    return receipt;
+  }
+
+  private signer(svid: X509Svid): SvidSigner {
+    let s = this.signers.get(svid);
+    if (!s) {
+      s = svidSigner(svid.keyPem, svid.chain);
+      this.signers.set(svid, s);
+    }
+    return s;
+  }
+}

@@ -1,0 +1,50 @@
+import { SvcError } from "../../lib/errors.ts";
+import { loadKubeCredentials } from "../../lib/kube/credentials.ts";
+import { getPod } from "../../lib/kube/pods.ts";
+import { resolveEndpoint } from "../../lib/spiffe/address.ts";
+import { JwtSvidSource } from "../../lib/spiffe/jwt-source.ts";
+import { WorkloadApiClient } from "../../lib/spiffe/workload-client.ts";
+import type { SvidSource } from "../../lib/spiffe/x509-source.ts";
+import type { Logger } from "../log.ts";
+import { Notary } from "./notary.ts";
+import { NotaryStore } from "./store.ts";
+
+/**
+ * Opens what the notary needs, failing at start with a clear message rather than on the first request:
+ * the database, cluster API credentials, and a JWT-SVID from the Workload API (specification 5.1).
+ */
+export async function startNotary(
+  databasePath: string,
+  workloadApi: string | undefined,
+  source: SvidSource,
+  log: Logger,
+): Promise<{ notary: Notary; close(): void }> {
+  const kube = loadKubeCredentials();
+  const client = new WorkloadApiClient(resolveEndpoint(workloadApi));
+  const jwt = new JwtSvidSource(client, source.getX509Svid().id.uri);
+  try {
+    await jwt.fetch("svc-proxy-notary");
+  } catch (e) {
+    client.close();
+    throw new SvcError(
+      "notary",
+      `notary: the Workload API issues no JWT-SVID to this proxy (the notary needs one, specification 5.1): ${(e as Error).message}`,
+    );
+  }
+  const store = NotaryStore.open(databasePath);
+  log.info("notary", { database: databasePath, cluster: kube.server, credentials: kube.from });
+  const notary = new Notary({
+    store,
+    source,
+    jwtSvid: (aud) => jwt.fetch(aud),
+    getPod: (ns, name) => getPod(kube, ns, name),
+    log,
+  });
+  return {
+    notary,
+    close() {
+      store.close();
+      client.close();
+    },
+  };
+}
