@@ -8,6 +8,8 @@ const main = defineCommand({
   subCommands: {
     version: () => import("./svc/version.ts").then((m) => m.default),
     dev: () => import("./svc/dev.ts").then((m) => m.default),
+    curl: () => import("./svc/curl.ts").then((m) => m.default),
+    notary: () => import("./svc/notary.ts").then((m) => m.default),
   },
 });
 

@@ -24,6 +24,19 @@ export function rejectUnknownFlags(defined: ArgsDef, args: ParsedArgs<ArgsDef>):
   }
 }
 
+/** Every value of a repeatable flag (`-H a -H b`, `--header=a`), which citty would reduce to the last. */
+export function repeated(rawArgs: string[], names: string[]): string[] {
+  const out: string[] = [];
+  for (let i = 0; i < rawArgs.length; i++) {
+    const a = rawArgs[i] as string;
+    if (a === "--") break;
+    const eq = names.find((n) => a.startsWith(`${n}=`));
+    if (eq) out.push(a.slice(eq.length + 1));
+    else if (names.includes(a) && i + 1 < rawArgs.length) out.push(rawArgs[++i] as string);
+  }
+  return out;
+}
+
 /** A flag that takes a list: comma-separated. */
 export function listFlag(value: unknown): string[] {
   return typeof value === "string" && value !== ""
@@ -40,12 +53,12 @@ export function listFlag(value: unknown): string[] {
  */
 export function action<A extends ArgsDef>(
   defined: A,
-  run: (args: ParsedArgs<A>) => unknown | Promise<unknown>,
+  run: (args: ParsedArgs<A>, rawArgs: string[]) => unknown | Promise<unknown>,
 ) {
-  return async ({ args }: { args: ParsedArgs<A> }) => {
+  return async ({ args, rawArgs }: { args: ParsedArgs<A>; rawArgs: string[] }) => {
     try {
       rejectUnknownFlags(defined, args as ParsedArgs<ArgsDef>);
-      await run(args);
+      await run(args, rawArgs);
     } catch (e) {
       exitWith("svc", e);
     }

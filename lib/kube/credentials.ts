@@ -51,7 +51,13 @@ interface Named<T> {
 }
 
 function fromKubeconfig(file: string): KubeCredentials {
-  const doc = parse(readFileSync(file, "utf8")) ?? {};
+  let doc: Record<string, unknown>;
+  try {
+    doc = parse(readFileSync(file, "utf8")) ?? {};
+  } catch (e) {
+    const why = (e as NodeJS.ErrnoException).code ?? (e as Error).message;
+    throw new SvcError("kube_api", `cannot read kubeconfig ${file}: ${why}`);
+  }
   const pick = <T>(list: unknown, name: string, key: string): T | undefined =>
     (Array.isArray(list) ? (list as Named<T>[]) : []).find((e) => e?.name === name)?.[key] as T | undefined;
   const contextName = doc["current-context"] as string | undefined;

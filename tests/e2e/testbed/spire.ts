@@ -38,7 +38,12 @@ export const WORKLOADS: Omit<Workload, "podUid" | "spiffeId">[] = [
   { name: "web", uid: 20001, namespace: "alpha", serviceAccount: "web", pod: "web-0" },
   { name: "api", uid: 20002, namespace: "alpha", serviceAccount: "api", pod: "api-0" },
   { name: "intruder", uid: 20003, namespace: "bravo", serviceAccount: "intruder", pod: "intruder-0" },
+  // Registered under a pod UID that is not its pod's (as after a pod was replaced): the notary must refuse it.
+  { name: "stale", uid: 20004, namespace: "alpha", serviceAccount: "stale", pod: "stale-0" },
 ];
+
+/** The pod UID the stale workload's SPIFFE ID names. */
+export const STALE_POD_UID = "00000000-0000-4000-8000-00000000dead";
 
 export async function startSpire(
   p: Peers,
@@ -133,7 +138,12 @@ plugins {
         stringify({
           apiVersion: "v1",
           kind: "Pod",
-          metadata: { name: w.pod, namespace: w.namespace, labels: { app: w.name } },
+          metadata: {
+            name: w.pod,
+            namespace: w.namespace,
+            labels: { app: w.name },
+            annotations: { "mls.svc.dev/compartment": w.namespace, "mls.svc.dev/level": "secret" },
+          },
           spec: {
             serviceAccountName: w.serviceAccount,
             nodeName: NODE,
@@ -142,7 +152,10 @@ plugins {
         }),
       ].join("---\n"),
     );
-    const podUid = kubectl(["get", "pod", w.pod, "-n", w.namespace, "-o", "jsonpath={.metadata.uid}"]).trim();
+    const podUid =
+      w.name === "stale"
+        ? STALE_POD_UID
+        : kubectl(["get", "pod", w.pod, "-n", w.namespace, "-o", "jsonpath={.metadata.uid}"]).trim();
     const spiffeId = `spiffe://${TRUST_DOMAIN}/ns/${w.namespace}/sa/${w.serviceAccount}/pod/${w.pod}/${podUid}`;
     server([
       "entry",

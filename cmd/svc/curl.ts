@@ -1,0 +1,195 @@
+import { readFileSync } from "node:fs";
+import { defineCommand } from "citty";
+import { SvcError } from "../../lib/errors.ts";
+import { checkReceipt, checkStatement, type Notarization } from "../../lib/notary/check.ts";
+import { formatReceipt, formatStatement } from "../../lib/notary/print.ts";
+import { loadReflectMetadata } from "../reflect.ts";
+import { action, repeated } from "./cli.ts";
+import { applyGlobals, globalArgs, spiffeSocket } from "./globals.ts";
+
+const LEVELS = ["workload", "logRequest", "signRequest"];
+
+const args = {
+  url: {
+    type: "positional",
+    description: "URL to call (http:// plaintext, https:// SPIFFE mTLS)",
+    required: true,
+  },
+  data: { type: "string", alias: "d", description: "POST data (@file reads a file, @- standard input)" },
+  header: { type: "string", alias: "H", description: 'Adds a request header "Name: value" (repeatable)' },
+  "notarization-level": {
+    type: "string",
+    alias: "n",
+    description:
+      "workload (statement only), logRequest (request logged by the notary), signRequest (signed receipt)",
+    default: "workload",
+  },
+  "print-workload": { type: "boolean", description: "Prints the workload identity statement" },
+  "print-receipt": { type: "boolean", description: "Prints the receipt; requires -n signRequest" },
+  request: { type: "string", alias: "X", description: "HTTP method [default: GET, or POST with --data]" },
+  "show-headers": { type: "boolean", alias: "i", description: "Shows the response status line and headers" },
+  silent: { type: "boolean", alias: "s", description: "No progress output" },
+  validate: {
+    type: "string",
+    description: "Require workload statement verification (true or false)",
+    default: "true",
+  },
+  output: {
+    type: "string",
+    alias: "o",
+    description: "Output format: json (everything in one object, for scripts)",
+  },
+  ...globalArgs,
+} as const;
+
+function usage(message: string): SvcError {
+  return new SvcError("usage", message);
+}
+
+function headersFrom(values: string[]): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const h of values) {
+    const i = h.indexOf(":");
+    if (i <= 0) throw usage(`--header ${JSON.stringify(h)}: expected "Name: value"`);
+    out[h.slice(0, i).trim().toLowerCase()] = h.slice(i + 1).trim();
+  }
+  return out;
+}
+
+function dataFrom(data: string): Uint8Array {
+  if (!data.startsWith("@")) return new TextEncoder().encode(data);
+  const file = data.slice(1);
+  try {
+    return new Uint8Array(readFileSync(file === "-" ? 0 : file));
+  } catch (e) {
+    throw usage(
+      `--data ${data}: cannot read ${file === "-" ? "standard input" : file} (${(e as NodeJS.ErrnoException).code})`,
+    );
+  }
+}
+
+export default defineCommand({
+  meta: {
+    name: "curl",
+    description:
+      "HTTP request that requires and verifies the server's workload identity statement (and, with -n signRequest, a signed receipt)",
+  },
+  args,
+  run: action(args, async (a, rawArgs) => {
+    applyGlobals(a);
+    const level = a["notarization-level"];
+    if (!LEVELS.includes(level))
+      throw usage(`--notarization-level ${JSON.stringify(level)}: allowed are ${LEVELS.join(", ")}`);
+    if (!["true", "false"].includes(a.validate))
+      throw usage(`--validate ${JSON.stringify(a.validate)}: expected true or false`);
+    const validate = a.validate === "true";
+    if (a["print-receipt"] && level !== "signRequest")
+      throw usage("--print-receipt requires -n signRequest: only signRequest yields a receipt");
+    if ((a["print-workload"] || a["print-receipt"]) && !validate)
+      throw usage(
+        "--print-workload and --print-receipt need --validate=true: only verified objects are printed",
+      );
+    if (a.output !== undefined && a.output !== "json")
+      throw usage(`--output ${JSON.stringify(a.output)}: allowed is json`);
+    let url: URL;
+    try {
+      url = new URL(a.url);
+    } catch {
+      throw usage(`${JSON.stringify(a.url)} is not a URL (expected http://host[:port]/path or https://…)`);
+    }
+    const headers = headersFrom(repeated(rawArgs, ["-H", "--header"]));
+    const body = a.data !== undefined ? dataFrom(a.data) : undefined;
+    if (body && !headers["content-type"])
+      headers["content-type"] = /^\s*[[{]/.test(new TextDecoder().decode(body.subarray(0, 64)))
+        ? "application/json"
+        : "application/x-www-form-urlencoded";
+    if (validate) headers["svc-notarization-level"] = level;
+    const method = (a.request ?? (body ? "POST" : "GET")).toUpperCase();
+
+    await loadReflectMetadata();
+    const { exchange } = await import("../../lib/tls/exchange.ts");
+    const needsSource = validate || url.protocol === "https:";
+    const source = needsSource
+      ? await (await import("../../lib/spiffe/x509-source.ts")).X509Source.open({
+          address: spiffeSocket(a["spiffe-socket-path"]),
+          timeoutMs: 10_000,
+        })
+      : undefined;
+    try {
+      const res = await exchange(url, {
+        method,
+        headers,
+        ...(body ? { body } : {}),
+        ...(source ? { source } : {}),
+      });
+      const out = process.stdout;
+      if (a.output !== "json") {
+        if (a["show-headers"]) {
+          out.write(`HTTP/${res.httpVersion} ${res.status} ${res.statusText}\r\n`);
+          for (let i = 0; i < res.rawHeaders.length; i += 2)
+            out.write(`${res.rawHeaders[i]}: ${res.rawHeaders[i + 1]}\r\n`);
+          out.write("\r\n");
+        }
+        out.write(res.body);
+      }
+      if (res.status >= 400) {
+        if (a.output === "json") out.write(`${JSON.stringify(summary(res, undefined), null, 2)}\n`);
+        throw new SvcError("http_status", `HTTP error: ${res.status} ${res.statusText} from ${url.href}`);
+      }
+      let n: Notarization | undefined;
+      if (validate && source) {
+        const bundles = source.bundles();
+        const fetchStatement = async (id: string) => {
+          const r = await exchange(new URL(`/.svc/workload/${id}`, url), {
+            method: "GET",
+            headers: {},
+            source,
+          });
+          return r.status === 200
+            ? (JSON.parse(new TextDecoder().decode(r.body)).statement as string)
+            : undefined;
+        };
+        const statement = await checkStatement(res.headers, bundles, fetchStatement, res.peer);
+        n = { statement };
+        if (!a.silent)
+          process.stderr.write(
+            `svc curl: workload statement ${statement.id} verified: ${statement.claims.sub}\n`,
+          );
+        if (level === "signRequest") {
+          n.receipt = await checkReceipt(
+            res.headers,
+            bundles,
+            statement.id,
+            { method, path: url.pathname + url.search, body: body ?? new Uint8Array() },
+            { status: res.status, body: res.body },
+          );
+          if (!a.silent) process.stderr.write(`svc curl: receipt ${n.receipt.id} verified\n`);
+        }
+      }
+      if (a.output === "json") {
+        out.write(`${JSON.stringify(summary(res, n), null, 2)}\n`);
+        return;
+      }
+      if (a["print-workload"] && n) out.write(`\n${formatStatement(n.statement.id, n.statement.claims)}`);
+      if (a["print-receipt"] && n?.receipt)
+        out.write(
+          `\n${formatReceipt(n.receipt.id, n.receipt.claims, { request: body ?? new Uint8Array(), response: res.body })}`,
+        );
+    } finally {
+      source?.close();
+    }
+  }),
+});
+
+function summary(
+  res: { status: number; headers: Record<string, unknown>; body: Uint8Array },
+  n: Notarization | undefined,
+): object {
+  return {
+    status: res.status,
+    headers: res.headers,
+    body: new TextDecoder().decode(res.body),
+    ...(n ? { workload: n.statement } : {}),
+    ...(n?.receipt ? { receipt: n.receipt } : {}),
+  };
+}

@@ -1,0 +1,131 @@
+import { readFileSync } from "node:fs";
+import { defineCommand } from "citty";
+import { SvcError } from "../../lib/errors.ts";
+import { loadReflectMetadata } from "../reflect.ts";
+import { action } from "./cli.ts";
+
+const verifyArgs = {
+  file: {
+    type: "positional",
+    description:
+      "A saved statement or receipt: the compact JWS, a notary-query response (/.svc/workload/…, /.svc/receipt/…) or `svc curl -o json` output",
+    required: true,
+  },
+  bundle: {
+    type: "string",
+    description: "Trust bundle: PEM certificates or a SPIFFE bundle (JWKS)",
+    required: true,
+  },
+  "request-body": { type: "string", description: "File with the request body a receipt describes" },
+  "response-body": { type: "string", description: "File with the response body a receipt describes" },
+  output: { type: "string", alias: "o", description: "Output format: json" },
+} as const;
+
+interface Saved {
+  kind: "statement" | "receipt";
+  jws: string;
+  request?: Uint8Array;
+  response?: Uint8Array;
+}
+
+/** Finds the JWS (and any bodies) in what the user saved. */
+function parseSaved(text: string, file: string): Saved {
+  const t = text.trim();
+  if (!t.startsWith("{")) {
+    const typ = (() => {
+      try {
+        return JSON.parse(Buffer.from(t.split(".")[0] ?? "", "base64url").toString()).typ as string;
+      } catch {
+        return undefined;
+      }
+    })();
+    if (typ === "svc-receipt+jws") return { kind: "receipt", jws: t };
+    if (typ === "svc-workload-statement+jws") return { kind: "statement", jws: t };
+    throw new SvcError("usage", `${file}: not a workload statement or receipt (no svc typ in a JWS header)`);
+  }
+  const doc = JSON.parse(t);
+  const b64 = (s: unknown) => (typeof s === "string" ? new Uint8Array(Buffer.from(s, "base64")) : undefined);
+  const receipt = typeof doc.receipt === "string" ? doc.receipt : doc.receipt?.jws;
+  if (receipt) {
+    const request = b64(doc.request?.bodyBase64);
+    const response = b64(doc.response?.bodyBase64);
+    return {
+      kind: "receipt",
+      jws: receipt,
+      ...(request ? { request } : {}),
+      ...(response ? { response } : {}),
+    };
+  }
+  const statement = typeof doc.statement === "string" ? doc.statement : doc.workload?.jws;
+  if (statement) return { kind: "statement", jws: statement };
+  throw new SvcError("usage", `${file}: JSON without a statement or receipt`);
+}
+
+const verify = defineCommand({
+  meta: {
+    name: "verify",
+    description: "Verifies a saved workload statement or receipt offline against a trust bundle",
+  },
+  args: verifyArgs,
+  run: action(verifyArgs, async (a) => {
+    if (a.output !== undefined && a.output !== "json")
+      throw new SvcError("usage", `--output ${a.output}: allowed is json`);
+    const read = (f: string, flag: string) => {
+      try {
+        return readFileSync(f);
+      } catch (e) {
+        throw new SvcError("usage", `${flag} ${f}: cannot read it (${(e as NodeJS.ErrnoException).code})`);
+      }
+    };
+    const saved = parseSaved(read(a.file, "FILE").toString("utf8"), a.file);
+    await loadReflectMetadata();
+    const { loadBundleFile } = await import("../../lib/spiffe/bundle-file.ts");
+    const bundles = loadBundleFile(a.bundle);
+    const print = await import("../../lib/notary/print.ts");
+    if (saved.kind === "statement") {
+      const { verifyStatement } = await import("../../lib/notary/statement.ts");
+      const v = await verifyStatement(saved.jws, bundles);
+      process.stdout.write(
+        a.output === "json"
+          ? `${JSON.stringify({ id: v.id, claims: v.claims }, null, 2)}\n`
+          : print.formatStatement(v.id, v.claims),
+      );
+      return;
+    }
+    const request = a["request-body"]
+      ? new Uint8Array(read(a["request-body"], "--request-body"))
+      : saved.request;
+    const response = a["response-body"]
+      ? new Uint8Array(read(a["response-body"], "--response-body"))
+      : saved.response;
+    const { verifyReceipt } = await import("../../lib/notary/receipt.ts");
+    const v = await verifyReceipt(saved.jws, bundles, {
+      ...(request ? { request: { body: request } } : {}),
+      ...(response ? { response: { body: response } } : {}),
+    });
+    if (a.output === "json") {
+      process.stdout.write(
+        `${JSON.stringify({ id: v.id, claims: v.claims, bodiesChecked: { request: !!request, response: !!response } }, null, 2)}\n`,
+      );
+      return;
+    }
+    process.stdout.write(
+      print.formatReceipt(v.id, v.claims, {
+        ...(request ? { request } : {}),
+        ...(response ? { response } : {}),
+      }),
+    );
+    if (!request || !response)
+      process.stderr.write(
+        `svc notary verify: signature and chain verified; the ${!request && !response ? "request and response bodies were" : !request ? "request body was" : "response body was"} not checked (pass --request-body / --response-body)\n`,
+      );
+  }),
+});
+
+export default defineCommand({
+  meta: {
+    name: "notary",
+    description: "Work with notary objects: verify saved statements and receipts offline",
+  },
+  subCommands: { verify },
+});

@@ -1,0 +1,75 @@
+import { SvcError } from "../errors.ts";
+import type { BundleSource } from "../spiffe/bundle.ts";
+import type { SpiffeId } from "../spiffe/id.ts";
+import { type ReceiptClaims, verifyReceipt } from "./receipt.ts";
+import { type StatementClaims, verifyStatement } from "./statement.ts";
+
+/**
+ * What `svc curl` checks on a notarized response (specification 4.5 rules 1 and 4, DESIGN.md 4): the
+ * Svc-Workload-ID header, the statement it names (from Svc-Workload-Statement, or fetched by the caller),
+ * signed by the peer it talked to when that is known; with a receipt, that it describes this exchange.
+ */
+export interface Sent {
+  method: string;
+  path: string;
+  body: Uint8Array;
+}
+
+export interface Notarization {
+  statement: { id: string; jws: string; claims: StatementClaims };
+  receipt?: { id: string; jws: string; claims: ReceiptClaims };
+}
+
+type Headers = Record<string, string | string[] | undefined>;
+
+const one = (h: Headers, name: string) => {
+  const v = h[name];
+  return Array.isArray(v) ? v[0] : v;
+};
+
+export async function checkStatement(
+  headers: Headers,
+  bundles: BundleSource,
+  fetchStatement: (id: string) => Promise<string | undefined>,
+  peer?: SpiffeId,
+): Promise<Notarization["statement"]> {
+  const id = one(headers, "svc-workload-id");
+  if (!id)
+    throw new SvcError(
+      "statement",
+      "workload statement verification is required (--validate=true) but the response has no Svc-Workload-ID header; the server is not behind an svc-proxy notary (use --validate=false for servers outside the service)",
+    );
+  const jws = one(headers, "svc-workload-statement") ?? (await fetchStatement(id));
+  if (!jws)
+    throw new SvcError("statement", `workload statement verification failed: statement ${id} not found`);
+  const v = await verifyStatement(jws, bundles, id);
+  if (peer && v.issuer.uri !== peer.uri)
+    throw new SvcError(
+      "statement",
+      `workload statement verification failed: issued by ${v.issuer.uri}, but the server is ${peer.uri}`,
+    );
+  return { id, jws: jws.trim(), claims: v.claims };
+}
+
+export async function checkReceipt(
+  headers: Headers,
+  bundles: BundleSource,
+  statementId: string,
+  sent: Sent,
+  received: { status: number; body: Uint8Array },
+): Promise<NonNullable<Notarization["receipt"]>> {
+  const id = one(headers, "svc-receipt-id");
+  const jws = one(headers, "svc-receipt");
+  if (!id || !jws)
+    throw new SvcError(
+      "receipt",
+      "receipt verification failed: signRequest was asked for but the response has no Svc-Receipt-ID and Svc-Receipt headers",
+    );
+  const v = await verifyReceipt(jws, bundles, {
+    expectedId: id,
+    statementId,
+    request: sent,
+    response: received,
+  });
+  return { id, jws: jws.trim(), claims: v.claims };
+}

@@ -1,0 +1,107 @@
+import http, { type IncomingHttpHeaders } from "node:http";
+import https from "node:https";
+import type { PeerCertificate, TLSSocket } from "node:tls";
+import { SvcError } from "../errors.ts";
+import type { SpiffeId } from "../spiffe/id.ts";
+import type { SvidSource } from "../spiffe/x509-source.ts";
+import { verifyX509Svid } from "../spiffe/x509svid.ts";
+import { chainOf, presentedChain } from "./peer.ts";
+
+/**
+ * One HTTP exchange with the whole response read, for `svc curl`. An https:// URL is SPIFFE mTLS with
+ * the SVID of `source`: the server must present an X.509-SVID that chains to the bundle of its own trust
+ * domain (no hostname check); its SPIFFE ID is returned. Connection failures are SvcError("network").
+ */
+export interface ExchangeRequest {
+  method: string;
+  headers: Record<string, string>;
+  body?: Uint8Array;
+  source?: SvidSource;
+  timeoutMs?: number;
+}
+
+export interface ExchangeResponse {
+  status: number;
+  statusText: string;
+  httpVersion: string;
+  headers: IncomingHttpHeaders;
+  rawHeaders: string[];
+  body: Uint8Array;
+  /** The server's SPIFFE ID (https:// only). */
+  peer?: SpiffeId;
+}
+
+export function exchange(url: URL, o: ExchangeRequest): Promise<ExchangeResponse> {
+  const tls = url.protocol === "https:";
+  if (!tls && url.protocol !== "http:")
+    throw new SvcError(
+      "usage",
+      `URL ${url.href}: scheme ${url.protocol} is not supported (use http:// or https://)`,
+    );
+  if (tls && !o.source) throw new SvcError("usage", "an https:// URL needs a Workload API for SPIFFE mTLS");
+  const svid = o.source?.getX509Svid();
+  const options: https.RequestOptions = {
+    method: o.method,
+    headers: { ...o.headers, ...(o.body ? { "content-length": String(o.body.length) } : {}) },
+    agent: false,
+    timeout: o.timeoutMs ?? 30_000,
+    ...(tls && svid && o.source
+      ? {
+          cert: svid.certPem,
+          key: svid.keyPem,
+          ca: o.source.bundles().pem(),
+          checkServerIdentity: (_host: string, cert: PeerCertificate) => {
+            try {
+              verifyX509Svid(chainOf(cert), o.source as SvidSource);
+              return undefined;
+            } catch (e) {
+              return e as Error;
+            }
+          },
+        }
+      : {}),
+  };
+  return new Promise((resolve, reject) => {
+    const req = (tls ? https : http).request(url, options, (res) => {
+      let peer: SpiffeId | undefined;
+      try {
+        if (tls) peer = verifyX509Svid(presentedChain(res.socket as TLSSocket), o.source as SvidSource).id;
+      } catch (e) {
+        reject(networkError(url, e as Error));
+        res.destroy();
+        return;
+      }
+      const chunks: Buffer[] = [];
+      res.on("data", (c: Buffer) => chunks.push(c));
+      res.on("error", (e) => reject(networkError(url, e)));
+      res.on("end", () => {
+        resolve({
+          status: res.statusCode ?? 0,
+          statusText: res.statusMessage ?? "",
+          httpVersion: res.httpVersion,
+          headers: res.headers,
+          rawHeaders: res.rawHeaders,
+          body: new Uint8Array(Buffer.concat(chunks)),
+          ...(peer ? { peer } : {}),
+        });
+      });
+    });
+    req.on("timeout", () => req.destroy(new Error(`no response within ${options.timeout} ms`)));
+    req.on("error", (e) => reject(networkError(url, e)));
+    req.end(o.body ? Buffer.from(o.body) : undefined);
+  });
+}
+
+function networkError(url: URL, e: Error): SvcError {
+  if (e instanceof SvcError)
+    return new SvcError(
+      "statement",
+      `workload statement verification failed: server ${url.host} is not a trusted SPIFFE workload: ${e.message}`,
+    );
+  const code = (e as NodeJS.ErrnoException).code;
+  const hint = code === "ECONNREFUSED" || code === "ECONNRESET" ? " (possibly a network policy)" : "";
+  return new SvcError(
+    "network",
+    `network error: connection to ${url.host} failed: ${code ?? e.message}${hint}`,
+  );
+}

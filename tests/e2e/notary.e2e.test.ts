@@ -1,0 +1,362 @@
+import { Database } from "bun:sqlite";
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { chownSync, copyFileSync, mkdirSync, writeFileSync } from "node:fs";
+import { createServer, type Server } from "node:http";
+import { join } from "node:path";
+import OpenAI from "openai";
+import { waitForPort } from "../support/net.ts";
+import { BUN, ROOT, stopAll } from "../support/proc.ts";
+import { spawnAsWorkload, useTestbed, workload } from "./support.ts";
+import { freePort } from "./testbed/process.ts";
+import { asWorkload, STALE_POD_UID, type Workload } from "./testbed/spire.ts";
+
+/**
+ * Notarization end to end with SPIRE pod identities and the cluster API: an OpenAI-compatible upstream
+ * behind a server proxy running as pod api-0; a client proxy (pod web-0) with the notary, notary-query
+ * and openai; calls from the official openai SDK and from `svc curl`; saved objects verified offline.
+ */
+const testbed = useTestbed();
+let upstream: Server;
+let upstreamPort: number;
+let lastRequest: Record<string, unknown> = {};
+const ports = { api: 0, stale: 0, client: 0, staleClient: 0 };
+let db: string;
+let work: string;
+
+beforeAll(async () => {
+  const tb = testbed();
+  upstreamPort = await freePort();
+  upstream = createServer((req, res) => {
+    let body = "";
+    req.on("data", (d) => {
+      body += d;
+    });
+    req.on("end", () => {
+      if (req.url === "/v1/chat/completions" && req.method === "POST") {
+        lastRequest = JSON.parse(body);
+        const messages = lastRequest.messages as { content: string }[];
+        res.writeHead(200, { "content-type": "application/json" });
+        res.end(
+          JSON.stringify({
+            id: "chatcmpl-1",
+            object: "chat.completion",
+            created: 1_700_000_000,
+            model: lastRequest.model,
+            choices: [
+              {
+                index: 0,
+                finish_reason: "stop",
+                message: { role: "assistant", content: `echo: ${messages.at(-1)?.content}` },
+              },
+            ],
+            usage: { prompt_tokens: 3, completion_tokens: 2, total_tokens: 5 },
+            internal_trace: "must not leave the proxy",
+          }),
+        );
+        return;
+      }
+      res.writeHead(200, { "content-type": "text/plain" });
+      res.end("plain upstream\n");
+    });
+  });
+  await new Promise<void>((r) => upstream.listen(upstreamPort, "127.0.0.1", () => r()));
+  for (const k of Object.keys(ports)) ports[k as keyof typeof ports] = await freePort();
+  const web = workload(tb, "web");
+  work = join(tb.dir, "home", "notary-e2e");
+  mkdirSync(work, { recursive: true });
+  chownSync(work, web.uid, web.uid);
+  db = join(work, "notary.db");
+  // The proxy runs as the pod's uid; it gets its own copy of the (root-only) kubeconfig.
+  const kubeconfig = join(work, "kubeconfig");
+  copyFileSync(tb.kube.kubeconfig, kubeconfig);
+  chownSync(kubeconfig, web.uid, web.uid);
+  const socket = `unix://${tb.spire.agentSocket}`;
+  const exact = (id: string) => `^${id.replace(/[.]/g, "\\.")}$`;
+  const proxy = (as: string, config: object) =>
+    spawnAsWorkload(tb, workload(tb, as), [BUN, "cmd/svc-proxy.ts"], {
+      SVC_PROXY_CONFIG: JSON.stringify({
+        spiffe: { workload_socket_path: socket },
+        metricsAddr: "0",
+        ...config,
+      }),
+      KUBECONFIG: join(work, "kubeconfig"),
+    });
+  for (const [as, port] of [
+    ["api", ports.api],
+    ["stale", ports.stale],
+  ] as const)
+    proxy(as, {
+      listeners: [
+        {
+          name: "in",
+          address: `127.0.0.1:${port}`,
+          mode: "server",
+          target: { url: `http://127.0.0.1:${upstreamPort}` },
+          source: { spiffe_ids: [exact(web.spiffeId)] },
+        },
+      ],
+    });
+  const middlewares = [{ type: "notary-query" }, { type: "openai" }];
+  proxy("web", {
+    notary: { enable: true, database: { path: db } },
+    listeners: [
+      {
+        name: "to-api",
+        address: `127.0.0.1:${ports.client}`,
+        mode: "client",
+        target: { url: `https://127.0.0.1:${ports.api}`, spiffe_ids: [exact(workload(tb, "api").spiffeId)] },
+        middlewares,
+      },
+      {
+        name: "to-stale",
+        address: `127.0.0.1:${ports.staleClient}`,
+        mode: "client",
+        target: { url: `https://127.0.0.1:${ports.stale}` },
+        middlewares,
+      },
+    ],
+  });
+  for (const p of Object.values(ports)) await waitForPort(p, 60_000);
+}, 120_000);
+
+afterAll(async () => {
+  await stopAll();
+  upstream.close();
+});
+
+/** Runs svc as a workload (so it can fetch bundles from the agent) and collects its output. */
+async function svc(args: string[], as = "web"): Promise<{ code: number; stdout: string; stderr: string }> {
+  const tb = testbed();
+  const w: Workload = workload(tb, as);
+  const p = Bun.spawn(asWorkload(w, [BUN, join(ROOT, "cmd/svc.ts"), ...args]), {
+    cwd: ROOT,
+    env: { ...process.env, HOME: work, SPIFFE_ENDPOINT_SOCKET: `unix://${tb.spire.agentSocket}` },
+    stdout: "pipe",
+    stderr: "pipe",
+  });
+  const [stdout, stderr, code] = await Promise.all([
+    new Response(p.stdout).text(),
+    new Response(p.stderr).text(),
+    p.exited,
+  ]);
+  return { code, stdout, stderr };
+}
+
+const chat = (content: string) =>
+  JSON.stringify({ model: "test-model", messages: [{ role: "user", content }] });
+
+describe("notary with the openai middleware", () => {
+  test("the openai SDK gets its completion, filtered both ways, with a workload statement", async () => {
+    const client = new OpenAI({ baseURL: `http://127.0.0.1:${ports.client}/v1`, apiKey: "sk-test" });
+    const { data, response } = await client.chat.completions
+      .create({
+        model: "test-model",
+        messages: [{ role: "user", content: "hello" }],
+        // A field outside the model of the chat-completions API: removed before the upstream sees it.
+        ...({ x_unknown_option: 1 } as object),
+      })
+      .withResponse();
+    expect(data.choices[0]?.message.content).toBe("echo: hello");
+    expect((data as unknown as Record<string, unknown>).internal_trace).toBeUndefined();
+    expect(lastRequest.x_unknown_option).toBeUndefined();
+    expect(lastRequest.model).toBe("test-model");
+    expect(response.headers.get("svc-workload-id")).toMatch(/^[A-Za-z0-9_-]{43}$/);
+    expect(response.headers.get("svc-receipt-id")).toBeNull();
+  });
+
+  test("svc curl verifies the statement: it names the right pod, UID, service account, images, labels", async () => {
+    const tb = testbed();
+    const api = workload(tb, "api");
+    const r = await svc([
+      "curl",
+      "-s",
+      "-o",
+      "json",
+      "-d",
+      chat("hi"),
+      `http://127.0.0.1:${ports.client}/v1/chat/completions`,
+    ]);
+    expect(r.stderr).toBe("");
+    expect(r.code).toBe(0);
+    const out = JSON.parse(r.stdout);
+    const s = out.workload.claims;
+    expect(s.sub).toBe(api.spiffeId);
+    expect(s.iss).toBe(workload(tb, "web").spiffeId);
+    expect(s.aud).toBe(`https://127.0.0.1:${ports.api}/workload-statement`);
+    expect(s.svc).toMatchObject({
+      trustDomain: "svc.test",
+      namespace: "alpha",
+      serviceAccount: "api",
+      podName: "api-0",
+      podUid: api.podUid,
+      images: ["registry.svc.test/api:1.0"],
+      labels: { app: "api" },
+      annotations: { "mls.svc.dev/compartment": "alpha", "mls.svc.dev/level": "secret" },
+    });
+    expect(out.receipt).toBeUndefined();
+  });
+
+  test("--print-workload shows the fields of 2.3", async () => {
+    const r = await svc([
+      "curl",
+      "-s",
+      "--print-workload",
+      "-d",
+      chat("x"),
+      `http://127.0.0.1:${ports.client}/v1/chat/completions`,
+    ]);
+    expect(r.code).toBe(0);
+    for (const label of [
+      "Trust Domain:",
+      "SPIFFE ID:",
+      "Namespace:",
+      "Service Account:",
+      "Pod Name:",
+      "Pod UID:",
+      "Container Images:",
+      "Labels:",
+      "Annotations:",
+      "Raw Claims:",
+    ])
+      expect(r.stdout).toContain(label);
+    expect(r.stdout).toContain("mls.svc.dev/compartment: alpha");
+  });
+
+  test("logRequest records the exchange in the notary database", async () => {
+    const r = await svc([
+      "curl",
+      "-s",
+      "-n",
+      "logRequest",
+      "-H",
+      "X-Request-Id: e2e-log-1",
+      "-d",
+      chat("log me"),
+      `http://127.0.0.1:${ports.client}/v1/chat/completions`,
+    ]);
+    expect(r.code).toBe(0);
+    const d = new Database(db, { readonly: true });
+    const row = d
+      .query("SELECT level, status, request_body FROM exchanges WHERE request_id = ?")
+      .get("e2e-log-1") as {
+      level: string;
+      status: number;
+      request_body: Uint8Array;
+    };
+    d.close();
+    expect(row.level).toBe("logRequest");
+    expect(row.status).toBe(200);
+    expect(new TextDecoder().decode(row.request_body)).toBe(chat("log me"));
+  });
+
+  test("signRequest: svc curl verifies the receipt; it is served by id and verifies offline; tampering fails", async () => {
+    const tb = testbed();
+    const r = await svc([
+      "curl",
+      "-s",
+      "-n",
+      "signRequest",
+      "--print-receipt",
+      "-d",
+      chat("sign me"),
+      `http://127.0.0.1:${ports.client}/v1/chat/completions`,
+    ]);
+    expect(r.stderr).toBe("");
+    expect(r.code).toBe(0);
+    expect(r.stdout).toContain("HTTP Request:");
+    expect(r.stdout).toContain("Path: /v1/chat/completions");
+    const id = /^Receipt (\S+)$/m.exec(r.stdout)?.[1] as string;
+    expect(id).toMatch(/^[A-Za-z0-9_-]{43}$/);
+
+    const served = await fetch(`http://127.0.0.1:${ports.client}/.svc/receipt/${id}`);
+    expect(served.status).toBe(200);
+    const saved = (await served.json()) as Record<string, { bodyBase64: string }> & {
+      workloadStatementID: string;
+    };
+    expect(Buffer.from(saved.request?.bodyBase64 ?? "", "base64").toString()).toBe(chat("sign me"));
+    const file = join(work, "receipt.json");
+    writeFileSync(file, JSON.stringify(saved));
+    const ok = await svc(["notary", "verify", file, "--bundle", tb.spire.bundleFile]);
+    expect(ok.stderr).toBe("");
+    expect(ok.code).toBe(0);
+    expect(ok.stdout).toContain(`Receipt ${id}`);
+
+    const tampered = structuredClone(saved);
+    (tampered.response as { bodyBase64: string }).bodyBase64 =
+      Buffer.from('{"forged":true}').toString("base64");
+    writeFileSync(file, JSON.stringify(tampered));
+    const bad = await svc(["notary", "verify", file, "--bundle", tb.spire.bundleFile]);
+    expect(bad.code).toBe(3);
+    expect(bad.stderr).toContain("receipt verification failed: the response body does not match");
+
+    const statement = await fetch(
+      `http://127.0.0.1:${ports.client}/.svc/workload/${saved.workloadStatementID}`,
+    );
+    expect(statement.status).toBe(200);
+    const sfile = join(work, "statement.json");
+    writeFileSync(sfile, await statement.text());
+    const sv = await svc(["notary", "verify", sfile, "--bundle", tb.spire.bundleFile]);
+    expect(sv.code).toBe(0);
+    expect(sv.stdout).toContain("Pod Name:               api-0");
+    const claims = JSON.parse(
+      Buffer.from(
+        (JSON.parse(await Bun.file(sfile).text()).statement as string).split(".")[1] as string,
+        "base64url",
+      ).toString(),
+    );
+    const cert = await fetch(`http://127.0.0.1:${ports.client}/.svc/certificate/${claims.svc.certificateID}`);
+    expect(((await cert.json()) as { spiffeId: string }).spiffeId).toBe(workload(tb, "api").spiffeId);
+  });
+
+  test("notary-query: 404 for an unknown id, 400 for a malformed one", async () => {
+    expect((await fetch(`http://127.0.0.1:${ports.client}/.svc/receipt/${"A".repeat(43)}`)).status).toBe(404);
+    const bad = await fetch(`http://127.0.0.1:${ports.client}/.svc/workload/not-an-id`);
+    expect(bad.status).toBe(400);
+    expect(await bad.text()).toContain("malformed workload id");
+  });
+
+  test("a pod whose UID does not match the SPIFFE ID is refused", async () => {
+    const r = await svc([
+      "curl",
+      "-d",
+      chat("hi"),
+      `http://127.0.0.1:${ports.staleClient}/v1/chat/completions`,
+    ]);
+    expect(r.code).toBe(4);
+    expect(r.stdout).toContain(`names UID ${STALE_POD_UID}`);
+    expect(r.stderr).toContain("HTTP error: 502");
+  });
+
+  test("openai refuses other paths (403) and streaming (400); svc curl exits 4", async () => {
+    const other = await svc(["curl", `http://127.0.0.1:${ports.client}/v1/models`]);
+    expect(other.code).toBe(4);
+    expect(other.stdout).toContain("only POST /v1/chat/completions");
+    const stream = await svc([
+      "curl",
+      "-d",
+      JSON.stringify({ model: "m", messages: [], stream: true }),
+      `http://127.0.0.1:${ports.client}/v1/chat/completions`,
+    ]);
+    expect(stream.code).toBe(4);
+    expect(stream.stdout).toContain("streaming");
+  });
+
+  test("svc curl: a server outside the service fails validation (2) unless --validate=false; connection refused is 1", async () => {
+    const plain = `http://127.0.0.1:${upstreamPort}/status`;
+    const strict = await svc(["curl", plain]);
+    expect(strict.code).toBe(2);
+    expect(strict.stderr).toContain("no Svc-Workload-ID header");
+    const loose = await svc(["curl", "--validate=false", plain]);
+    expect(loose.code).toBe(0);
+    expect(loose.stdout).toBe("plain upstream\n");
+    const refused = await svc(["curl", "--validate=false", `http://127.0.0.1:${await freePort()}/`]);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain("network error");
+  });
+
+  test("--print-receipt without signRequest is a usage error", async () => {
+    const r = await svc(["curl", "--print-receipt", `http://127.0.0.1:${ports.client}/v1/chat/completions`]);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain("--print-receipt requires -n signRequest");
+  });
+});
