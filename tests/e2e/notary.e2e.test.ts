@@ -339,6 +339,13 @@ describe("notary with the openai middleware", () => {
     ]);
     expect(stream.code).toBe(4);
     expect(stream.stdout).toContain("streaming");
+    const big = await fetch(`http://127.0.0.1:${ports.client}/v1/chat/completions`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: chat("x".repeat(1024 * 1024)),
+    });
+    expect(big.status).toBe(413);
+    expect(await big.text()).toContain("over the limit of 1048576 bytes");
   });
 
   test("svc curl: a server outside the service fails validation (2) unless --validate=false; connection refused is 1", async () => {

@@ -1,0 +1,59 @@
+import { afterAll, describe, expect, test } from "bun:test";
+import { rmSync } from "node:fs";
+import { join } from "node:path";
+import { NotaryStore } from "../../proxy/notary/store.ts";
+import { tempDir } from "../support/dev-api.ts";
+import { BUN, spawnProc, stopAll } from "../support/proc.ts";
+
+const dir = tempDir("svc-notary-store-");
+afterAll(async () => {
+  await stopAll();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+describe("notary database", () => {
+  test("survives kill -9 in the middle of writes: no corruption, every committed write kept", async () => {
+    const path = join(dir, "killed.db");
+    for (let round = 0; round < 3; round++) {
+      const first = round * 1_000_000 + 1;
+      const writer = spawnProc([BUN, "tests/support/store-writer.ts", path, String(first)]);
+      await writer.waitFor((l) => Number(l) >= first + 200, 30_000);
+      writer.proc.kill("SIGKILL");
+      await writer.exited;
+      const committed = Math.max(...writer.lines.map(Number).filter(Number.isFinite));
+      const store = NotaryStore.open(path);
+      expect(store.integrityCheck()).toBe("ok");
+      // Everything the writer reported as committed is there, with its receipt.
+      expect(store.exchanges(`r-${committed}`)).toHaveLength(1);
+      expect(store.receipt(String(committed).padStart(43, "0"))?.exchange.requestId).toBe(`r-${committed}`);
+      store.close();
+    }
+  }, 120_000);
+
+  test("a missing parent directory is a clear error; a newer schema is refused", () => {
+    expect(() => NotaryStore.open(join(dir, "no-such-dir", "n.db"))).toThrow(
+      /notary.database.path: the directory .*no-such-dir of .* does not exist; create it first/,
+    );
+    const path = join(dir, "future.db");
+    NotaryStore.open(path).close();
+    const { Database } = require("bun:sqlite") as typeof import("bun:sqlite");
+    const db = new Database(path);
+    db.run(`PRAGMA user_version = ${NotaryStore.VERSION + 1}`);
+    db.close();
+    expect(() => NotaryStore.open(path)).toThrow(/newer than this build's/);
+  });
+
+  test("reopening keeps the data and the WAL journal mode", () => {
+    const path = join(dir, "reopen.db");
+    const a = NotaryStore.open(path);
+    a.putStatement("S".repeat(43), "a.b.c", "spiffe://t/x", "C".repeat(43));
+    a.close();
+    const b = NotaryStore.open(path);
+    expect(b.statement("S".repeat(43))?.jws).toBe("a.b.c");
+    b.close();
+    const { Database } = require("bun:sqlite") as typeof import("bun:sqlite");
+    const db = new Database(path);
+    expect((db.query("PRAGMA journal_mode").get() as { journal_mode: string }).journal_mode).toBe("wal");
+    db.close();
+  });
+});
