@@ -40,6 +40,12 @@ export class ProxyMetrics {
     labelNames: ["listener", "side", "reason"],
     registers: [this.registry],
   });
+  private readonly notary = new Counter({
+    name: "svc_proxy_notary_operations_total",
+    help: "Notary operations: operation=statement (issued), log (exchange stored), receipt (signed and stored); result=ok or the failure code",
+    labelNames: ["operation", "result"],
+    registers: [this.registry],
+  });
   readonly svidExpiry = new Gauge({
     name: "svc_proxy_svid_expiry_timestamp_seconds",
     help: "When the current X.509-SVID expires (Unix seconds)",
@@ -57,6 +63,10 @@ export class ProxyMetrics {
       },
       denied: (side, reason) => this.denied.inc({ listener, side, reason }),
     };
+  }
+
+  notaryOperation(operation: "statement" | "log" | "receipt", result: string): void {
+    this.notary.inc({ operation, result });
   }
 
   serve(addr: HostPort): Promise<Server> {

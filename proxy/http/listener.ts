@@ -217,6 +217,9 @@ export async function startHttpListener(l: ListenerConfig, deps: ListenerDeps): 
       if (response.failure === "target-refused")
         events?.denied("target", response.failureCode ?? "unauthorized_peer");
     }
+    // A response made without reading the whole request body (a refusal): the rest is read and dropped,
+    // or the caller, still sending, would not see the response on this connection.
+    if (!req.complete && !body.destroyed) body.resume();
     send(res, response, bytesOut);
   };
 

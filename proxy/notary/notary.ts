@@ -25,6 +25,8 @@ export interface NotaryDeps {
   log: Logger;
   /** How long a statement is used before the pod is looked up again. */
   revalidateMs?: number;
+  /** Counts an operation (metrics): result is "ok" or an error code. */
+  count?: (operation: "statement" | "log" | "receipt", result: string) => void;
 }
 
 interface Cached {
@@ -75,7 +77,12 @@ export class Notary {
     }
     let pending = this.building.get(key);
     if (!pending) {
-      pending = this.build(upstream, origin, key).finally(() => this.building.delete(key));
+      pending = this.build(upstream, origin, key)
+        .catch((e) => {
+          this.d.count?.("statement", (e as { code?: string }).code ?? "error");
+          throw e;
+        })
+        .finally(() => this.building.delete(key));
       this.building.set(key, pending);
     }
     return pending;
@@ -111,6 +118,7 @@ export class Notary {
     this.d.store.putCertificate(facts.certificateID, leaf.der, upstream.id.uri, leaf.notAfter);
     this.d.store.putStatement(statement.id, statement.jws, upstream.id.uri, facts.certificateID);
     this.statements.set(key, { statement, facts, checkedAt: Date.now() });
+    this.d.count?.("statement", "ok");
     this.d.log.info("notary: workload statement issued", { id: statement.id, upstream: upstream.id.uri });
     return statement;
   }
@@ -181,6 +189,7 @@ export class Notary {
     };
     if (level === "logRequest") {
       this.d.store.logExchange(entry);
+      this.d.count?.("log", "ok");
       return undefined;
     }
     const svid = this.d.source.getX509Svid();
@@ -193,6 +202,7 @@ export class Notary {
       this.signer(svid),
     );
     this.d.store.logExchange(entry, receipt);
+    this.d.count?.("receipt", "ok");
     return receipt;
   }
 

@@ -6,7 +6,7 @@ import { JwtSvidSource } from "../../lib/spiffe/jwt-source.ts";
 import { WorkloadApiClient } from "../../lib/spiffe/workload-client.ts";
 import type { SvidSource } from "../../lib/spiffe/x509-source.ts";
 import type { Logger } from "../log.ts";
-import { Notary } from "./notary.ts";
+import { Notary, type NotaryDeps } from "./notary.ts";
 import { NotaryStore } from "./store.ts";
 
 /**
@@ -18,6 +18,7 @@ export async function startNotary(
   workloadApi: string | undefined,
   source: SvidSource,
   log: Logger,
+  count?: NotaryDeps["count"],
 ): Promise<{ notary: Notary; close(): void }> {
   const kube = loadKubeCredentials();
   const client = new WorkloadApiClient(resolveEndpoint(workloadApi));
@@ -39,6 +40,7 @@ export async function startNotary(
     jwtSvid: (aud) => jwt.fetch(aud),
     getPod: (ns, name) => getPod(kube, ns, name),
     log,
+    ...(count ? { count } : {}),
   });
   return {
     notary,

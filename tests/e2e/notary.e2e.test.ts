@@ -19,7 +19,7 @@ const testbed = useTestbed();
 let upstream: Server;
 let upstreamPort: number;
 let lastRequest: Record<string, unknown> = {};
-const ports = { api: 0, stale: 0, client: 0, staleClient: 0 };
+const ports = { api: 0, stale: 0, client: 0, staleClient: 0, metrics: 0 };
 let db: string;
 let work: string;
 
@@ -98,6 +98,7 @@ beforeAll(async () => {
     });
   const middlewares = [{ type: "notary-query" }, { type: "openai" }];
   proxy("web", {
+    metricsAddr: `127.0.0.1:${ports.metrics}`,
     notary: { enable: true, database: { path: db } },
     listeners: [
       {
@@ -359,6 +360,31 @@ describe("notary with the openai middleware", () => {
     const refused = await svc(["curl", "--validate=false", `http://127.0.0.1:${await freePort()}/`]);
     expect(refused.code).toBe(1);
     expect(refused.stderr).toContain("network error");
+  });
+
+  test("an unknown notarization level is a 400 naming the allowed ones", async () => {
+    const r = await fetch(`http://127.0.0.1:${ports.client}/v1/chat/completions`, {
+      method: "POST",
+      headers: { "content-type": "application/json", "svc-notarization-level": "everything" },
+      body: chat("x"),
+    });
+    expect(r.status).toBe(400);
+    expect(await r.text()).toContain(
+      'unknown notarization level "everything" (allowed: workload, logRequest, signRequest)',
+    );
+  });
+
+  test("metrics count notary operations and the refused pod", async () => {
+    const text = await (await fetch(`http://127.0.0.1:${ports.metrics}/metrics`)).text();
+    expect(text).toMatch(/svc_proxy_notary_operations_total\{operation="statement",result="ok"\} [1-9]/);
+    expect(text).toMatch(/svc_proxy_notary_operations_total\{operation="receipt",result="ok"\} [1-9]/);
+    expect(text).toMatch(/svc_proxy_notary_operations_total\{operation="log",result="ok"\} [1-9]/);
+    expect(text).toMatch(
+      /svc_proxy_notary_operations_total\{operation="statement",result="pod_mismatch"\} [1-9]/,
+    );
+    expect(text).toMatch(
+      /svc_proxy_denied_total\{listener="to-stale",side="target",reason="pod_mismatch"\} [1-9]/,
+    );
   });
 
   test("--print-receipt without signRequest is a usage error", async () => {

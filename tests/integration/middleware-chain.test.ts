@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { createServer, request, type Server } from "node:http";
+import { Agent, createServer, request, type Server } from "node:http";
 import type { SvidSource } from "../../lib/spiffe/x509-source.ts";
 import type { ListenerConfig } from "../../proxy/config/validate.ts";
 import { type RunningListener, startHttpListener } from "../../proxy/http/listener.ts";
@@ -14,6 +14,7 @@ import { freePort } from "../support/net.ts";
 let upstream: Server;
 let upstreamPort: number;
 let listener: RunningListener;
+let refusing: RunningListener;
 const order: string[] = [];
 
 beforeAll(async () => {
@@ -57,9 +58,19 @@ beforeAll(async () => {
     source: {} as SvidSource,
     log: createLogger({ level: "error", encoder: "json" }),
   });
+  refusing = await startHttpListener(
+    {
+      ...config,
+      name: "refusing",
+      address: { host: "127.0.0.1", port: await freePort() },
+      middlewares: [{ type: "openai", allowUnknown: false }],
+    },
+    { source: {} as SvidSource, log: createLogger({ level: "error", encoder: "json" }) },
+  );
 });
 afterAll(async () => {
   await listener.close(0);
+  await refusing.close(0);
   upstream.close();
 });
 
@@ -81,5 +92,44 @@ describe("middleware chain", () => {
     });
     expect(JSON.parse(reply)).toEqual({ bytes: 1024 * 1024, order: "first,second," });
     expect(order).toEqual(["first in", "second in", "second out", "first out"]);
+  });
+
+  test("a refusal made before the body is read reaches the caller, and the connection serves the next request", async () => {
+    const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+    const post = (path: string, headers: Record<string, string> = {}) =>
+      new Promise<{ status: number; text: string; socket: unknown }>((resolve, reject) => {
+        const req = request(
+          { host: "127.0.0.1", port: refusing.port, method: "POST", path, agent, headers },
+          (res) => {
+            let text = "";
+            res.on("data", (d) => {
+              text += d;
+            });
+            res.on("end", () => resolve({ status: res.statusCode ?? 0, text, socket: res.socket }));
+          },
+        );
+        req.on("error", reject);
+        req.end(Buffer.alloc(32 * 1024, 1));
+      });
+    const first = await post("/v1/embeddings");
+    expect(first.status).toBe(403);
+    expect(first.text).toContain("only POST /v1/chat/completions");
+    const second = await post("/v1/chat/completions", { "svc-notarization-level": "all" });
+    expect(second.status).toBe(400);
+    expect(second.text).toContain("unknown notarization level");
+    expect(second.socket).toBe(first.socket);
+    agent.destroy();
+    // Refused for its size before a byte of its body is read; the pooled connection must still work.
+    const url = `http://127.0.0.1:${refusing.port}/v1/chat/completions`;
+    const big = await fetch(url, { method: "POST", body: Buffer.alloc(2 * 1024 * 1024, 32) });
+    expect(big.status).toBe(413);
+    await big.text();
+    const next = await fetch(url, {
+      method: "POST",
+      headers: { "svc-notarization-level": "all" },
+      body: "{}",
+      signal: AbortSignal.timeout(10_000),
+    });
+    expect(next.status).toBe(400);
   });
 });
