@@ -1,7 +1,7 @@
 import { readFileSync } from "node:fs";
 import { defineCommand } from "citty";
 import { SvcError } from "../../lib/errors.ts";
-import { checkReceipt, checkStatement, type Notarization } from "../../lib/notary/check.ts";
+import type { Notarization } from "../../lib/notary/check.ts";
 import { formatReceipt, formatStatement } from "../../lib/notary/print.ts";
 import { loadReflectMetadata } from "../reflect.ts";
 import { action, repeated } from "./cli.ts";
@@ -108,6 +108,7 @@ export default defineCommand({
 
     await loadReflectMetadata();
     const { exchange } = await import("../../lib/tls/exchange.ts");
+    const { checkReceipt, checkStatement } = await import("../../lib/notary/check.ts");
     const needsSource = validate || url.protocol === "https:";
     const source = needsSource
       ? await (await import("../../lib/spiffe/x509-source.ts")).X509Source.open({

@@ -1,5 +1,7 @@
 import { beforeAll, describe, expect, test } from "bun:test";
-import { readFileSync } from "node:fs";
+import { readFileSync, rmSync } from "node:fs";
+import { join } from "node:path";
+import { startDevApi, tempDir } from "../support/dev-api.ts";
 import { ROOT } from "../support/proc.ts";
 
 /** The compiled executables, as users run them. `make build` is up to date or rebuilds here. */
@@ -34,6 +36,32 @@ describe("dist/svc", () => {
     const r = run(["dist/svc", "version", "--bogus"]);
     expect(r.code).toBe(1);
     expect(r.err).toBe("svc: unknown flag --bogus (allowed: --output; see --help)\n");
+  });
+
+  test("curl loads its X.509 code in the binary: a server outside the service fails validation with exit 2", async () => {
+    const dir = tempDir();
+    const api = await startDevApi({
+      socketPath: join(dir, "a.sock"),
+      spiffeIds: ["spiffe://example.org/ns/a/sa/caller"],
+      caDir: join(dir, "ca"),
+    });
+    const plain = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: () => new Response("hello\n") });
+    try {
+      const args = ["--spiffe-socket-path", api.socket, `http://127.0.0.1:${plain.port}/`];
+      const p = Bun.spawn(["dist/svc", "curl", ...args], { cwd: ROOT, stdout: "pipe", stderr: "pipe" });
+      const [out, err, code] = await Promise.all([
+        new Response(p.stdout).text(),
+        new Response(p.stderr).text(),
+        p.exited,
+      ]);
+      expect(err).toContain("but the response has no Svc-Workload-ID header");
+      expect(code).toBe(2);
+      expect(out).toBe("hello\n");
+    } finally {
+      plain.stop(true);
+      await api.proc.stop();
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   test("a bad output format names the allowed ones", () => {
