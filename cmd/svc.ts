@@ -9,6 +9,7 @@ const main = defineCommand({
     version: () => import("./svc/version.ts").then((m) => m.default),
     dev: () => import("./svc/dev.ts").then((m) => m.default),
     curl: () => import("./svc/curl.ts").then((m) => m.default),
+    context: () => import("./svc/context.ts").then((m) => m.default),
     notary: () => import("./svc/notary.ts").then((m) => m.default),
   },
 });

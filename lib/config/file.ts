@@ -45,10 +45,13 @@ export function loadConfig(path = configPath()): LoadedConfig {
   if (!result.success) {
     const problems = result.issues.map((i) => {
       const keys = (i.path ?? []).map((p) => p.key as string | number);
-      const node = keys.length ? doc.getIn(keys, true) : undefined;
-      const range = (node as { range?: [number, number] } | undefined)?.range;
+      // A missing field has no node: point at the nearest enclosing one.
+      let range: [number, number] | undefined;
+      for (let n = keys.length; n > 0 && !range; n--)
+        range = (doc.getIn(keys.slice(0, n), true) as { range?: [number, number] } | undefined)?.range;
       const line = range ? `:${lines.linePos(range[0]).line}` : "";
-      return `${path}${line}: ${keys.join(".") || "(top level)"}: ${i.message}`;
+      const message = i.input === undefined ? "is required" : i.message;
+      return `${path}${line}: ${keys.join(".") || "(top level)"}: ${message}`;
     });
     throw new SvcError("usage", problems.join("\n"));
   }
