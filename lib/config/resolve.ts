@@ -1,0 +1,67 @@
+import { homedir } from "node:os";
+import { join } from "node:path";
+import { SvcError } from "../errors.ts";
+import { type CompartmentContext, compartmentLabel, type SvcConfig } from "./schema.ts";
+
+/**
+ * The compartment context a command runs in: the current context of the file, with SVC_COUNTRY,
+ * SVC_SENSITIVITY and SVC_COMPARTMENT overriding its fields (2.1: the environment wins), and the
+ * kubeconfig from KUBECONFIG, else the file's `kubeconfig`, else ~/.kube/config.
+ *
+ * requireExplicitContextSwitch (decided here, docs/svc-config.md): when true, an environment variable may
+ * not change the compartment — a value that differs from the current context is refused, so that moving
+ * to another compartment always takes `svc context use`, which is visible and audited.
+ */
+export interface ActiveContext extends CompartmentContext {
+  name: string;
+  /** `<COUNTRY>-<SENSITIVITY>-<COMPARTMENT>`, the label value of 2.2. */
+  label: string;
+  kubeconfig: string;
+  /** Environment variables that changed a field. */
+  overriddenBy: string[];
+}
+
+const OVERRIDES = [
+  ["SVC_COUNTRY", "country"],
+  ["SVC_SENSITIVITY", "sensitivity"],
+  ["SVC_COMPARTMENT", "compartment"],
+] as const;
+
+export function activeContext(
+  config: SvcConfig,
+  env: Record<string, string | undefined> = process.env,
+): ActiveContext {
+  const name = config.currentContext;
+  if (!name)
+    throw new SvcError(
+      "usage",
+      "no current context; create one with svc context create, then svc context use <name>",
+    );
+  const base = config.contexts[name];
+  if (!base)
+    throw new SvcError(
+      "usage",
+      `Context not found: the current context ${JSON.stringify(name)} is not among the contexts (known: ${Object.keys(config.contexts).join(", ") || "none"})`,
+    );
+  const context: CompartmentContext = { ...base };
+  const overriddenBy: string[] = [];
+  for (const [variable, field] of OVERRIDES) {
+    const value = env[variable];
+    if (!value || value.toUpperCase() === base[field].toUpperCase()) continue;
+    if (!/^[A-Za-z0-9]+$/.test(value))
+      throw new SvcError("usage", `${variable}=${JSON.stringify(value)}: letters and digits only`);
+    if (config.requireExplicitContextSwitch)
+      throw new SvcError(
+        "usage",
+        `${variable}=${value} would change the ${field} of context ${name} (${base[field]}), and requireExplicitContextSwitch is true: switch with svc context use <name>, or unset ${variable}`,
+      );
+    context[field] = value.toUpperCase();
+    overriddenBy.push(variable);
+  }
+  const kubeconfig = env.KUBECONFIG || expandHome(config.kubeconfig) || join(homedir(), ".kube", "config");
+  return { ...context, name, label: compartmentLabel(context), kubeconfig, overriddenBy };
+}
+
+function expandHome(path: string | undefined): string | undefined {
+  return path?.replace(/^~(?=\/|$)/, homedir());
+}
