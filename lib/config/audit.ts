@@ -1,0 +1,64 @@
+import { appendFileSync, mkdirSync } from "node:fs";
+import { homedir } from "node:os";
+import { dirname } from "node:path";
+import { AUDIT_LEVELS, type SvcConfig } from "./schema.ts";
+
+/**
+ * The audit log of 2.1: one JSON line per command with time, user, context, compartment, command line,
+ * target objects, decision and exit status. `auditLog.level` filters: allowed read-only commands are
+ * debug, allowed changes info, forced overrides warn, refusals error. Writing never stops a command:
+ * a full disk or an unwritable file gives one warning on stderr and the command goes on.
+ */
+export type Decision = "allowed" | "refused" | "forced";
+export type AuditLevel = (typeof AUDIT_LEVELS)[number];
+
+export interface AuditEntry {
+  user: string;
+  context: string;
+  compartment: string;
+  command: string[];
+  targets: string[];
+  decision: Decision;
+  exitStatus: number;
+  /** Commands that change nothing in the cluster (get, describe, logs) are logged at debug level. */
+  readOnly?: boolean;
+}
+
+export function levelOf(e: Pick<AuditEntry, "decision" | "readOnly">): AuditLevel {
+  if (e.decision === "refused") return "error";
+  if (e.decision === "forced") return "warn";
+  return e.readOnly ? "debug" : "info";
+}
+
+export class AuditLog {
+  private warned = false;
+
+  constructor(
+    private readonly settings: SvcConfig["auditLog"],
+    private readonly warn: (message: string) => void = (m) => process.stderr.write(`svc: warning: ${m}\n`),
+    private readonly now: () => Date = () => new Date(),
+  ) {}
+
+  get path(): string {
+    return this.settings.path.replace(/^~(?=\/|$)/, homedir());
+  }
+
+  /** Appends the entry if the log is enabled and its level passes; never throws. */
+  record(entry: AuditEntry): void {
+    if (!this.settings.enabled) return;
+    const level = levelOf(entry);
+    if (AUDIT_LEVELS.indexOf(level) < AUDIT_LEVELS.indexOf(this.settings.level)) return;
+    const { readOnly: _, ...fields } = entry;
+    const line = `${JSON.stringify({ time: this.now().toISOString(), level, ...fields })}\n`;
+    try {
+      mkdirSync(dirname(this.path), { recursive: true, mode: 0o700 });
+      appendFileSync(this.path, line, { mode: 0o600 });
+    } catch (e) {
+      if (this.warned) return;
+      this.warned = true;
+      this.warn(
+        `audit log ${this.path} not written (${(e as NodeJS.ErrnoException).code ?? (e as Error).message}); the command went ahead`,
+      );
+    }
+  }
+}
