@@ -1,0 +1,87 @@
+import { SvcError } from "../errors.ts";
+
+/**
+ * The MLS labels and annotations of specification 2.2, injected by `svc apply` into an object and every
+ * pod template it holds, touching nothing else:
+ *   label      svc.io/compartment      <COUNTRY>-<SENSITIVITY>-<COMPARTMENT>
+ *   annotation mls.svc.dev/level       <country>:<sensitivity>
+ *   annotation mls.svc.dev/compartment <country>:<compartment>
+ * An object already labelled for another compartment is refused, naming it.
+ */
+export const COMPARTMENT_LABEL = "svc.io/compartment";
+export const LEVEL_ANNOTATION = "mls.svc.dev/level";
+export const COMPARTMENT_ANNOTATION = "mls.svc.dev/compartment";
+
+export interface Compartment {
+  country: string;
+  sensitivity: string;
+  compartment: string;
+}
+
+export interface MlsMarks {
+  labels: Record<string, string>;
+  annotations: Record<string, string>;
+}
+
+export function mlsMarks(c: Compartment): MlsMarks {
+  const [country, sensitivity, compartment] = [c.country, c.sensitivity, c.compartment];
+  return {
+    labels: { [COMPARTMENT_LABEL]: `${country}-${sensitivity}-${compartment}`.toUpperCase() },
+    annotations: {
+      [LEVEL_ANNOTATION]: `${country}:${sensitivity}`.toLowerCase(),
+      [COMPARTMENT_ANNOTATION]: `${country}:${compartment}`.toLowerCase(),
+    },
+  };
+}
+
+type Obj = Record<string, unknown>;
+const isObj = (v: unknown): v is Obj => v !== null && typeof v === "object" && !Array.isArray(v);
+
+/** Where the pod templates of a kind live. */
+const TEMPLATE_PATHS: Record<string, string[][]> = {
+  Deployment: [["spec", "template"]],
+  ReplicaSet: [["spec", "template"]],
+  StatefulSet: [["spec", "template"]],
+  DaemonSet: [["spec", "template"]],
+  Job: [["spec", "template"]],
+  ReplicationController: [["spec", "template"]],
+  CronJob: [["spec", "jobTemplate", "spec", "template"]],
+};
+
+export function describeObject(o: Obj): string {
+  const meta = isObj(o.metadata) ? o.metadata : {};
+  const ns = typeof meta.namespace === "string" ? `${meta.namespace}/` : "";
+  return `${String(o.kind ?? "object")} ${ns}${String(meta.name ?? meta.generateName ?? "(unnamed)")}`;
+}
+
+function mark(metaHolder: Obj, marks: MlsMarks, what: string): void {
+  if (!isObj(metaHolder.metadata)) metaHolder.metadata = {};
+  const meta = metaHolder.metadata as Obj;
+  const labels = (isObj(meta.labels) ? meta.labels : {}) as Record<string, string>;
+  const existing = labels[COMPARTMENT_LABEL];
+  const want = marks.labels[COMPARTMENT_LABEL] as string;
+  if (existing !== undefined && existing.toUpperCase() !== want)
+    throw new SvcError(
+      "usage",
+      `${what} is labelled ${COMPARTMENT_LABEL}=${existing}, not the current compartment ${want}; switch context (svc context use) or remove the label`,
+    );
+  meta.labels = { ...labels, ...marks.labels };
+  meta.annotations = { ...((isObj(meta.annotations) ? meta.annotations : {}) as Obj), ...marks.annotations };
+}
+
+/** Injects into one object (a `List` is walked item by item). Returns the same object, changed. */
+export function injectMls(o: Obj, c: Compartment): Obj {
+  const marks = mlsMarks(c);
+  if (typeof o.kind === "string" && o.kind.endsWith("List") && Array.isArray(o.items)) {
+    for (const item of o.items) if (isObj(item)) injectMls(item, c);
+    return o;
+  }
+  const what = describeObject(o);
+  mark(o, marks, what);
+  for (const path of TEMPLATE_PATHS[String(o.kind)] ?? []) {
+    let node: unknown = o;
+    for (const key of path) node = isObj(node) ? node[key] : undefined;
+    if (isObj(node)) mark(node, marks, `the pod template of ${what}`);
+  }
+  return o;
+}
