@@ -1,0 +1,60 @@
+import { afterAll, describe, expect, test } from "bun:test";
+import { chmodSync, mkdirSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { findKubectl, withContext } from "../../lib/kube/kubectl.ts";
+import { tempDir } from "../support/dev-api.ts";
+
+const dir = tempDir("svc-kubectl-");
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+describe("kubectl arguments with the compartment context", () => {
+  const t = { kubeContext: "prod", kubeconfig: "/k", namespace: "alpha" };
+  test("context, kubeconfig and namespace are added", () => {
+    expect(withContext(["get", "pods"], t)).toEqual([
+      "--context=prod",
+      "--kubeconfig=/k",
+      "--namespace=alpha",
+      "get",
+      "pods",
+    ]);
+  });
+  test("the user's own flags win", () => {
+    expect(withContext(["get", "pods", "-n", "x", "--context=other"], t)).toEqual([
+      "--kubeconfig=/k",
+      "get",
+      "pods",
+      "-n",
+      "x",
+      "--context=other",
+    ]);
+    expect(withContext(["get", "pods", "-A"], t)).toEqual([
+      "--context=prod",
+      "--kubeconfig=/k",
+      "get",
+      "pods",
+      "-A",
+    ]);
+    expect(withContext(["get", "pods", "-nkube-system"], t)[2]).toBe("get");
+  });
+  test("flags after -- belong to the command run in the pod", () => {
+    expect(withContext(["exec", "p", "--", "sh", "-n", "x"], t)).toContain("--namespace=alpha");
+  });
+});
+
+describe("finding kubectl", () => {
+  test("skips a kubectl that is svc itself (a symlink to this executable)", () => {
+    const a = join(dir, "a");
+    const b = join(dir, "b");
+    mkdirSync(a);
+    mkdirSync(b);
+    const self = join(dir, "svc");
+    writeFileSync(self, "#!/bin/sh\n");
+    chmodSync(self, 0o755);
+    symlinkSync(self, join(a, "kubectl"));
+    writeFileSync(join(b, "kubectl"), "#!/bin/sh\n");
+    chmodSync(join(b, "kubectl"), 0o755);
+    expect(findKubectl({ PATH: `${a}:${b}` }, self)).toBe(join(b, "kubectl"));
+    expect(() => findKubectl({ PATH: a }, self)).toThrow("kubectl not found on PATH");
+    expect(findKubectl({ PATH: a, SVC_KUBECTL: "/opt/kubectl" }, self)).toBe("/opt/kubectl");
+  });
+});
