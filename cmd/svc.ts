@@ -2,17 +2,27 @@
 import { defineCommand, runMain } from "citty";
 import { exitWith } from "./exit.ts";
 
-/** svc: the compartment-aware kubectl wrapper. Commands load lazily so start-up stays fast. */
+/**
+ * svc: the compartment-aware kubectl wrapper. Commands load lazily so start-up stays fast; a command svc
+ * does not own goes to kubectl with the compartment context (cmd/svc/passthrough.ts).
+ */
+const subCommands = {
+  version: () => import("./svc/version.ts").then((m) => m.default),
+  dev: () => import("./svc/dev.ts").then((m) => m.default),
+  curl: () => import("./svc/curl.ts").then((m) => m.default),
+  context: () => import("./svc/context.ts").then((m) => m.default),
+  notary: () => import("./svc/notary.ts").then((m) => m.default),
+};
 const main = defineCommand({
   meta: { name: "svc", description: "Compartment-aware kubectl for multi-level-security clusters" },
-  subCommands: {
-    version: () => import("./svc/version.ts").then((m) => m.default),
-    dev: () => import("./svc/dev.ts").then((m) => m.default),
-    curl: () => import("./svc/curl.ts").then((m) => m.default),
-    context: () => import("./svc/context.ts").then((m) => m.default),
-    notary: () => import("./svc/notary.ts").then((m) => m.default),
-  },
+  subCommands,
 });
 
 process.on("unhandledRejection", (e) => exitWith("svc", e));
+const args = process.argv.slice(2);
+const command = args.find((a) => !a.startsWith("-"));
+if (command !== undefined && !Object.hasOwn(subCommands, command)) {
+  const { passThrough } = await import("./svc/passthrough.ts");
+  await passThrough(args).catch((e) => exitWith("svc", e));
+}
 await runMain(main).catch((e) => exitWith("svc", e));

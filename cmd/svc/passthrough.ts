@@ -1,0 +1,29 @@
+import { loadConfig } from "../../lib/config/file.ts";
+import { activeContext } from "../../lib/config/resolve.ts";
+import { findKubectl, withContext } from "../../lib/kube/kubectl.ts";
+
+/**
+ * Any command svc does not own goes to the real kubectl with the compartment context added (4.5: "passed
+ * through with the compartment context added"). Without a current context svc is plain kubectl. Standard
+ * streams and the TTY are inherited; signals reach kubectl (it shares our process group) and its exit
+ * status is ours.
+ */
+export async function passThrough(args: string[]): Promise<never> {
+  const { config, exists } = loadConfig();
+  const kubectl = findKubectl();
+  let full = args;
+  if (exists && config.currentContext) {
+    const c = activeContext(config);
+    full = withContext(args, {
+      kubeContext: c.kubeContext,
+      ...(process.env.KUBECONFIG || config.kubeconfig ? { kubeconfig: c.kubeconfig } : {}),
+      ...(c.namespace ? { namespace: c.namespace } : {}),
+    });
+  }
+  const child = Bun.spawn([kubectl, ...full], { stdio: ["inherit", "inherit", "inherit"] });
+  for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"] as const) process.on(signal, () => {});
+  const code = await child.exited;
+  process.exit(child.signalCode ? 128 + (SIGNALS[child.signalCode] ?? 1) : code);
+}
+
+const SIGNALS: Record<string, number> = { SIGHUP: 1, SIGINT: 2, SIGKILL: 9, SIGTERM: 15, SIGPIPE: 13 };

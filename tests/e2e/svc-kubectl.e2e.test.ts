@@ -1,0 +1,70 @@
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { rmSync } from "node:fs";
+import { join } from "node:path";
+import { tempDir } from "../support/dev-api.ts";
+import { BUN, ROOT } from "../support/proc.ts";
+import { useTestbed } from "./support.ts";
+
+/**
+ * svc as kubectl: commands svc does not own go to the real kubectl with the compartment context's kube
+ * context and namespace, and kubectl's output, streams and exit status come back unchanged.
+ */
+const testbed = useTestbed();
+const dir = tempDir("svc-kubectl-e2e-");
+const config = join(dir, "config.yaml");
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+function svc(args: string[], stdin?: string) {
+  const r = Bun.spawnSync([BUN, "cmd/svc.ts", ...args], {
+    cwd: ROOT,
+    env: { ...process.env, SVC_CONFIG: config, KUBECONFIG: testbed().kube.kubeconfig },
+    ...(stdin !== undefined ? { stdin: new TextEncoder().encode(stdin) } : {}),
+  });
+  return { code: r.exitCode, out: r.stdout.toString(), err: r.stderr.toString() };
+}
+
+beforeAll(() => {
+  for (const [name, c, kube, ns] of [
+    ["us-ts-alpha", "ALPHA", "testbed-alice", "alpha"],
+    ["uk-s-bravo", "BRAVO", "testbed-bob", "bravo"],
+  ] as const)
+    expect(
+      svc([
+        "context",
+        "create",
+        name,
+        "--country=US",
+        "--sensitivity=TS",
+        `--compartment=${c}`,
+        `--kube-context=${kube}`,
+        `--namespace=${ns}`,
+      ]).code,
+    ).toBe(0);
+});
+
+describe("svc passes other commands to kubectl with the compartment context", () => {
+  test("the context's kube context decides who you are", () => {
+    svc(["context", "use", "us-ts-alpha"]);
+    expect(svc(["auth", "whoami", "-o", "jsonpath={.status.userInfo.username}"]).out).toBe("alice");
+    svc(["context", "use", "uk-s-bravo"]);
+    expect(svc(["auth", "whoami", "-o", "jsonpath={.status.userInfo.username}"]).out).toBe("bob");
+  });
+
+  test("the context's namespace is the default; the user's -n wins; kubectl's exit status and stderr come back", () => {
+    svc(["context", "use", "us-ts-alpha"]);
+    expect(svc(["get", "pods", "-o", "name"]).out).toContain("pod/web-0");
+    const denied = svc(["get", "pods", "-n", "bravo"]);
+    expect(denied.code).toBe(1);
+    expect(denied.err).toContain('User "alice" cannot list resource "pods"');
+    const can = svc(["auth", "can-i", "list", "pods", "-n", "bravo"]);
+    expect(can.code).toBe(1);
+    expect(can.out.trim()).toBe("no");
+  });
+
+  test("standard input reaches kubectl", () => {
+    const manifest = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: from-stdin\n";
+    const r = svc(["create", "--dry-run=client", "-f", "-", "-o", "name"], manifest);
+    expect(r.err).toBe("");
+    expect(r.out).toBe("configmap/from-stdin\n");
+  });
+});
