@@ -11,6 +11,7 @@ const subCommands = {
   dev: () => import("./svc/dev.ts").then((m) => m.default),
   curl: () => import("./svc/curl.ts").then((m) => m.default),
   context: () => import("./svc/context.ts").then((m) => m.default),
+  identity: () => import("./svc/identity.ts").then((m) => m.default),
   notary: () => import("./svc/notary.ts").then((m) => m.default),
 };
 const main = defineCommand({

@@ -47,7 +47,8 @@ const has = (args: string[], ...flags: string[]) =>
 
 /**
  * kubectl's arguments with the compartment context added: `--context`, `--kubeconfig` and the
- * context's namespace, each only where the user did not give one (a user's flag always wins).
+ * context's namespace, each only where the user did not give one (a user's flag always wins). They go
+ * at the end, before any `--`.
  */
 export function withContext(args: string[], t: KubeTarget): string[] {
   const end = args.indexOf("--");
@@ -57,5 +58,6 @@ export function withContext(args: string[], t: KubeTarget): string[] {
   if (t.kubeconfig && !has(flags, "--kubeconfig")) extra.push(`--kubeconfig=${t.kubeconfig}`);
   if (t.namespace && !has(flags, "-n", "--namespace", "-A", "--all-namespaces"))
     extra.push(`--namespace=${t.namespace}`);
-  return [...extra, ...args];
+  // After the command, not before it: kubectl refuses flags before a plugin's name.
+  return end >= 0 ? [...flags, ...extra, ...args.slice(end)] : [...args, ...extra];
 }

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { rmSync } from "node:fs";
+import { chmodSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { tempDir } from "../support/dev-api.ts";
 import { BUN, ROOT } from "../support/proc.ts";
@@ -14,10 +14,10 @@ const dir = tempDir("svc-kubectl-e2e-");
 const config = join(dir, "config.yaml");
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-function svc(args: string[], stdin?: string) {
+function svc(args: string[], stdin?: string, env: Record<string, string> = {}) {
   const r = Bun.spawnSync([BUN, "cmd/svc.ts", ...args], {
     cwd: ROOT,
-    env: { ...process.env, SVC_CONFIG: config, KUBECONFIG: testbed().kube.kubeconfig },
+    env: { ...process.env, SVC_CONFIG: config, KUBECONFIG: testbed().kube.kubeconfig, ...env },
     ...(stdin !== undefined ? { stdin: new TextEncoder().encode(stdin) } : {}),
   });
   return { code: r.exitCode, out: r.stdout.toString(), err: r.stderr.toString() };
@@ -66,5 +66,36 @@ describe("svc passes other commands to kubectl with the compartment context", ()
     const r = svc(["create", "--dry-run=client", "-f", "-", "-o", "name"], manifest);
     expect(r.err).toBe("");
     expect(r.out).toBe("configmap/from-stdin\n");
+  });
+
+  test("plugins run too, with the context after their name", () => {
+    const bin = join(dir, "bin");
+    mkdirSync(bin, { recursive: true });
+    writeFileSync(join(bin, "kubectl-hello"), '#!/bin/sh\necho "hello $*"\n');
+    chmodSync(join(bin, "kubectl-hello"), 0o755);
+    svc(["context", "use", "us-ts-alpha"]);
+    const r = svc(["hello", "world"], undefined, { PATH: `${bin}:${process.env.PATH}` });
+    expect(r.err).toBe("");
+    expect(r.out).toContain("hello world --context=testbed-alice");
+  });
+});
+
+describe("svc identity", () => {
+  test("shows the compartment, the cluster's user and groups, and the svc: groups", () => {
+    svc(["context", "use", "uk-s-bravo"]);
+    const r = svc(["identity"]);
+    expect(r.code).toBe(0);
+    expect(r.out).toContain("Compartment:  US-TS-BRAVO\n");
+    expect(r.out).toContain("Kube Context: testbed-bob\n");
+    expect(r.out).toContain("User:         bob\n");
+    const groups = JSON.parse(svc(["identity", "-o", "json"]).out).userGroups;
+    expect(groups).toEqual(
+      expect.arrayContaining([
+        "system:authenticated",
+        "svc:country:us",
+        "svc:sensitivity:ts",
+        "svc:compartment:bravo",
+      ]),
+    );
   });
 });

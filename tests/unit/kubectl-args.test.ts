@@ -9,35 +9,33 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 describe("kubectl arguments with the compartment context", () => {
   const t = { kubeContext: "prod", kubeconfig: "/k", namespace: "alpha" };
-  test("context, kubeconfig and namespace are added", () => {
-    expect(withContext(["get", "pods"], t)).toEqual([
-      "--context=prod",
-      "--kubeconfig=/k",
-      "--namespace=alpha",
-      "get",
-      "pods",
-    ]);
+  const added = ["--context=prod", "--kubeconfig=/k", "--namespace=alpha"];
+  test("context, kubeconfig and namespace are added after the command (kubectl refuses flags before a plugin)", () => {
+    expect(withContext(["get", "pods"], t)).toEqual(["get", "pods", ...added]);
+    expect(withContext(["myplugin", "x"], t)).toEqual(["myplugin", "x", ...added]);
   });
   test("the user's own flags win", () => {
-    expect(withContext(["get", "pods", "-n", "x", "--context=other"], t)).toEqual([
-      "--kubeconfig=/k",
-      "get",
-      "pods",
-      "-n",
-      "x",
-      "--context=other",
-    ]);
+    const own = ["get", "pods", "-n", "x", "--context=other"];
+    expect(withContext(own, t)).toEqual([...own, "--kubeconfig=/k"]);
     expect(withContext(["get", "pods", "-A"], t)).toEqual([
-      "--context=prod",
-      "--kubeconfig=/k",
       "get",
       "pods",
       "-A",
+      "--context=prod",
+      "--kubeconfig=/k",
     ]);
-    expect(withContext(["get", "pods", "-nkube-system"], t)[2]).toBe("get");
+    expect(withContext(["get", "pods", "-nkube-system"], t)).toHaveLength(5);
   });
-  test("flags after -- belong to the command run in the pod", () => {
-    expect(withContext(["exec", "p", "--", "sh", "-n", "x"], t)).toContain("--namespace=alpha");
+  test("flags after -- belong to the command run in the pod; ours go before it", () => {
+    expect(withContext(["exec", "p", "--", "sh", "-n", "x"], t)).toEqual([
+      "exec",
+      "p",
+      ...added,
+      "--",
+      "sh",
+      "-n",
+      "x",
+    ]);
   });
 });
 

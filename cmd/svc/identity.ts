@@ -1,0 +1,71 @@
+import { defineCommand } from "citty";
+import { stringify } from "yaml";
+import { loadConfig } from "../../lib/config/file.ts";
+import { activeContext } from "../../lib/config/resolve.ts";
+import { SvcError } from "../../lib/errors.ts";
+import { findKubectl, withContext } from "../../lib/kube/kubectl.ts";
+import { action } from "./cli.ts";
+
+/**
+ * `svc identity` (4.5): the active compartment and who the cluster says you are (a SelfSubjectReview,
+ * through kubectl), with the default groups and the svc: groups of 2.2.
+ */
+const args = {
+  output: { type: "string", alias: "o", description: "Output format: json or yaml" },
+} as const;
+
+export default defineCommand({
+  meta: { name: "identity", description: "Shows your compartment context, cluster user and groups" },
+  args,
+  run: action(args, async (a) => {
+    if (a.output !== undefined && !["json", "yaml"].includes(a.output))
+      throw new SvcError("usage", `--output ${JSON.stringify(a.output)}: allowed are json, yaml`);
+    const { config } = loadConfig();
+    const c = activeContext(config);
+    const kubectl = findKubectl();
+    const cmd = [
+      kubectl,
+      ...withContext(["auth", "whoami", "-o", "json"], {
+        kubeContext: c.kubeContext,
+        ...(process.env.KUBECONFIG || config.kubeconfig ? { kubeconfig: c.kubeconfig } : {}),
+      }),
+    ];
+    const r = Bun.spawnSync(cmd, { stdout: "pipe", stderr: "pipe" });
+    if (r.exitCode !== 0)
+      throw new SvcError(
+        "kube_api",
+        `cannot ask the cluster who you are (kubectl auth whoami): ${r.stderr.toString().trim()}`,
+      );
+    const info = (JSON.parse(r.stdout.toString()).status?.userInfo ?? {}) as {
+      username?: string;
+      groups?: string[];
+    };
+    const svcGroups = [
+      `svc:country:${c.country}`,
+      `svc:sensitivity:${c.sensitivity}`,
+      `svc:compartment:${c.compartment}`,
+    ].map((g) => g.toLowerCase());
+    const groups = [...new Set([...config.defaultUserGroups, ...(info.groups ?? []), ...svcGroups])];
+    const identity = {
+      compartment: c.label,
+      country: c.country,
+      sensitivity: c.sensitivity,
+      compartmentName: c.compartment,
+      kubeContext: c.kubeContext,
+      user: info.username ?? "",
+      userGroups: groups,
+    };
+    if (a.output === "json") return void process.stdout.write(`${JSON.stringify(identity, null, 2)}\n`);
+    if (a.output === "yaml") return void process.stdout.write(stringify(identity));
+    const rows: [string, string][] = [
+      ["Compartment", identity.compartment],
+      ["Country", identity.country],
+      ["Sensitivity", identity.sensitivity],
+      ["Compartment", identity.compartmentName],
+      ["Kube Context", identity.kubeContext],
+      ["User", identity.user],
+      ["User Groups", groups.join(", ")],
+    ];
+    for (const [k, v] of rows) process.stdout.write(`${`${k}:`.padEnd(14)}${v}\n`);
+  }),
+});
