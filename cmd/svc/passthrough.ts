@@ -1,6 +1,7 @@
 import { loadConfig } from "../../lib/config/file.ts";
 import { activeContext } from "../../lib/config/resolve.ts";
 import { findKubectl, withContext } from "../../lib/kube/kubectl.ts";
+import { guardExec } from "./exec-guard.ts";
 
 /**
  * Any command svc does not own goes to the real kubectl with the compartment context added (4.5: "passed
@@ -14,11 +15,13 @@ export async function passThrough(args: string[]): Promise<never> {
   let full = args;
   if (exists && config.currentContext) {
     const c = activeContext(config);
-    full = withContext(args, {
+    const target = {
       kubeContext: c.kubeContext,
       ...(process.env.KUBECONFIG || config.kubeconfig ? { kubeconfig: c.kubeconfig } : {}),
       ...(c.namespace ? { namespace: c.namespace } : {}),
-    });
+    };
+    const command = args.find((a) => !a.startsWith("-"));
+    full = withContext(command === "exec" ? guardExec(args, c, kubectl, target) : args, target);
   }
   const child = Bun.spawn([kubectl, ...full], { stdio: ["inherit", "inherit", "inherit"] });
   for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"] as const) process.on(signal, () => {});

@@ -99,3 +99,53 @@ describe("svc identity", () => {
     );
   });
 });
+
+describe("svc exec keeps to the current compartment", () => {
+  beforeAll(() => {
+    const admin = ["--context=testbed-admin", "-n", "alpha", "label", "--overwrite", "pod"];
+    expect(svc([...admin, "web-0", "svc.io/compartment=US-TS-ALPHA"]).code).toBe(0);
+    expect(svc([...admin, "stale-0", "svc.io/compartment=UK-S-BRAVO"]).code).toBe(0);
+    expect(
+      svc([
+        "context",
+        "create",
+        "us-ts-alpha-admin",
+        "--country=US",
+        "--sensitivity=TS",
+        "--compartment=ALPHA",
+        "--kube-context=testbed-admin",
+        "--namespace=alpha",
+      ]).code,
+    ).toBe(0);
+  });
+
+  test("a pod of the current compartment: the command runs", () => {
+    svc(["context", "use", "us-ts-alpha"]);
+    const r = svc(["exec", "web-0", "--", "echo", "inside"]);
+    expect(r.code).toBe(0);
+    expect(r.out).toBe("inside\n");
+  });
+
+  test("a pod of another compartment is refused with the message of section 7, nothing runs", () => {
+    svc(["context", "use", "us-ts-alpha"]);
+    const r = svc(["exec", "stale-0", "--", "echo", "inside"]);
+    expect(r.code).toBe(1);
+    expect(r.out).toBe("");
+    expect(r.err).toBe(
+      "svc: Cannot execute in pod in another compartment (UK-S-BRAVO)\ncurrent compartment: US-TS-ALPHA\n",
+    );
+    expect(svc(["exec", "api-0", "--", "echo", "inside"]).err).toContain("(no compartment label)");
+  });
+
+  test("--force: refused for a user the cluster does not allow; allowed, with a warning, for one it does", () => {
+    svc(["context", "use", "us-ts-alpha"]);
+    const alice = svc(["exec", "--force", "stale-0", "--", "echo", "inside"]);
+    expect(alice.code).toBe(1);
+    expect(alice.err).toContain("--force refused");
+    svc(["context", "use", "us-ts-alpha-admin"]);
+    const admin = svc(["exec", "--force", "stale-0", "--", "echo", "inside"]);
+    expect(admin.code).toBe(0);
+    expect(admin.out).toBe("inside\n");
+    expect(admin.err).toContain("--force: executing in stale-0 of compartment UK-S-BRAVO from US-TS-ALPHA");
+  });
+});
