@@ -1,5 +1,6 @@
 import { loadConfig } from "../../lib/config/file.ts";
 import { activeContext } from "../../lib/config/resolve.ts";
+import { getArgs } from "../../lib/kube/get-args.ts";
 import { findKubectl, withContext } from "../../lib/kube/kubectl.ts";
 import { guardExec } from "./exec-guard.ts";
 
@@ -21,7 +22,13 @@ export async function passThrough(args: string[]): Promise<never> {
       ...(c.namespace ? { namespace: c.namespace } : {}),
     };
     const command = args.find((a) => !a.startsWith("-"));
-    full = withContext(command === "exec" ? guardExec(args, c, kubectl, target) : args, target);
+    const own =
+      command === "exec"
+        ? guardExec(args, c, kubectl, target)
+        : command === "get"
+          ? getArgs(args, c.label)
+          : args;
+    full = withContext(own, target);
   }
   const child = Bun.spawn([kubectl, ...full], { stdio: ["inherit", "inherit", "inherit"] });
   for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"] as const) process.on(signal, () => {});

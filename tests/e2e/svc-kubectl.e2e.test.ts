@@ -149,3 +149,25 @@ describe("svc exec keeps to the current compartment", () => {
     expect(admin.err).toContain("--force: executing in stale-0 of compartment UK-S-BRAVO from US-TS-ALPHA");
   });
 });
+
+describe("svc get", () => {
+  test("tables carry the COMPARTMENT column; the filters select by compartment; -o name stays kubectl's", () => {
+    svc(["context", "use", "us-ts-alpha"]);
+    const table = svc(["get", "pods"]);
+    expect(table.code).toBe(0);
+    const [head, ...rows] = table.out.trimEnd().split("\n");
+    expect(head?.split(/\s+/)).toEqual(["NAME", "READY", "STATUS", "RESTARTS", "AGE", "COMPARTMENT"]);
+    expect(
+      rows
+        .find((r) => r.startsWith("web-0"))
+        ?.split(/\s+/)
+        .at(-1),
+    ).toBe("US-TS-ALPHA");
+    expect(svc(["get", "pods", "--current-compartment", "-o", "name"]).out).toBe("pod/web-0\n");
+    const others = svc(["get", "pods", "--exclude-current-compartment", "-o", "name"]).out;
+    expect(others).toContain("pod/stale-0");
+    expect(others).not.toContain("pod/web-0");
+    expect(svc(["get", "pods", "--compartment", "UK-S-BRAVO", "-o", "name"]).out).toBe("pod/stale-0\n");
+    expect(svc(["get", "pods", "-o", "name"]).out).not.toContain("COMPARTMENT");
+  });
+});

@@ -1,0 +1,53 @@
+import { describe, expect, test } from "bun:test";
+import { getArgs } from "../../lib/kube/get-args.ts";
+
+const CUR = "US-TS-ALPHA";
+
+describe("svc get arguments", () => {
+  test("tables get the COMPARTMENT column; other outputs stay kubectl's", () => {
+    expect(getArgs(["get", "pods"], CUR)).toEqual(["get", "pods", "--label-columns=svc.io/compartment"]);
+    expect(getArgs(["get", "pods", "-o", "wide"], CUR)).toEqual([
+      "get",
+      "pods",
+      "-o",
+      "wide",
+      "--label-columns=svc.io/compartment",
+    ]);
+    expect(getArgs(["get", "pods", "-o", "yaml"], CUR)).toEqual(["get", "pods", "-o", "yaml"]);
+    expect(getArgs(["get", "pods", "-ojson"], CUR)).toEqual(["get", "pods", "-ojson"]);
+    expect(getArgs(["get", "pods", "--output=jsonpath={.items}"], CUR)).toEqual([
+      "get",
+      "pods",
+      "--output=jsonpath={.items}",
+    ]);
+  });
+
+  test("compartment filters become selectors, joined to the user's -l", () => {
+    expect(getArgs(["get", "pods", "--current-compartment"], CUR)).toContain(
+      "--selector=svc.io/compartment=US-TS-ALPHA",
+    );
+    expect(getArgs(["get", "pods", "--exclude-current-compartment", "-l", "app=web"], CUR)).toContain(
+      "--selector=app=web,svc.io/compartment!=US-TS-ALPHA",
+    );
+    expect(getArgs(["get", "pods", "--compartment", "uk-s-bravo"], CUR)).toContain(
+      "--selector=svc.io/compartment=UK-S-BRAVO",
+    );
+    expect(getArgs(["get", "pods", "--filter-compartment=UK-S-BRAVO", "-w"], CUR)).toEqual([
+      "get",
+      "pods",
+      "-w",
+      "--selector=svc.io/compartment=UK-S-BRAVO",
+      "--label-columns=svc.io/compartment",
+    ]);
+  });
+
+  test("bad filters are refused", () => {
+    expect(() => getArgs(["get", "pods", "--compartment"], CUR)).toThrow("--compartment needs a value");
+    expect(() => getArgs(["get", "pods", "--compartment", "a b"], CUR)).toThrow(
+      "expected <COUNTRY>-<SENSITIVITY>-<COMPARTMENT>",
+    );
+    expect(() =>
+      getArgs(["get", "pods", "--current-compartment", "--exclude-current-compartment"], CUR),
+    ).toThrow("use one of");
+  });
+});
