@@ -2,6 +2,7 @@ import { loadConfig } from "../../lib/config/file.ts";
 import { activeContext } from "../../lib/config/resolve.ts";
 import { getArgs } from "../../lib/kube/get-args.ts";
 import { findKubectl, withContext } from "../../lib/kube/kubectl.ts";
+import { prepareApply } from "./apply.ts";
 import { guardExec } from "./exec-guard.ts";
 
 /**
@@ -14,6 +15,7 @@ export async function passThrough(args: string[]): Promise<never> {
   const { config, exists } = loadConfig();
   const kubectl = findKubectl();
   let full = args;
+  let stdin: string | undefined;
   if (exists && config.currentContext) {
     const c = activeContext(config);
     const target = {
@@ -22,15 +24,19 @@ export async function passThrough(args: string[]): Promise<never> {
       ...(c.namespace ? { namespace: c.namespace } : {}),
     };
     const command = args.find((a) => !a.startsWith("-"));
-    const own =
-      command === "exec"
-        ? guardExec(args, c, kubectl, target)
-        : command === "get"
-          ? getArgs(args, c.label)
-          : args;
+    let own = args;
+    if (command === "exec") own = guardExec(args, c, kubectl, target);
+    else if (command === "get") own = getArgs(args, c.label);
+    else if (command === "apply") ({ args: own, stdin } = await prepareApply(args, c, kubectl, target));
     full = withContext(own, target);
   }
-  const child = Bun.spawn([kubectl, ...full], { stdio: ["inherit", "inherit", "inherit"] });
+  const child = Bun.spawn([kubectl, ...full], {
+    stdio: [stdin === undefined ? "inherit" : "pipe", "inherit", "inherit"],
+  });
+  if (stdin !== undefined && child.stdin && typeof child.stdin !== "number") {
+    child.stdin.write(stdin);
+    await child.stdin.end();
+  }
   for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"] as const) process.on(signal, () => {});
   const code = await child.exited;
   process.exit(child.signalCode ? 128 + (SIGNALS[child.signalCode] ?? 1) : code);

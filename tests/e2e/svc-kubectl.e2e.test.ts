@@ -171,3 +171,62 @@ describe("svc get", () => {
     expect(svc(["get", "pods", "-o", "name"]).out).not.toContain("COMPARTMENT");
   });
 });
+
+describe("svc apply", () => {
+  const deployment = [
+    "apiVersion: apps/v1",
+    "kind: Deployment",
+    "metadata: {name: web-e2e, labels: {app: web}}",
+    "spec:",
+    "  selector: {matchLabels: {app: web}}",
+    "  template:",
+    "    metadata: {labels: {app: web}}",
+    "    spec: {containers: [{name: c, image: nginx}]}",
+  ].join("\n");
+
+  test("--dry-run=client -o yaml shows the labels and annotations of 2.2 on the object and its pod template", () => {
+    svc(["context", "use", "us-ts-alpha"]);
+    const file = join(dir, "deploy.yaml");
+    writeFileSync(file, deployment);
+    const r = svc(["apply", "-f", file, "--dry-run=client", "-o", "json"]);
+    expect(r.err).toBe("");
+    const d = JSON.parse(r.out);
+    for (const meta of [d.metadata, d.spec.template.metadata]) {
+      expect(meta.labels["svc.io/compartment"]).toBe("US-TS-ALPHA");
+      expect(meta.annotations["mls.svc.dev/level"]).toBe("us:ts");
+      expect(meta.annotations["mls.svc.dev/compartment"]).toBe("us:alpha");
+    }
+    expect(d.metadata.labels.app).toBe("web");
+  });
+
+  test("a multi-document manifest from standard input is applied for real, labelled", () => {
+    svc(["context", "use", "us-ts-alpha"]);
+    const two =
+      "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm-one}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm-two}\n";
+    const r = svc(["apply", "-f", "-"], two);
+    expect(r.err).toBe("");
+    expect(r.code).toBe(0);
+    expect(r.out).toContain("configmap/cm-one");
+    expect(svc(["get", "configmaps", "--current-compartment", "-o", "name"]).out).toBe(
+      "configmap/cm-one\nconfigmap/cm-two\n",
+    );
+  });
+
+  test("bad input: another compartment's object, a missing file, broken YAML", () => {
+    svc(["context", "use", "us-ts-alpha"]);
+    const foreign = svc(
+      ["apply", "-f", "-"],
+      "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x, labels: {svc.io/compartment: UK-S-BRAVO}}\n",
+    );
+    expect(foreign.code).toBe(1);
+    expect(foreign.err).toContain(
+      "ConfigMap x is labelled svc.io/compartment=UK-S-BRAVO, not the current compartment US-TS-ALPHA",
+    );
+    expect(svc(["apply", "-f", join(dir, "nope.yaml")]).err).toContain(
+      "nope.yaml: no such file or directory",
+    );
+    const broken = join(dir, "broken.yaml");
+    writeFileSync(broken, "kind: ConfigMap\nmetadata: {name: [\n");
+    expect(svc(["apply", "-f", broken]).err).toMatch(/broken\.yaml:\d+: not valid YAML/);
+  });
+});
