@@ -3,6 +3,7 @@ import { activeContext } from "../../lib/config/resolve.ts";
 import { getArgs } from "../../lib/kube/get-args.ts";
 import { findKubectl, withContext } from "../../lib/kube/kubectl.ts";
 import { prepareApply } from "./apply.ts";
+import { deleteWarnings } from "./delete-warn.ts";
 import { guardExec } from "./exec-guard.ts";
 
 /**
@@ -28,6 +29,8 @@ export async function passThrough(args: string[]): Promise<never> {
     if (command === "exec") own = guardExec(args, c, kubectl, target);
     else if (command === "get") own = getArgs(args, c.label);
     else if (command === "apply") ({ args: own, stdin } = await prepareApply(args, c, kubectl, target));
+    else if (command === "delete")
+      for (const w of deleteWarnings(args, c.label, kubectl, target)) process.stderr.write(`${w}\n`);
     full = withContext(own, target);
   }
   const child = Bun.spawn([kubectl, ...full], {

@@ -207,8 +207,10 @@ describe("svc apply", () => {
     expect(r.err).toBe("");
     expect(r.code).toBe(0);
     expect(r.out).toContain("configmap/cm-one");
-    expect(svc(["get", "configmaps", "--current-compartment", "-o", "name"]).out).toBe(
-      "configmap/cm-one\nconfigmap/cm-two\n",
+    const labelled = svc(["get", "configmaps", "--current-compartment", "-o", "name"]).out.split("\n");
+    expect(labelled).toEqual(expect.arrayContaining(["configmap/cm-one", "configmap/cm-two"]));
+    expect(svc(["get", "configmaps", "--exclude-current-compartment", "-o", "name"]).out).not.toContain(
+      "cm-one",
     );
   });
 
@@ -228,5 +230,34 @@ describe("svc apply", () => {
     const broken = join(dir, "broken.yaml");
     writeFileSync(broken, "kind: ConfigMap\nmetadata: {name: [\n");
     expect(svc(["apply", "-f", broken]).err).toMatch(/broken\.yaml:\d+: not valid YAML/);
+  });
+});
+
+describe("svc delete", () => {
+  test("warns before deleting objects of another compartment; --force skips the warning", () => {
+    svc(["context", "use", "us-ts-alpha-admin"]);
+    const admin = ["--context=testbed-admin", "--namespace=alpha"];
+    const make = (name: string, compartment: string) => {
+      svc(["delete", "configmap", name, "--ignore-not-found", ...admin]);
+      return (
+        svc(["create", "configmap", name, ...admin]).code === 0 &&
+        svc(["label", "configmap", name, `svc.io/compartment=${compartment}`, ...admin]).code === 0
+      );
+    };
+    expect(make("del-own", "US-TS-ALPHA")).toBe(true);
+    expect(make("del-other", "UK-S-BRAVO")).toBe(true);
+    expect(make("del-forced", "UK-S-BRAVO")).toBe(true);
+    const own = svc(["delete", "configmap", "del-own"]);
+    expect(own.code).toBe(0);
+    expect(own.err).toBe("");
+    const other = svc(["delete", "configmap", "del-other"]);
+    expect(other.code).toBe(0);
+    expect(other.err).toContain(
+      "svc: warning: deleting ConfigMap del-other in namespace alpha, of another compartment (UK-S-BRAVO); current compartment: US-TS-ALPHA",
+    );
+    expect(other.out).toContain('configmap "del-other" deleted');
+    const forced = svc(["delete", "configmap", "del-forced", "--force"]);
+    expect(forced.code).toBe(0);
+    expect(forced.err).not.toContain("svc: warning");
   });
 });
