@@ -1,6 +1,7 @@
 import { loadConfig } from "../../lib/config/file.ts";
 import { activeContext } from "../../lib/config/resolve.ts";
 import { getArgs } from "../../lib/kube/get-args.ts";
+import { highlightMls, wantsColor } from "../../lib/kube/highlight.ts";
 import { findKubectl, withContext } from "../../lib/kube/kubectl.ts";
 import { prepareApply } from "./apply.ts";
 import { deleteWarnings } from "./delete-warn.ts";
@@ -33,9 +34,13 @@ export async function passThrough(args: string[]): Promise<never> {
       for (const w of deleteWarnings(args, c.label, kubectl, target)) process.stderr.write(`${w}\n`);
     full = withContext(own, target);
   }
+  const highlight =
+    args.find((a) => !a.startsWith("-")) === "describe" && wantsColor(process.stdout.isTTY === true);
   const child = Bun.spawn([kubectl, ...full], {
-    stdio: [stdin === undefined ? "inherit" : "pipe", "inherit", "inherit"],
+    stdio: [stdin === undefined ? "inherit" : "pipe", highlight ? "pipe" : "inherit", "inherit"],
   });
+  if (highlight && child.stdout && typeof child.stdout !== "number")
+    process.stdout.write(highlightMls(await new Response(child.stdout).text()));
   if (stdin !== undefined && child.stdin && typeof child.stdin !== "number") {
     child.stdin.write(stdin);
     await child.stdin.end();

@@ -261,3 +261,30 @@ describe("svc delete", () => {
     expect(forced.err).not.toContain("svc: warning");
   });
 });
+
+describe("svc describe", () => {
+  test("highlights the MLS labels and annotations on a terminal; piped or with NO_COLOR it is kubectl's text", () => {
+    svc(["context", "use", "us-ts-alpha"]);
+    // script(1) gives svc a terminal.
+    const tty = Bun.spawnSync(["script", "-qec", `${BUN} cmd/svc.ts describe pod web-0`, "/dev/null"], {
+      cwd: ROOT,
+      env: { ...process.env, SVC_CONFIG: config, KUBECONFIG: testbed().kube.kubeconfig, TERM: "xterm" },
+    }).stdout.toString();
+    expect(tty).toContain("\u001b[1;33msvc.io/compartment=US-TS-ALPHA\u001b[0m");
+    expect(tty).toContain("\u001b[1;33mmls.svc.dev/compartment: alpha\u001b[0m");
+    const piped = svc(["describe", "pod", "web-0"]);
+    expect(piped.out).toContain("svc.io/compartment=US-TS-ALPHA");
+    expect(piped.out).not.toContain("\u001b[");
+    const noColor = Bun.spawnSync(["script", "-qec", `${BUN} cmd/svc.ts describe pod web-0`, "/dev/null"], {
+      cwd: ROOT,
+      env: {
+        ...process.env,
+        SVC_CONFIG: config,
+        KUBECONFIG: testbed().kube.kubeconfig,
+        TERM: "xterm",
+        NO_COLOR: "1",
+      },
+    }).stdout.toString();
+    expect(noColor).not.toContain("\u001b[1;33m");
+  });
+});
