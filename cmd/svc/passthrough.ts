@@ -1,3 +1,4 @@
+import { AuditLog, type Decision } from "../../lib/config/audit.ts";
 import { loadConfig } from "../../lib/config/file.ts";
 import { activeContext } from "../../lib/config/resolve.ts";
 import { getArgs } from "../../lib/kube/get-args.ts";
@@ -18,24 +19,41 @@ export async function passThrough(args: string[]): Promise<never> {
   const kubectl = findKubectl();
   let full = args;
   let stdin: string | undefined;
+  const command = args.find((a) => !a.startsWith("-"));
+  const audit = new AuditLog(config.auditLog);
+  let record = (_decision: Decision, _exitStatus: number) => {};
   if (exists && config.currentContext) {
     const c = activeContext(config);
+    record = (decision, exitStatus) =>
+      audit.record({
+        user: process.env.USER ?? process.env.LOGNAME ?? "",
+        context: c.name,
+        compartment: c.label,
+        command: ["svc", ...args],
+        targets: targetsOf(args),
+        decision,
+        exitStatus,
+        readOnly: READ_ONLY.has(command ?? ""),
+      });
     const target = {
       kubeContext: c.kubeContext,
       ...(process.env.KUBECONFIG || config.kubeconfig ? { kubeconfig: c.kubeconfig } : {}),
       ...(c.namespace ? { namespace: c.namespace } : {}),
     };
-    const command = args.find((a) => !a.startsWith("-"));
     let own = args;
-    if (command === "exec") own = guardExec(args, c, kubectl, target);
-    else if (command === "get") own = getArgs(args, c.label);
-    else if (command === "apply") ({ args: own, stdin } = await prepareApply(args, c, kubectl, target));
-    else if (command === "delete")
-      for (const w of deleteWarnings(args, c.label, kubectl, target)) process.stderr.write(`${w}\n`);
+    try {
+      if (command === "exec") own = guardExec(args, c, kubectl, target);
+      else if (command === "get") own = getArgs(args, c.label);
+      else if (command === "apply") ({ args: own, stdin } = await prepareApply(args, c, kubectl, target));
+      else if (command === "delete")
+        for (const w of deleteWarnings(args, c.label, kubectl, target)) process.stderr.write(`${w}\n`);
+    } catch (e) {
+      record("refused", 1);
+      throw e;
+    }
     full = withContext(own, target);
   }
-  const highlight =
-    args.find((a) => !a.startsWith("-")) === "describe" && wantsColor(process.stdout.isTTY === true);
+  const highlight = command === "describe" && wantsColor(process.stdout.isTTY === true);
   const child = Bun.spawn([kubectl, ...full], {
     stdio: [stdin === undefined ? "inherit" : "pipe", highlight ? "pipe" : "inherit", "inherit"],
   });
@@ -47,7 +65,31 @@ export async function passThrough(args: string[]): Promise<never> {
   }
   for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"] as const) process.on(signal, () => {});
   const code = await child.exited;
-  process.exit(child.signalCode ? 128 + (SIGNALS[child.signalCode] ?? 1) : code);
+  const status = child.signalCode ? 128 + (SIGNALS[child.signalCode] ?? 1) : code;
+  const forced = (command === "exec" || command === "delete") && args.includes("--force");
+  record(forced ? "forced" : "allowed", status);
+  process.exit(status);
+}
+
+/** Commands that change nothing in the cluster: audited at debug level. */
+const READ_ONLY = new Set([
+  "get",
+  "describe",
+  "logs",
+  "top",
+  "explain",
+  "api-resources",
+  "api-versions",
+  "version",
+  "auth",
+  "diff",
+]);
+
+/** The positional arguments after the command: resource types and names. */
+function targetsOf(args: string[]): string[] {
+  const end = args.indexOf("--");
+  const before = end >= 0 ? args.slice(0, end) : args;
+  return before.filter((a) => !a.startsWith("-")).slice(1);
 }
 
 const SIGNALS: Record<string, number> = { SIGHUP: 1, SIGINT: 2, SIGKILL: 9, SIGTERM: 15, SIGPIPE: 13 };

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { chmodSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
+import { appendFileSync, chmodSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { tempDir } from "../support/dev-api.ts";
 import { BUN, ROOT } from "../support/proc.ts";
@@ -286,5 +286,33 @@ describe("svc describe", () => {
       },
     }).stdout.toString();
     expect(noColor).not.toContain("\u001b[1;33m");
+  });
+});
+
+describe("audit log", () => {
+  test("records allowed, refused and forced commands with the context, compartment and exit status", () => {
+    const log = join(dir, "audit.log");
+    appendFileSync(config, `auditLog: {enabled: true, path: ${log}, level: debug}\n`);
+    svc(["context", "use", "us-ts-alpha"]);
+    svc(["get", "pods", "-o", "name"]);
+    svc(["exec", "stale-0", "--", "echo", "x"]);
+    svc(["context", "use", "us-ts-alpha-admin"]);
+    svc(["exec", "--force", "stale-0", "--", "echo", "x"]);
+    const entries = readFileSync(log, "utf8")
+      .trimEnd()
+      .split("\n")
+      .map((l) => JSON.parse(l));
+    expect(entries.map((e) => [e.level, e.decision, e.exitStatus, e.command[1]])).toEqual([
+      ["debug", "allowed", 0, "get"],
+      ["error", "refused", 1, "exec"],
+      ["warn", "forced", 0, "exec"],
+    ]);
+    expect(entries[1]).toMatchObject({
+      context: "us-ts-alpha",
+      compartment: "US-TS-ALPHA",
+      targets: ["stale-0"],
+    });
+    expect(entries[2].context).toBe("us-ts-alpha-admin");
+    expect(entries[0].time).toMatch(/^\d{4}-\d\d-\d\dT/);
   });
 });
