@@ -29,7 +29,7 @@ node_modules/.installed: package.json package-lock.json
 deps: node_modules/.installed
 
 # System packages the tests use. Installs them as root (Debian), otherwise names them.
-SYSTEM_PACKAGES := openssl mosquitto mosquitto-clients curl
+SYSTEM_PACKAGES := openssl mosquitto mosquitto-clients curl bash-completion
 system-deps:
 	@missing=""; for p in $(SYSTEM_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \

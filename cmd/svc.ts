@@ -12,6 +12,7 @@ const subCommands = {
   curl: () => import("./svc/curl.ts").then((m) => m.default),
   context: () => import("./svc/context.ts").then((m) => m.default),
   identity: () => import("./svc/identity.ts").then((m) => m.default),
+  completion: () => import("./svc/completion.ts").then((m) => m.default),
   notary: () => import("./svc/notary.ts").then((m) => m.default),
 };
 const main = defineCommand({

@@ -3,7 +3,7 @@ import { loadConfig } from "../../lib/config/file.ts";
 import { activeContext } from "../../lib/config/resolve.ts";
 import { getArgs } from "../../lib/kube/get-args.ts";
 import { highlightMls, wantsColor } from "../../lib/kube/highlight.ts";
-import { findKubectl, withContext } from "../../lib/kube/kubectl.ts";
+import { findKubectl, type KubeTarget, withContext } from "../../lib/kube/kubectl.ts";
 import { prepareApply } from "./apply.ts";
 import { deleteWarnings } from "./delete-warn.ts";
 import { guardExec } from "./exec-guard.ts";
@@ -51,7 +51,12 @@ export async function passThrough(args: string[]): Promise<never> {
       record("refused", 1);
       throw e;
     }
-    full = withContext(own, target);
+    full = command?.startsWith("__complete") ? completionArgs(args, target) : withContext(own, target);
+  }
+  if (command?.startsWith("__complete")) {
+    if (args.length === 2) return completeTopLevel(kubectl, full, args[1] as string);
+    if (OWN_COMMANDS.includes(args[1] as string))
+      return completeOwn(args.slice(1), Object.keys(config.contexts));
   }
   const highlight = command === "describe" && wantsColor(process.stdout.isTTY === true);
   const child = Bun.spawn([kubectl, ...full], {
@@ -93,3 +98,46 @@ function targetsOf(args: string[]): string[] {
 }
 
 const SIGNALS: Record<string, number> = { SIGHUP: 1, SIGINT: 2, SIGKILL: 9, SIGTERM: 15, SIGPIPE: 13 };
+
+/** Shell completion asks `svc __complete <words…> <partial>`: the context flags go first, the partial word last. */
+function completionArgs(args: string[], t: KubeTarget): string[] {
+  const ctx = withContext([], t);
+  return [...ctx, ...args];
+}
+
+/** The first word: kubectl's commands and svc's own. */
+async function completeTopLevel(kubectl: string, full: string[], partial: string): Promise<never> {
+  const r = Bun.spawnSync([kubectl, ...full], { stdout: "pipe", stderr: "inherit" });
+  const lines = r.stdout.toString().split("\n");
+  const directive = lines.findIndex((l) => l.startsWith(":"));
+  const own = OWN_COMMANDS.filter((c) => c.startsWith(partial)).map((c) => `${c}\t${OWN_HELP[c]}`);
+  const candidates = [...own, ...lines.slice(0, directive >= 0 ? directive : lines.length).filter(Boolean)];
+  process.stdout.write(`${candidates.join("\n")}\n${directive >= 0 ? lines[directive] : ":4"}\n`);
+  process.exit(0);
+}
+
+const OWN_HELP: Record<string, string> = {
+  context: "Manage compartment contexts",
+  identity: "Show your compartment context, cluster user and groups",
+  curl: "HTTP request that verifies the server's workload identity statement",
+  notary: "Verify saved notary statements and receipts",
+};
+const OWN_COMMANDS = Object.keys(OWN_HELP);
+
+/** Words after one of svc's own commands: its subcommands, and context names for context use/delete. */
+function completeOwn(words: string[], contexts: string[]): never {
+  const partial = words.at(-1) ?? "";
+  const [cmd, sub] = words;
+  let candidates: string[] = [];
+  if (words.length === 2) candidates = OWN_SUBCOMMANDS[cmd as string] ?? [];
+  else if (cmd === "context" && (sub === "use" || sub === "delete") && words.length === 3)
+    candidates = contexts;
+  const matching = candidates.filter((c) => c.startsWith(partial));
+  process.stdout.write(`${matching.map((c) => `${c}\n`).join("")}:4\n`);
+  process.exit(0);
+}
+
+const OWN_SUBCOMMANDS: Record<string, string[]> = {
+  context: ["list", "use", "create", "delete", "current"],
+  notary: ["verify"],
+};

@@ -316,3 +316,48 @@ describe("audit log", () => {
     expect(entries[0].time).toMatch(/^\d{4}-\d\d-\d\dT/);
   });
 });
+
+describe("shell completion", () => {
+  test("bash: resource names come from the compartment context's cluster, also when svc is aliased as kubectl", () => {
+    svc(["context", "use", "us-ts-alpha"]);
+    const script = join(dir, "svc.bash");
+    writeFileSync(script, svc(["completion", "bash"]).out);
+    expect(Bun.spawnSync(["bash", "-n", script]).exitCode).toBe(0);
+    // The script runs `svc __complete …`: put an svc on PATH.
+    const bin = join(dir, "svcbin");
+    mkdirSync(bin, { recursive: true });
+    writeFileSync(join(bin, "svc"), `#!/bin/sh\nexec ${BUN} ${ROOT}/cmd/svc.ts "$@"\n`);
+    chmodSync(join(bin, "svc"), 0o755);
+    const complete = (line: string[]) =>
+      Bun.spawnSync(
+        [
+          "bash",
+          "-c",
+          `source /usr/share/bash-completion/bash_completion; source ${script}; COMP_WORDS=(${line.map((w) => `"${w}"`).join(" ")}); COMP_CWORD=${line.length - 1}; COMP_LINE="${line.join(" ")}"; COMP_POINT=\${#COMP_LINE}; __start_svc 2>/dev/null; printf "%s\\n" "\${COMPREPLY[@]}"`,
+        ],
+        {
+          env: {
+            ...process.env,
+            PATH: `${bin}:${process.env.PATH}`,
+            SVC_CONFIG: config,
+            KUBECONFIG: testbed().kube.kubeconfig,
+          },
+        },
+      ).stdout.toString();
+    expect(complete(["kubectl", "get", "pods", ""]).split("\n")).toEqual(
+      expect.arrayContaining(["web-0", "api-0"]),
+    );
+    expect(complete(["svc", "con"]).split("\n")).toEqual(expect.arrayContaining(["context", "config"]));
+    expect(complete(["svc", "context", "use", ""]).split("\n")).toEqual(
+      expect.arrayContaining(["us-ts-alpha", "uk-s-bravo"]),
+    );
+  });
+
+  test("zsh and fish scripts are kubectl's, renamed for svc and registered for kubectl too; an unknown shell is refused", () => {
+    expect(svc(["completion", "zsh"]).out).toContain("compdef _svc svc kubectl");
+    const fish = svc(["completion", "fish"]).out;
+    expect(fish).toContain("svc __complete");
+    expect(fish).toContain("complete -c kubectl");
+    expect(svc(["completion", "tcsh"]).err).toBe('svc: unknown shell "tcsh" (allowed: bash, zsh, fish)\n');
+  });
+});
