@@ -1,5 +1,4 @@
 #!/usr/bin/env bun
-import { defineCommand, runMain } from "citty";
 import { exitWith } from "./exit.ts";
 
 /**
@@ -15,16 +14,18 @@ const subCommands = {
   completion: () => import("./svc/completion.ts").then((m) => m.default),
   notary: () => import("./svc/notary.ts").then((m) => m.default),
 };
+process.on("unhandledRejection", (e) => exitWith("svc", e));
+const args = process.argv.slice(2);
+const command = args.find((a) => !a.startsWith("-"));
+// kubectl's commands skip citty entirely: what svc adds to kubectl's time is kept small.
+if (command !== undefined && !Object.hasOwn(subCommands, command)) {
+  const { passThrough } = await import("./svc/passthrough.ts");
+  await passThrough(args).catch((e) => exitWith("svc", e));
+}
+const { defineCommand, runMain } = await import("citty");
 const main = defineCommand({
   meta: { name: "svc", description: "Compartment-aware kubectl for multi-level-security clusters" },
   subCommands,
 });
 
-process.on("unhandledRejection", (e) => exitWith("svc", e));
-const args = process.argv.slice(2);
-const command = args.find((a) => !a.startsWith("-"));
-if (command !== undefined && !Object.hasOwn(subCommands, command)) {
-  const { passThrough } = await import("./svc/passthrough.ts");
-  await passThrough(args).catch((e) => exitWith("svc", e));
-}
 await runMain(main).catch((e) => exitWith("svc", e));

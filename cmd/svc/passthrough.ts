@@ -1,12 +1,8 @@
 import { AuditLog, type Decision } from "../../lib/config/audit.ts";
 import { loadConfig } from "../../lib/config/file.ts";
 import { activeContext } from "../../lib/config/resolve.ts";
-import { getArgs } from "../../lib/kube/get-args.ts";
 import { highlightMls, wantsColor } from "../../lib/kube/highlight.ts";
 import { findKubectl, type KubeTarget, withContext } from "../../lib/kube/kubectl.ts";
-import { prepareApply } from "./apply.ts";
-import { deleteWarnings } from "./delete-warn.ts";
-import { guardExec } from "./exec-guard.ts";
 
 /**
  * Any command svc does not own goes to the real kubectl with the compartment context added (4.5: "passed
@@ -42,11 +38,14 @@ export async function passThrough(args: string[]): Promise<never> {
     };
     let own = args;
     try {
-      if (command === "exec") own = guardExec(args, c, kubectl, target);
-      else if (command === "get") own = getArgs(args, c.label);
-      else if (command === "apply") ({ args: own, stdin } = await prepareApply(args, c, kubectl, target));
+      // Each command's own module loads only when that command runs.
+      if (command === "exec") own = (await import("./exec-guard.ts")).guardExec(args, c, kubectl, target);
+      else if (command === "get") own = (await import("../../lib/kube/get-args.ts")).getArgs(args, c.label);
+      else if (command === "apply")
+        ({ args: own, stdin } = await (await import("./apply.ts")).prepareApply(args, c, kubectl, target));
       else if (command === "delete")
-        for (const w of deleteWarnings(args, c.label, kubectl, target)) process.stderr.write(`${w}\n`);
+        for (const w of (await import("./delete-warn.ts")).deleteWarnings(args, c.label, kubectl, target))
+          process.stderr.write(`${w}\n`);
     } catch (e) {
       record("refused", 1);
       throw e;
