@@ -266,25 +266,31 @@ describe("svc describe", () => {
   test("highlights the MLS labels and annotations on a terminal; piped or with NO_COLOR it is kubectl's text", () => {
     svc(["context", "use", "us-ts-alpha"]);
     // script(1) gives svc a terminal.
-    const tty = Bun.spawnSync(["script", "-qec", `${BUN} cmd/svc.ts describe pod web-0`, "/dev/null"], {
-      cwd: ROOT,
-      env: { ...process.env, SVC_CONFIG: config, KUBECONFIG: testbed().kube.kubeconfig, TERM: "xterm" },
-    }).stdout.toString();
+    const tty = Bun.spawnSync(
+      ["timeout", "30", "script", "-qec", `${BUN} cmd/svc.ts describe pod web-0`, "/dev/null"],
+      {
+        cwd: ROOT,
+        env: { ...process.env, SVC_CONFIG: config, KUBECONFIG: testbed().kube.kubeconfig, TERM: "xterm" },
+      },
+    ).stdout.toString();
     expect(tty).toContain("\u001b[1;33msvc.io/compartment=US-TS-ALPHA\u001b[0m");
     expect(tty).toContain("\u001b[1;33mmls.svc.dev/compartment: alpha\u001b[0m");
     const piped = svc(["describe", "pod", "web-0"]);
     expect(piped.out).toContain("svc.io/compartment=US-TS-ALPHA");
     expect(piped.out).not.toContain("\u001b[");
-    const noColor = Bun.spawnSync(["script", "-qec", `${BUN} cmd/svc.ts describe pod web-0`, "/dev/null"], {
-      cwd: ROOT,
-      env: {
-        ...process.env,
-        SVC_CONFIG: config,
-        KUBECONFIG: testbed().kube.kubeconfig,
-        TERM: "xterm",
-        NO_COLOR: "1",
+    const noColor = Bun.spawnSync(
+      ["timeout", "30", "script", "-qec", `${BUN} cmd/svc.ts describe pod web-0`, "/dev/null"],
+      {
+        cwd: ROOT,
+        env: {
+          ...process.env,
+          SVC_CONFIG: config,
+          KUBECONFIG: testbed().kube.kubeconfig,
+          TERM: "xterm",
+          NO_COLOR: "1",
+        },
       },
-    }).stdout.toString();
+    ).stdout.toString();
     expect(noColor).not.toContain("\u001b[1;33m");
   });
 });
@@ -359,5 +365,35 @@ describe("shell completion", () => {
     expect(fish).toContain("svc __complete");
     expect(fish).toContain("complete -c kubectl");
     expect(svc(["completion", "tcsh"]).err).toBe('svc: unknown shell "tcsh" (allowed: bash, zsh, fish)\n');
+  });
+});
+
+describe("kubectl's other commands through svc", () => {
+  test("logs in the compartment context (kwok's exec does not end on stdin EOF, so stdin is tested with create -f -)", () => {
+    svc(["context", "use", "us-ts-alpha"]);
+    const marker = `svc-${Date.now()}`;
+    appendFileSync(testbed().kube.podLog, `${new Date().toISOString()} stdout F through svc ${marker}\n`);
+    const logs = svc(["logs", "web-0"]);
+    expect(logs.code).toBe(0);
+    expect(logs.out).toContain(`through svc ${marker}`);
+  });
+
+  test("exec -it gets a terminal", () => {
+    svc(["context", "use", "us-ts-alpha"]);
+    const r = Bun.spawnSync(
+      [
+        "timeout",
+        "30",
+        "script",
+        "-qec",
+        `${BUN} cmd/svc.ts exec -it web-0 -- sh -c 'test -t 0 && echo tty'`,
+        "/dev/null",
+      ],
+      {
+        cwd: ROOT,
+        env: { ...process.env, SVC_CONFIG: config, KUBECONFIG: testbed().kube.kubeconfig },
+      },
+    );
+    expect(r.stdout.toString()).toContain("tty");
   });
 });
