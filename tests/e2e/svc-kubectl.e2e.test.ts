@@ -397,3 +397,85 @@ describe("kubectl's other commands through svc", () => {
     expect(r.stdout.toString()).toContain("tty");
   });
 });
+
+describe("svc apply sources and bad inputs", () => {
+  test("-k (kustomize) and an http URL are read, injected and applied", async () => {
+    svc(["context", "use", "us-ts-alpha"]);
+    const k = join(dir, "kustomize");
+    mkdirSync(k, { recursive: true });
+    writeFileSync(join(k, "kustomization.yaml"), "resources: [cm.yaml]\nnamePrefix: k-\n");
+    writeFileSync(join(k, "cm.yaml"), "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: from-kustomize}\n");
+    const viaK = JSON.parse(svc(["apply", "-k", k, "--dry-run=client", "-o", "json"]).out);
+    expect(viaK.metadata.name).toBe("k-from-kustomize");
+    expect(viaK.metadata.labels["svc.io/compartment"]).toBe("US-TS-ALPHA");
+    const server = Bun.serve({
+      hostname: "127.0.0.1",
+      port: 0,
+      fetch: () => new Response("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: from-url}\n"),
+    });
+    try {
+      const p = Bun.spawn(
+        [
+          BUN,
+          "cmd/svc.ts",
+          "apply",
+          "-f",
+          `http://127.0.0.1:${server.port}/cm.yaml`,
+          "--dry-run=client",
+          "-o",
+          "json",
+        ],
+        {
+          cwd: ROOT,
+          env: { ...process.env, SVC_CONFIG: config, KUBECONFIG: testbed().kube.kubeconfig },
+          stdout: "pipe",
+        },
+      );
+      const viaUrl = JSON.parse(await new Response(p.stdout).text());
+      expect(await p.exited).toBe(0);
+      expect(viaUrl.metadata.annotations["mls.svc.dev/compartment"]).toBe("us:alpha");
+    } finally {
+      server.stop(true);
+    }
+  });
+
+  test.each([
+    ["an unknown context", ["context", "use", "nowhere"], 'Context not found: "nowhere"'],
+    ["apply without -f or -k", ["apply"], "svc apply needs -f <file|url|dir|-> or -k <dir>"],
+    [
+      "a missing manifest",
+      ["apply", "-f", "/nonexistent/x.yaml"],
+      "-f /nonexistent/x.yaml: no such file or directory",
+    ],
+    [
+      "a bad compartment filter",
+      ["get", "pods", "--compartment", "a b"],
+      "expected <COUNTRY>-<SENSITIVITY>-<COMPARTMENT>",
+    ],
+    [
+      "two compartment filters",
+      ["get", "pods", "--current-compartment", "--exclude-current-compartment"],
+      "use one of",
+    ],
+    ["an unknown shell", ["completion", "tcsh"], 'unknown shell "tcsh"'],
+  ])("%s is refused with a clear error", (_name, args, message) => {
+    svc(["context", "use", "us-ts-alpha"]);
+    const r = svc(args as string[]);
+    expect(r.code).toBe(1);
+    expect(r.err).toContain(message as string);
+  });
+
+  test("a broken configuration file stops every command with the file, line and field", () => {
+    const broken = join(dir, "broken-config.yaml");
+    writeFileSync(
+      broken,
+      "currentContext: x\ncontexts:\n  x: {country: US, sensitivity: TS, compartment: A}\n",
+    );
+    const r = Bun.spawnSync([BUN, "cmd/svc.ts", "get", "pods"], {
+      cwd: ROOT,
+      env: { ...process.env, SVC_CONFIG: broken, KUBECONFIG: testbed().kube.kubeconfig },
+    });
+    expect(r.exitCode).toBe(1);
+    expect(r.stderr.toString()).toContain(`${broken}:3: contexts.x.kubeContext: is required`);
+  });
+});
