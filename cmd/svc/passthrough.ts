@@ -7,8 +7,8 @@ import { findKubectl, type KubeTarget, withContext } from "../../lib/kube/kubect
 /**
  * Any command svc does not own goes to the real kubectl with the compartment context added (4.5: "passed
  * through with the compartment context added"). Without a current context svc is plain kubectl. Standard
- * streams and the TTY are inherited; signals reach kubectl (it shares our process group) and its exit
- * status is ours.
+ * streams and the TTY are inherited; signals reach kubectl (from a terminal directly, as it shares our
+ * process group; sent to svc alone, passed on) and its exit status is ours.
  */
 export async function passThrough(args: string[]): Promise<never> {
   const { config, exists } = loadConfig();
@@ -61,13 +61,14 @@ export async function passThrough(args: string[]): Promise<never> {
   const child = Bun.spawn([kubectl, ...full], {
     stdio: [stdin === undefined ? "inherit" : "pipe", highlight ? "pipe" : "inherit", "inherit"],
   });
+  // A terminal signals kubectl itself (same process group); a signal sent to svc alone is passed on.
+  for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"] as const) process.on(signal, () => child.kill(signal));
   if (highlight && child.stdout && typeof child.stdout !== "number")
     process.stdout.write(highlightMls(await new Response(child.stdout).text()));
   if (stdin !== undefined && child.stdin && typeof child.stdin !== "number") {
     child.stdin.write(stdin);
     await child.stdin.end();
   }
-  for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"] as const) process.on(signal, () => {});
   const code = await child.exited;
   const status = child.signalCode ? 128 + (SIGNALS[child.signalCode] ?? 1) : code;
   const forced = (command === "exec" || command === "delete") && args.includes("--force");

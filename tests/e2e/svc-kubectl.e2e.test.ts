@@ -1,8 +1,9 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { appendFileSync, chmodSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { createServer, connect as tcpConnect } from "node:net";
 import { join } from "node:path";
 import { tempDir } from "../support/dev-api.ts";
-import { BUN, ROOT } from "../support/proc.ts";
+import { BUN, ROOT, spawnProc } from "../support/proc.ts";
 import { useTestbed } from "./support.ts";
 
 /**
@@ -478,4 +479,38 @@ describe("svc apply sources and bad inputs", () => {
     expect(r.exitCode).toBe(1);
     expect(r.stderr.toString()).toContain(`${broken}:3: contexts.x.kubeContext: is required`);
   });
+});
+
+describe("svc port-forward", () => {
+  test("forwards in the compartment context; SIGTERM reaches kubectl and svc exits", async () => {
+    svc(["context", "use", "us-ts-alpha"]);
+    const tb = testbed();
+    const target = createServer((sock) => sock.end("pong\n"));
+    await new Promise<void>((r) => target.listen(tb.kube.forwardPort, "127.0.0.1", () => r()));
+    try {
+      const pf = spawnProc([BUN, "cmd/svc.ts", "port-forward", "pod/web-0", ":8080"], {
+        SVC_CONFIG: config,
+        KUBECONFIG: tb.kube.kubeconfig,
+      });
+      const line = await pf.waitFor((l) => l.startsWith("Forwarding from 127.0.0.1:"), 30_000);
+      const port = Number(/127\.0\.0\.1:(\d+)/.exec(line)?.[1]);
+      const got = await new Promise<string>((resolve, reject) => {
+        const sock = tcpConnect(port, "127.0.0.1");
+        let data = "";
+        sock.on("data", (d) => {
+          data += d;
+          if (data.includes("\n")) {
+            sock.destroy();
+            resolve(data);
+          }
+        });
+        sock.on("error", reject);
+      });
+      expect(got).toBe("pong\n");
+      pf.proc.kill("SIGTERM");
+      expect(await pf.exited).not.toBe(0);
+    } finally {
+      target.close();
+    }
+  }, 60_000);
 });
