@@ -1,11 +1,9 @@
 import http, { type IncomingHttpHeaders } from "node:http";
 import https from "node:https";
-import type { PeerCertificate, TLSSocket } from "node:tls";
 import { SvcError } from "../errors.ts";
 import type { SpiffeId } from "../spiffe/id.ts";
 import type { SvidSource } from "../spiffe/x509-source.ts";
-import { verifyX509Svid } from "../spiffe/x509svid.ts";
-import { chainOf, presentedChain } from "./peer.ts";
+import { spiffeServerIdentity } from "./peer.ts";
 
 /**
  * One HTTP exchange with the whole response read, for `svc curl`. An https:// URL is SPIFFE mTLS with
@@ -40,6 +38,8 @@ export function exchange(url: URL, o: ExchangeRequest): Promise<ExchangeResponse
     );
   if (tls && !o.source) throw new SvcError("usage", "an https:// URL needs a Workload API for SPIFFE mTLS");
   const svid = o.source?.getX509Svid();
+  // The server's SPIFFE ID, kept by the identity check (agent: false: one connection, one check).
+  let peer: SpiffeId | undefined;
   const options: https.RequestOptions = {
     method: o.method,
     headers: { ...o.headers, ...(o.body ? { "content-length": String(o.body.length) } : {}) },
@@ -50,27 +50,14 @@ export function exchange(url: URL, o: ExchangeRequest): Promise<ExchangeResponse
           cert: svid.certPem,
           key: svid.keyPem,
           ca: o.source.bundles().pem(),
-          checkServerIdentity: (_host: string, cert: PeerCertificate) => {
-            try {
-              verifyX509Svid(chainOf(cert), o.source as SvidSource);
-              return undefined;
-            } catch (e) {
-              return e as Error;
-            }
-          },
+          checkServerIdentity: spiffeServerIdentity(o.source, undefined, (p) => {
+            peer = p.id;
+          }),
         }
       : {}),
   };
   return new Promise((resolve, reject) => {
     const req = (tls ? https : http).request(url, options, (res) => {
-      let peer: SpiffeId | undefined;
-      try {
-        if (tls) peer = verifyX509Svid(presentedChain(res.socket as TLSSocket), o.source as SvidSource).id;
-      } catch (e) {
-        reject(networkError(url, e as Error));
-        res.destroy();
-        return;
-      }
       const chunks: Buffer[] = [];
       res.on("data", (c: Buffer) => chunks.push(c));
       res.on("error", (e) => reject(networkError(url, e)));

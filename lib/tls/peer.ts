@@ -37,3 +37,26 @@ export function authenticatePeer(
   if (!decision.allowed) throw new SvcError("unauthorized_peer", decision.reason);
   return peer;
 }
+
+/**
+ * A `checkServerIdentity` for node:tls and https clients that applies the SPIFFE rules instead of a
+ * hostname check: the server's chain must lead to the bundle of its own trust domain, then `authorize`
+ * decides. `onVerified` receives the verified peer (its SPIFFE ID) for the caller to keep.
+ */
+export function spiffeServerIdentity(
+  bundles: BundleSource,
+  authorize?: Authorizer,
+  onVerified?: (peer: VerifiedPeer) => void,
+): (host: string, cert: PeerCertificate) => Error | undefined {
+  return (_host, cert) => {
+    try {
+      const peer = verifyX509Svid(chainOf(cert), bundles);
+      const decision = authorize?.(peer.id);
+      if (decision && !decision.allowed) return new SvcError("unauthorized_peer", decision.reason);
+      onVerified?.(peer);
+      return undefined;
+    } catch (e) {
+      return e as Error;
+    }
+  };
+}

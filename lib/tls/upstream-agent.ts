@@ -1,9 +1,6 @@
 import https from "node:https";
-import type { PeerCertificate } from "node:tls";
-import { SvcError } from "../errors.ts";
-import { verifyX509Svid } from "../spiffe/x509svid.ts";
 import type { MtlsPolicy } from "./mtls.ts";
-import { chainOf } from "./peer.ts";
+import { spiffeServerIdentity } from "./peer.ts";
 
 /**
  * An https.Agent for SPIFFE mTLS to an upstream. BoringSSL checks the chain against every bundle we hold;
@@ -30,15 +27,7 @@ export function createUpstreamAgent(policy: MtlsPolicy, o: { keepAlive: boolean 
       key: svid.keyPem,
       ca: policy.source.bundles().pem(),
       minVersion: "TLSv1.2",
-      checkServerIdentity: (_host: string, cert: PeerCertificate) => {
-        try {
-          const peer = verifyX509Svid(chainOf(cert), policy.source);
-          const decision = policy.authorize(peer.id);
-          return decision.allowed ? undefined : new SvcError("unauthorized_peer", decision.reason);
-        } catch (e) {
-          return e as Error;
-        }
-      },
+      checkServerIdentity: spiffeServerIdentity(policy.source, policy.authorize),
     });
     if (policy.keylog) agent.on("keylog", (line: Buffer) => policy.keylog?.write(line));
     return agent;
