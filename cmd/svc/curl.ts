@@ -2,12 +2,11 @@ import { readFileSync } from "node:fs";
 import { defineCommand } from "citty";
 import { SvcError } from "../../lib/errors.ts";
 import type { Notarization } from "../../lib/notary/check.ts";
+import { isLevel, LEVEL_HEADER, LEVELS } from "../../lib/notary/levels.ts";
 import { formatReceipt, formatStatement } from "../../lib/notary/print.ts";
 import { loadReflectMetadata } from "../reflect.ts";
 import { action, repeated } from "./cli.ts";
 import { applyGlobals, globalArgs, spiffeSocket } from "./globals.ts";
-
-const LEVELS = ["workload", "logRequest", "signRequest"];
 
 const args = {
   url: {
@@ -78,7 +77,7 @@ export default defineCommand({
   run: action(args, async (a, rawArgs) => {
     applyGlobals(a);
     const level = a["notarization-level"];
-    if (!LEVELS.includes(level))
+    if (!isLevel(level))
       throw usage(`--notarization-level ${JSON.stringify(level)}: allowed are ${LEVELS.join(", ")}`);
     if (!["true", "false"].includes(a.validate))
       throw usage(`--validate ${JSON.stringify(a.validate)}: expected true or false`);
@@ -103,7 +102,7 @@ export default defineCommand({
       headers["content-type"] = /^\s*[[{]/.test(new TextDecoder().decode(body.subarray(0, 64)))
         ? "application/json"
         : "application/x-www-form-urlencoded";
-    if (validate) headers["svc-notarization-level"] = level;
+    if (validate) headers[LEVEL_HEADER] = level;
     const method = (a.request ?? (body ? "POST" : "GET")).toUpperCase();
 
     await loadReflectMetadata();

@@ -1,10 +1,10 @@
 import { Readable } from "node:stream";
 import { isSvcError } from "../../lib/errors.ts";
+import { isLevel, LEVEL_HEADER, LEVELS } from "../../lib/notary/levels.ts";
 import type { MiddlewareInput } from "../config/schema.ts";
 import { readBody } from "../http/body.ts";
 import { type Middleware, type ProxyResponse, proxyResponse } from "../http/types.ts";
 import { notarizeExchange } from "../notary/http.ts";
-import { LEVELS, type Level } from "../notary/notary.ts";
 import type { MiddlewareContext } from "./chain.ts";
 import { applyModel, REQUEST_MODEL, RESPONSE_MODEL } from "./openai-model.ts";
 
@@ -18,7 +18,6 @@ export const PATH = "/v1/chat/completions";
 export const REQUEST_LIMIT = 1024 * 1024;
 /** The whole response is buffered; this bounds the memory one response may take. */
 export const RESPONSE_LIMIT = 64 * 1024 * 1024;
-export const LEVEL_HEADER = "svc-notarization-level";
 
 export function openai(
   options: Extract<MiddlewareInput, { type: "openai" }>,
@@ -37,7 +36,7 @@ export function openai(
     const asked = req.headers[LEVEL_HEADER];
     delete req.headers[LEVEL_HEADER];
     const level = (Array.isArray(asked) ? asked[0] : asked) || "workload";
-    if (!(LEVELS as readonly string[]).includes(level))
+    if (!isLevel(level))
       return proxyResponse(
         400,
         `${LEVEL_HEADER}: unknown notarization level ${JSON.stringify(level)} (allowed: ${LEVELS.join(", ")})`,
@@ -84,7 +83,7 @@ export function openai(
       return final;
     }
     try {
-      const headers = await notarizeExchange(ctx.notary, level as Level, origin, res.upstream, {
+      const headers = await notarizeExchange(ctx.notary, level, origin, res.upstream, {
         req,
         requestBody: sent,
         status: final.status,

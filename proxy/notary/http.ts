@@ -1,6 +1,7 @@
+import type { Level } from "../../lib/notary/levels.ts";
 import { bodyDigest, receiptHeaders } from "../../lib/notary/receipt.ts";
 import type { ProxyRequest, Upstream } from "../http/types.ts";
-import type { Level, Notary } from "./notary.ts";
+import type { Notary } from "./notary.ts";
 
 /**
  * Notarizes one buffered HTTP exchange at `level` and returns the response headers that carry the

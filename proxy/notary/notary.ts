@@ -2,6 +2,7 @@ import { SvcError } from "../../lib/errors.ts";
 import type { Pod } from "../../lib/kube/pods.ts";
 import { contentId } from "../../lib/notary/ids.ts";
 import { type SvidSigner, svidSigner } from "../../lib/notary/jws.ts";
+import type { Level } from "../../lib/notary/levels.ts";
 import { type ReceiptExchange, signReceipt } from "../../lib/notary/receipt.ts";
 import { type SignedObject, signStatement, type WorkloadFacts } from "../../lib/notary/statement.ts";
 import { parseCert } from "../../lib/spiffe/cert.ts";
@@ -11,10 +12,6 @@ import type { X509Svid } from "../../lib/spiffe/x509svid.ts";
 import type { Upstream } from "../http/types.ts";
 import type { Logger } from "../log.ts";
 import type { NotaryStore } from "./store.ts";
-
-/** Notarization levels (specification 4.3 rule 9), chosen per request with Svc-Notarization-Level. */
-export const LEVELS = ["workload", "logRequest", "signRequest"] as const;
-export type Level = (typeof LEVELS)[number];
 
 export interface NotaryDeps {
   store: NotaryStore;

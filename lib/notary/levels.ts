@@ -1,0 +1,11 @@
+/**
+ * Notarization levels (specification 4.3 rule 9), chosen per request with the Svc-Notarization-Level
+ * request header: shared by the proxy's notary and `svc curl`.
+ */
+export const LEVELS = ["workload", "logRequest", "signRequest"] as const;
+export type Level = (typeof LEVELS)[number];
+export const LEVEL_HEADER = "svc-notarization-level";
+
+export function isLevel(value: string): value is Level {
+  return (LEVELS as readonly string[]).includes(value);
+}
