@@ -23,13 +23,7 @@ export default defineCommand({
     const { config } = loadConfig();
     const c = activeContext(config);
     const kubectl = findKubectl();
-    const cmd = [
-      kubectl,
-      ...withContext(["auth", "whoami", "-o", "json"], {
-        kubeContext: c.kubeContext,
-        ...(process.env.KUBECONFIG || config.kubeconfig ? { kubeconfig: c.kubeconfig } : {}),
-      }),
-    ];
+    const cmd = [kubectl, ...withContext(["auth", "whoami", "-o", "json"], c.target)];
     const r = Bun.spawnSync(cmd, { stdout: "pipe", stderr: "pipe" });
     if (r.exitCode !== 0)
       throw new SvcError(

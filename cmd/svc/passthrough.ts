@@ -31,11 +31,7 @@ export async function passThrough(args: string[]): Promise<never> {
         exitStatus,
         readOnly: READ_ONLY.has(command ?? ""),
       });
-    const target = {
-      kubeContext: c.kubeContext,
-      ...(process.env.KUBECONFIG || config.kubeconfig ? { kubeconfig: c.kubeconfig } : {}),
-      ...(c.namespace ? { namespace: c.namespace } : {}),
-    };
+    const target = c.target;
     let own = args;
     try {
       // Each command's own module loads only when that command runs.

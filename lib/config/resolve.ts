@@ -1,6 +1,7 @@
 import { homedir } from "node:os";
 import { join } from "node:path";
 import { SvcError } from "../errors.ts";
+import type { KubeTarget } from "../kube/kubectl.ts";
 import { type CompartmentContext, compartmentLabel, type SvcConfig } from "./schema.ts";
 
 /**
@@ -19,6 +20,8 @@ export interface ActiveContext extends CompartmentContext {
   kubeconfig: string;
   /** Environment variables that changed a field. */
   overriddenBy: string[];
+  /** What kubectl is pointed at; `kubeconfig` only when chosen (KUBECONFIG or the file's). */
+  target: KubeTarget;
 }
 
 const OVERRIDES = [
@@ -59,7 +62,12 @@ export function activeContext(
     overriddenBy.push(variable);
   }
   const kubeconfig = env.KUBECONFIG || expandHome(config.kubeconfig) || join(homedir(), ".kube", "config");
-  return { ...context, name, label: compartmentLabel(context), kubeconfig, overriddenBy };
+  const target: KubeTarget = {
+    kubeContext: context.kubeContext,
+    ...(env.KUBECONFIG || config.kubeconfig ? { kubeconfig } : {}),
+    ...(context.namespace ? { namespace: context.namespace } : {}),
+  };
+  return { ...context, name, label: compartmentLabel(context), kubeconfig, overriddenBy, target };
 }
 
 function expandHome(path: string | undefined): string | undefined {
