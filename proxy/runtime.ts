@@ -43,7 +43,7 @@ export async function startProxy(config: ProxyConfig, log: Logger): Promise<Runn
   let notary: Awaited<ReturnType<typeof startNotary>> | undefined;
   try {
     if (config.notary.enable && config.notary.databasePath)
-      notary = await startNotary(config.notary.databasePath, config.workloadApi, source, log, (op, result) =>
+      notary = await startNotary(config.notary.databasePath, source, log, (op, result) =>
         metrics.notaryOperation(op, result),
       );
     for (const l of config.listeners) {

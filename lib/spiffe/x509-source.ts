@@ -67,7 +67,8 @@ export class X509Source implements SvidSource {
   private context: X509Context | undefined;
   private lastError: SvcError | undefined;
   private readonly listeners = new Set<() => void>();
-  private readonly client: WorkloadApiClient;
+  /** The Workload API connection, for the process's other calls (JWT-SVIDs); closed by close(). */
+  readonly client: WorkloadApiClient;
   private watch: { cancel(): void } | undefined;
 
   private constructor(

@@ -1,10 +1,8 @@
 import { SvcError } from "../../lib/errors.ts";
 import { loadKubeCredentials } from "../../lib/kube/credentials.ts";
 import { getPod } from "../../lib/kube/pods.ts";
-import { resolveEndpoint } from "../../lib/spiffe/address.ts";
 import { JwtSvidSource } from "../../lib/spiffe/jwt-source.ts";
-import { WorkloadApiClient } from "../../lib/spiffe/workload-client.ts";
-import type { SvidSource } from "../../lib/spiffe/x509-source.ts";
+import type { X509Source } from "../../lib/spiffe/x509-source.ts";
 import type { Logger } from "../log.ts";
 import { Notary, type NotaryDeps } from "./notary.ts";
 import { NotaryStore } from "./store.ts";
@@ -15,18 +13,16 @@ import { NotaryStore } from "./store.ts";
  */
 export async function startNotary(
   databasePath: string,
-  workloadApi: string | undefined,
-  source: SvidSource,
+  source: X509Source,
   log: Logger,
   count?: NotaryDeps["count"],
 ): Promise<{ notary: Notary; close(): void }> {
   const kube = loadKubeCredentials();
-  const client = new WorkloadApiClient(resolveEndpoint(workloadApi));
-  const jwt = new JwtSvidSource(client, source.getX509Svid().id.uri);
+  // JWT-SVIDs over the X509Source's own Workload API connection.
+  const jwt = new JwtSvidSource(source.client, source.getX509Svid().id.uri);
   try {
     await jwt.fetch("svc-proxy-notary");
   } catch (e) {
-    client.close();
     throw new SvcError(
       "notary",
       `notary: the Workload API issues no JWT-SVID to this proxy (the notary needs one, specification 5.1): ${(e as Error).message}`,
@@ -46,7 +42,6 @@ export async function startNotary(
     notary,
     close() {
       store.close();
-      client.close();
     },
   };
 }
