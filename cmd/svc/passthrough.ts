@@ -2,7 +2,7 @@ import { AuditLog, type Decision } from "../../lib/config/audit.ts";
 import { loadConfig } from "../../lib/config/file.ts";
 import { activeContext } from "../../lib/config/resolve.ts";
 import { highlightMls, wantsColor } from "../../lib/kube/highlight.ts";
-import { findKubectl, type KubeTarget, withContext } from "../../lib/kube/kubectl.ts";
+import { findKubectl, withContext } from "../../lib/kube/kubectl.ts";
 
 /**
  * Any command svc does not own goes to the real kubectl with the compartment context added (4.5: "passed
@@ -10,12 +10,14 @@ import { findKubectl, type KubeTarget, withContext } from "../../lib/kube/kubect
  * streams and the TTY are inherited; signals reach kubectl (from a terminal directly, as it shares our
  * process group; sent to svc alone, passed on) and its exit status is ours.
  */
-export async function passThrough(args: string[]): Promise<never> {
+export async function passThrough(args: string[], command: string | undefined): Promise<never> {
   const { config, exists } = loadConfig();
   const kubectl = findKubectl();
+  // Shell completion (a TAB press) is answered apart: no guards, no audit entry.
+  if (command?.startsWith("__complete"))
+    return (await import("./complete.ts")).complete(args, config, kubectl);
   let full = args;
   let stdin: string | undefined;
-  const command = args.find((a) => !a.startsWith("-"));
   const audit = new AuditLog(config.auditLog);
   let record = (_decision: Decision, _exitStatus: number) => {};
   if (exists && config.currentContext) {
@@ -46,12 +48,7 @@ export async function passThrough(args: string[]): Promise<never> {
       record("refused", 1);
       throw e;
     }
-    full = command?.startsWith("__complete") ? completionArgs(args, target) : withContext(own, target);
-  }
-  if (command?.startsWith("__complete")) {
-    if (args.length === 2) return completeTopLevel(kubectl, full, args[1] as string);
-    if (OWN_COMMANDS.includes(args[1] as string))
-      return completeOwn(args.slice(1), Object.keys(config.contexts));
+    full = withContext(own, target);
   }
   const highlight = command === "describe" && wantsColor(process.stdout.isTTY === true);
   const child = Bun.spawn([kubectl, ...full], {
@@ -94,46 +91,3 @@ function targetsOf(args: string[]): string[] {
 }
 
 const SIGNALS: Record<string, number> = { SIGHUP: 1, SIGINT: 2, SIGKILL: 9, SIGTERM: 15, SIGPIPE: 13 };
-
-/** Shell completion asks `svc __complete <words…> <partial>`: the context flags go first, the partial word last. */
-function completionArgs(args: string[], t: KubeTarget): string[] {
-  const ctx = withContext([], t);
-  return [...ctx, ...args];
-}
-
-/** The first word: kubectl's commands and svc's own. */
-async function completeTopLevel(kubectl: string, full: string[], partial: string): Promise<never> {
-  const r = Bun.spawnSync([kubectl, ...full], { stdout: "pipe", stderr: "inherit" });
-  const lines = r.stdout.toString().split("\n");
-  const directive = lines.findIndex((l) => l.startsWith(":"));
-  const own = OWN_COMMANDS.filter((c) => c.startsWith(partial)).map((c) => `${c}\t${OWN_HELP[c]}`);
-  const candidates = [...own, ...lines.slice(0, directive >= 0 ? directive : lines.length).filter(Boolean)];
-  process.stdout.write(`${candidates.join("\n")}\n${directive >= 0 ? lines[directive] : ":4"}\n`);
-  process.exit(0);
-}
-
-const OWN_HELP: Record<string, string> = {
-  context: "Manage compartment contexts",
-  identity: "Show your compartment context, cluster user and groups",
-  curl: "HTTP request that verifies the server's workload identity statement",
-  notary: "Verify saved notary statements and receipts",
-};
-const OWN_COMMANDS = Object.keys(OWN_HELP);
-
-/** Words after one of svc's own commands: its subcommands, and context names for context use/delete. */
-function completeOwn(words: string[], contexts: string[]): never {
-  const partial = words.at(-1) ?? "";
-  const [cmd, sub] = words;
-  let candidates: string[] = [];
-  if (words.length === 2) candidates = OWN_SUBCOMMANDS[cmd as string] ?? [];
-  else if (cmd === "context" && (sub === "use" || sub === "delete") && words.length === 3)
-    candidates = contexts;
-  const matching = candidates.filter((c) => c.startsWith(partial));
-  process.stdout.write(`${matching.map((c) => `${c}\n`).join("")}:4\n`);
-  process.exit(0);
-}
-
-const OWN_SUBCOMMANDS: Record<string, string[]> = {
-  context: ["list", "use", "create", "delete", "current"],
-  notary: ["verify"],
-};
