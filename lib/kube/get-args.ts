@@ -11,10 +11,11 @@ import { COMPARTMENT_LABEL } from "./inject.ts";
  */
 export function getArgs(args: string[], current: string): string[] {
   const out: string[] = [];
-  const selectors: string[] = [];
-  let filters = 0;
+  const own: string[] = []; // the user's -l selectors
+  const compartment: string[] = []; // the selector of the compartment filter (at most one)
   let output: string | undefined;
   for (let i = 0; i < args.length; i++) {
+    const start = i;
     const a = args[i] as string;
     const value = (flag: string): string | undefined => {
       if (a === flag) {
@@ -26,42 +27,38 @@ export function getArgs(args: string[], current: string): string[] {
       return a.startsWith(`${flag}=`) ? a.slice(flag.length + 1) : undefined;
     };
     if (a === "--current-compartment" || a === "--filter-compartment") {
-      selectors.push(`${COMPARTMENT_LABEL}=${current}`);
-      filters++;
+      compartment.push(`${COMPARTMENT_LABEL}=${current}`);
       continue;
     }
     if (a === "--exclude-current-compartment") {
-      selectors.push(`${COMPARTMENT_LABEL}!=${current}`);
-      filters++;
+      compartment.push(`${COMPARTMENT_LABEL}!=${current}`);
       continue;
     }
-    const named = value("--compartment") ?? (a.startsWith("--filter-compartment=") ? a.slice(21) : undefined);
+    const named = value("--compartment") ?? value("--filter-compartment");
     if (named !== undefined) {
       if (!/^[A-Za-z0-9-]+$/.test(named))
         throw new SvcError(
           "usage",
           `--compartment ${JSON.stringify(named)}: expected <COUNTRY>-<SENSITIVITY>-<COMPARTMENT>`,
         );
-      selectors.push(`${COMPARTMENT_LABEL}=${named.toUpperCase()}`);
-      filters++;
+      compartment.push(`${COMPARTMENT_LABEL}=${named.toUpperCase()}`);
       continue;
     }
     const selector = value("-l") ?? value("--selector");
     if (selector !== undefined) {
-      selectors.unshift(selector);
+      own.push(selector);
       continue;
     }
-    const o = value("-o") ?? value("--output");
+    const o = value("-o") ?? value("--output") ?? (/^-o[^-]/.test(a) ? a.slice(2) : undefined);
     if (o !== undefined) output = o;
-    else if (a.startsWith("-o") && a.length > 2 && !a.startsWith("--")) output = a.slice(2);
-    out.push(a);
-    if (o !== undefined) out.push(...(a.includes("=") ? [] : [o]));
+    out.push(...args.slice(start, i + 1));
   }
-  if (filters > 1)
+  if (compartment.length > 1)
     throw new SvcError(
       "usage",
       "use one of --current-compartment, --compartment, --exclude-current-compartment, --filter-compartment",
     );
+  const selectors = [...own, ...compartment];
   const table = output === undefined || output === "wide";
   return [
     ...out,
