@@ -112,8 +112,18 @@ describe("workload statements", () => {
   });
 
   test("verification uses the time of issue, so a saved statement verifies after its signer expired", async () => {
-    const past = new Date(Date.now() - 10_000);
-    const s = await signStatement(PROXY, "https://api", facts, signer, past);
+    // A signer whose certificate was valid for 11 s, from 30 s ago (it expired 19 s ago); the statement
+    // was made while it was valid.
+    const notBefore = new Date(Date.now() - 30_000);
+    const expired = await ca.issue({ uris: [PROXY], ttlMs: 1_000, notBefore });
+    const past = new Date(notBefore.getTime() + 5_000);
+    const s = await signStatement(
+      PROXY,
+      "https://api",
+      facts,
+      svidSigner(derToPem(expired.keyDer, "PRIVATE KEY"), [parseCert(expired.certDer)]),
+      past,
+    );
     expect((await verifyStatement(s.jws, bundles)).claims.iat).toBe(Math.floor(past.getTime() / 1000));
     const beforeIssue = await signStatement(
       PROXY,
