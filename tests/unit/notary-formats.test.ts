@@ -1,5 +1,4 @@
 import { beforeAll, describe, expect, test } from "bun:test";
-import { isSvcError } from "../../lib/errors.ts";
 import { contentId, isContentId } from "../../lib/notary/ids.ts";
 import { type SvidSigner, svidSigner } from "../../lib/notary/jws.ts";
 import { bodyDigest, receiptHeaders, signReceipt, verifyReceipt } from "../../lib/notary/receipt.ts";
@@ -7,6 +6,7 @@ import { signStatement, verifyStatement, type WorkloadFacts } from "../../lib/no
 import { BundleSet, X509Bundle } from "../../lib/spiffe/bundle.ts";
 import { derToPem, parseCert } from "../../lib/spiffe/cert.ts";
 import { DevCa } from "../../lib/spiffe/dev-ca.ts";
+import { svcErrorOf } from "../support/errors.ts";
 
 const PROXY = "spiffe://example.org/ns/edge/sa/proxy";
 const POD = "spiffe://example.org/ns/alpha/sa/api/pod/api-0/0b0c0d0e-0000-4000-8000-000000000001";
@@ -31,16 +31,6 @@ const facts: WorkloadFacts = {
 async function signerFrom(issuer: DevCa, id: string): Promise<SvidSigner> {
   const svid = await issuer.issueX509Svid(id, 60_000);
   return svidSigner(derToPem(svid.keyDer, "PRIVATE KEY"), [parseCert(svid.certDer)]);
-}
-
-async function failure(p: Promise<unknown>): Promise<{ code: string; message: string }> {
-  try {
-    await p;
-  } catch (e) {
-    if (isSvcError(e)) return { code: e.code, message: e.message };
-    throw e;
-  }
-  throw new Error("expected a failure");
 }
 
 /** Replaces the payload of a compact JWS, keeping header and signature. */
@@ -81,7 +71,7 @@ describe("workload statements", () => {
 
   test("a statement whose ID differs from the header's is refused", async () => {
     const s = await signStatement(PROXY, "https://api", facts, signer);
-    const f = await failure(verifyStatement(s.jws, bundles, contentId("something else")));
+    const f = await svcErrorOf(verifyStatement(s.jws, bundles, contentId("something else")));
     expect(f.code).toBe("statement");
     expect(f.message).toContain("workload statement verification failed: its ID is");
   });
@@ -91,12 +81,12 @@ describe("workload statements", () => {
     const forged = tamper(s.jws, (c) => {
       (c.svc as WorkloadFacts).podName = "other-0";
     });
-    expect((await failure(verifyStatement(forged, bundles))).message).toContain("bad signature");
+    expect((await svcErrorOf(verifyStatement(forged, bundles))).message).toContain("bad signature");
   });
 
   test("a signer from another CA of the same trust domain is not trusted", async () => {
     const s = await signStatement(PROXY, "https://api", facts, await signerFrom(other, PROXY));
-    expect((await failure(verifyStatement(s.jws, bundles))).message).toContain(
+    expect((await svcErrorOf(verifyStatement(s.jws, bundles))).message).toContain(
       "signing certificate not trusted",
     );
   });
@@ -108,7 +98,7 @@ describe("workload statements", () => {
       facts,
       signer,
     );
-    expect((await failure(verifyStatement(s.jws, bundles))).message).toContain("is not the signer");
+    expect((await svcErrorOf(verifyStatement(s.jws, bundles))).message).toContain("is not the signer");
   });
 
   test("verification uses the time of issue, so a saved statement verifies after its signer expired", async () => {
@@ -132,11 +122,13 @@ describe("workload statements", () => {
       signer,
       new Date(Date.now() - 3_600_000),
     );
-    expect((await failure(verifyStatement(beforeIssue.jws, bundles))).message).toContain("not valid before");
+    expect((await svcErrorOf(verifyStatement(beforeIssue.jws, bundles))).message).toContain(
+      "not valid before",
+    );
   });
 
   test("garbage is refused with a clear message", async () => {
-    expect((await failure(verifyStatement("not-a-jws", bundles))).message).toContain("not a compact JWS");
+    expect((await svcErrorOf(verifyStatement("not-a-jws", bundles))).message).toContain("not a compact JWS");
   });
 });
 
@@ -173,15 +165,15 @@ describe("receipts", () => {
 
   test("a different body, status or statement fails", async () => {
     const r = await signReceipt(PROXY, "https://api", "S".repeat(43), "req-1", exchange, signer);
-    const body = await failure(verifyReceipt(r.jws, bundles, { response: { body: "{ }" } }));
+    const body = await svcErrorOf(verifyReceipt(r.jws, bundles, { response: { body: "{ }" } }));
     expect(body.code).toBe("receipt");
     expect(body.message).toContain("the response body does not match");
-    expect((await failure(verifyReceipt(r.jws, bundles, { response: { status: 500 } }))).message).toContain(
-      "records status 200",
-    );
-    expect((await failure(verifyReceipt(r.jws, bundles, { statementId: "T".repeat(43) }))).message).toContain(
-      "names workload statement",
-    );
+    expect(
+      (await svcErrorOf(verifyReceipt(r.jws, bundles, { response: { status: 500 } }))).message,
+    ).toContain("records status 200");
+    expect(
+      (await svcErrorOf(verifyReceipt(r.jws, bundles, { statementId: "T".repeat(43) }))).message,
+    ).toContain("names workload statement");
   });
 
   test("a tampered receipt fails", async () => {
@@ -189,11 +181,11 @@ describe("receipts", () => {
     const forged = tamper(r.jws, (c) => {
       (c.svc as { response: { status: number } }).response.status = 201;
     });
-    expect((await failure(verifyReceipt(forged, bundles))).message).toContain("bad signature");
+    expect((await svcErrorOf(verifyReceipt(forged, bundles))).message).toContain("bad signature");
   });
 
   test("a statement is not accepted as a receipt", async () => {
     const s = await signStatement(PROXY, "https://api", facts, signer);
-    expect((await failure(verifyReceipt(s.jws, bundles))).message).toContain('expected "svc-receipt+jws"');
+    expect((await svcErrorOf(verifyReceipt(s.jws, bundles))).message).toContain('expected "svc-receipt+jws"');
   });
 });

@@ -3,8 +3,8 @@ import { readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { loadConfig, saveConfig } from "../../lib/config/file.ts";
 import { compartmentLabel, contextName } from "../../lib/config/schema.ts";
-import { isSvcError } from "../../lib/errors.ts";
 import { tempDir } from "../support/dev-api.ts";
+import { svcError } from "../support/errors.ts";
 
 const dir = tempDir("svc-config-");
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -13,16 +13,6 @@ function write(name: string, text: string): string {
   const path = join(dir, name);
   writeFileSync(path, text);
   return path;
-}
-
-function errorOf(fn: () => unknown): string {
-  try {
-    fn();
-  } catch (e) {
-    if (isSvcError(e)) return e.message;
-    throw e;
-  }
-  throw new Error("expected an error");
 }
 
 describe("~/.svc/config.yaml", () => {
@@ -67,12 +57,12 @@ auditLog:
   level: loud
 `,
     );
-    const message = errorOf(() => loadConfig(path));
+    const message = svcError(() => loadConfig(path)).message;
     expect(message).toContain(`${path}:5: contexts.x.sensitivity: sensitivity must be a string`);
     expect(message).toContain(
       `${path}:9: auditLog.level: auditLog.level must be one of debug, info, warn, error`,
     );
-    expect(errorOf(() => loadConfig(write("syntax.yaml", "contexts: [\n")))).toMatch(
+    expect(svcError(() => loadConfig(write("syntax.yaml", "contexts: [\n"))).message).toMatch(
       /syntax\.yaml:\d+: not valid YAML/,
     );
   });

@@ -1,7 +1,7 @@
 import { describe, expect, test } from "bun:test";
 import { activeContext } from "../../lib/config/resolve.ts";
 import type { SvcConfig } from "../../lib/config/schema.ts";
-import { isSvcError } from "../../lib/errors.ts";
+import { svcError } from "../support/errors.ts";
 
 const config = (over: Partial<SvcConfig> = {}): SvcConfig => ({
   currentContext: "us-ts-alpha",
@@ -19,16 +19,6 @@ const config = (over: Partial<SvcConfig> = {}): SvcConfig => ({
   auditLog: { enabled: false, path: "~/.svc/audit.log", level: "info" },
   ...over,
 });
-
-function message(fn: () => unknown): string {
-  try {
-    fn();
-  } catch (e) {
-    if (isSvcError(e)) return e.message;
-    throw e;
-  }
-  throw new Error("expected an error");
-}
 
 describe("the active compartment context", () => {
   test("comes from the current context, with the label of 2.2", () => {
@@ -51,18 +41,20 @@ describe("the active compartment context", () => {
 
   test("requireExplicitContextSwitch refuses an override that changes the compartment, not one that agrees", () => {
     const strict = config({ requireExplicitContextSwitch: true });
-    expect(message(() => activeContext(strict, { SVC_COMPARTMENT: "BRAVO" }))).toContain(
+    expect(svcError(() => activeContext(strict, { SVC_COMPARTMENT: "BRAVO" })).message).toContain(
       "SVC_COMPARTMENT=BRAVO would change the compartment of context us-ts-alpha (ALPHA), and requireExplicitContextSwitch is true",
     );
     expect(activeContext(strict, { SVC_COMPARTMENT: "alpha" }).label).toBe("US-TS-ALPHA");
   });
 
   test("no current context, or a current context that does not exist, is a clear error", () => {
-    expect(message(() => activeContext(config({ currentContext: "" }), {}))).toContain("no current context");
-    expect(message(() => activeContext(config({ currentContext: "gone" }), {}))).toContain(
+    expect(svcError(() => activeContext(config({ currentContext: "" }), {})).message).toContain(
+      "no current context",
+    );
+    expect(svcError(() => activeContext(config({ currentContext: "gone" }), {})).message).toContain(
       "Context not found",
     );
-    expect(message(() => activeContext(config(), { SVC_COUNTRY: "U S" }))).toContain(
+    expect(svcError(() => activeContext(config(), { SVC_COUNTRY: "U S" })).message).toContain(
       "letters and digits only",
     );
   });

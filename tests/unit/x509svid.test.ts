@@ -1,9 +1,9 @@
 import { beforeAll, describe, expect, test } from "bun:test";
-import { isSvcError } from "../../lib/errors.ts";
 import { BundleSet, X509Bundle } from "../../lib/spiffe/bundle.ts";
 import { KeyUsage, parseCert } from "../../lib/spiffe/cert.ts";
 import { DevCa, type IssueSpec } from "../../lib/spiffe/dev-ca.ts";
 import { parseX509Svid, verifyX509Svid } from "../../lib/spiffe/x509svid.ts";
+import { svcError } from "../support/errors.ts";
 
 let ca: DevCa;
 let other: DevCa;
@@ -23,16 +23,6 @@ async function leaf(spec: Partial<IssueSpec> = {}, issuer = ca) {
   return issuer.issue({ uris: [ID], ttlMs: 60_000, ...spec });
 }
 
-function rejection(fn: () => unknown): { code: string; message: string } {
-  try {
-    fn();
-  } catch (e) {
-    if (isSvcError(e)) return { code: e.code, message: e.message };
-    throw e;
-  }
-  throw new Error("expected a rejection");
-}
-
 describe("X.509-SVID verification of a peer", () => {
   test("a valid leaf verifies and yields its SPIFFE ID and the chain to the anchor", async () => {
     const l = await leaf();
@@ -43,7 +33,7 @@ describe("X.509-SVID verification of a peer", () => {
 
   test("a CA certificate as leaf is refused", async () => {
     const l = await leaf({ isCA: true });
-    expect(rejection(() => verifyX509Svid([l.certDer], bundles))).toEqual({
+    expect(svcError(() => verifyX509Svid([l.certDer], bundles))).toEqual({
       code: "invalid_svid",
       message: `invalid X.509-SVID: the leaf ${ID} is a CA certificate`,
     });
@@ -51,30 +41,30 @@ describe("X.509-SVID verification of a peer", () => {
 
   test("two URI SANs are refused", async () => {
     const l = await leaf({ uris: [ID, "spiffe://example.org/second"] });
-    expect(rejection(() => verifyX509Svid([l.certDer], bundles)).message).toMatch(
+    expect(svcError(() => verifyX509Svid([l.certDer], bundles)).message).toMatch(
       /has 2 URI SANs; exactly one/,
     );
   });
 
   test("no URI SAN is refused", async () => {
     const l = await leaf({ uris: [] });
-    expect(rejection(() => verifyX509Svid([l.certDer], bundles)).message).toMatch(/has 0 URI SANs/);
+    expect(svcError(() => verifyX509Svid([l.certDer], bundles)).message).toMatch(/has 0 URI SANs/);
   });
 
   test("a URI SAN that is not a SPIFFE ID is refused", async () => {
     const l = await leaf({ uris: ["https://example.org/web"] });
-    expect(rejection(() => verifyX509Svid([l.certDer], bundles)).message).toMatch(/not a SPIFFE ID/);
+    expect(svcError(() => verifyX509Svid([l.certDer], bundles)).message).toMatch(/not a SPIFFE ID/);
   });
 
   test("a leaf with the trust domain's own ID (no path) is refused", async () => {
     const l = await leaf({ uris: ["spiffe://example.org"] });
-    expect(rejection(() => verifyX509Svid([l.certDer], bundles)).message).toMatch(/has no path/);
+    expect(svcError(() => verifyX509Svid([l.certDer], bundles)).message).toMatch(/has no path/);
   });
 
   test("a leaf claiming another trust domain is refused: it must chain to that domain's bundle", async () => {
     // Signed by example.org's CA but names other.org: other.org's bundle does not vouch for it.
     const l = await leaf({ uris: ["spiffe://other.org/impostor"] });
-    expect(rejection(() => verifyX509Svid([l.certDer], bundles))).toEqual({
+    expect(svcError(() => verifyX509Svid([l.certDer], bundles))).toEqual({
       code: "untrusted_peer",
       message: 'certificate of spiffe://other.org/impostor does not chain to the trust bundle of "other.org"',
     });
@@ -83,19 +73,19 @@ describe("X.509-SVID verification of a peer", () => {
   test("a trust domain without a bundle is refused", async () => {
     const third = await DevCa.open("third.org");
     const l = await leaf({ uris: ["spiffe://third.org/w"] }, third);
-    expect(rejection(() => verifyX509Svid([l.certDer], bundles)).message).toMatch(
+    expect(svcError(() => verifyX509Svid([l.certDer], bundles)).message).toMatch(
       /no trust bundle for trust domain "third.org"/,
     );
   });
 
   test("an expired SVID is refused", async () => {
     const l = await leaf({ notBefore: new Date(Date.now() - 3_600_000), ttlMs: 1000 });
-    expect(rejection(() => verifyX509Svid([l.certDer], bundles)).message).toMatch(/expired at/);
+    expect(svcError(() => verifyX509Svid([l.certDer], bundles)).message).toMatch(/expired at/);
   });
 
   test("an SVID that is not valid yet is refused", async () => {
     const l = await leaf({ notBefore: new Date(Date.now() + 3_600_000) });
-    expect(rejection(() => verifyX509Svid([l.certDer], bundles)).message).toMatch(/not valid before/);
+    expect(svcError(() => verifyX509Svid([l.certDer], bundles)).message).toMatch(/not valid before/);
   });
 
   test.each([
@@ -104,7 +94,7 @@ describe("X.509-SVID verification of a peer", () => {
     ["no digitalSignature", KeyUsage.keyEncipherment, /lacks the digitalSignature key usage/],
   ])("a leaf with %s is refused", async (_, keyUsage, why) => {
     const l = await leaf({ keyUsage });
-    expect(rejection(() => verifyX509Svid([l.certDer], bundles)).message).toMatch(why);
+    expect(svcError(() => verifyX509Svid([l.certDer], bundles)).message).toMatch(why);
   });
 
   test("a chain through an intermediate CA verifies; an intermediate that is not a CA does not", async () => {
@@ -117,7 +107,7 @@ describe("X.509-SVID verification of a peer", () => {
     const l = await leaf({ signer: { key: inter.key, subject: inter.subject } });
     expect(verifyX509Svid([l.certDer, inter.certDer], bundles).chain).toHaveLength(3);
     // Without the intermediate there is no path.
-    expect(rejection(() => verifyX509Svid([l.certDer], bundles)).code).toBe("untrusted_peer");
+    expect(svcError(() => verifyX509Svid([l.certDer], bundles)).code).toBe("untrusted_peer");
 
     const notCa = await ca.issue({
       uris: [],
@@ -127,7 +117,7 @@ describe("X.509-SVID verification of a peer", () => {
       subject: "CN=not-a-ca",
     });
     const l2 = await leaf({ signer: { key: notCa.key, subject: notCa.subject } });
-    expect(rejection(() => verifyX509Svid([l2.certDer, notCa.certDer], bundles)).message).toMatch(
+    expect(svcError(() => verifyX509Svid([l2.certDer, notCa.certDer], bundles)).message).toMatch(
       /"CN=not-a-ca" is not a CA/,
     );
   });
@@ -135,7 +125,7 @@ describe("X.509-SVID verification of a peer", () => {
   test("a certificate from a different CA with a matching issuer name is refused by signature", async () => {
     const impostorCa = await DevCa.open("example.org"); // same name, different key
     const l = await leaf({}, impostorCa);
-    expect(rejection(() => verifyX509Svid([l.certDer], bundles)).code).toBe("untrusted_peer");
+    expect(svcError(() => verifyX509Svid([l.certDer], bundles)).code).toBe("untrusted_peer");
   });
 });
 
