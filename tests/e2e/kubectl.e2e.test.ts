@@ -1,6 +1,7 @@
 import { afterAll, describe, expect, test } from "bun:test";
 import { appendFileSync } from "node:fs";
-import { createServer, connect as tcpConnect } from "node:net";
+import { createServer } from "node:net";
+import { readLine } from "../support/net.ts";
 import { spawnProc, stopAll } from "../support/proc.ts";
 import { useTestbed } from "./support.ts";
 import { kubectlAs } from "./testbed/index.ts";
@@ -108,18 +109,7 @@ describe("kubectl as each test bed user", () => {
       const line = await pf.waitFor((l) => l.startsWith("Forwarding from 127.0.0.1:"), 30_000);
       const port = Number(/127\.0\.0\.1:(\d+)/.exec(line)?.[1]);
       // The forwarded stream does not pass the target's FIN back, so read one line rather than to the end.
-      const got = await new Promise<string>((resolve, reject) => {
-        const s = tcpConnect(port, "127.0.0.1");
-        let data = "";
-        s.on("data", (d) => {
-          data += d;
-          if (data.includes("\n")) {
-            s.destroy();
-            resolve(data);
-          }
-        });
-        s.on("error", reject);
-      });
+      const got = await readLine(port);
       expect(got).toBe("pong\n");
       await pf.stop();
     } finally {

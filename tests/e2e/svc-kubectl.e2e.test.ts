@@ -1,8 +1,9 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { appendFileSync, chmodSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { createServer, connect as tcpConnect } from "node:net";
+import { createServer } from "node:net";
 import { join } from "node:path";
 import { tempDir } from "../support/dev-api.ts";
+import { readLine } from "../support/net.ts";
 import { BUN, ROOT, spawnProc } from "../support/proc.ts";
 import { useTestbed } from "./support.ts";
 
@@ -494,18 +495,7 @@ describe("svc port-forward", () => {
       });
       const line = await pf.waitFor((l) => l.startsWith("Forwarding from 127.0.0.1:"), 30_000);
       const port = Number(/127\.0\.0\.1:(\d+)/.exec(line)?.[1]);
-      const got = await new Promise<string>((resolve, reject) => {
-        const sock = tcpConnect(port, "127.0.0.1");
-        let data = "";
-        sock.on("data", (d) => {
-          data += d;
-          if (data.includes("\n")) {
-            sock.destroy();
-            resolve(data);
-          }
-        });
-        sock.on("error", reject);
-      });
+      const got = await readLine(port);
       expect(got).toBe("pong\n");
       pf.proc.kill("SIGTERM");
       expect(await pf.exited).not.toBe(0);

@@ -28,3 +28,22 @@ export async function waitForPort(port: number, timeoutMs = 30_000): Promise<voi
   }
   throw new Error(`nothing accepted connections on 127.0.0.1:${port} within ${timeoutMs / 1000}s`);
 }
+
+/**
+ * Connects and reads until the first newline (included), then closes. For streams that do not pass the
+ * peer's FIN back (kubectl port-forward), where reading to the end would wait forever.
+ */
+export function readLine(port: number): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const s = connect(port, "127.0.0.1");
+    let data = "";
+    s.on("data", (d) => {
+      data += d;
+      if (data.includes("\n")) {
+        s.destroy();
+        resolve(data);
+      }
+    });
+    s.on("error", reject);
+  });
+}
