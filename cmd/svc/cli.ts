@@ -37,6 +37,15 @@ export function repeated(rawArgs: string[], names: string[]): string[] {
   return out;
 }
 
+/** Checks `-o/--output` against the formats a command prints; undefined is the default (text). */
+export function checkOutput(value: string | undefined, allowed: string[]): void {
+  if (value !== undefined && value !== "" && !allowed.includes(value))
+    throw new SvcError(
+      "usage",
+      `--output: unknown format ${JSON.stringify(value)} (allowed: ${allowed.join(", ")})`,
+    );
+}
+
 /** A flag that takes a list: comma-separated. */
 export function listFlag(value: unknown): string[] {
   return typeof value === "string" && value !== ""

@@ -5,7 +5,7 @@ import type { Notarization } from "../../lib/notary/check.ts";
 import { isLevel, LEVEL_HEADER, LEVELS } from "../../lib/notary/levels.ts";
 import { formatReceipt, formatStatement } from "../../lib/notary/print.ts";
 import { loadReflectMetadata } from "../reflect.ts";
-import { action, repeated } from "./cli.ts";
+import { action, checkOutput, repeated } from "./cli.ts";
 import { applyGlobals, globalArgs, spiffeSocket } from "./globals.ts";
 
 const args = {
@@ -88,8 +88,7 @@ export default defineCommand({
       throw usage(
         "--print-workload and --print-receipt need --validate=true: only verified objects are printed",
       );
-    if (a.output !== undefined && a.output !== "json")
-      throw usage(`--output ${JSON.stringify(a.output)}: allowed is json`);
+    checkOutput(a.output, ["json"]);
     let url: URL;
     try {
       url = new URL(a.url);

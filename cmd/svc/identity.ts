@@ -4,7 +4,7 @@ import { loadConfig } from "../../lib/config/file.ts";
 import { activeContext } from "../../lib/config/resolve.ts";
 import { SvcError } from "../../lib/errors.ts";
 import { findKubectl, withContext } from "../../lib/kube/kubectl.ts";
-import { action } from "./cli.ts";
+import { action, checkOutput } from "./cli.ts";
 
 /**
  * `svc identity` (4.5): the active compartment and who the cluster says you are (a SelfSubjectReview,
@@ -18,8 +18,7 @@ export default defineCommand({
   meta: { name: "identity", description: "Shows your compartment context, cluster user and groups" },
   args,
   run: action(args, async (a) => {
-    if (a.output !== undefined && !["json", "yaml"].includes(a.output))
-      throw new SvcError("usage", `--output ${JSON.stringify(a.output)}: allowed are json, yaml`);
+    checkOutput(a.output, ["json", "yaml"]);
     const { config } = loadConfig();
     const c = activeContext(config);
     const kubectl = findKubectl();

@@ -2,7 +2,7 @@ import { readFileSync } from "node:fs";
 import { defineCommand } from "citty";
 import { SvcError } from "../../lib/errors.ts";
 import { loadReflectMetadata } from "../reflect.ts";
-import { action } from "./cli.ts";
+import { action, checkOutput } from "./cli.ts";
 
 const verifyArgs = {
   file: {
@@ -68,8 +68,7 @@ const verify = defineCommand({
   },
   args: verifyArgs,
   run: action(verifyArgs, async (a) => {
-    if (a.output !== undefined && a.output !== "json")
-      throw new SvcError("usage", `--output ${a.output}: allowed is json`);
+    checkOutput(a.output, ["json"]);
     const read = (f: string, flag: string) => {
       try {
         return readFileSync(f);

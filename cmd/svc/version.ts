@@ -1,7 +1,6 @@
 import { defineCommand } from "citty";
 import { buildInfo } from "../../lib/build-info.ts";
-import { SvcError } from "../../lib/errors.ts";
-import { action } from "./cli.ts";
+import { action, checkOutput } from "./cli.ts";
 
 const args = {
   output: { type: "string", alias: "o", description: "Output format: json or yaml (default: text)" },
@@ -11,6 +10,7 @@ export default defineCommand({
   meta: { name: "version", description: "Print the svc version, commit and build date" },
   args,
   run: action(args, (a) => {
+    checkOutput(a.output, ["json", "yaml"]);
     const info = buildInfo();
     const format = a.output ?? "";
     if (format === "json") process.stdout.write(`${JSON.stringify(info, null, 2)}\n`);
@@ -20,11 +20,9 @@ export default defineCommand({
           .map(([k, v]) => `${k}: ${JSON.stringify(v)}`)
           .join("\n")}\n`,
       );
-    else if (format === "") {
+    else
       process.stdout.write(
         `svc version ${info.version} (commit ${info.commit}, built ${info.date}, ${info.runtime}, ${info.platform})\n`,
       );
-    } else
-      throw new SvcError("usage", `--output: unknown format ${JSON.stringify(format)} (allowed: json, yaml)`);
   }),
 });
