@@ -44,11 +44,8 @@ export function loadKubeCredentials(env = process.env, saDir = SA_DIR): KubeCred
   return fromKubeconfig(file);
 }
 
-interface Named<T> {
-  name: string;
-  [k: string]: unknown;
-  value?: T;
-}
+/** An entry of a kubeconfig list (clusters, users, contexts): a name and its body under one key. */
+type Named = { name?: string } & Record<string, unknown>;
 
 function fromKubeconfig(file: string): KubeCredentials {
   let doc: Record<string, unknown>;
@@ -59,7 +56,7 @@ function fromKubeconfig(file: string): KubeCredentials {
     throw new SvcError("kube_api", `cannot read kubeconfig ${file}: ${why}`);
   }
   const pick = <T>(list: unknown, name: string, key: string): T | undefined =>
-    (Array.isArray(list) ? (list as Named<T>[]) : []).find((e) => e?.name === name)?.[key] as T | undefined;
+    (Array.isArray(list) ? (list as Named[]) : []).find((e) => e?.name === name)?.[key] as T | undefined;
   const contextName = doc["current-context"] as string | undefined;
   if (!contextName) throw new SvcError("kube_api", `kubeconfig ${file} has no current-context`);
   const context = pick<{ cluster: string; user: string }>(doc.contexts, contextName, "context");
