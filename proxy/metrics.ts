@@ -1,7 +1,7 @@
 import { createServer, type Server } from "node:http";
 import { Counter, Gauge, Histogram, Registry } from "prom-client";
 import type { HostPort } from "./config/validate.ts";
-import type { ListenerEvents } from "./http/listener.ts";
+import type { ListenerEvents } from "./listener.ts";
 
 /**
  * Prometheus metrics at metricsAddr (GET /metrics), labelled by listener. Denials are counted by side and
@@ -46,6 +46,42 @@ export class ProxyMetrics {
     labelNames: ["operation", "result"],
     registers: [this.registry],
   });
+  private readonly relayedBytes = new Counter({
+    name: "svc_proxy_stream_bytes_total",
+    help: "Bytes carried by finished TCP and MQTT connections: direction=request (caller to target) or response",
+    labelNames: ["listener", "direction"],
+    registers: [this.registry],
+  });
+  private readonly bufferMessages = new Gauge({
+    name: "svc_proxy_mqtt_buffer_messages",
+    help: "Messages held in the MQTT publish buffer (all sessions of the listener)",
+    labelNames: ["listener"],
+    registers: [this.registry],
+  });
+  private readonly bufferBytes = new Gauge({
+    name: "svc_proxy_mqtt_buffer_bytes",
+    help: "Payload bytes held in the MQTT publish buffer (all sessions of the listener)",
+    labelNames: ["listener"],
+    registers: [this.registry],
+  });
+  private readonly bufferDropped = new Counter({
+    name: "svc_proxy_mqtt_buffer_dropped_total",
+    help: "Messages the MQTT publish buffer did not deliver: reason=overflow (evicted or discarded by the overflow policy), oversized, expired (max-ttl), rejected (publish refused, connection closed)",
+    labelNames: ["listener", "reason"],
+    registers: [this.registry],
+  });
+  private readonly bufferDelivered = new Counter({
+    name: "svc_proxy_mqtt_buffer_delivered_total",
+    help: "Messages the MQTT publish buffer delivered (QoS 1: acknowledged by the target; QoS 0: written)",
+    labelNames: ["listener"],
+    registers: [this.registry],
+  });
+  private readonly bufferConnects = new Counter({
+    name: "svc_proxy_mqtt_buffer_connects_total",
+    help: "Connection attempts of the MQTT publish buffer to its target: result=ok (CONNACK success) or failed",
+    labelNames: ["listener", "result"],
+    registers: [this.registry],
+  });
   readonly svidExpiry = new Gauge({
     name: "svc_proxy_svid_expiry_timestamp_seconds",
     help: "When the current X.509-SVID expires (Unix seconds)",
@@ -62,6 +98,19 @@ export class ProxyMetrics {
         if (responseBytes > 0) this.bytes.inc({ listener, direction: "response" }, responseBytes);
       },
       denied: (side, reason) => this.denied.inc({ listener, side, reason }),
+      relayed: (toTarget, toCaller) => {
+        this.relayedBytes.inc({ listener, direction: "request" }, toTarget);
+        this.relayedBytes.inc({ listener, direction: "response" }, toCaller);
+      },
+      buffer: {
+        depth: (messages, bytes) => {
+          this.bufferMessages.inc({ listener }, messages);
+          this.bufferBytes.inc({ listener }, bytes);
+        },
+        dropped: (reason) => this.bufferDropped.inc({ listener, reason }),
+        delivered: () => this.bufferDelivered.inc({ listener }),
+        connect: (result) => this.bufferConnects.inc({ listener, result }),
+      },
     };
   }
 

@@ -1,12 +1,19 @@
 import type { Server } from "node:http";
-import { SvcError } from "../lib/errors.ts";
 import { X509Source } from "../lib/spiffe/x509-source.ts";
 import { openKeyLog } from "../lib/tls/keylog.ts";
-import type { ProxyConfig } from "./config/validate.ts";
-import { type RunningListener, startHttpListener } from "./http/listener.ts";
+import type { ListenerConfig, ProxyConfig } from "./config/validate.ts";
+import { startHttpListener } from "./http/listener.ts";
+import type { ListenerDeps, RunningListener } from "./listener.ts";
 import type { Logger } from "./log.ts";
 import { ProxyMetrics } from "./metrics.ts";
+import { startMqttListener } from "./mqtt/listener.ts";
 import { startNotary } from "./notary/start.ts";
+import { startTcpListener } from "./tcp/listener.ts";
+
+const START: Record<
+  ListenerConfig["protocol"],
+  (l: ListenerConfig, deps: ListenerDeps) => Promise<RunningListener>
+> = { http: startHttpListener, tcp: startTcpListener, mqtt: startMqttListener };
 
 /**
  * A running svc-proxy: one X509Source for the process, shared by every listener; listeners are
@@ -47,21 +54,14 @@ export async function startProxy(config: ProxyConfig, log: Logger): Promise<Runn
         metrics.notaryOperation(op, result),
       );
     for (const l of config.listeners) {
-      if (l.protocol !== "http")
-        throw new SvcError(
-          "usage",
-          `listener ${l.name}: ${l.protocol} listeners are not available in this build yet`,
-        );
-      listeners.set(
-        l.name,
-        await startHttpListener(l, {
-          source,
-          log,
-          events: metrics.forListener(l.name),
-          ...(keylog ? { keylog } : {}),
-          ...(notary ? { notary: notary.notary } : {}),
-        }),
-      );
+      const deps = {
+        source,
+        log,
+        events: metrics.forListener(l.name),
+        ...(keylog ? { keylog } : {}),
+        ...(notary ? { notary: notary.notary } : {}),
+      };
+      listeners.set(l.name, await START[l.protocol](l, deps));
     }
     if (config.metricsAddr) {
       metricsServer = await metrics.serve(config.metricsAddr);

@@ -35,10 +35,15 @@ export interface MtlsServerHandlers {
   /** A peer that completed the handshake but failed SPIFFE verification or authorization. */
   onReject?(error: SvcError, socket: tls.TLSSocket): void;
   alpn?: string[];
+  /** Keep the socket writable after the peer half-closes (byte relays). */
+  allowHalfOpen?: boolean;
 }
 
 export function createMtlsServer(policy: MtlsPolicy, handlers: MtlsServerHandlers): MtlsServer {
-  const server = tls.createServer(mtlsServerOptions(policy, handlers.alpn));
+  const server = tls.createServer({
+    ...mtlsServerOptions(policy, handlers.alpn),
+    ...(handlers.allowHalfOpen ? { allowHalfOpen: true } : {}),
+  });
   const detach = attachSpiffeAuth(server, policy, handlers);
   return {
     server,
@@ -108,6 +113,8 @@ export interface MtlsConnectOptions {
   servername?: string;
   alpn?: string[];
   timeoutMs?: number;
+  /** Keep the socket writable after the peer half-closes (byte relays). */
+  allowHalfOpen?: boolean;
 }
 
 /** Connects, authenticates the server, and resolves only for an authorized peer. */
@@ -128,6 +135,7 @@ export function connectMtls(o: MtlsConnectOptions): Promise<{ socket: tls.TLSSoc
       minVersion: MIN_VERSION,
       ...(o.servername ? { servername: o.servername } : {}),
       ...(o.alpn ? { ALPNProtocols: o.alpn } : {}),
+      ...(o.allowHalfOpen ? { allowHalfOpen: true } : {}),
     });
     if (o.policy.keylog) socket.on("keylog", (line) => o.policy.keylog?.write(line));
     const timer = setTimeout(() => {

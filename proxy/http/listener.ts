@@ -4,19 +4,15 @@ import https from "node:https";
 import type { Socket } from "node:net";
 import { type Readable, Transform } from "node:stream";
 import type { TLSSocket } from "node:tls";
-import { SvcError } from "../../lib/errors.ts";
 import { authorizeMatching } from "../../lib/spiffe/authorizer.ts";
 import type { SpiffeId } from "../../lib/spiffe/id.ts";
-import type { SvidSource } from "../../lib/spiffe/x509-source.ts";
 import { verifyX509Svid } from "../../lib/spiffe/x509svid.ts";
-import type { KeyLog } from "../../lib/tls/keylog.ts";
 import { attachSpiffeAuth, mtlsServerOptions, peerOf } from "../../lib/tls/mtls.ts";
 import { authenticatePeer, presentedChain } from "../../lib/tls/peer.ts";
 import { createUpstreamAgent } from "../../lib/tls/upstream-agent.ts";
 import type { ListenerConfig } from "../config/validate.ts";
-import type { Logger } from "../log.ts";
+import { type ListenerDeps, listen, type RunningListener } from "../listener.ts";
 import { buildChain } from "../middleware/chain.ts";
-import type { Notary } from "../notary/notary.ts";
 import { Connections } from "./connections.ts";
 import { forwarder } from "./forward.ts";
 import { PEER_ID_HEADER } from "./headers.ts";
@@ -27,28 +23,6 @@ import { isBuffered, type ProxyRequest, type ProxyResponse, proxyResponse, type 
  * mTLS; server mode authenticates callers with SPIFFE mTLS and calls the target in plaintext (or ordinary
  * HTTPS); central does mTLS on both sides. Server and central tell the target who called in Svc-Peer-ID.
  */
-export interface ListenerEvents {
-  /** A finished exchange; the byte counts are of the request and response bodies. */
-  request(status: number, seconds: number, requestBytes: number, responseBytes: number): void;
-  /** `reason` is a short code (unauthorized_peer, untrusted_peer, invalid_svid, handshake). */
-  denied(side: "source" | "target", reason: string): void;
-  connection(): void;
-}
-
-export interface ListenerDeps {
-  source: SvidSource;
-  log: Logger;
-  keylog?: KeyLog;
-  events?: ListenerEvents;
-  notary?: Notary;
-}
-
-export interface RunningListener {
-  port: number;
-  /** Stops accepting, waits up to `drainMs` for in-flight requests, then closes every connection. */
-  close(drainMs: number): Promise<void>;
-}
-
 export async function startHttpListener(l: ListenerConfig, deps: ListenerDeps): Promise<RunningListener> {
   const log = deps.log.with({ listener: l.name });
   const events = deps.events;
@@ -267,21 +241,7 @@ export async function startHttpListener(l: ListenerConfig, deps: ListenerDeps): 
   }
   server.on("error", (e) => log.error("listener error", { error: e.message }));
 
-  await new Promise<void>((resolve, reject) => {
-    server.once("error", (e: NodeJS.ErrnoException) =>
-      reject(
-        new SvcError(
-          "usage",
-          `listener ${l.name}: cannot listen on ${l.address.host}:${l.address.port}: ${e.code === "EADDRINUSE" ? "address already in use" : e.message}`,
-        ),
-      ),
-    );
-    server.listen(l.address.port, l.address.host || undefined, () => {
-      server.off("error", reject);
-      resolve();
-    });
-  });
-  const port = (server.address() as { port: number }).port;
+  const port = await listen(server, l);
   log.info("listening", { address: `${l.address.host}:${port}`, mode: l.mode, target: l.target.href });
 
   return {

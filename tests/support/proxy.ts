@@ -38,3 +38,19 @@ export function logLines(proc: Proc): Record<string, unknown>[] {
     .filter((l) => l.startsWith("{"))
     .map((l) => JSON.parse(l));
 }
+
+/** The first JSON log line with `msg`, waiting for it up to `timeoutMs`. */
+export async function waitForLog(
+  proc: Proc,
+  msg: string,
+  timeoutMs = 10_000,
+): Promise<Record<string, unknown>> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const line = logLines(proc).find((l) => l.msg === msg);
+    if (line) return line;
+    if (Date.now() > deadline)
+      throw new Error(`no "${msg}" in the log within ${timeoutMs} ms:\n${proc.stderr()}`);
+    await Bun.sleep(25);
+  }
+}

@@ -1,0 +1,53 @@
+import type { Server } from "node:net";
+import { SvcError } from "../lib/errors.ts";
+import type { SvidSource } from "../lib/spiffe/x509-source.ts";
+import type { KeyLog } from "../lib/tls/keylog.ts";
+import type { ListenerConfig } from "./config/validate.ts";
+import type { Logger } from "./log.ts";
+import type { BufferEvents } from "./mqtt/buffer/events.ts";
+import type { Notary } from "./notary/notary.ts";
+
+/** What every listener (http, tcp, mqtt) reports to metrics. */
+export interface ListenerEvents {
+  /** A finished HTTP exchange; the byte counts are of the request and response bodies. */
+  request(status: number, seconds: number, requestBytes: number, responseBytes: number): void;
+  /** `reason` is a short code (unauthorized_peer, untrusted_peer, invalid_svid, handshake). */
+  denied(side: "source" | "target", reason: string): void;
+  connection(): void;
+  /** Bytes a finished TCP or MQTT connection carried each way. */
+  relayed(toTarget: number, toCaller: number): void;
+  /** The MQTT publish buffer of this listener. */
+  buffer: BufferEvents;
+}
+
+export interface ListenerDeps {
+  source: SvidSource;
+  log: Logger;
+  keylog?: KeyLog;
+  events?: ListenerEvents;
+  notary?: Notary;
+}
+
+export interface RunningListener {
+  port: number;
+  /** Stops accepting, waits up to `drainMs` for in-flight work, then closes every connection. */
+  close(drainMs: number): Promise<void>;
+}
+
+/** Binds a listener's server to its address; a bind failure is a usage error naming the listener. */
+export function listen(server: Server, l: ListenerConfig): Promise<number> {
+  return new Promise<number>((resolve, reject) => {
+    const failed = (e: NodeJS.ErrnoException) =>
+      reject(
+        new SvcError(
+          "usage",
+          `listener ${l.name}: cannot listen on ${l.address.host}:${l.address.port}: ${e.code === "EADDRINUSE" ? "address already in use" : e.message}`,
+        ),
+      );
+    server.once("error", failed);
+    server.listen(l.address.port, l.address.host || undefined, () => {
+      server.off("error", failed);
+      resolve((server.address() as { port: number }).port);
+    });
+  });
+}

@@ -1,0 +1,13 @@
+/** Why the publish buffer let a message go without delivering it. */
+export type DropReason = "overflow" | "oversized" | "expired" | "rejected";
+
+/** What a listener's publish buffer reports to metrics. */
+export interface BufferEvents {
+  /** Messages and payload bytes entering (positive) or leaving (negative) the buffer. */
+  depth(messages: number, bytes: number): void;
+  dropped(reason: DropReason): void;
+  /** A message the target acknowledged (QoS 1) or that was written to it (QoS 0). */
+  delivered(): void;
+  /** A connection attempt to the target: ok once it acknowledged CONNECT, else failed. */
+  connect(result: "ok" | "failed"): void;
+}

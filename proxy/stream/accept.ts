@@ -1,0 +1,71 @@
+import net, { type Socket } from "node:net";
+import { authorizeMatching } from "../../lib/spiffe/authorizer.ts";
+import type { VerifiedPeer } from "../../lib/spiffe/x509svid.ts";
+import { createMtlsServer } from "../../lib/tls/mtls.ts";
+import type { ListenerConfig } from "../config/validate.ts";
+import { type ListenerDeps, listen, type RunningListener } from "../listener.ts";
+
+/**
+ * The accepting side of a byte-stream listener (tcp, mqtt): plaintext in client mode; SPIFFE mTLS with
+ * the `source.spiffe_ids` restriction in server and central modes, where a refused caller is closed before
+ * any byte is relayed. Sockets keep their writable side after the caller half-closes, so a relay can pass
+ * the half-close on. close() stops accepting, lets connections finish within `drainMs`, then closes them.
+ */
+export type StreamHandler = (socket: Socket, peer: VerifiedPeer | undefined) => void;
+
+export async function acceptStreams(
+  l: ListenerConfig,
+  deps: ListenerDeps,
+  handle: StreamHandler,
+): Promise<RunningListener> {
+  const log = deps.log.with({ listener: l.name });
+  const open = new Set<Socket>();
+  const track = (socket: Socket, peer: VerifiedPeer | undefined) => {
+    open.add(socket);
+    socket.once("close", () => open.delete(socket));
+    deps.events?.connection();
+    handle(socket, peer);
+  };
+  let server: net.Server;
+  let stop: () => Promise<void>;
+  if (l.mode === "server" || l.mode === "central") {
+    const mtls = createMtlsServer(
+      {
+        source: deps.source,
+        authorize: authorizeMatching(l.sourceIds, `listeners.${l.name}.source.spiffe_ids`),
+        ...(deps.keylog ? { keylog: deps.keylog } : {}),
+      },
+      {
+        allowHalfOpen: true,
+        onConnection: track,
+        onReject: (e, socket) => {
+          deps.events?.denied("source", e.message.startsWith("TLS handshake failed") ? "handshake" : e.code);
+          log.warn("caller refused", { reason: e.message, code: e.code, remote: socket?.remoteAddress });
+        },
+      },
+    );
+    server = mtls.server;
+    stop = mtls.close;
+  } else {
+    server = net.createServer({ allowHalfOpen: true }, (socket) => track(socket, undefined));
+    stop = () => new Promise((resolve) => server.close(() => resolve()));
+  }
+  server.on("error", (e) => log.error("listener error", { error: e.message }));
+  const port = await listen(server, l);
+  log.info("listening", {
+    address: `${l.address.host}:${port}`,
+    mode: l.mode,
+    protocol: l.protocol,
+    target: l.target.href,
+  });
+  return {
+    port,
+    async close(drainMs) {
+      const stopped = stop();
+      const deadline = Date.now() + drainMs;
+      while (open.size > 0 && Date.now() < deadline) await Bun.sleep(20);
+      for (const socket of open) socket.destroy();
+      await stopped;
+    },
+  };
+}

@@ -1,0 +1,73 @@
+import net, { type Socket } from "node:net";
+import { SvcError } from "../../lib/errors.ts";
+import { authorizeMatching } from "../../lib/spiffe/authorizer.ts";
+import { connectMtls } from "../../lib/tls/mtls.ts";
+import { presentedChain } from "../../lib/tls/peer.ts";
+import type { ListenerConfig } from "../config/validate.ts";
+import type { Upstream } from "../http/types.ts";
+import type { ListenerDeps } from "../listener.ts";
+
+/**
+ * The dialling side of a byte-stream listener: tls:// and mqtts:// targets (client and central modes) over
+ * SPIFFE mTLS with the `target.spiffe_ids` restriction, so the upstream is authenticated before a byte
+ * moves; tcp:// and mqtt:// targets in plaintext. Failures are SvcErrors whose message names the target.
+ */
+export interface Dialled {
+  socket: Socket;
+  /** The authenticated upstream workload (mTLS targets only). */
+  upstream?: Upstream;
+}
+
+export type Dialer = () => Promise<Dialled>;
+
+const CONNECT_TIMEOUT_MS = 10_000;
+
+export function targetDialer(l: ListenerConfig, deps: ListenerDeps): Dialer {
+  const host = l.target.hostname.replace(/^\[|\]$/g, "");
+  const port = Number(l.target.port);
+  const where = `${host}:${port}`;
+  if (l.targetMtls) {
+    const policy = {
+      source: deps.source,
+      authorize: authorizeMatching(l.targetIds, `listeners.${l.name}.target.spiffe_ids`),
+      ...(deps.keylog ? { keylog: deps.keylog } : {}),
+    };
+    return async () => {
+      try {
+        const { socket, peer } = await connectMtls({
+          host,
+          port,
+          policy,
+          allowHalfOpen: true,
+          timeoutMs: CONNECT_TIMEOUT_MS,
+          ...(net.isIP(host) ? {} : { servername: host }),
+        });
+        return { socket, upstream: { id: peer.id, chain: presentedChain(socket) } };
+      } catch (e) {
+        throw dialError(where, e as Error);
+      }
+    };
+  }
+  return () =>
+    new Promise<Dialled>((resolve, reject) => {
+      const socket = net.connect({ host, port, allowHalfOpen: true });
+      const timer = setTimeout(() => {
+        socket.destroy();
+        reject(new SvcError("network", `target ${where} did not accept within ${CONNECT_TIMEOUT_MS} ms`));
+      }, CONNECT_TIMEOUT_MS);
+      socket.once("connect", () => {
+        clearTimeout(timer);
+        resolve({ socket });
+      });
+      socket.once("error", (e) => {
+        clearTimeout(timer);
+        reject(dialError(where, e));
+      });
+    });
+}
+
+function dialError(where: string, e: Error): SvcError {
+  if (e instanceof SvcError) return new SvcError(e.code, `target ${where} refused: ${e.message}`);
+  const code = (e as NodeJS.ErrnoException).code;
+  return new SvcError("network", `target ${where} unreachable (${code ?? e.message})`);
+}
