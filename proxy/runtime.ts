@@ -6,14 +6,18 @@ import { startHttpListener } from "./http/listener.ts";
 import type { ListenerDeps, RunningListener } from "./listener.ts";
 import type { Logger } from "./log.ts";
 import { ProxyMetrics } from "./metrics.ts";
-import { startMqttListener } from "./mqtt/listener.ts";
 import { startNotary } from "./notary/start.ts";
 import { startTcpListener } from "./tcp/listener.ts";
 
 const START: Record<
   ListenerConfig["protocol"],
   (l: ListenerConfig, deps: ListenerDeps) => Promise<RunningListener>
-> = { http: startHttpListener, tcp: startTcpListener, mqtt: startMqttListener };
+> = {
+  http: startHttpListener,
+  tcp: startTcpListener,
+  // mqtt-packet costs ~20 ms to import: only proxies with an MQTT listener pay it.
+  mqtt: async (l, deps) => (await import("./mqtt/listener.ts")).startMqttListener(l, deps),
+};
 
 /**
  * A running svc-proxy: one X509Source for the process, shared by every listener; listeners are

@@ -1,7 +1,44 @@
-import { SvcError } from "../../lib/errors.ts";
 import type { ListenerConfig } from "../config/validate.ts";
-import type { RunningListener } from "../listener.ts";
+import type { ListenerDeps, RunningListener } from "../listener.ts";
+import { acceptStreams } from "../stream/accept.ts";
+import { targetDialer } from "../stream/dial.ts";
+import { tunnel } from "./tunnel.ts";
 
-export function startMqttListener(l: ListenerConfig): Promise<RunningListener> {
-  throw new SvcError("usage", `listener ${l.name}: mqtt listeners are not available in this build yet`);
+/**
+ * An MQTT listener (specification 4.2): modes and schemes as for TCP (mqtt:// and mqtts://). Without the
+ * buffer middleware each caller connection is tunnelled to its own target connection (tunnel.ts); with
+ * it, publishing sessions are acknowledged here and delivered through the buffer (buffer/).
+ */
+export function startMqttListener(l: ListenerConfig, deps: ListenerDeps): Promise<RunningListener> {
+  const log = deps.log.with({ listener: l.name });
+  const dial = targetDialer(l, deps);
+  const origin = `${l.target.protocol}//${l.target.host}`;
+  return acceptStreams(l, deps, (caller, peer) => {
+    const started = performance.now();
+    const connLog = log.with({ remote: caller.remoteAddress, ...(peer ? { peer: peer.id.uri } : {}) });
+    caller.pause();
+    caller.once("error", () => {});
+    dial().then(
+      async (target) => {
+        if (caller.destroyed) {
+          target.socket.destroy();
+          return;
+        }
+        const r = await tunnel(caller, target, { notary: deps.notary, origin, log: connLog });
+        deps.events?.relayed(r.toTarget, r.toCaller);
+        connLog.debug("closed", {
+          to_target: r.toTarget,
+          to_caller: r.toCaller,
+          seconds: (performance.now() - started) / 1000,
+          ...(r.reason ? { reason: r.reason } : {}),
+        });
+      },
+      (e: Error & { code?: string }) => {
+        caller.destroy();
+        if (e.code === "unauthorized_peer" || e.code === "untrusted_peer" || e.code === "invalid_svid")
+          deps.events?.denied("target", e.code);
+        connLog.warn("target failed", { reason: e.message });
+      },
+    );
+  });
 }

@@ -1,0 +1,58 @@
+import mqtt, { type Packet, type UserProperties } from "mqtt-packet";
+import { MalformedPacket } from "./framer.ts";
+
+/**
+ * MQTT 3.1.1 and 5 packets through mqtt-packet, for the packets the proxy must understand. One decoder per
+ * direction of a connection: it learns the protocol version from CONNECT (or is told it). A decode failure
+ * is MalformedPacket with mqtt-packet's reason.
+ */
+export type MqttVersion = 3 | 4 | 5;
+
+export class PacketDecoder {
+  private parser: ReturnType<typeof mqtt.parser>;
+  private decoded: Packet | undefined;
+  private error: { message: string } | undefined;
+
+  constructor(version?: MqttVersion) {
+    this.parser = mqtt.parser(version ? { protocolVersion: version } : {});
+    this.parser.on("packet", (p) => {
+      this.decoded = p;
+    });
+    this.parser.on("error", (e: Error) => {
+      this.error ??= e;
+    });
+  }
+
+  /** Decodes one whole packet (as the framer collects them). */
+  decode(raw: Buffer): Packet {
+    this.decoded = undefined;
+    this.error = undefined;
+    this.parser.parse(raw);
+    const error = this.error as { message: string } | undefined;
+    if (error || !this.decoded) throw new MalformedPacket(error?.message ?? "incomplete packet");
+    return this.decoded;
+  }
+}
+
+export function encode(packet: Packet, version: MqttVersion): Buffer {
+  return mqtt.generate(packet, { protocolVersion: version });
+}
+
+/** The first value of a user property, if present. */
+export function userProperty(props: { userProperties?: UserProperties } | undefined, name: string) {
+  const v = props?.userProperties?.[name];
+  return Array.isArray(v) ? v[0] : v;
+}
+
+/** MQTT 5 reason codes the proxy sends. */
+export const Reason = {
+  success: 0x00,
+  unspecified: 0x80,
+  malformed: 0x81,
+  protocolError: 0x82,
+  implementationSpecific: 0x83,
+  qosNotSupported: 0x9b,
+  quotaExceeded: 0x97,
+  /** MQTT 3.1.1 SUBACK failure return code. */
+  subackFailure311: 0x80,
+} as const;
