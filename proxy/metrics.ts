@@ -66,7 +66,7 @@ export class ProxyMetrics {
   });
   private readonly bufferDropped = new Counter({
     name: "svc_proxy_mqtt_buffer_dropped_total",
-    help: "Messages the MQTT publish buffer did not deliver: reason=overflow (evicted or discarded by the overflow policy), oversized, expired (max-ttl), rejected (publish refused, connection closed)",
+    help: "Messages the MQTT publish buffer did not deliver: reason=overflow (evicted or discarded by the overflow policy), oversized, expired (max-ttl), rejected (publish refused by overflow-policy reject, connection closed), refused (the target's PUBACK carried an error reason code)",
     labelNames: ["listener", "reason"],
     registers: [this.registry],
   });

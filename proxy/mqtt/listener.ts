@@ -2,6 +2,8 @@ import type { ListenerConfig } from "../config/validate.ts";
 import type { ListenerDeps, RunningListener } from "../listener.ts";
 import { acceptStreams } from "../stream/accept.ts";
 import { targetDialer } from "../stream/dial.ts";
+import { bufferOptions } from "./buffer/options.ts";
+import { PublishBuffer } from "./buffer/publish-buffer.ts";
 import { tunnel } from "./tunnel.ts";
 
 /**
@@ -9,9 +11,28 @@ import { tunnel } from "./tunnel.ts";
  * buffer middleware each caller connection is tunnelled to its own target connection (tunnel.ts); with
  * it, publishing sessions are acknowledged here and delivered through the buffer (buffer/).
  */
-export function startMqttListener(l: ListenerConfig, deps: ListenerDeps): Promise<RunningListener> {
+const NO_BUFFER_EVENTS = { depth() {}, dropped() {}, delivered() {}, connect() {} };
+
+export async function startMqttListener(l: ListenerConfig, deps: ListenerDeps): Promise<RunningListener> {
   const log = deps.log.with({ listener: l.name });
   const dial = targetDialer(l, deps);
+  const options = bufferOptions(l);
+  if (options) {
+    const buffer = new PublishBuffer({ options, dial, events: deps.events?.buffer ?? NO_BUFFER_EVENTS, log });
+    const running = await acceptStreams(l, deps, (caller, peer) =>
+      buffer.accept(
+        caller,
+        log.with({ remote: caller.remoteAddress, ...(peer ? { peer: peer.id.uri } : {}) }),
+      ),
+    );
+    return {
+      port: running.port,
+      async close(drainMs) {
+        await running.close(drainMs);
+        buffer.close();
+      },
+    };
+  }
   const origin = `${l.target.protocol}//${l.target.host}`;
   return acceptStreams(l, deps, (caller, peer) => {
     const started = performance.now();

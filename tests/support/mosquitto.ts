@@ -5,7 +5,8 @@ import { type Proc, spawnProc } from "./proc.ts";
 
 /**
  * Debian's mosquitto as a test broker on a loopback port: anonymous, no persistence, MQTT 3.1.1 and 5.
- * stop() and start() take it down and bring it back on the same port (broker outages).
+ * stop() and start() take it down and bring it back on the same port (broker outages); `started: false`
+ * leaves it down at first.
  */
 export interface Broker {
   port: number;
@@ -15,12 +16,17 @@ export interface Broker {
 
 const MOSQUITTO = ["/usr/sbin/mosquitto", "/usr/bin/mosquitto"].find(existsSync) ?? "mosquitto";
 
-export async function startBroker(dir: string, port: number): Promise<Broker> {
+export async function startBroker(
+  dir: string,
+  port: number,
+  o: { persistent?: boolean; started?: boolean } = {},
+): Promise<Broker> {
   const conf = join(dir, `mosquitto-${port}.conf`);
-  writeFileSync(
-    conf,
-    `listener ${port} 127.0.0.1\nallow_anonymous true\npersistence false\nlog_dest stderr\n`,
-  );
+  // Persistent: sessions and their queued messages survive a restart (saved at shutdown).
+  const persistence = o.persistent
+    ? `persistence true\npersistence_location ${dir}/\npersistence_file mosquitto-${port}.db\n`
+    : "persistence false\n";
+  writeFileSync(conf, `listener ${port} 127.0.0.1\nallow_anonymous true\n${persistence}log_dest stderr\n`);
   let proc: Proc | undefined;
   const broker: Broker = {
     port,
@@ -33,6 +39,6 @@ export async function startBroker(dir: string, port: number): Promise<Broker> {
       proc = undefined;
     },
   };
-  await broker.start();
+  if (o.started !== false) await broker.start();
   return broker;
 }

@@ -1,5 +1,5 @@
 /** Why the publish buffer let a message go without delivering it. */
-export type DropReason = "overflow" | "oversized" | "expired" | "rejected";
+export type DropReason = "overflow" | "oversized" | "expired" | "rejected" | "refused";
 
 /** What a listener's publish buffer reports to metrics. */
 export interface BufferEvents {

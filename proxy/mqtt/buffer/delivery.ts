@@ -1,0 +1,259 @@
+import type { Socket } from "node:net";
+import mqtt, { type IConnectPacket, type IPubackPacket, type Packet } from "mqtt-packet";
+import type { Logger } from "../../log.ts";
+import type { Dialer } from "../../stream/dial.ts";
+import { encode, type MqttVersion } from "../codec.ts";
+import type { BufferEvents } from "./events.ts";
+import type { BufferOptions } from "./options.ts";
+import type { MessageQueue, QueuedMessage } from "./queue.ts";
+
+/**
+ * Delivers one session's buffered messages to the target (specification 8, MQTT buffer rules 1, 5, 7):
+ * connects on demand with the client's CONNECT, sends in order with up to WINDOW QoS 1 messages in flight,
+ * removes a QoS 1 message on the target's PUBACK and a QoS 0 message once written. A failed attempt
+ * requeues what was in flight and retries after a delay that doubles from reconnect-backoff.initial up to
+ * max, and returns to initial once a reconnection has delivered everything held when it began (a
+ * successful replay). Each attempt must make progress — connect, CONNACK, the next PUBACK — within
+ * reconnect-backoff.max. An upstream with nothing to send for timeouts.idle is closed; the next message
+ * reconnects it.
+ */
+const WINDOW = 64;
+
+type State = "idle" | "backoff" | "connecting" | "connected" | "closed";
+
+export interface DeliveryDeps {
+  dial: Dialer;
+  options: BufferOptions;
+  events: BufferEvents;
+  log: Logger;
+}
+
+export class Delivery {
+  private state: State = "idle";
+  private socket: Socket | undefined;
+  private delayMs: number;
+  private failures = 0;
+  /** A replay succeeds once the message with this sequence number (or a later one) is delivered. */
+  private replayUntil = 0;
+  private readonly byPacketId = new Map<number, QueuedMessage>();
+  private nextPacketId = 1;
+  private blocked = false;
+  private lastWrite = 0;
+  private retryTimer: ReturnType<typeof setTimeout> | undefined;
+  private progressTimer: ReturnType<typeof setTimeout> | undefined;
+  private idleTimer: ReturnType<typeof setTimeout> | undefined;
+  private pingTimer: ReturnType<typeof setInterval> | undefined;
+  /** Called whenever nothing is held any more (the session may end). */
+  onEmpty: () => void = () => {};
+
+  constructor(
+    private readonly connect: IConnectPacket,
+    private readonly version: MqttVersion,
+    private readonly queue: MessageQueue,
+    private readonly d: DeliveryDeps,
+  ) {
+    this.delayMs = d.options.backoffInitialMs;
+  }
+
+  /** New messages are queued: send them now, or connect first. */
+  wake(): void {
+    clearTimeout(this.idleTimer);
+    if (this.state === "idle") void this.attempt();
+    else if (this.state === "connected") this.pump();
+  }
+
+  /** Ends delivery: a connected upstream is sent DISCONNECT, a connection in progress is dropped. */
+  close(): void {
+    const wasConnected = this.state === "connected";
+    this.state = "closed";
+    this.clearTimers();
+    if (wasConnected) this.socket?.end(encode({ cmd: "disconnect" }, this.version));
+    else this.socket?.destroy();
+    this.socket = undefined;
+  }
+
+  private clearTimers(): void {
+    clearTimeout(this.retryTimer);
+    clearTimeout(this.progressTimer);
+    clearTimeout(this.idleTimer);
+    clearInterval(this.pingTimer);
+  }
+
+  /** Arms (or re-arms) the replay budget: without progress within backoff max, the attempt fails. */
+  private expectProgress(): void {
+    clearTimeout(this.progressTimer);
+    this.progressTimer = setTimeout(
+      () => this.fail(`no progress within reconnect-backoff.max (${this.d.options.backoffMaxMs} ms)`),
+      this.d.options.backoffMaxMs,
+    );
+  }
+
+  private async attempt(): Promise<void> {
+    this.state = "connecting";
+    if (this.failures > 0) this.replayUntil = this.queue.newest;
+    this.expectProgress();
+    let socket: Socket;
+    try {
+      socket = (await this.d.dial()).socket;
+    } catch (e) {
+      this.fail((e as Error).message);
+      return;
+    }
+    if (this.state !== "connecting") {
+      socket.destroy();
+      return;
+    }
+    this.socket = socket;
+    const parser = mqtt.parser({ protocolVersion: this.version });
+    parser.on("packet", (p: Packet) => this.onPacket(p));
+    parser.on("error", (e: Error) => this.fail(`malformed MQTT packet from the target: ${e.message}`));
+    socket.on("data", (chunk: Buffer) => parser.parse(chunk));
+    socket.on("drain", () => {
+      this.blocked = false;
+      this.pump();
+    });
+    socket.on("error", (e) => this.fail(e.message));
+    socket.on("close", () => {
+      if (this.socket === socket) this.fail("the target closed the connection");
+    });
+    this.write(encode(this.connect, this.version));
+  }
+
+  private onPacket(p: Packet): void {
+    if (p.cmd === "connack") {
+      const code = p.reasonCode ?? p.returnCode ?? 0;
+      if (code !== 0) {
+        this.fail(`the target refused CONNECT with reason code 0x${code.toString(16)}`);
+        return;
+      }
+      this.d.events.connect("ok");
+      this.state = "connected";
+      this.d.log.debug("upstream connected", { failures: this.failures });
+      const keepaliveMs = (this.connect.keepalive ?? 60) * 1000;
+      if (keepaliveMs > 0)
+        this.pingTimer = setInterval(() => {
+          if (Date.now() - this.lastWrite >= keepaliveMs / 2)
+            this.write(encode({ cmd: "pingreq" }, this.version));
+        }, keepaliveMs / 2);
+      clearTimeout(this.progressTimer);
+      this.pump();
+    } else if (p.cmd === "puback") this.onPuback(p);
+    else if (p.cmd === "disconnect")
+      this.fail(`the target sent DISCONNECT (reason code 0x${(p.reasonCode ?? 0).toString(16)})`);
+  }
+
+  private onPuback(p: IPubackPacket): void {
+    const m = this.byPacketId.get(p.messageId ?? 0);
+    if (!m) return;
+    this.byPacketId.delete(p.messageId ?? 0);
+    if ((p.reasonCode ?? 0) >= 0x80) {
+      this.d.log.warn("target refused a message", { topic: m.topic, reason_code: p.reasonCode });
+      this.queue.refused(m);
+    } else this.queue.delivered(m);
+    this.progressed(m);
+    this.pump();
+  }
+
+  private progressed(m: QueuedMessage): void {
+    if (this.byPacketId.size > 0) this.expectProgress();
+    else clearTimeout(this.progressTimer);
+    if (this.failures > 0 && m.seq >= this.replayUntil) this.replayed();
+  }
+
+  private replayed(): void {
+    this.d.log.info("upstream replay complete", { after_failures: this.failures });
+    this.failures = 0;
+    this.delayMs = this.d.options.backoffInitialMs;
+  }
+
+  private pump(): void {
+    if (this.state !== "connected" || !this.socket) return;
+    while (!this.blocked && this.byPacketId.size < WINDOW) {
+      const m = this.queue.take();
+      if (!m) break;
+      this.send(m);
+    }
+    if (this.byPacketId.size === 0 && this.queue.messages === 0) {
+      if (this.failures > 0) this.replayed();
+      this.idle();
+      this.onEmpty();
+    }
+  }
+
+  private send(m: QueuedMessage): void {
+    const publish = {
+      cmd: "publish" as const,
+      topic: m.topic,
+      payload: m.payload,
+      qos: m.qos,
+      retain: m.retain,
+      dup: m.qos === 1 && m.sent,
+      ...(m.properties && this.version === 5 ? { properties: m.properties } : {}),
+    };
+    m.sent = true;
+    if (m.qos === 0) {
+      this.write(encode(publish, this.version), (e) => {
+        if (e) this.queue.unsent(m);
+        else this.queue.delivered(m);
+      });
+      return;
+    }
+    const id = this.packetId();
+    this.byPacketId.set(id, m);
+    if (this.byPacketId.size === 1) this.expectProgress();
+    this.write(encode({ ...publish, messageId: id }, this.version));
+  }
+
+  private packetId(): number {
+    for (;;) {
+      const id = this.nextPacketId;
+      this.nextPacketId = id === 65_535 ? 1 : id + 1;
+      if (!this.byPacketId.has(id)) return id;
+    }
+  }
+
+  private write(b: Buffer, done?: (e?: Error | null) => void): void {
+    const s = this.socket;
+    if (!s || s.destroyed) {
+      done?.(new Error("not connected"));
+      return;
+    }
+    this.lastWrite = Date.now();
+    if (!s.write(b, done)) this.blocked = true;
+  }
+
+  /** Nothing to send: close the upstream after timeouts.idle. */
+  private idle(): void {
+    clearTimeout(this.idleTimer);
+    this.idleTimer = setTimeout(() => {
+      if (this.state !== "connected" || this.queue.messages > 0) return;
+      this.d.log.debug("upstream idle, closing", { idle_ms: this.d.options.idleMs });
+      const s = this.socket;
+      this.socket = undefined;
+      this.state = "idle";
+      clearInterval(this.pingTimer);
+      s?.end(encode({ cmd: "disconnect" }, this.version));
+    }, this.d.options.idleMs);
+  }
+
+  private fail(reason: string): void {
+    if (this.state === "closed" || this.state === "backoff" || this.state === "idle") return;
+    if (this.state === "connecting") this.d.events.connect("failed");
+    this.clearTimers();
+    const s = this.socket;
+    this.socket = undefined;
+    s?.destroy();
+    this.blocked = false;
+    this.byPacketId.clear();
+    this.queue.requeueInflight();
+    this.failures++;
+    const delay = this.delayMs;
+    this.delayMs = Math.min(this.delayMs * 2, this.d.options.backoffMaxMs);
+    this.d.log.warn("upstream failed", { reason, retry_in_ms: delay, held: this.queue.messages });
+    this.state = "backoff";
+    this.retryTimer = setTimeout(() => {
+      this.state = "idle";
+      if (this.queue.messages > 0) void this.attempt();
+    }, delay);
+  }
+}

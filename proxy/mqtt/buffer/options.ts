@@ -1,0 +1,34 @@
+import { parseDuration } from "../../../lib/duration.ts";
+import type { ListenerConfig } from "../../config/validate.ts";
+
+/** The buffer middleware's options (specification 2.5) in working units; zero values already defaulted. */
+export interface BufferOptions {
+  maxBytes: number;
+  /** 0: no count limit. */
+  maxMessages: number;
+  /** 0: no expiry. */
+  maxTtlMs: number;
+  overflow: "reject" | "drop-oldest" | "drop-newest";
+  backoffInitialMs: number;
+  backoffMaxMs: number;
+  /** timeouts.idle: an upstream connection with nothing to send is closed after this long. */
+  idleMs: number;
+}
+
+type BufferEntry = Extract<ListenerConfig["middlewares"][number], { type: "buffer" }>;
+
+/** The listener's buffer options, or undefined when it has no buffer middleware (unbuffered MQTT). */
+export function bufferOptions(l: ListenerConfig): BufferOptions | undefined {
+  const m = l.middlewares.find((e): e is BufferEntry => e.type === "buffer");
+  if (!m) return undefined;
+  const ms = (text: string, fallback: string) => parseDuration(text) || parseDuration(fallback);
+  return {
+    maxBytes: m.storage["max-bytes"],
+    maxMessages: m.storage["max-messages"],
+    maxTtlMs: parseDuration(m.storage["max-ttl"]),
+    overflow: m["overflow-policy"],
+    backoffInitialMs: ms(m["reconnect-backoff"].initial, "1s"),
+    backoffMaxMs: ms(m["reconnect-backoff"].max, "30s"),
+    idleMs: l.timeouts.idleMs,
+  };
+}

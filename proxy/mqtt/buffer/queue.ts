@@ -1,0 +1,186 @@
+import type { BufferEvents } from "./events.ts";
+import type { BufferOptions } from "./options.ts";
+
+/**
+ * One client session's publish buffer (specification 8, MQTT buffer rules 2, 6, 7): messages in arrival
+ * order, bounded by payload bytes and count, with the overflow policies. A message leaves when the target
+ * acknowledged it (QoS 1), when it was written (QoS 0), or when it is dropped; messages sent but not yet
+ * acknowledged stay counted (in flight) and go back to the front when the connection fails.
+ */
+export interface QueuedMessage {
+  seq: number;
+  topic: string;
+  payload: Buffer;
+  qos: 0 | 1;
+  retain: boolean;
+  /** MQTT 5 PUBLISH properties, passed on. */
+  properties?: Record<string, unknown>;
+  enqueuedAt: number;
+  /** Sent at least once before (a resend carries the DUP flag). */
+  sent: boolean;
+}
+
+export type Offer = "queued" | "dropped" | "rejected" | "oversized";
+
+type Limits = Pick<BufferOptions, "maxBytes" | "maxMessages" | "maxTtlMs" | "overflow">;
+
+export class MessageQueue {
+  /** Waiting to be sent on the current connection, oldest first. */
+  private waiting: QueuedMessage[] = [];
+  private head = 0;
+  /** Sent and awaiting the target's acknowledgement, by sequence number (oldest first). */
+  private readonly inflight = new Map<number, QueuedMessage>();
+  private bytes = 0;
+  private seq = 0;
+
+  constructor(
+    private readonly limits: Limits,
+    private readonly events: BufferEvents,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  get messages(): number {
+    return this.waiting.length - this.head + this.inflight.size;
+  }
+  get payloadBytes(): number {
+    return this.bytes;
+  }
+  get inFlight(): number {
+    return this.inflight.size;
+  }
+
+  /** Adds a message under the overflow policy. */
+  offer(m: Omit<QueuedMessage, "seq" | "enqueuedAt" | "sent">): Offer {
+    const size = m.payload.length;
+    const { maxBytes, maxMessages, overflow } = this.limits;
+    const fits = () => this.bytes + size <= maxBytes && (maxMessages === 0 || this.messages < maxMessages);
+    if (!fits()) this.expireOld();
+    if (!fits()) {
+      if (overflow === "drop-newest") {
+        this.events.dropped("overflow");
+        return "dropped";
+      }
+      if (overflow === "reject") {
+        this.events.dropped("rejected");
+        return "rejected";
+      }
+      if (size > maxBytes) {
+        this.events.dropped("oversized");
+        return "oversized";
+      }
+      while (!fits() && this.messages > 0) this.evictOldest();
+    }
+    this.waiting.push({ ...m, seq: ++this.seq, enqueuedAt: this.now(), sent: false });
+    this.bytes += size;
+    this.events.depth(1, size);
+    return "queued";
+  }
+
+  /** The next message to send, skipping (and dropping) expired ones; it is counted in flight if QoS 1. */
+  take(): QueuedMessage | undefined {
+    for (;;) {
+      const m = this.waiting[this.head];
+      if (!m) return undefined;
+      this.waiting[this.head++] = undefined as unknown as QueuedMessage;
+      this.compact();
+      if (this.expired(m)) {
+        this.release(m, "expired");
+        continue;
+      }
+      if (m.qos === 1) this.inflight.set(m.seq, m);
+      return m;
+    }
+  }
+
+  /** A QoS 0 message written, or a QoS 1 message acknowledged: it leaves the buffer. */
+  delivered(m: QueuedMessage): void {
+    if (m.qos === 1 && !this.inflight.delete(m.seq)) return; // evicted meanwhile
+    this.release(m);
+    this.events.delivered();
+  }
+
+  /** The target refused a QoS 1 message (a PUBACK with an error reason code): it is not sent again. */
+  refused(m: QueuedMessage): void {
+    if (!this.inflight.delete(m.seq)) return;
+    this.release(m, "refused");
+  }
+
+  /** The sequence number of the newest message held (0 when none ever was). */
+  get newest(): number {
+    return this.seq;
+  }
+
+  /** A QoS 0 message whose write failed goes back to the front, to be retried (rule 5). */
+  unsent(m: QueuedMessage): void {
+    this.waiting.splice(this.head, 0, m);
+  }
+
+  /** The connection failed: messages in flight go back to the front, in order, to be sent again. */
+  requeueInflight(): void {
+    if (this.inflight.size === 0) return;
+    const back = [...this.inflight.values()];
+    this.inflight.clear();
+    this.waiting = [...back, ...this.waiting.slice(this.head)];
+    this.head = 0;
+  }
+
+  /** Is a QoS 1 message still held (not evicted)? */
+  holds(m: QueuedMessage): boolean {
+    return this.inflight.has(m.seq);
+  }
+
+  /** Drops every message (the session ends without a way to deliver them). */
+  clear(): void {
+    for (const m of [...this.inflight.values(), ...this.waiting.slice(this.head)])
+      this.release(m, "overflow");
+    this.inflight.clear();
+    this.waiting = [];
+    this.head = 0;
+  }
+
+  private expired(m: QueuedMessage): boolean {
+    return this.limits.maxTtlMs > 0 && this.now() - m.enqueuedAt > this.limits.maxTtlMs;
+  }
+
+  /** Frees room held by expired messages at the front before a policy decides anything. */
+  private expireOld(): void {
+    if (this.limits.maxTtlMs === 0) return;
+    for (const [seq, m] of this.inflight) {
+      if (!this.expired(m)) break;
+      this.inflight.delete(seq);
+      this.release(m, "expired");
+    }
+    for (let m = this.waiting[this.head]; m && this.expired(m); m = this.waiting[this.head]) {
+      this.waiting[this.head++] = undefined as unknown as QueuedMessage;
+      this.release(m, "expired");
+    }
+    this.compact();
+  }
+
+  private evictOldest(): void {
+    const first = this.inflight.values().next();
+    if (!first.done) {
+      this.inflight.delete(first.value.seq);
+      this.release(first.value, "overflow");
+      return;
+    }
+    const m = this.waiting[this.head];
+    if (!m) return;
+    this.waiting[this.head++] = undefined as unknown as QueuedMessage;
+    this.release(m, "overflow");
+    this.compact();
+  }
+
+  private release(m: QueuedMessage, dropped?: "overflow" | "expired" | "refused"): void {
+    this.bytes -= m.payload.length;
+    this.events.depth(-1, -m.payload.length);
+    if (dropped) this.events.dropped(dropped);
+  }
+
+  private compact(): void {
+    if (this.head > 1024 && this.head * 2 > this.waiting.length) {
+      this.waiting = this.waiting.slice(this.head);
+      this.head = 0;
+    }
+  }
+}

@@ -1,0 +1,284 @@
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { join } from "node:path";
+import { type DevApi, startDevApi, tempDir } from "../support/dev-api.ts";
+import { type Broker, startBroker } from "../support/mosquitto.ts";
+import { collect, connackOf, mqttClient, rawMqtt } from "../support/mqtt-clients.ts";
+import { freePort } from "../support/net.ts";
+import { type Proc, stopAll } from "../support/proc.ts";
+import { logLines, startSvcProxy } from "../support/proxy.ts";
+
+/**
+ * The MQTT publish buffer in a client proxy, delivering through a server proxy to Debian's mosquitto,
+ * with mqtt.js and hand-made packets as clients: local acknowledgements, broker outages, the overflow
+ * policies, TTL expiry, backoff, refusals of what a publishing buffer does not carry.
+ */
+const dir = tempDir();
+const caDir = join(dir, "ca");
+const ID = (sa: string) => `spiffe://example.org/ns/prod/sa/${sa}`;
+const apis: Record<string, DevApi> = {};
+
+beforeAll(async () => {
+  for (const sa of ["web", "api"])
+    apis[sa] = await startDevApi({ socketPath: join(dir, `${sa}.sock`), spiffeIds: [ID(sa)], caDir });
+});
+afterAll(async () => {
+  await stopAll();
+}, 30_000);
+
+interface Buffered {
+  port: number;
+  metricsPort: number;
+  client: Proc;
+  broker: Broker;
+  /** Starts the server proxy between the buffer and the broker (when it was left down). */
+  linkUp(): Promise<Proc>;
+}
+
+/**
+ * A broker, a server proxy in front of it (down unless `linkUp`, so the buffer cannot deliver until
+ * linkUp() while subscribers are already listening), and a buffering client proxy.
+ */
+async function buffered(
+  buffer: Record<string, unknown>,
+  o: { linkUp?: boolean; persistent?: boolean; timeouts?: Record<string, string> } = {},
+): Promise<Buffered> {
+  const broker = await startBroker(dir, await freePort(), o.persistent ? { persistent: true } : {});
+  const [serverPort, port, metricsPort] = [await freePort(), await freePort(), await freePort()];
+  const proxy = (as: string, listener: Record<string, unknown>, metricsAddr = "0") =>
+    startSvcProxy({
+      spiffe: { workload_socket_path: apis[as]?.socket },
+      metricsAddr,
+      listeners: [{ name: "mqtt", protocol: "mqtt", ...listener }],
+    });
+  const linkUp = () =>
+    proxy("api", {
+      address: `127.0.0.1:${serverPort}`,
+      mode: "server",
+      target: { url: `mqtt://127.0.0.1:${broker.port}` },
+    });
+  if (o.linkUp !== false) await linkUp();
+  const client = await proxy(
+    "web",
+    {
+      address: `127.0.0.1:${port}`,
+      mode: "client",
+      target: { url: `mqtts://127.0.0.1:${serverPort}` },
+      middlewares: [{ type: "buffer", ...buffer }],
+      ...(o.timeouts ? { timeouts: o.timeouts } : {}),
+    },
+    `127.0.0.1:${metricsPort}`,
+  );
+  return { port, metricsPort, client, broker, linkUp };
+}
+
+const fast = { "reconnect-backoff": { initial: "100ms", max: "1s" } };
+
+async function metric(b: Buffered, name: string): Promise<number> {
+  const text = await (await fetch(`http://127.0.0.1:${b.metricsPort}/metrics`)).text();
+  const line = text.split("\n").find((l) => l.startsWith(name));
+  return line ? Number(line.split(" ").pop()) : 0;
+}
+
+const range = (n: number, from = 0) => Array.from({ length: n }, (_, i) => String(from + i));
+
+describe("MQTT publish buffer", () => {
+  test("CONNACK and PUBACK are local: a client publishes while the broker is down, and it all arrives later", async () => {
+    const b = await buffered(fast, { linkUp: false });
+    for (const version of [4, 5] as const) {
+      const pub = await mqttClient(b.port, { protocolVersion: version, clientId: `down-${version}` });
+      await pub.publishAsync("late/arrival", `qos0 v${version}`, { qos: 0 });
+      await pub.publishAsync("late/arrival", `qos1 v${version}`, { qos: 1 });
+      await pub.endAsync();
+    }
+    expect(await metric(b, 'svc_proxy_mqtt_buffer_messages{listener="mqtt"}')).toBe(4);
+    const sub = await collect(b.broker.port, "late/arrival");
+    await b.linkUp();
+    const got = await sub.until(4);
+    expect([...got].sort()).toEqual(["qos0 v4", "qos0 v5", "qos1 v4", "qos1 v5"]);
+    expect(await metric(b, 'svc_proxy_mqtt_buffer_messages{listener="mqtt"}')).toBe(0);
+    await sub.client.endAsync();
+  }, 30_000);
+
+  test("the broker stopped and restarted while 10,000 QoS 1 messages are published: every one arrives, in order", async () => {
+    const b = await buffered(fast, { persistent: true });
+    const sub = await mqttClient(b.broker.port, {
+      protocolVersion: 4,
+      clientId: "outage-sub",
+      clean: false,
+      reconnectPeriod: 100,
+    });
+    const seen: number[] = [];
+    sub.on("message", (_t, payload) => seen.push(Number(payload.toString())));
+    await sub.subscribeAsync("outage", { qos: 1 });
+    const pub = await mqttClient(b.port, { clientId: "outage-pub" });
+    const total = 10_000;
+    for (let i = 0; i < total; i++) {
+      await pub.publishAsync("outage", String(i), { qos: 1 });
+      if (i === 3000) await b.broker.stop();
+      if (i === 6000) await b.broker.start();
+    }
+    const deadline = Date.now() + 60_000;
+    while (new Set(seen).size < total && Date.now() < deadline) await Bun.sleep(100);
+    expect(new Set(seen).size).toBe(total);
+    // Duplicates are allowed (rule 5); first arrivals are in publish order.
+    const first = [...new Set(seen)];
+    expect(first).toEqual(first.slice().sort((x, y) => x - y));
+    expect(logLines(b.client).some((l) => l.msg === "upstream failed")).toBe(true);
+    await Promise.all([pub.endAsync(), sub.endAsync()]);
+  }, 120_000);
+
+  test("overflow-policy reject: the publish that does not fit fails and the connection closes", async () => {
+    const b = await buffered({ ...fast, storage: { "max-messages": 2 } }, { linkUp: false });
+    const replies = await rawMqtt(b.port, [
+      { cmd: "connect", clientId: "rej", protocolVersion: 5 },
+      ...[1, 2, 3].map((n) => ({
+        cmd: "publish" as const,
+        topic: "r",
+        payload: `m${n}`,
+        qos: 1 as const,
+        messageId: n,
+        dup: false,
+        retain: false,
+      })),
+    ]);
+    expect(replies.map((p) => [p.cmd, (p as { reasonCode?: number }).reasonCode ?? 0])).toEqual([
+      ["connack", 0],
+      ["puback", 0],
+      ["puback", 0],
+      ["puback", 0x97],
+      ["disconnect", 0x97],
+    ]);
+    expect(await metric(b, 'svc_proxy_mqtt_buffer_dropped_total{listener="mqtt",reason="rejected"}')).toBe(1);
+  });
+
+  test("overflow-policy drop-oldest keeps the newest; an oversized message still fails", async () => {
+    const b = await buffered(
+      { ...fast, storage: { "max-messages": 3, "max-bytes": 100 }, "overflow-policy": "drop-oldest" },
+      { linkUp: false },
+    );
+    const pub = await mqttClient(b.port, { clientId: "oldest" });
+    for (const m of range(5)) await pub.publishAsync("o", m, { qos: 1 });
+    const err = await pub.publishAsync("o", "x".repeat(101), { qos: 1 }).then(
+      () => undefined,
+      (e: Error & { code?: number }) => e,
+    );
+    expect(err?.code).toBe(0x97);
+    expect(pub.connected).toBe(true);
+    await pub.endAsync();
+    const sub = await collect(b.broker.port, "o");
+    await b.linkUp();
+    expect(await sub.until(3)).toEqual(["2", "3", "4"]);
+    expect(await metric(b, 'svc_proxy_mqtt_buffer_dropped_total{listener="mqtt",reason="overflow"}')).toBe(2);
+    expect(await metric(b, 'svc_proxy_mqtt_buffer_dropped_total{listener="mqtt",reason="oversized"}')).toBe(
+      1,
+    );
+    await sub.client.endAsync();
+  }, 30_000);
+
+  test("overflow-policy drop-newest keeps the oldest and still acknowledges", async () => {
+    const b = await buffered(
+      { ...fast, storage: { "max-messages": 3 }, "overflow-policy": "drop-newest" },
+      { linkUp: false },
+    );
+    const pub = await mqttClient(b.port, { clientId: "newest", protocolVersion: 4 });
+    for (const m of range(5)) await pub.publishAsync("n", m, { qos: 1 });
+    await pub.endAsync();
+    const sub = await collect(b.broker.port, "n");
+    await b.linkUp();
+    expect(await sub.until(3)).toEqual(["0", "1", "2"]);
+    await Bun.sleep(300);
+    expect(sub.messages).toEqual(["0", "1", "2"]);
+    expect(await metric(b, 'svc_proxy_mqtt_buffer_dropped_total{listener="mqtt",reason="overflow"}')).toBe(2);
+    await sub.client.endAsync();
+  }, 30_000);
+
+  test("storage.max-ttl: messages older than the TTL are not sent", async () => {
+    const b = await buffered({ ...fast, storage: { "max-ttl": "500ms" } }, { linkUp: false });
+    const pub = await mqttClient(b.port, { clientId: "ttl" });
+    for (const m of ["stale1", "stale2"]) await pub.publishAsync("ttl", m, { qos: 1 });
+    await Bun.sleep(800);
+    const sub = await collect(b.broker.port, "ttl");
+    await b.linkUp();
+    await pub.publishAsync("ttl", "fresh", { qos: 1 });
+    expect(await sub.until(1)).toEqual(["fresh"]);
+    await Bun.sleep(300);
+    expect(sub.messages).toEqual(["fresh"]);
+    expect(await metric(b, 'svc_proxy_mqtt_buffer_dropped_total{listener="mqtt",reason="expired"}')).toBe(2);
+    await Promise.all([pub.endAsync(), sub.client.endAsync()]);
+  }, 30_000);
+
+  test("reconnect backoff doubles from initial to max while the target is down, and resets after a replay", async () => {
+    const b = await buffered({ "reconnect-backoff": { initial: "100ms", max: "800ms" } }, { linkUp: false });
+    const pub = await mqttClient(b.port, { clientId: "backoff" });
+    await pub.publishAsync("b", "held", { qos: 1 });
+    await Bun.sleep(3000);
+    const failures = () =>
+      logLines(b.client)
+        .filter((l) => l.msg === "upstream failed")
+        .map((l) => l.retry_in_ms);
+    expect(failures().slice(0, 5)).toEqual([100, 200, 400, 800, 800]);
+    const link = await b.linkUp();
+    const deadline = Date.now() + 10_000;
+    while (
+      (await metric(b, 'svc_proxy_mqtt_buffer_delivered_total{listener="mqtt"}')) < 1 &&
+      Date.now() < deadline
+    )
+      await Bun.sleep(100);
+    expect(logLines(b.client).some((l) => l.msg === "upstream replay complete")).toBe(true);
+    const before = failures().length;
+    await link.stop("SIGKILL");
+    await pub.publishAsync("b", "after the replay", { qos: 1 });
+    await Bun.sleep(500);
+    expect(failures()[before]).toBe(100);
+    await pub.endAsync();
+  }, 30_000);
+
+  test("timeouts.idle closes an idle upstream; the next publish reconnects", async () => {
+    const b = await buffered(fast, { timeouts: { idle: "300ms" } });
+    const pub = await mqttClient(b.port, { clientId: "idle" });
+    await pub.publishAsync("i", "1", { qos: 1 });
+    await Bun.sleep(800);
+    await pub.publishAsync("i", "2", { qos: 1 });
+    await Bun.sleep(200);
+    expect(await metric(b, 'svc_proxy_mqtt_buffer_connects_total{listener="mqtt",result="ok"}')).toBe(2);
+    expect(await metric(b, 'svc_proxy_mqtt_buffer_delivered_total{listener="mqtt"}')).toBe(2);
+    await pub.endAsync();
+  }, 30_000);
+
+  test("SUBSCRIBE, QoS 2 and notarization are refused with MQTT reason codes", async () => {
+    const b = await buffered(fast, { linkUp: false });
+    const v5 = await rawMqtt(b.port, [
+      {
+        cmd: "connect",
+        clientId: "sub5",
+        protocolVersion: 5,
+        properties: { userProperties: { "svc.notarization": "workload" } },
+      },
+      { cmd: "subscribe", messageId: 1, subscriptions: [{ topic: "a", qos: 1 }] },
+      { cmd: "publish", topic: "q2", payload: "x", qos: 2, messageId: 2, dup: false, retain: false },
+    ]);
+    expect(v5[0]).toMatchObject({
+      cmd: "connack",
+      reasonCode: 0,
+      properties: {
+        maximumQoS: 1,
+        userProperties: { "svc.notary-error": "buffered MQTT does not support notarization" },
+      },
+    });
+    expect(v5[1]).toMatchObject({ cmd: "suback", granted: [0x83] });
+    expect(v5[2]).toMatchObject({ cmd: "disconnect", reasonCode: 0x9b });
+    const v4 = await rawMqtt(
+      b.port,
+      [
+        { cmd: "connect", clientId: "sub4", protocolVersion: 4 },
+        { cmd: "subscribe", messageId: 1, subscriptions: [{ topic: "a", qos: 1 }] },
+      ],
+      4,
+      1000,
+    );
+    expect(v4.map((p) => p.cmd)).toEqual(["connack", "suback"]);
+    expect(v4[1]).toMatchObject({ granted: [0x80] });
+    const { client } = await connackOf(b.port, { protocolVersion: 4, clientId: "ok" });
+    await client.endAsync();
+  }, 30_000);
+});

@@ -1,0 +1,98 @@
+import { describe, expect, test } from "bun:test";
+import type { BufferEvents, DropReason } from "../../proxy/mqtt/buffer/events.ts";
+import { MessageQueue } from "../../proxy/mqtt/buffer/queue.ts";
+
+function recorder() {
+  const r = { messages: 0, bytes: 0, dropped: [] as DropReason[], delivered: 0 };
+  const events: BufferEvents = {
+    depth: (m, b) => {
+      r.messages += m;
+      r.bytes += b;
+    },
+    dropped: (reason) => r.dropped.push(reason),
+    delivered: () => r.delivered++,
+    connect: () => {},
+  };
+  return { r, events };
+}
+
+const msg = (text: string, qos: 0 | 1 = 1) => ({
+  topic: "t",
+  payload: Buffer.from(text),
+  qos,
+  retain: false,
+});
+const limits = { maxBytes: 10, maxMessages: 0, maxTtlMs: 0, overflow: "reject" as const };
+const drain = (q: MessageQueue) => {
+  const out: string[] = [];
+  for (let m = q.take(); m; m = q.take()) out.push(m.payload.toString());
+  return out;
+};
+
+describe("MQTT publish buffer queue", () => {
+  test("reject: a message that does not fit is refused and nothing queued is lost", () => {
+    const { r, events } = recorder();
+    const q = new MessageQueue(limits, events);
+    expect(q.offer(msg("12345"))).toBe("queued");
+    expect(q.offer(msg("67890"))).toBe("queued");
+    expect(q.offer(msg("x"))).toBe("rejected");
+    expect(drain(q)).toEqual(["12345", "67890"]);
+    expect(r).toMatchObject({ messages: 2, bytes: 10, dropped: ["rejected"] });
+  });
+
+  test("drop-oldest evicts from the front, in flight included; an oversized message still fails", () => {
+    const { r, events } = recorder();
+    const q = new MessageQueue({ ...limits, overflow: "drop-oldest" }, events);
+    q.offer(msg("aaaa"));
+    q.offer(msg("bbbb"));
+    const sent = q.take();
+    expect(sent?.payload.toString()).toBe("aaaa");
+    expect(q.offer(msg("cccc"))).toBe("queued");
+    expect(q.holds(sent as never)).toBe(false);
+    expect(q.offer(msg("x".repeat(11)))).toBe("oversized");
+    expect(drain(q)).toEqual(["bbbb", "cccc"]);
+    q.delivered(sent as never); // the evicted message's late PUBACK changes nothing
+    expect(r).toMatchObject({ messages: 2, bytes: 8, dropped: ["overflow", "oversized"], delivered: 0 });
+  });
+
+  test("drop-newest discards the new message; max-messages limits the count", () => {
+    const { r, events } = recorder();
+    const q = new MessageQueue({ ...limits, maxMessages: 2, overflow: "drop-newest" }, events);
+    expect([q.offer(msg("1")), q.offer(msg("2")), q.offer(msg("3"))]).toEqual([
+      "queued",
+      "queued",
+      "dropped",
+    ]);
+    expect(drain(q)).toEqual(["1", "2"]);
+    expect(r.dropped).toEqual(["overflow"]);
+  });
+
+  test("max-ttl: an expired message is dropped before it is sent, and frees room for a new one", () => {
+    let now = 0;
+    const { r, events } = recorder();
+    const q = new MessageQueue({ ...limits, maxBytes: 12, maxTtlMs: 1000 }, events, () => now);
+    q.offer(msg("old1"));
+    q.offer(msg("old2"));
+    now = 600;
+    q.offer(msg("new"));
+    now = 1500;
+    expect(q.offer(msg("room"))).toBe("queued"); // old1 and old2 expired to make room
+    now = 2001;
+    expect(drain(q)).toEqual(["room"]); // "new" is past its TTL when its turn comes
+    expect(r.dropped).toEqual(["expired", "expired", "expired"]);
+    expect(r).toMatchObject({ messages: 1, bytes: 4 }); // "room", in flight
+  });
+
+  test("after a failed connection, messages in flight are sent again first, in their order", () => {
+    const { r, events } = recorder();
+    const q = new MessageQueue({ ...limits, maxBytes: 100 }, events);
+    for (const t of ["1", "2", "3", "4"]) q.offer(msg(t));
+    const [one, two] = [q.take(), q.take()];
+    q.delivered(one as never);
+    expect(q.inFlight).toBe(1);
+    q.requeueInflight();
+    expect(drain(q)).toEqual(["2", "3", "4"]);
+    expect(two?.payload.toString()).toBe("2");
+    expect(r).toMatchObject({ delivered: 1, messages: 3 });
+  });
+});
