@@ -2,6 +2,7 @@ import type { ListenerConfig } from "../config/validate.ts";
 import type { ListenerDeps, RunningListener } from "../listener.ts";
 import { acceptStreams } from "../stream/accept.ts";
 import { targetDialer } from "../stream/dial.ts";
+import { serveCaller } from "../stream/serve-caller.ts";
 import { bufferOptions } from "./buffer/options.ts";
 import { PublishBuffer } from "./buffer/publish-buffer.ts";
 import { tunnel } from "./tunnel.ts";
@@ -34,32 +35,9 @@ export async function startMqttListener(l: ListenerConfig, deps: ListenerDeps): 
     };
   }
   const origin = `${l.target.protocol}//${l.target.host}`;
-  return acceptStreams(l, deps, (caller, peer) => {
-    const started = performance.now();
-    const connLog = log.with({ remote: caller.remoteAddress, ...(peer ? { peer: peer.id.uri } : {}) });
-    caller.pause();
-    caller.once("error", () => {});
-    dial().then(
-      async (target) => {
-        if (caller.destroyed) {
-          target.socket.destroy();
-          return;
-        }
-        const r = await tunnel(caller, target, { notary: deps.notary, origin, log: connLog });
-        deps.events?.relayed(r.toTarget, r.toCaller);
-        connLog.debug("closed", {
-          to_target: r.toTarget,
-          to_caller: r.toCaller,
-          seconds: (performance.now() - started) / 1000,
-          ...(r.reason ? { reason: r.reason } : {}),
-        });
-      },
-      (e: Error & { code?: string }) => {
-        caller.destroy();
-        if (e.code === "unauthorized_peer" || e.code === "untrusted_peer" || e.code === "invalid_svid")
-          deps.events?.denied("target", e.code);
-        connLog.warn("target failed", { reason: e.message });
-      },
-    );
-  });
+  return acceptStreams(l, deps, (caller, peer) =>
+    serveCaller(caller, peer, dial, deps, log, (c, target, connLog) =>
+      tunnel(c, target, { notary: deps.notary, origin, log: connLog }),
+    ),
+  );
 }

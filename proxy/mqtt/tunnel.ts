@@ -2,6 +2,7 @@ import type { Socket } from "node:net";
 import type { IConnectPacket } from "mqtt-packet";
 import type { Logger } from "../log.ts";
 import type { Dialled } from "../stream/dial.ts";
+import type { Carried } from "../stream/serve-caller.ts";
 import { type MqttVersion, PacketDecoder } from "./codec.ts";
 import { MalformedPacket, MqttFramer, PacketType } from "./framer.ts";
 import { MqttNotarizer, type NotarizerContext } from "./notarize.ts";
@@ -13,23 +14,17 @@ import { OrderedWriter } from "./writer.ts";
  * once) and, on MQTT 5 connections, whatever notarization needs (see notarize.ts). A malformed packet
  * from either side closes this connection, with the reason logged. Backpressure holds as for TCP.
  */
-export interface TunnelResult {
-  toTarget: number;
-  toCaller: number;
-  reason?: string;
-}
-
 const MAX_WHOLE_PACKET = 16 * 1024 * 1024;
 
 export function tunnel(
   caller: Socket,
   target: Dialled,
   ctx: Omit<NotarizerContext, "upstream">,
-): Promise<TunnelResult> {
+): Promise<Carried> {
   const { socket: server, upstream } = target;
   const log: Logger = ctx.log;
   return new Promise((resolve) => {
-    const result: TunnelResult = { toTarget: 0, toCaller: 0 };
+    const result: Carried = { toTarget: 0, toCaller: 0 };
     let done = false;
     const finish = (reason?: string) => {
       if (done) return;

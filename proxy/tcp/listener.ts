@@ -3,6 +3,7 @@ import type { ListenerDeps, RunningListener } from "../listener.ts";
 import { acceptStreams } from "../stream/accept.ts";
 import { targetDialer } from "../stream/dial.ts";
 import { relay } from "../stream/relay.ts";
+import { serveCaller } from "../stream/serve-caller.ts";
 
 /**
  * A TCP listener (specification 4.2): each accepted connection gets its own connection to the target and
@@ -12,34 +13,10 @@ import { relay } from "../stream/relay.ts";
 export function startTcpListener(l: ListenerConfig, deps: ListenerDeps): Promise<RunningListener> {
   const log = deps.log.with({ listener: l.name });
   const dial = targetDialer(l, deps);
-  return acceptStreams(l, deps, (caller, peer) => {
-    const started = performance.now();
-    const connLog = log.with({ remote: caller.remoteAddress, ...(peer ? { peer: peer.id.uri } : {}) });
-    // Bytes the caller sends before the target is connected wait in the paused socket, not in the proxy.
-    caller.pause();
-    caller.once("error", () => {});
-    dial().then(
-      async ({ socket, upstream }) => {
-        if (caller.destroyed) {
-          socket.destroy();
-          return;
-        }
-        connLog.debug("connected", { ...(upstream ? { upstream: upstream.id.uri } : {}) });
-        const r = await relay(caller, socket);
-        deps.events?.relayed(r.toTarget, r.toCaller);
-        connLog.debug("closed", {
-          to_target: r.toTarget,
-          to_caller: r.toCaller,
-          seconds: (performance.now() - started) / 1000,
-          ...(r.error ? { error: r.error.message } : {}),
-        });
-      },
-      (e: Error & { code?: string }) => {
-        caller.destroy();
-        if (e.code === "unauthorized_peer" || e.code === "untrusted_peer" || e.code === "invalid_svid")
-          deps.events?.denied("target", e.code);
-        connLog.warn("target failed", { reason: e.message });
-      },
-    );
-  });
+  return acceptStreams(l, deps, (caller, peer) =>
+    serveCaller(caller, peer, dial, deps, log, async (c, target) => {
+      const r = await relay(c, target.socket);
+      return { ...r, ...(r.error ? { reason: r.error.message } : {}) };
+    }),
+  );
 }

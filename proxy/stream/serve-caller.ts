@@ -1,0 +1,55 @@
+import type { Socket } from "node:net";
+import type { VerifiedPeer } from "../../lib/spiffe/x509svid.ts";
+import type { ListenerDeps } from "../listener.ts";
+import type { Logger } from "../log.ts";
+import type { Dialer, Dialled } from "./dial.ts";
+
+/**
+ * One accepted caller of a TCP or unbuffered MQTT listener: the caller is paused (what it sends waits in
+ * its socket) while the target is dialled; then `carry` moves the bytes. A target that cannot be reached
+ * or is refused closes the caller, is logged as `target failed` and counted as a target denial when
+ * refused. The end of each connection is logged at debug level with its byte counts.
+ */
+export interface Carried {
+  toTarget: number;
+  toCaller: number;
+  reason?: string;
+}
+
+const REFUSALS = new Set(["unauthorized_peer", "untrusted_peer", "invalid_svid"]);
+
+export function serveCaller(
+  caller: Socket,
+  peer: VerifiedPeer | undefined,
+  dial: Dialer,
+  deps: ListenerDeps,
+  log: Logger,
+  carry: (caller: Socket, target: Dialled, log: Logger) => Promise<Carried>,
+): void {
+  const started = performance.now();
+  const connLog = log.with({ remote: caller.remoteAddress, ...(peer ? { peer: peer.id.uri } : {}) });
+  caller.pause();
+  caller.once("error", () => {});
+  dial().then(
+    async (target) => {
+      if (caller.destroyed) {
+        target.socket.destroy();
+        return;
+      }
+      connLog.debug("connected", { ...(target.upstream ? { upstream: target.upstream.id.uri } : {}) });
+      const r = await carry(caller, target, connLog);
+      deps.events?.relayed(r.toTarget, r.toCaller);
+      connLog.debug("closed", {
+        to_target: r.toTarget,
+        to_caller: r.toCaller,
+        seconds: (performance.now() - started) / 1000,
+        ...(r.reason ? { reason: r.reason } : {}),
+      });
+    },
+    (e: Error & { code?: string }) => {
+      caller.destroy();
+      if (e.code && REFUSALS.has(e.code)) deps.events?.denied("target", e.code);
+      connLog.warn("target failed", { reason: e.message });
+    },
+  );
+}
