@@ -1,0 +1,250 @@
+/**
+ * TCP and MQTT through a client→server proxy pair, against a direct connection and (TCP) against a
+ * ghostunnel pair, in the same run with SVIDs from the same development Workload API:
+ * - TCP throughput: 512 MiB sent through and counted by a sink that answers with the count;
+ * - TCP new connections per second: connect, one byte each way, close; 8 at a time;
+ * - MQTT QoS 1 messages per second from mqtt.js (100 in flight) to Debian's mosquitto: direct, through an
+ *   unbuffered pair, and through a pair whose client proxy buffers.
+ * Needs `make build`, ghostunnel (`make peers`) and mosquitto.
+ *
+ *   bun bench/streams.ts [--mib 512] [--connections 2000] [--messages 20000] [--out bench/results/streams.md]
+ */
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { connect, createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { parseArgs } from "node:util";
+import { type Subprocess, spawn } from "bun";
+import { connectAsync } from "mqtt";
+import { peers } from "../tests/e2e/testbed/peers.ts";
+import { freePort, waitForPort } from "../tests/support/net.ts";
+
+const { values: o } = parseArgs({
+  options: {
+    mib: { type: "string", default: "512" },
+    connections: { type: "string", default: "2000" },
+    messages: { type: "string", default: "20000" },
+    out: { type: "string" },
+  },
+});
+const ROOT = new URL("..", import.meta.url).pathname;
+const dir = mkdtempSync(join(tmpdir(), "svc-bench-streams-"));
+const procs: Subprocess[] = [];
+const id = (sa: string) => `spiffe://bench.svc/ns/bench/sa/${sa}`;
+const exact = (sa: string) => `^${id(sa).replace(/\./g, "\\.")}$`;
+const start = (cmd: string[], env: Record<string, string> = {}) => {
+  const p = spawn(cmd, { env: { ...process.env, ...env }, stdout: "ignore", stderr: "ignore" });
+  procs.push(p);
+  return p;
+};
+
+/** Sends `bytes` and waits for the sink's count: MiB/s. */
+function throughput(port: number, bytes: number): Promise<number> {
+  const block = new Uint8Array(1 << 20);
+  const started = performance.now();
+  return new Promise((resolve, reject) => {
+    const s = connect({ port, host: "127.0.0.1", allowHalfOpen: true });
+    let sent = 0;
+    const pump = () => {
+      while (sent < bytes) {
+        sent += block.length;
+        if (!s.write(block)) return void s.once("drain", pump);
+      }
+      s.end();
+    };
+    s.once("connect", pump);
+    s.on("data", (d) => {
+      if (Number(d.toString()) !== bytes) reject(new Error(`sink counted ${d}, sent ${bytes}`));
+    });
+    s.on("close", () => resolve(bytes / 1048576 / ((performance.now() - started) / 1000)));
+    s.on("error", reject);
+  });
+}
+
+/** `total` connections, `parallel` at a time, each one byte there and back: connections/s. */
+async function connectionRate(port: number, total: number, parallel = 8): Promise<number> {
+  const one = () =>
+    new Promise<void>((resolve, reject) => {
+      const s = connect(port, "127.0.0.1", () => s.write("x"));
+      s.once("data", () => s.end());
+      s.on("close", () => resolve());
+      s.on("error", reject);
+    });
+  let left = total;
+  const started = performance.now();
+  await Promise.all(
+    Array.from({ length: parallel }, async () => {
+      while (left-- > 0) await one();
+    }),
+  );
+  return total / ((performance.now() - started) / 1000);
+}
+
+/** QoS 1 publishes with up to 100 unacknowledged: messages/s. */
+async function mqttRate(port: number, total: number): Promise<number> {
+  const c = await connectAsync({ host: "127.0.0.1", port, protocolVersion: 5, reconnectPeriod: 0 });
+  const payload = Buffer.alloc(64, 1);
+  let left = total;
+  const started = performance.now();
+  await Promise.all(
+    Array.from({ length: 100 }, async () => {
+      while (left-- > 0) await c.publishAsync("bench/qos1", payload, { qos: 1 });
+    }),
+  );
+  const rate = total / ((performance.now() - started) / 1000);
+  await c.endAsync();
+  return rate;
+}
+
+try {
+  if (!existsSync(join(ROOT, "dist/svc-proxy"))) throw new Error("run make build first");
+  const ghostunnel = peers().ghostunnel;
+  for (const sa of ["client", "server"]) {
+    start([
+      join(ROOT, "dist/svc"),
+      "dev",
+      "workload-api",
+      "--socket",
+      join(dir, `${sa}.sock`),
+      "--spiffe-id",
+      id(sa),
+      "--ca-dir",
+      join(dir, "ca"),
+    ]);
+    for (let i = 0; i < 100 && !existsSync(join(dir, `${sa}.sock`)); i++) await Bun.sleep(100);
+  }
+  // Sink: counts until the caller half-closes, answers with the count. Echo: answers each byte.
+  const sink = createServer({ allowHalfOpen: true }, (s) => {
+    let n = 0;
+    s.on("data", (d) => {
+      n += d.length;
+    });
+    s.on("end", () => s.end(String(n)));
+  });
+  const echo = createServer((s) => s.on("data", (d) => s.write(d)));
+  for (const srv of [sink, echo]) await new Promise<void>((r) => srv.listen(0, "127.0.0.1", () => r()));
+  const portOf = (srv: ReturnType<typeof createServer>) => (srv.address() as { port: number }).port;
+  const brokerPort = await freePort();
+  writeFileSync(
+    join(dir, "mosquitto.conf"),
+    `listener ${brokerPort} 127.0.0.1\nallow_anonymous true\npersistence false\n`,
+  );
+  start([
+    existsSync("/usr/sbin/mosquitto") ? "/usr/sbin/mosquitto" : "mosquitto",
+    "-c",
+    join(dir, "mosquitto.conf"),
+  ]);
+
+  const svcPair = async (protocol: "tcp" | "mqtt", target: number, buffer = false) => {
+    const [server, client] = [await freePort(), await freePort()];
+    const run = (sa: string, listener: object) =>
+      start([join(ROOT, "dist/svc-proxy"), "-zap-log-level=warn"], {
+        SVC_PROXY_CONFIG: JSON.stringify({
+          spiffe: { workload_socket_path: `unix://${join(dir, `${sa}.sock`)}` },
+          metricsAddr: "0",
+          listeners: [{ name: "l", protocol, ...listener }],
+        }),
+      });
+    const [plain, tls] = protocol === "tcp" ? ["tcp", "tls"] : ["mqtt", "mqtts"];
+    run("server", {
+      address: `127.0.0.1:${server}`,
+      mode: "server",
+      target: { url: `${plain}://127.0.0.1:${target}` },
+      source: { spiffe_ids: [exact("client")] },
+    });
+    run("client", {
+      address: `127.0.0.1:${client}`,
+      mode: "client",
+      target: { url: `${tls}://127.0.0.1:${server}`, spiffe_ids: [exact("server")] },
+      ...(buffer ? { middlewares: [{ type: "buffer" }] } : {}),
+    });
+    for (const p of [server, client]) await waitForPort(p);
+    return client;
+  };
+  const ghPair = async (target: number) => {
+    const [server, client] = [await freePort(), await freePort()];
+    start([
+      ghostunnel,
+      "server",
+      `--listen=127.0.0.1:${server}`,
+      `--target=127.0.0.1:${target}`,
+      `--use-workload-api-addr=unix://${join(dir, "server.sock")}`,
+      `--allow-uri=${id("client")}`,
+      "--quiet=all",
+    ]);
+    start([
+      ghostunnel,
+      "client",
+      `--listen=127.0.0.1:${client}`,
+      `--target=127.0.0.1:${server}`,
+      `--use-workload-api-addr=unix://${join(dir, "client.sock")}`,
+      `--verify-uri=${id("server")}`,
+      "--quiet=all",
+    ]);
+    for (const p of [server, client]) await waitForPort(p);
+    return client;
+  };
+
+  const bytes = Number(o.mib) * 1048576;
+  const conns = Number(o.connections);
+  const tcp: Record<string, { mibs: number; cps: number }> = {};
+  const tcpTargets = {
+    direct: { sink: portOf(sink), echo: portOf(echo) },
+    "ghostunnel pair": { sink: await ghPair(portOf(sink)), echo: await ghPair(portOf(echo)) },
+    "svc-proxy pair": { sink: await svcPair("tcp", portOf(sink)), echo: await svcPair("tcp", portOf(echo)) },
+  };
+  for (const [name, t] of Object.entries(tcpTargets)) {
+    await throughput(t.sink, 32 * 1048576); // warm-up
+    tcp[name] = { mibs: await throughput(t.sink, bytes), cps: await connectionRate(t.echo, conns) };
+    process.stderr.write(
+      `tcp ${name}: ${tcp[name]?.mibs.toFixed(0)} MiB/s, ${tcp[name]?.cps.toFixed(0)} conn/s\n`,
+    );
+  }
+  await waitForPort(brokerPort);
+  const messages = Number(o.messages);
+  const mqtt: Record<string, number> = {};
+  const mqttTargets = {
+    "direct to mosquitto": brokerPort,
+    "svc-proxy pair": await svcPair("mqtt", brokerPort),
+    "svc-proxy pair, client buffering": await svcPair("mqtt", brokerPort, true),
+  };
+  for (const [name, port] of Object.entries(mqttTargets)) {
+    await mqttRate(port, 1000); // warm-up
+    mqtt[name] = await mqttRate(port, messages);
+    process.stderr.write(`mqtt ${name}: ${mqtt[name]?.toFixed(0)} msg/s\n`);
+  }
+
+  const ratio = (a: number | undefined, b: number | undefined) => ((a ?? 0) / (b ?? 1)).toFixed(2);
+  const svc = tcp["svc-proxy pair"];
+  const gh = tcp["ghostunnel pair"];
+  const lines = [
+    `# TCP and MQTT through proxy pairs (bench/streams.ts, ${new Date().toISOString().slice(0, 10)})`,
+    "",
+    `TCP: ${o.mib} MiB one way; ${conns} connections, 8 at a time, one byte each way. Loopback, 2 cores shared by all processes.`,
+    "",
+    "| path | MiB/s | × direct | new connections/s | × direct |",
+    "|---|---:|---:|---:|---:|",
+    ...Object.entries(tcp).map(
+      ([k, v]) =>
+        `| ${k} | ${v.mibs.toFixed(0)} | ${ratio(v.mibs, tcp.direct?.mibs)} | ${v.cps.toFixed(0)} | ${ratio(v.cps, tcp.direct?.cps)} |`,
+    ),
+    "",
+    `svc-proxy pair vs ghostunnel pair: throughput ${ratio(svc?.mibs, gh?.mibs)}×, new connections ${ratio(svc?.cps, gh?.cps)}×.`,
+    "",
+    `MQTT: ${messages} QoS 1 PUBLISH of 64 bytes from mqtt.js, 100 in flight, MQTT 5, to mosquitto.`,
+    "",
+    "| path | messages/s | × direct |",
+    "|---|---:|---:|",
+    ...Object.entries(mqtt).map(
+      ([k, v]) => `| ${k} | ${v.toFixed(0)} | ${ratio(v, mqtt["direct to mosquitto"])} |`,
+    ),
+    "",
+  ];
+  const table = lines.join("\n");
+  process.stdout.write(table);
+  if (o.out) writeFileSync(o.out, table);
+} finally {
+  for (const p of procs) p.kill();
+  rmSync(dir, { recursive: true, force: true });
+  process.exit(0);
+}
