@@ -2,7 +2,8 @@ import type { PeerCertificate, TLSSocket } from "node:tls";
 import { SvcError } from "../errors.ts";
 import type { Authorizer } from "../spiffe/authorizer.ts";
 import type { BundleSource } from "../spiffe/bundle.ts";
-import { type VerifiedPeer, verifyX509Svid } from "../spiffe/x509svid.ts";
+import type { VerifiedPeer } from "../spiffe/x509svid.ts";
+import { verifyPeerChain } from "./verified-chains.ts";
 
 /** The certificates the peer presented, leaf first, as DER. */
 export function presentedChain(socket: TLSSocket): Uint8Array[] {
@@ -32,7 +33,7 @@ export function authenticatePeer(
   bundles: BundleSource,
   authorize: Authorizer,
 ): VerifiedPeer {
-  const peer = verifyX509Svid(presentedChain(socket), bundles);
+  const peer = verifyPeerChain(presentedChain(socket), bundles);
   const decision = authorize(peer.id);
   if (!decision.allowed) throw new SvcError("unauthorized_peer", decision.reason);
   return peer;
@@ -50,7 +51,7 @@ export function spiffeServerIdentity(
 ): (host: string, cert: PeerCertificate) => Error | undefined {
   return (_host, cert) => {
     try {
-      const peer = verifyX509Svid(chainOf(cert), bundles);
+      const peer = verifyPeerChain(chainOf(cert), bundles);
       const decision = authorize?.(peer.id);
       if (decision && !decision.allowed) return new SvcError("unauthorized_peer", decision.reason);
       onVerified?.(peer);
