@@ -151,6 +151,31 @@ describe("MQTT publish buffer", () => {
     expect(await metric(b, 'svc_proxy_mqtt_buffer_dropped_total{listener="mqtt",reason="rejected"}')).toBe(1);
   });
 
+  test("overflow-policy reject on MQTT 3.1.1: no PUBACK for the refused publish, only the close", async () => {
+    const b = await buffered({ ...fast, storage: { "max-messages": 2 } }, { linkUp: false });
+    const replies = await rawMqtt(
+      b.port,
+      [
+        { cmd: "connect", clientId: "rej4", protocolVersion: 4 },
+        ...[1, 2, 3].map((n) => ({
+          cmd: "publish" as const,
+          topic: "r",
+          payload: `m${n}`,
+          qos: 1 as const,
+          messageId: n,
+          dup: false,
+          retain: false,
+        })),
+      ],
+      4,
+    );
+    expect(replies.map((p) => [p.cmd, p.messageId ?? 0])).toEqual([
+      ["connack", 0],
+      ["puback", 1],
+      ["puback", 2],
+    ]);
+  });
+
   test("overflow-policy drop-oldest keeps the newest; an oversized message still fails", async () => {
     const b = await buffered(
       { ...fast, storage: { "max-messages": 3, "max-bytes": 100 }, "overflow-policy": "drop-oldest" },

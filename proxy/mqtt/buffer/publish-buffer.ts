@@ -30,6 +30,8 @@ interface Session {
   queue: MessageQueue;
   delivery: Delivery;
   client: Socket | undefined;
+  /** The MQTT version the attached client speaks. */
+  clientVersion: MqttVersion;
 }
 
 const ONLY_PUBLISHING = "svc-proxy's MQTT publish buffer carries publishing connections only";
@@ -193,12 +195,13 @@ export class PublishBuffer {
     send: (p: Packet) => void,
     close: (reason: string, code?: number) => void,
   ): void {
+    // A failing PUBACK exists only in MQTT 5; a 3.1.1 client learns of a failure by the connection closing.
     const puback = (reasonCode?: number, reasonString?: string) => {
-      if (p.qos !== 1) return;
+      if (p.qos !== 1 || (reasonCode && version !== 5)) return;
       send({
         cmd: "puback",
         messageId: p.messageId ?? 0,
-        ...(version === 5 && reasonCode ? { reasonCode, properties: { reasonString } } : {}),
+        ...(reasonCode ? { reasonCode, properties: { reasonString } } : {}),
       });
     };
     if (result === "queued") {
@@ -233,7 +236,7 @@ export class PublishBuffer {
     if (s?.client && s.client !== socket) {
       const old = s.client;
       s.client = undefined;
-      if (version === 5) old.end(encode({ cmd: "disconnect", reasonCode: 0x8e }, 5));
+      if (s.clientVersion === 5) old.end(encode({ cmd: "disconnect", reasonCode: 0x8e }, 5));
       else old.destroy();
     }
     if (!s) {
@@ -252,7 +255,7 @@ export class PublishBuffer {
         ...this.d,
         log: this.d.log.with({ client_id: id }),
       });
-      const created: Session = { id, queue, delivery, client: undefined };
+      const created: Session = { id, queue, delivery, client: undefined, clientVersion: version };
       delivery.onEmpty = () => {
         if (!created.client) this.end(created);
       };
@@ -260,6 +263,7 @@ export class PublishBuffer {
       s = created;
     }
     s.client = socket;
+    s.clientVersion = version;
     return s;
   }
 
