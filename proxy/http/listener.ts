@@ -6,10 +6,10 @@ import { type Readable, Transform } from "node:stream";
 import type { TLSSocket } from "node:tls";
 import { authorizeMatching } from "../../lib/spiffe/authorizer.ts";
 import type { SpiffeId } from "../../lib/spiffe/id.ts";
-import { verifyX509Svid } from "../../lib/spiffe/x509svid.ts";
 import { attachSpiffeAuth, mtlsServerOptions, peerOf } from "../../lib/tls/mtls.ts";
 import { authenticatePeer, presentedChain } from "../../lib/tls/peer.ts";
 import { createUpstreamAgent } from "../../lib/tls/upstream-agent.ts";
+import { verifyPeerChain } from "../../lib/tls/verified-chains.ts";
 import type { ListenerConfig } from "../config/validate.ts";
 import { type ListenerDeps, listen, type RunningListener } from "../listener.ts";
 import { buildChain } from "../middleware/chain.ts";
@@ -50,7 +50,8 @@ export async function startHttpListener(l: ListenerConfig, deps: ListenerDeps): 
     let u = upstreams.get(socket);
     if (!u) {
       const chain = presentedChain(socket);
-      u = { id: verifyX509Svid(chain, deps.source).id, chain };
+      // checkServerIdentity verified this chain moments ago: this is answered from memory.
+      u = { id: verifyPeerChain(chain, deps.source).id, chain };
       upstreams.set(socket, u);
     }
     return u;

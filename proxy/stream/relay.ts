@@ -1,21 +1,16 @@
 import type { Duplex } from "node:stream";
+import type { Carried } from "./serve-caller.ts";
 
 /**
  * A full-duplex byte relay between two connected streams. Each direction is a pipe, so a slow reader
  * pauses the other side's socket instead of letting the proxy buffer (backpressure). A half-close is passed
  * on: when one side ends its sending, the other side's writable end is ended and the opposite direction
- * keeps flowing. When either socket closes or fails, both are closed. Resolves with the byte counts.
+ * keeps flowing. When either socket closes or fails, both are closed. Resolves with the byte counts and,
+ * as the reason, the first error either side raised (a reset, a TLS alert).
  */
-export interface Relayed {
-  toTarget: number;
-  toCaller: number;
-  /** The first error either side raised, if any (a reset, a TLS alert). */
-  error?: Error;
-}
-
-export function relay(caller: Duplex, target: Duplex): Promise<Relayed> {
+export function relay(caller: Duplex, target: Duplex): Promise<Carried> {
   return new Promise((resolve) => {
-    const result: Relayed = { toTarget: 0, toCaller: 0 };
+    const result: Carried = { toTarget: 0, toCaller: 0 };
     let done = false;
     const finish = () => {
       if (done) return;
@@ -25,7 +20,7 @@ export function relay(caller: Duplex, target: Duplex): Promise<Relayed> {
       resolve(result);
     };
     const failed = (e: Error) => {
-      result.error ??= e;
+      result.reason ??= e.message;
       finish();
     };
     caller.on("data", (chunk: Buffer) => {

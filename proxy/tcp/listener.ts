@@ -14,9 +14,6 @@ export function startTcpListener(l: ListenerConfig, deps: ListenerDeps): Promise
   const log = deps.log.with({ listener: l.name });
   const dial = targetDialer(l, deps);
   return acceptStreams(l, deps, (caller, peer) =>
-    serveCaller(caller, peer, dial, deps, log, async (c, target) => {
-      const r = await relay(c, target.socket);
-      return { ...r, ...(r.error ? { reason: r.error.message } : {}) };
-    }),
+    serveCaller(caller, peer, dial, deps, log, (c, target) => relay(c, target.socket)),
   );
 }
