@@ -7,28 +7,17 @@
  *   bun bench/http.ts [--seconds 10] [--out bench/results/http.md]
  */
 
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { type Subprocess, spawn, spawnSync } from "bun";
-import { peers } from "../tests/e2e/testbed/peers.ts";
 import { freePort, waitForPort } from "../tests/support/net.ts";
+import { BenchRun, benchId, exactId, ROOT } from "./support.ts";
 
 const { values: o } = parseArgs({
   options: { seconds: { type: "string", default: "10" }, out: { type: "string" } },
 });
-const ROOT = new URL("..", import.meta.url).pathname;
-const dir = mkdtempSync(join(tmpdir(), "svc-bench-"));
-const procs: Subprocess[] = [];
-const id = (sa: string) => `spiffe://bench.svc/ns/bench/sa/${sa}`;
 const CONNECTIONS = [1, 16, 64];
-
-function start(cmd: string[], env: Record<string, string> = {}, log = "/dev/null"): Subprocess {
-  const p = spawn(cmd, { env: { ...process.env, ...env }, stdout: "ignore", stderr: Bun.file(log) });
-  procs.push(p);
-  return p;
-}
 
 /** Peak resident set size in MB of a process (VmHWM). */
 function peakRssMb(pid: number): number {
@@ -73,29 +62,16 @@ async function wrk(port: number, connections: number): Promise<Result> {
   };
 }
 
+const run = new BenchRun();
+const dir = run.dir;
 try {
-  if (!existsSync(join(ROOT, "dist/svc-proxy"))) throw new Error("run make build first");
-  const ghostunnel = peers().ghostunnel;
-  for (const sa of ["client", "server"]) {
-    start([
-      join(ROOT, "dist/svc"),
-      "dev",
-      "workload-api",
-      "--socket",
-      join(dir, `${sa}.sock`),
-      "--spiffe-id",
-      id(sa),
-      "--ca-dir",
-      join(dir, "ca"),
-    ]);
-    for (let i = 0; i < 100 && !existsSync(join(dir, `${sa}.sock`)); i++) await Bun.sleep(100);
-  }
+  await run.workloadApis(["client", "server"]);
   // Certificates for the relay-ceiling pair, from the same development CA.
   const { DevCa } = await import("../lib/spiffe/dev-ca.ts");
   const { derToPem } = await import("../lib/spiffe/cert.ts");
   const ca = await DevCa.open("bench.svc", join(dir, "ca"));
   for (const sa of ["client", "server"]) {
-    const svid = await ca.issueX509Svid(id(sa), 3_600_000);
+    const svid = await ca.issueX509Svid(benchId(sa), 3_600_000);
     writeFileSync(join(dir, `${sa}.pem`), derToPem(svid.certDer));
     writeFileSync(join(dir, `${sa}.key`), derToPem(svid.keyDer, "PRIVATE KEY"));
   }
@@ -117,67 +93,37 @@ try {
     ),
   );
 
-  const cfg = (sa: string, listener: object) =>
-    JSON.stringify({
-      spiffe: { workload_socket_path: `unix://${join(dir, `${sa}.sock`)}` },
-      metricsAddr: "0",
-      listeners: [listener],
-    });
-  const svcServer = start(
-    [join(ROOT, "dist/svc-proxy"), "-zap-log-level=warn"],
+  const svcServer = run.svcProxy(
+    "server",
     {
-      SVC_PROXY_CONFIG: cfg("server", {
-        name: "in",
-        address: `127.0.0.1:${ports.svcServer}`,
-        mode: "server",
-        target: { url: `http://127.0.0.1:${upstream.port}` },
-        source: { spiffe_ids: [`^${id("client").replace(/\./g, "\\.")}$`] },
-      }),
+      name: "in",
+      address: `127.0.0.1:${ports.svcServer}`,
+      mode: "server",
+      target: { url: `http://127.0.0.1:${upstream.port}` },
+      source: { spiffe_ids: [exactId("client")] },
     },
-    join(dir, "svc-server.log"),
+    "svc-server.log",
   );
   const svcClientTo = (listen: number, target: number, log: string) =>
-    start(
-      [join(ROOT, "dist/svc-proxy"), "-zap-log-level=warn"],
+    run.svcProxy(
+      "client",
       {
-        SVC_PROXY_CONFIG: cfg("client", {
-          name: "out",
-          address: `127.0.0.1:${listen}`,
-          mode: "client",
-          target: {
-            url: `https://127.0.0.1:${target}`,
-            spiffe_ids: [`^${id("server").replace(/\./g, "\\.")}$`],
-          },
-        }),
+        name: "out",
+        address: `127.0.0.1:${listen}`,
+        mode: "client",
+        target: { url: `https://127.0.0.1:${target}`, spiffe_ids: [exactId("server")] },
       },
-      join(dir, log),
+      log,
     );
   const ghClientTo = (listen: number, target: number, log: string) =>
-    start(
-      [
-        ghostunnel,
-        "client",
-        `--listen=127.0.0.1:${listen}`,
-        `--target=127.0.0.1:${target}`,
-        `--use-workload-api-addr=unix://${join(dir, "client.sock")}`,
-        `--verify-uri=${id("server")}`,
-        "--quiet=all",
-      ],
-      {},
-      join(dir, log),
-    );
-  const ghServer = start(
-    [
-      ghostunnel,
-      "server",
-      `--listen=127.0.0.1:${ports.ghServer}`,
-      `--target=127.0.0.1:${upstream.port}`,
-      `--use-workload-api-addr=unix://${join(dir, "server.sock")}`,
-      `--allow-uri=${id("client")}`,
-      "--quiet=all",
-    ],
-    {},
-    join(dir, "gh-server.log"),
+    run.ghostunnel("client", "client", "server", listen, target, log);
+  const ghServer = run.ghostunnel(
+    "server",
+    "server",
+    "client",
+    ports.ghServer as number,
+    upstream.port as number,
+    "gh-server.log",
   );
   const ghClient = ghClientTo(ports.ghClient as number, ports.ghServer as number, "gh-client.log");
   const svcClient = svcClientTo(ports.svcClient as number, ports.svcServer as number, "svc-client.log");
@@ -185,7 +131,7 @@ try {
   const ghToSvc = ghClientTo(ports.ghToSvc as number, ports.svcServer as number, "gh-to-svc.log");
   const svcToGh = svcClientTo(ports.svcToGh as number, ports.ghServer as number, "svc-to-gh.log");
   const relay = (mode: string, listen: number, target: number, sa: string) =>
-    start([
+    run.start([
       process.execPath,
       join(ROOT, "bench/relay-ceiling.ts"),
       mode,
@@ -254,7 +200,5 @@ try {
   if (o.out) writeFileSync(o.out, report);
   upstream.stop(true);
 } finally {
-  for (const p of procs) p.kill("SIGTERM");
-  await Promise.all(procs.map((p) => p.exited));
-  rmSync(dir, { recursive: true, force: true });
+  await run.stop();
 }

@@ -9,15 +9,13 @@
  *
  *   bun bench/streams.ts [--mib 512] [--connections 2000] [--messages 20000] [--out bench/results/streams.md]
  */
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, writeFileSync } from "node:fs";
 import { connect, createServer } from "node:net";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
-import { type Subprocess, spawn } from "bun";
 import { connectAsync } from "mqtt";
-import { peers } from "../tests/e2e/testbed/peers.ts";
 import { freePort, waitForPort } from "../tests/support/net.ts";
+import { BenchRun, exactId } from "./support.ts";
 
 const { values: o } = parseArgs({
   options: {
@@ -27,17 +25,6 @@ const { values: o } = parseArgs({
     out: { type: "string" },
   },
 });
-const ROOT = new URL("..", import.meta.url).pathname;
-const dir = mkdtempSync(join(tmpdir(), "svc-bench-streams-"));
-const procs: Subprocess[] = [];
-const id = (sa: string) => `spiffe://bench.svc/ns/bench/sa/${sa}`;
-const exact = (sa: string) => `^${id(sa).replace(/\./g, "\\.")}$`;
-const start = (cmd: string[], env: Record<string, string> = {}) => {
-  const p = spawn(cmd, { env: { ...process.env, ...env }, stdout: "ignore", stderr: "ignore" });
-  procs.push(p);
-  return p;
-};
-
 /** Sends `bytes` and waits for the sink's count: MiB/s. */
 function throughput(port: number, bytes: number): Promise<number> {
   const block = new Uint8Array(1 << 20);
@@ -96,23 +83,9 @@ async function mqttRate(port: number, total: number): Promise<number> {
   return rate;
 }
 
+const run = new BenchRun();
 try {
-  if (!existsSync(join(ROOT, "dist/svc-proxy"))) throw new Error("run make build first");
-  const ghostunnel = peers().ghostunnel;
-  for (const sa of ["client", "server"]) {
-    start([
-      join(ROOT, "dist/svc"),
-      "dev",
-      "workload-api",
-      "--socket",
-      join(dir, `${sa}.sock`),
-      "--spiffe-id",
-      id(sa),
-      "--ca-dir",
-      join(dir, "ca"),
-    ]);
-    for (let i = 0; i < 100 && !existsSync(join(dir, `${sa}.sock`)); i++) await Bun.sleep(100);
-  }
+  await run.workloadApis(["client", "server"]);
   // Sink: counts until the caller half-closes, answers with the count. Echo: answers each byte.
   const sink = createServer({ allowHalfOpen: true }, (s) => {
     let n = 0;
@@ -126,36 +99,29 @@ try {
   const portOf = (srv: ReturnType<typeof createServer>) => (srv.address() as { port: number }).port;
   const brokerPort = await freePort();
   writeFileSync(
-    join(dir, "mosquitto.conf"),
+    join(run.dir, "mosquitto.conf"),
     `listener ${brokerPort} 127.0.0.1\nallow_anonymous true\npersistence false\n`,
   );
-  start([
+  run.start([
     existsSync("/usr/sbin/mosquitto") ? "/usr/sbin/mosquitto" : "mosquitto",
     "-c",
-    join(dir, "mosquitto.conf"),
+    join(run.dir, "mosquitto.conf"),
   ]);
 
   const svcPair = async (protocol: "tcp" | "mqtt", target: number, buffer = false) => {
     const [server, client] = [await freePort(), await freePort()];
-    const run = (sa: string, listener: object) =>
-      start([join(ROOT, "dist/svc-proxy"), "-zap-log-level=warn"], {
-        SVC_PROXY_CONFIG: JSON.stringify({
-          spiffe: { workload_socket_path: `unix://${join(dir, `${sa}.sock`)}` },
-          metricsAddr: "0",
-          listeners: [{ name: "l", protocol, ...listener }],
-        }),
-      });
+    const proxy = (sa: string, listener: object) => run.svcProxy(sa, { name: "l", protocol, ...listener });
     const [plain, tls] = protocol === "tcp" ? ["tcp", "tls"] : ["mqtt", "mqtts"];
-    run("server", {
+    proxy("server", {
       address: `127.0.0.1:${server}`,
       mode: "server",
       target: { url: `${plain}://127.0.0.1:${target}` },
-      source: { spiffe_ids: [exact("client")] },
+      source: { spiffe_ids: [exactId("client")] },
     });
-    run("client", {
+    proxy("client", {
       address: `127.0.0.1:${client}`,
       mode: "client",
-      target: { url: `${tls}://127.0.0.1:${server}`, spiffe_ids: [exact("server")] },
+      target: { url: `${tls}://127.0.0.1:${server}`, spiffe_ids: [exactId("server")] },
       ...(buffer ? { middlewares: [{ type: "buffer" }] } : {}),
     });
     for (const p of [server, client]) await waitForPort(p);
@@ -163,24 +129,8 @@ try {
   };
   const ghPair = async (target: number) => {
     const [server, client] = [await freePort(), await freePort()];
-    start([
-      ghostunnel,
-      "server",
-      `--listen=127.0.0.1:${server}`,
-      `--target=127.0.0.1:${target}`,
-      `--use-workload-api-addr=unix://${join(dir, "server.sock")}`,
-      `--allow-uri=${id("client")}`,
-      "--quiet=all",
-    ]);
-    start([
-      ghostunnel,
-      "client",
-      `--listen=127.0.0.1:${client}`,
-      `--target=127.0.0.1:${server}`,
-      `--use-workload-api-addr=unix://${join(dir, "client.sock")}`,
-      `--verify-uri=${id("server")}`,
-      "--quiet=all",
-    ]);
+    run.ghostunnel("server", "server", "client", server, target);
+    run.ghostunnel("client", "client", "server", client, server);
     for (const p of [server, client]) await waitForPort(p);
     return client;
   };
@@ -244,7 +194,6 @@ try {
   process.stdout.write(table);
   if (o.out) writeFileSync(o.out, table);
 } finally {
-  for (const p of procs) p.kill();
-  rmSync(dir, { recursive: true, force: true });
+  await run.stop();
   process.exit(0);
 }

@@ -1,0 +1,95 @@
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { type Subprocess, spawn } from "bun";
+import { peers } from "../tests/e2e/testbed/peers.ts";
+
+/**
+ * What the proxy benchmarks share: a scratch directory, the processes they start (stopped together), one
+ * development Workload API per workload (one CA, one trust domain), and svc-proxy and ghostunnel started
+ * against those sockets. The built binaries are used (`make build`).
+ */
+export const ROOT = new URL("..", import.meta.url).pathname;
+export const benchId = (sa: string) => `spiffe://bench.svc/ns/bench/sa/${sa}`;
+export const exactId = (sa: string) => `^${benchId(sa).replace(/\./g, "\\.")}$`;
+
+export class BenchRun {
+  readonly dir = mkdtempSync(join(tmpdir(), "svc-bench-"));
+  private readonly procs: Subprocess[] = [];
+
+  constructor() {
+    if (!existsSync(join(ROOT, "dist/svc-proxy"))) throw new Error("run make build first");
+  }
+
+  start(cmd: string[], env: Record<string, string> = {}, log = "/dev/null"): Subprocess {
+    const p = spawn(cmd, { env: { ...process.env, ...env }, stdout: "ignore", stderr: Bun.file(log) });
+    this.procs.push(p);
+    return p;
+  }
+
+  socket(sa: string): string {
+    return join(this.dir, `${sa}.sock`);
+  }
+
+  /** `svc dev workload-api` for each workload, waiting (bounded) for its socket. */
+  async workloadApis(names: string[]): Promise<void> {
+    for (const sa of names) {
+      this.start([
+        join(ROOT, "dist/svc"),
+        "dev",
+        "workload-api",
+        "--socket",
+        this.socket(sa),
+        "--spiffe-id",
+        benchId(sa),
+        "--ca-dir",
+        join(this.dir, "ca"),
+      ]);
+      for (let i = 0; i < 100 && !existsSync(this.socket(sa)); i++) await Bun.sleep(100);
+    }
+  }
+
+  /** dist/svc-proxy as `sa` with one listener, logging warnings only. */
+  svcProxy(sa: string, listener: object, log?: string): Subprocess {
+    const config = {
+      spiffe: { workload_socket_path: `unix://${this.socket(sa)}` },
+      metricsAddr: "0",
+      listeners: [listener],
+    };
+    return this.start(
+      [join(ROOT, "dist/svc-proxy"), "-zap-log-level=warn"],
+      { SVC_PROXY_CONFIG: JSON.stringify(config) },
+      log && join(this.dir, log),
+    );
+  }
+
+  /** ghostunnel as `sa`: a server admits `peer`'s ID, a client verifies it. */
+  ghostunnel(
+    mode: "client" | "server",
+    sa: string,
+    peer: string,
+    listen: number,
+    target: number,
+    log?: string,
+  ): Subprocess {
+    return this.start(
+      [
+        peers().ghostunnel,
+        mode,
+        `--listen=127.0.0.1:${listen}`,
+        `--target=127.0.0.1:${target}`,
+        `--use-workload-api-addr=unix://${this.socket(sa)}`,
+        `${mode === "server" ? "--allow-uri" : "--verify-uri"}=${benchId(peer)}`,
+        "--quiet=all",
+      ],
+      {},
+      log && join(this.dir, log),
+    );
+  }
+
+  async stop(): Promise<void> {
+    for (const p of this.procs) p.kill("SIGTERM");
+    await Promise.all(this.procs.map((p) => p.exited));
+    rmSync(this.dir, { recursive: true, force: true });
+  }
+}
