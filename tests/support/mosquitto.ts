@@ -22,9 +22,10 @@ export async function startBroker(
   o: { persistent?: boolean; started?: boolean } = {},
 ): Promise<Broker> {
   const conf = join(dir, `mosquitto-${port}.conf`);
-  // Persistent: sessions and their queued messages survive a restart (saved at shutdown).
+  // Persistent: sessions and their queued messages survive a restart (saved at shutdown), and an offline
+  // subscriber's queue is unbounded (mosquitto drops beyond 1000 queued messages by default).
   const persistence = o.persistent
-    ? `persistence true\npersistence_location ${dir}/\npersistence_file mosquitto-${port}.db\n`
+    ? `persistence true\npersistence_location ${dir}/\npersistence_file mosquitto-${port}.db\nmax_queued_messages 0\n`
     : "persistence false\n";
   writeFileSync(conf, `listener ${port} 127.0.0.1\nallow_anonymous true\n${persistence}log_dest stderr\n`);
   let proc: Proc | undefined;
