@@ -2,7 +2,7 @@ import { afterAll, describe, expect, test } from "bun:test";
 import { createServer, type Server, connect as tcpConnect } from "node:net";
 import { waitForPort } from "../support/net.ts";
 import { BUN, jsonLines, type Proc, stopAll } from "../support/proc.ts";
-import { spawnAsWorkload, useTestbed, workload } from "./support.ts";
+import { exactId, spawnAsWorkload, useTestbed, workload } from "./support.ts";
 import { peers } from "./testbed/peers.ts";
 import { freePort } from "./testbed/process.ts";
 
@@ -108,14 +108,12 @@ async function ourClient(as: "web" | "api", port: number, allow: string[]) {
   return JSON.parse(await proc.waitFor((l) => l.includes('"result"'), 60_000)).result;
 }
 
-const exact = (id: string) => `^${id.replace(/[.]/g, "\\.")}$`;
-
 describe("ghostunnel client → our mTLS server", () => {
   test("ghostunnel presents web's SVID; our server authenticates it and ghostunnel verifies ours", async () => {
     const tb = testbed();
     const web = workload(tb, "web");
     const api = workload(tb, "api");
-    const ours = await ourServer("api", [exact(web.spiffeId)]);
+    const ours = await ourServer("api", [exactId(web.spiffeId)]);
     const listen = await ghostunnelClient(ours.port, api.spiffeId);
     expect(await firstLine(listen)).toMatch(new RegExp(`^hello ${web.spiffeId} `));
     // Every connection ghostunnel made (the readiness probe's too) came in as web.
@@ -126,7 +124,7 @@ describe("ghostunnel client → our mTLS server", () => {
     const tb = testbed();
     const web = workload(tb, "web");
     const api = workload(tb, "api");
-    const ours = await ourServer("api", [exact(api.spiffeId)]);
+    const ours = await ourServer("api", [exactId(api.spiffeId)]);
     const listen = await ghostunnelClient(ours.port, api.spiffeId);
     expect(await firstLine(listen)).toBe("");
     const rejected = JSON.parse(await ours.proc.waitFor((l) => l.includes('"rejected"'), 30_000));
@@ -141,7 +139,7 @@ describe("our mTLS client → ghostunnel server", () => {
     const web = workload(tb, "web");
     const api = workload(tb, "api");
     const listen = await ghostunnelServer(web.spiffeId);
-    const r = await ourClient("web", listen, [exact(api.spiffeId)]);
+    const r = await ourClient("web", listen, [exactId(api.spiffeId)]);
     expect(r).toMatchObject({ ok: 1, failed: 0, serverIds: [api.spiffeId] });
   }, 90_000);
 

@@ -1,5 +1,4 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { chownSync, copyFileSync, mkdirSync } from "node:fs";
 import { join } from "node:path";
 import type { IConnackPacket, IPubackPacket } from "mqtt-packet";
 import { verifyReceipt } from "../../lib/notary/receipt.ts";
@@ -7,8 +6,8 @@ import { verifyStatement } from "../../lib/notary/statement.ts";
 import { loadBundleFile } from "../../lib/spiffe/bundle-file.ts";
 import { connackOf, rawMqtt } from "../support/mqtt-clients.ts";
 import { waitForPort } from "../support/net.ts";
-import { BUN, stopAll } from "../support/proc.ts";
-import { spawnAsWorkload, useTestbed, workload } from "./support.ts";
+import { stopAll } from "../support/proc.ts";
+import { exactId, svcProxyAs, useTestbed, workload, workloadHome } from "./support.ts";
 import { freePort } from "./testbed/process.ts";
 
 /**
@@ -23,22 +22,8 @@ beforeAll(async () => {
   const tb = testbed();
   for (const k of Object.keys(ports)) ports[k as keyof typeof ports] = await freePort();
   const web = workload(tb, "web");
-  const work = join(tb.dir, "home", "mqtt-notary-e2e");
-  mkdirSync(work, { recursive: true });
-  chownSync(work, web.uid, web.uid);
-  const kubeconfig = join(work, "kubeconfig");
-  copyFileSync(tb.kube.kubeconfig, kubeconfig);
-  chownSync(kubeconfig, web.uid, web.uid);
-  const exact = (id: string) => `^${id.replace(/[.]/g, "\\.")}$`;
-  const proxy = (as: string, config: object) =>
-    spawnAsWorkload(tb, workload(tb, as), [BUN, "cmd/svc-proxy.ts"], {
-      SVC_PROXY_CONFIG: JSON.stringify({
-        spiffe: { workload_socket_path: `unix://${tb.spire.agentSocket}` },
-        metricsAddr: "0",
-        ...config,
-      }),
-      KUBECONFIG: kubeconfig,
-    });
+  const { dir: work, kubeconfig } = workloadHome(tb, "web", "mqtt-notary-e2e");
+  const proxy = (as: string, config: object) => svcProxyAs(tb, as, config, { KUBECONFIG: kubeconfig });
   for (const [as, port] of [
     ["api", ports.api],
     ["stale", ports.stale],
@@ -51,7 +36,7 @@ beforeAll(async () => {
           address: `127.0.0.1:${port}`,
           mode: "server",
           target: { url: `mqtt://127.0.0.1:${tb.mosquitto.port}` },
-          source: { spiffe_ids: [exact(web.spiffeId)] },
+          source: { spiffe_ids: [exactId(web.spiffeId)] },
         },
       ],
     });
@@ -63,7 +48,10 @@ beforeAll(async () => {
         protocol: "mqtt",
         address: `127.0.0.1:${ports.mqtt}`,
         mode: "client",
-        target: { url: `mqtts://127.0.0.1:${ports.api}`, spiffe_ids: [exact(workload(tb, "api").spiffeId)] },
+        target: {
+          url: `mqtts://127.0.0.1:${ports.api}`,
+          spiffe_ids: [exactId(workload(tb, "api").spiffeId)],
+        },
       },
       {
         name: "stale",

@@ -1,12 +1,12 @@
 import { Database } from "bun:sqlite";
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { chownSync, copyFileSync, mkdirSync, writeFileSync } from "node:fs";
+import { writeFileSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import { join } from "node:path";
 import OpenAI from "openai";
 import { waitForPort } from "../support/net.ts";
 import { BUN, ROOT, stopAll } from "../support/proc.ts";
-import { spawnAsWorkload, useTestbed, workload } from "./support.ts";
+import { exactId, svcProxyAs, useTestbed, workload, workloadHome } from "./support.ts";
 import { freePort } from "./testbed/process.ts";
 import { asWorkload, STALE_POD_UID, type Workload } from "./testbed/spire.ts";
 
@@ -62,25 +62,11 @@ beforeAll(async () => {
   await new Promise<void>((r) => upstream.listen(upstreamPort, "127.0.0.1", () => r()));
   for (const k of Object.keys(ports)) ports[k as keyof typeof ports] = await freePort();
   const web = workload(tb, "web");
-  work = join(tb.dir, "home", "notary-e2e");
-  mkdirSync(work, { recursive: true });
-  chownSync(work, web.uid, web.uid);
-  db = join(work, "notary.db");
   // The proxy runs as the pod's uid; it gets its own copy of the (root-only) kubeconfig.
-  const kubeconfig = join(work, "kubeconfig");
-  copyFileSync(tb.kube.kubeconfig, kubeconfig);
-  chownSync(kubeconfig, web.uid, web.uid);
-  const socket = `unix://${tb.spire.agentSocket}`;
-  const exact = (id: string) => `^${id.replace(/[.]/g, "\\.")}$`;
-  const proxy = (as: string, config: object) =>
-    spawnAsWorkload(tb, workload(tb, as), [BUN, "cmd/svc-proxy.ts"], {
-      SVC_PROXY_CONFIG: JSON.stringify({
-        spiffe: { workload_socket_path: socket },
-        metricsAddr: "0",
-        ...config,
-      }),
-      KUBECONFIG: join(work, "kubeconfig"),
-    });
+  const home = workloadHome(tb, "web", "notary-e2e");
+  work = home.dir;
+  db = join(work, "notary.db");
+  const proxy = (as: string, config: object) => svcProxyAs(tb, as, config, { KUBECONFIG: home.kubeconfig });
   for (const [as, port] of [
     ["api", ports.api],
     ["stale", ports.stale],
@@ -92,7 +78,7 @@ beforeAll(async () => {
           address: `127.0.0.1:${port}`,
           mode: "server",
           target: { url: `http://127.0.0.1:${upstreamPort}` },
-          source: { spiffe_ids: [exact(web.spiffeId)] },
+          source: { spiffe_ids: [exactId(web.spiffeId)] },
         },
       ],
     });
@@ -105,7 +91,10 @@ beforeAll(async () => {
         name: "to-api",
         address: `127.0.0.1:${ports.client}`,
         mode: "client",
-        target: { url: `https://127.0.0.1:${ports.api}`, spiffe_ids: [exact(workload(tb, "api").spiffeId)] },
+        target: {
+          url: `https://127.0.0.1:${ports.api}`,
+          spiffe_ids: [exactId(workload(tb, "api").spiffeId)],
+        },
         middlewares,
       },
       {

@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createServer, request, type Server } from "node:http";
 import { waitForPort } from "../support/net.ts";
-import { BUN, type Proc, stopAll } from "../support/proc.ts";
-import { spawnAsWorkload, useTestbed, workload } from "./support.ts";
+import { type Proc, stopAll } from "../support/proc.ts";
+import { exactId, spawnAsWorkload, svcProxyAs, useTestbed, workload } from "./support.ts";
 import { peers } from "./testbed/peers.ts";
 import { freePort } from "./testbed/process.ts";
 
@@ -26,19 +26,10 @@ afterAll(async () => {
   upstream.close();
 });
 
-const exact = (id: string) => `^${id.replace(/[.]/g, "\\.")}$`;
 const listening = (port: number) => waitForPort(port, 60_000);
 
 function svcProxy(as: string, listener: Record<string, unknown>): Proc {
-  const tb = testbed();
-  const config = {
-    spiffe: { workload_socket_path: `unix://${tb.spire.agentSocket}` },
-    metricsAddr: "0",
-    listeners: [{ name: "l", ...listener }],
-  };
-  return spawnAsWorkload(tb, workload(tb, as), [BUN, "cmd/svc-proxy.ts"], {
-    SVC_PROXY_CONFIG: JSON.stringify(config),
-  });
+  return svcProxyAs(testbed(), as, { listeners: [{ name: "l", ...listener }] });
 }
 
 function ghostunnel(as: string, args: string[]): Proc {
@@ -73,9 +64,9 @@ describe("svc-proxy with SPIRE-issued pod identities", () => {
       address: `127.0.0.1:${serverPort}`,
       mode: "server",
       target: { url: `http://127.0.0.1:${upstreamPort}` },
-      source: { spiffe_ids: [exact(web.spiffeId)] },
+      source: { spiffe_ids: [exactId(web.spiffeId)] },
     });
-    const target = { url: `https://127.0.0.1:${serverPort}`, spiffe_ids: [exact(api.spiffeId)] };
+    const target = { url: `https://127.0.0.1:${serverPort}`, spiffe_ids: [exactId(api.spiffeId)] };
     svcProxy("web", { address: `127.0.0.1:${webPort}`, mode: "client", target });
     svcProxy("intruder", { address: `127.0.0.1:${intruderPort}`, mode: "client", target });
     for (const p of [serverPort, webPort, intruderPort]) await listening(p);
@@ -102,7 +93,7 @@ describe("svc-proxy and ghostunnel", () => {
     svcProxy("web", {
       address: `127.0.0.1:${webPort}`,
       mode: "client",
-      target: { url: `https://127.0.0.1:${ghPort}`, spiffe_ids: [exact(api.spiffeId)] },
+      target: { url: `https://127.0.0.1:${ghPort}`, spiffe_ids: [exactId(api.spiffeId)] },
     });
     for (const p of [ghPort, webPort]) await listening(p);
     const r = await get(webPort, "/through-ghostunnel");
@@ -119,7 +110,7 @@ describe("svc-proxy and ghostunnel", () => {
       address: `127.0.0.1:${serverPort}`,
       mode: "server",
       target: { url: `http://127.0.0.1:${upstreamPort}` },
-      source: { spiffe_ids: [exact(web.spiffeId)] },
+      source: { spiffe_ids: [exactId(web.spiffeId)] },
     });
     await listening(serverPort);
     ghostunnel("web", [

@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { waitForPort } from "../support/net.ts";
-import { BUN, type Proc, stopAll } from "../support/proc.ts";
+import { type Proc, stopAll } from "../support/proc.ts";
 import { type DigestServer, sendAndDigest, startDigestServer } from "../support/tcp-peers.ts";
-import { spawnAsWorkload, useTestbed, workload } from "./support.ts";
+import { exactId, svcProxyAs, useTestbed, workload } from "./support.ts";
 import { freePort } from "./testbed/process.ts";
 
 /** TCP through a client → server pair of svc-proxy processes holding SPIRE-issued pod identities. */
@@ -16,18 +16,8 @@ afterAll(async () => {
   target.server.close();
 });
 
-const exact = (id: string) => `^${id.replace(/[.]/g, "\\.")}$`;
-
 function svcProxy(as: string, listener: Record<string, unknown>): Proc {
-  const tb = testbed();
-  const config = {
-    spiffe: { workload_socket_path: `unix://${tb.spire.agentSocket}` },
-    metricsAddr: "0",
-    listeners: [{ name: "tcp", protocol: "tcp", ...listener }],
-  };
-  return spawnAsWorkload(tb, workload(tb, as), [BUN, "cmd/svc-proxy.ts"], {
-    SVC_PROXY_CONFIG: JSON.stringify(config),
-  });
+  return svcProxyAs(testbed(), as, { listeners: [{ name: "tcp", protocol: "tcp", ...listener }] });
 }
 
 describe("svc-proxy TCP with SPIRE identities", () => {
@@ -39,12 +29,12 @@ describe("svc-proxy TCP with SPIRE identities", () => {
       address: `127.0.0.1:${serverPort}`,
       mode: "server",
       target: { url: `tcp://127.0.0.1:${target.port}` },
-      source: { spiffe_ids: [exact(web.spiffeId)] },
+      source: { spiffe_ids: [exactId(web.spiffeId)] },
     });
     svcProxy("web", {
       address: `127.0.0.1:${clientPort}`,
       mode: "client",
-      target: { url: `tls://127.0.0.1:${serverPort}`, spiffe_ids: [exact(api.spiffeId)] },
+      target: { url: `tls://127.0.0.1:${serverPort}`, spiffe_ids: [exactId(api.spiffeId)] },
     });
     for (const p of [serverPort, clientPort]) await waitForPort(p, 60_000);
     const r = await sendAndDigest(clientPort, 1024 * 1024 * 1024);

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll } from "bun:test";
-import { chownSync, mkdirSync } from "node:fs";
+import { chownSync, copyFileSync, mkdirSync } from "node:fs";
 import { join } from "node:path";
-import { type Proc, spawnProc } from "../support/proc.ts";
+import { BUN, type Proc, spawnProc } from "../support/proc.ts";
 import { down, readTestbed, TESTBED_DIR, type Testbed, up } from "./testbed/index.ts";
 import { asWorkload, type Workload } from "./testbed/spire.ts";
 
@@ -51,4 +51,31 @@ export function workload(tb: Testbed, name: string): Workload {
   if (!w)
     throw new Error(`no test bed workload ${name} (have: ${Object.keys(tb.spire.workloads).join(", ")})`);
   return w;
+}
+
+/** An RE2 pattern that matches exactly `id`. */
+export const exactId = (id: string) => `^${id.replace(/[.]/g, "\\.")}$`;
+
+/** svc-proxy from source as workload `as`, on the test bed's SPIRE agent; `config` adds to or overrides. */
+export function svcProxyAs(tb: Testbed, as: string, config: object, env: Record<string, string> = {}): Proc {
+  return spawnAsWorkload(tb, workload(tb, as), [BUN, "cmd/svc-proxy.ts"], {
+    SVC_PROXY_CONFIG: JSON.stringify({
+      spiffe: { workload_socket_path: `unix://${tb.spire.agentSocket}` },
+      metricsAddr: "0",
+      ...config,
+    }),
+    ...env,
+  });
+}
+
+/** A directory of the test bed owned by workload `as`, with its own copy of the (root-only) kubeconfig. */
+export function workloadHome(tb: Testbed, as: string, name: string): { dir: string; kubeconfig: string } {
+  const w = workload(tb, as);
+  const dir = join(tb.dir, "home", name);
+  mkdirSync(dir, { recursive: true });
+  chownSync(dir, w.uid, w.uid);
+  const kubeconfig = join(dir, "kubeconfig");
+  copyFileSync(tb.kube.kubeconfig, kubeconfig);
+  chownSync(kubeconfig, w.uid, w.uid);
+  return { dir, kubeconfig };
 }
