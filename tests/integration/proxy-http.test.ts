@@ -7,7 +7,14 @@ import { connect } from "node:net";
 import { join } from "node:path";
 import { X509Source } from "../../lib/spiffe/x509-source.ts";
 import { writeClusterPki } from "../e2e/testbed/pki.ts";
-import { type DevApi, startDevApi, tempDir } from "../support/dev-api.ts";
+import {
+  type DevApi,
+  prodId as ID,
+  onlyProd as only,
+  startDevApi,
+  startProdApis,
+  tempDir,
+} from "../support/dev-api.ts";
 import { freePort } from "../support/net.ts";
 import { BUN, spawnProc, stopAll } from "../support/proc.ts";
 import { logLines, startSvcProxy } from "../support/proxy.ts";
@@ -18,23 +25,13 @@ import { logLines, startSvcProxy } from "../support/proxy.ts";
  */
 const dir = tempDir();
 const caDir = join(dir, "ca");
-const ID = (sa: string) => `spiffe://example.org/ns/prod/sa/${sa}`;
-const only = (sa: string) => [`^spiffe://example\\.org/ns/prod/sa/${sa}$`];
 const apis: Record<string, DevApi> = {};
 let upstream: Server;
 let upstreamPort: number;
 let upstreamConnections = 0;
 
 beforeAll(async () => {
-  apis.web = await startDevApi({ socketPath: join(dir, "web.sock"), spiffeIds: [ID("web")], caDir });
-  const others = await Promise.all(
-    ["api", "db", "central"].map((sa) =>
-      startDevApi({ socketPath: join(dir, `${sa}.sock`), spiffeIds: [ID(sa)], caDir }),
-    ),
-  );
-  ["api", "db", "central"].forEach((sa, i) => {
-    apis[sa] = others[i] as DevApi;
-  });
+  Object.assign(apis, await startProdApis(dir, ["web", "api", "db", "central"]));
   upstreamPort = await freePort();
   upstream = createServer((req, res) => {
     let body = "";

@@ -1,6 +1,5 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { join } from "node:path";
-import { type DevApi, startDevApi, tempDir } from "../support/dev-api.ts";
+import { type DevApi, startProdApis, tempDir } from "../support/dev-api.ts";
 import { type Broker, startBroker } from "../support/mosquitto.ts";
 import { collect, connackOf, mqttClient, rawMqtt } from "../support/mqtt-clients.ts";
 import { freePort } from "../support/net.ts";
@@ -13,13 +12,10 @@ import { logLines, startSvcProxy } from "../support/proxy.ts";
  * policies, TTL expiry, backoff, refusals of what a publishing buffer does not carry.
  */
 const dir = tempDir();
-const caDir = join(dir, "ca");
-const ID = (sa: string) => `spiffe://example.org/ns/prod/sa/${sa}`;
 const apis: Record<string, DevApi> = {};
 
 beforeAll(async () => {
-  for (const sa of ["web", "api"])
-    apis[sa] = await startDevApi({ socketPath: join(dir, `${sa}.sock`), spiffeIds: [ID(sa)], caDir });
+  Object.assign(apis, await startProdApis(dir, ["web", "api"]));
 });
 afterAll(async () => {
   await stopAll();

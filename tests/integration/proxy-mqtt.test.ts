@@ -1,8 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { connect } from "node:net";
-import { join } from "node:path";
 import mqttPacket from "mqtt-packet";
-import { type DevApi, startDevApi, tempDir } from "../support/dev-api.ts";
+import { type DevApi, onlyProd as only, startProdApis, tempDir } from "../support/dev-api.ts";
 import { type Broker, startBroker } from "../support/mosquitto.ts";
 import { collect, connackOf, mosquittoTool, mqttClient, rawMqtt } from "../support/mqtt-clients.ts";
 import { freePort } from "../support/net.ts";
@@ -15,9 +14,6 @@ import { startSvcProxy, waitForLog } from "../support/proxy.ts";
  * 1, malformed packets, and notarization requests the proxy cannot honour.
  */
 const dir = tempDir();
-const caDir = join(dir, "ca");
-const ID = (sa: string) => `spiffe://example.org/ns/prod/sa/${sa}`;
-const only = (sa: string) => [`^spiffe://example\\.org/ns/prod/sa/${sa}$`];
 const apis: Record<string, DevApi> = {};
 let broker: Broker;
 let clientPort: number;
@@ -33,8 +29,7 @@ async function proxy(as: string, port: number, listener: Record<string, unknown>
 }
 
 beforeAll(async () => {
-  for (const sa of ["web", "api", "central"])
-    apis[sa] = await startDevApi({ socketPath: join(dir, `${sa}.sock`), spiffeIds: [ID(sa)], caDir });
+  Object.assign(apis, await startProdApis(dir, ["web", "api", "central"]));
   broker = await startBroker(dir, await freePort());
   const [serverPort, centralPort] = [await freePort(), await freePort()];
   [clientPort, centralClientPort] = [await freePort(), await freePort()];

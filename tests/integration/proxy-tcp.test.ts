@@ -1,7 +1,6 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { connect, createServer, type Server, type Socket } from "node:net";
-import { join } from "node:path";
-import { type DevApi, startDevApi, tempDir } from "../support/dev-api.ts";
+import { type DevApi, prodId as ID, onlyProd as only, startProdApis, tempDir } from "../support/dev-api.ts";
 import { freePort } from "../support/net.ts";
 import { stopAll } from "../support/proc.ts";
 import { startSvcProxy, waitForLog } from "../support/proxy.ts";
@@ -12,9 +11,6 @@ import { type DigestServer, sendAndDigest, startDigestServer } from "../support/
  * half-close, peer restrictions both ways, backpressure, an unreachable target.
  */
 const dir = tempDir();
-const caDir = join(dir, "ca");
-const ID = (sa: string) => `spiffe://example.org/ns/prod/sa/${sa}`;
-const only = (sa: string) => [`^spiffe://example\\.org/ns/prod/sa/${sa}$`];
 const apis: Record<string, DevApi> = {};
 let target: DigestServer;
 let silent: Server;
@@ -22,8 +18,7 @@ let silentPort: number;
 const silentSockets: Socket[] = [];
 
 beforeAll(async () => {
-  for (const sa of ["web", "api", "db", "central"])
-    apis[sa] = await startDevApi({ socketPath: join(dir, `${sa}.sock`), spiffeIds: [ID(sa)], caDir });
+  Object.assign(apis, await startProdApis(dir, ["web", "api", "db", "central"]));
   target = await startDigestServer();
   // A target that accepts and never reads.
   silent = createServer((s) => {

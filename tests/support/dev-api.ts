@@ -40,3 +40,25 @@ export async function startDevApi(o: {
   await proc.waitFor((l) => l.includes('"socket"'));
   return { proc, socket: `unix://${o.socketPath}` };
 }
+
+/** The integration tests' workloads: service accounts of namespace prod in trust domain example.org. */
+export const prodId = (sa: string) => `spiffe://example.org/ns/prod/sa/${sa}`;
+/** The peer pattern that admits exactly prodId(sa). */
+export const onlyProd = (sa: string) => [`^spiffe://example\\.org/ns/prod/sa/${sa}$`];
+
+/**
+ * One development Workload API per service account, sockets in `dir`, SVIDs from one CA in `dir`/ca.
+ * The first creates the CA; the others start together.
+ */
+export async function startProdApis(dir: string, names: string[]): Promise<Record<string, DevApi>> {
+  const start = (sa: string) =>
+    startDevApi({ socketPath: join(dir, `${sa}.sock`), spiffeIds: [prodId(sa)], caDir: join(dir, "ca") });
+  const [first, ...rest] = names;
+  const apis: Record<string, DevApi> = {};
+  if (first) apis[first] = await start(first);
+  const others = await Promise.all(rest.map(start));
+  rest.forEach((sa, i) => {
+    apis[sa] = others[i] as DevApi;
+  });
+  return apis;
+}
