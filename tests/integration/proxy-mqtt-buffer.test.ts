@@ -75,6 +75,18 @@ async function metric(b: Buffered, name: string): Promise<number> {
   return line ? Number(line.split(" ").pop()) : 0;
 }
 
+/** QoS 1 PUBLISH packets m1…mN on topic r, with packet identifiers 1…N. */
+const qos1Publishes = (n: number) =>
+  Array.from({ length: n }, (_, i) => ({
+    cmd: "publish" as const,
+    topic: "r",
+    payload: `m${i + 1}`,
+    qos: 1 as const,
+    messageId: i + 1,
+    dup: false,
+    retain: false,
+  }));
+
 const range = (n: number, from = 0) => Array.from({ length: n }, (_, i) => String(from + i));
 
 describe("MQTT publish buffer", () => {
@@ -127,15 +139,7 @@ describe("MQTT publish buffer", () => {
     const b = await buffered({ ...fast, storage: { "max-messages": 2 } }, { linkUp: false });
     const replies = await rawMqtt(b.port, [
       { cmd: "connect", clientId: "rej", protocolVersion: 5 },
-      ...[1, 2, 3].map((n) => ({
-        cmd: "publish" as const,
-        topic: "r",
-        payload: `m${n}`,
-        qos: 1 as const,
-        messageId: n,
-        dup: false,
-        retain: false,
-      })),
+      ...qos1Publishes(3),
     ]);
     expect(replies.map((p) => [p.cmd, (p as { reasonCode?: number }).reasonCode ?? 0])).toEqual([
       ["connack", 0],
@@ -151,18 +155,7 @@ describe("MQTT publish buffer", () => {
     const b = await buffered({ ...fast, storage: { "max-messages": 2 } }, { linkUp: false });
     const replies = await rawMqtt(
       b.port,
-      [
-        { cmd: "connect", clientId: "rej4", protocolVersion: 4 },
-        ...[1, 2, 3].map((n) => ({
-          cmd: "publish" as const,
-          topic: "r",
-          payload: `m${n}`,
-          qos: 1 as const,
-          messageId: n,
-          dup: false,
-          retain: false,
-        })),
-      ],
+      [{ cmd: "connect", clientId: "rej4", protocolVersion: 4 }, ...qos1Publishes(3)],
       4,
     );
     expect(replies.map((p) => [p.cmd, p.messageId ?? 0])).toEqual([
