@@ -345,11 +345,17 @@ function checkMiddlewares(
       problem(`${path}.type`, "notary-query needs notary.enable: true");
     if (m.type === "buffer") {
       if (m.storage["max-bytes"] === 0) m.storage["max-bytes"] = DEFAULT_BUFFER_MAX_BYTES;
-      const d = (field: string, text: string, fallback: string) =>
-        durationMs(text, fallback, `${path}.${field}`, problem);
+      const d = (field: string, text: string, fallback: string, onDefault?: () => void) =>
+        durationMs(text, fallback, `${path}.${field}`, problem, onDefault);
       d("storage.max-ttl", m.storage["max-ttl"], "0s");
-      const initial = d("reconnect-backoff.initial", m["reconnect-backoff"].initial, "1s");
-      const max = d("reconnect-backoff.max", m["reconnect-backoff"].max, "30s");
+      // A zero backoff selects its default (section 8); the effective configuration says which.
+      const backoff = m["reconnect-backoff"];
+      const initial = d("reconnect-backoff.initial", backoff.initial, "1s", () => {
+        backoff.initial = "1s";
+      });
+      const max = d("reconnect-backoff.max", backoff.max, "30s", () => {
+        backoff.max = "30s";
+      });
       if (max < initial) {
         problem(
           `${path}.reconnect-backoff.max`,

@@ -76,6 +76,19 @@ describe("proxy configuration: defaults (specification 2.5 and 8)", () => {
       "reconnect-backoff": { initial: "1s", max: "30s" },
     });
   });
+
+  test("zero reconnect-backoff durations select their defaults in the effective configuration", () => {
+    const { config } = validateConfig(
+      base({
+        protocol: "mqtt",
+        target: { url: "mqtts://broker:8883" },
+        middlewares: [{ type: "buffer", "reconnect-backoff": { initial: "0s", max: "0s" } }],
+      }),
+    );
+    expect(config.listeners[0]?.middlewares[0]).toMatchObject({
+      "reconnect-backoff": { initial: "1s", max: "30s" },
+    });
+  });
 });
 
 describe("proxy configuration: every error at once, with path, value and what is allowed", () => {

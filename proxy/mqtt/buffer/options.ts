@@ -21,14 +21,14 @@ type BufferEntry = Extract<ListenerConfig["middlewares"][number], { type: "buffe
 export function bufferOptions(l: ListenerConfig): BufferOptions | undefined {
   const m = l.middlewares.find((e): e is BufferEntry => e.type === "buffer");
   if (!m) return undefined;
-  const ms = (text: string, fallback: string) => parseDuration(text) || parseDuration(fallback);
+  // Validation has already replaced zero durations by their defaults.
   return {
     maxBytes: m.storage["max-bytes"],
     maxMessages: m.storage["max-messages"],
     maxTtlMs: parseDuration(m.storage["max-ttl"]),
     overflow: m["overflow-policy"],
-    backoffInitialMs: ms(m["reconnect-backoff"].initial, "1s"),
-    backoffMaxMs: ms(m["reconnect-backoff"].max, "30s"),
+    backoffInitialMs: parseDuration(m["reconnect-backoff"].initial),
+    backoffMaxMs: parseDuration(m["reconnect-backoff"].max),
     idleMs: l.timeouts.idleMs,
   };
 }
