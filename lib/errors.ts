@@ -18,6 +18,7 @@ export type ErrorCode =
   | "statement"
   | "receipt"
   | "http_status"
+  | "compartment"
   | "usage";
 
 export class SvcError extends Error {

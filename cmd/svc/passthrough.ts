@@ -1,73 +1,52 @@
+import { userInfo } from "node:os";
 import { AuditLog, type Decision } from "../../lib/config/audit.ts";
 import { loadConfig } from "../../lib/config/file.ts";
 import { activeContext } from "../../lib/config/resolve.ts";
+import { isSvcError, SvcError } from "../../lib/errors.ts";
+import { type CommandLine, flagSet, withoutFlags } from "../../lib/kube/grammar.ts";
 import { highlightMls, wantsColor } from "../../lib/kube/highlight.ts";
-import { findKubectl, withContext } from "../../lib/kube/kubectl.ts";
+import { findKubectl, givenInWords, withContext } from "../../lib/kube/kubectl.ts";
+import { Lookup } from "../../lib/kube/lookup.ts";
+import type { Guarded, GuardInput } from "./guards/guard.ts";
+import { svcFlags } from "./line.ts";
 
 /**
  * Any command svc does not own goes to the real kubectl with the compartment context added (4.5: "passed
- * through with the compartment context added"). Without a current context svc is plain kubectl. Standard
- * streams and the TTY are inherited; signals reach kubectl (from a terminal directly, as it shares our
- * process group; sent to svc alone, passed on) and its exit status is ours.
+ * through with the compartment context added"). Without a current context svc is plain kubectl. The
+ * commands that could cross a compartment are guarded first (docs/svc-guard.md); each guard module loads
+ * only when its command runs. Standard streams and the TTY are inherited; signals reach kubectl (from a
+ * terminal directly, as it shares our process group; sent to svc alone, passed on) and its exit status
+ * is ours.
  */
-export async function passThrough(args: string[], command: string | undefined): Promise<never> {
-  const { config, exists } = loadConfig();
-  const kubectl = findKubectl();
-  // Shell completion (a TAB press) is answered apart: no guards, no audit entry.
-  if (command?.startsWith("__complete"))
-    return (await import("./complete.ts")).complete(args, config, kubectl);
-  let full = args;
-  let stdin: string | undefined;
-  const audit = new AuditLog(config.auditLog);
-  let record = (_decision: Decision, _exitStatus: number) => {};
-  if (exists && config.currentContext) {
-    const c = activeContext(config);
-    record = (decision, exitStatus) =>
-      audit.record({
-        user: process.env.USER ?? process.env.LOGNAME ?? "",
-        context: c.name,
-        compartment: c.label,
-        command: ["svc", ...args],
-        targets: targetsOf(args),
-        decision,
-        exitStatus,
-        readOnly: READ_ONLY.has(command ?? ""),
-      });
-    const target = c.target;
-    let own = args;
-    try {
-      // Each command's own module loads only when that command runs.
-      if (command === "exec") own = (await import("./exec-guard.ts")).guardExec(args, c, kubectl, target);
-      else if (command === "get") own = (await import("../../lib/kube/get-args.ts")).getArgs(args, c.label);
-      else if (command === "apply")
-        ({ args: own, stdin } = await (await import("./apply.ts")).prepareApply(args, c, kubectl, target));
-      else if (command === "delete")
-        for (const w of (await import("./delete-warn.ts")).deleteWarnings(args, c.label, kubectl, target))
-          process.stderr.write(`${w}\n`);
-    } catch (e) {
-      record("refused", 1);
-      throw e;
-    }
-    full = withContext(own, target);
-  }
-  const highlight = command === "describe" && wantsColor(process.stdout.isTTY === true);
-  const child = Bun.spawn([kubectl, ...full], {
-    stdio: [stdin === undefined ? "inherit" : "pipe", highlight ? "pipe" : "inherit", "inherit"],
-  });
-  // A terminal signals kubectl itself (same process group); a signal sent to svc alone is passed on.
-  for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"] as const) process.on(signal, () => child.kill(signal));
-  if (highlight && child.stdout && typeof child.stdout !== "number")
-    process.stdout.write(highlightMls(await new Response(child.stdout).text()));
-  if (stdin !== undefined && child.stdin && typeof child.stdin !== "number") {
-    child.stdin.write(stdin);
-    await child.stdin.end();
-  }
-  const code = await child.exited;
-  const status = child.signalCode ? 128 + (SIGNALS[child.signalCode] ?? 1) : code;
-  const forced = (command === "exec" || command === "delete") && args.includes("--force");
-  record(forced ? "forced" : "allowed", status);
-  process.exit(status);
-}
+type Guard = (g: GuardInput) => Guarded | Promise<Guarded>;
+
+const pods = () => import("./guards/pods.ts").then((m) => m.guardPods);
+const manifests = () => import("./guards/manifests.ts").then((m) => m.guardManifests);
+const writes = () => import("./guards/writes.ts").then((m) => m.guardMarkWrites);
+const edit = () => import("./guards/edit.ts").then((m) => m.guardEdit);
+
+const GUARDS: Record<string, () => Promise<Guard>> = {
+  exec: pods,
+  attach: pods,
+  cp: pods,
+  debug: pods,
+  "port-forward": pods,
+  apply: manifests,
+  create: manifests,
+  replace: manifests,
+  label: writes,
+  annotate: writes,
+  patch: writes,
+  run: writes,
+  expose: writes,
+  edit,
+  "apply edit-last-applied": edit,
+  delete: () => import("./guards/delete.ts").then((m) => m.guardDelete),
+  get: () =>
+    import("../../lib/kube/get-args.ts").then((m) => (g: GuardInput) => ({
+      args: m.getArgs(g.line, g.active.label),
+    })),
+};
 
 /** Commands that change nothing in the cluster: audited at debug level. */
 const READ_ONLY = new Set([
@@ -81,13 +60,78 @@ const READ_ONLY = new Set([
   "version",
   "auth",
   "diff",
+  "events",
 ]);
 
-/** The positional arguments after the command: resource types and names. */
-function targetsOf(args: string[]): string[] {
-  const end = args.indexOf("--");
-  const before = end >= 0 ? args.slice(0, end) : args;
-  return before.filter((a) => !a.startsWith("-")).slice(1);
+export async function passThrough(line: CommandLine): Promise<never> {
+  const { config, exists } = loadConfig();
+  const kubectl = findKubectl();
+  // Shell completion (a TAB press) is answered apart: no guards, no audit entry.
+  if (line.args[0]?.startsWith("__complete"))
+    return (await import("./complete.ts")).complete(line.args, config, kubectl);
+  const command = line.path.join(" ");
+  let args = line.args;
+  let guarded: Guarded = {};
+  let record = (_decision: Decision, _exitStatus: number) => {};
+  if (exists && config.currentContext) {
+    const c = activeContext(config);
+    const audit = new AuditLog(config.auditLog);
+    record = (decision, exitStatus) =>
+      audit.record({
+        user: auditUser(),
+        context: c.name,
+        compartment: c.label,
+        command: ["svc", ...line.args],
+        targets: guarded.targets ?? line.positionals,
+        decision,
+        exitStatus,
+        readOnly: READ_ONLY.has(line.path[0] ?? ""),
+      });
+    const guard = Object.hasOwn(GUARDS, command) && !flagSet(line, "help") ? GUARDS[command] : undefined;
+    try {
+      if (guard && line.error !== undefined)
+        throw new SvcError(
+          "usage",
+          `${line.error} (svc reads ${command} the way kubectl does, and runs nothing it cannot read; see svc ${command} --help)`,
+        );
+      if (guard)
+        guarded = await (await guard())({ line, active: c, lookup: new Lookup(kubectl, c.target, line) });
+    } catch (e) {
+      record(isSvcError(e, "compartment") ? "refused" : "error", 1);
+      throw e;
+    }
+    const given = line.plugin ? givenInWords(line.args) : new Set(line.flags.map((f) => f.name));
+    const own = svcFlags(line);
+    args = withContext(guarded.args ?? (own.size > 0 ? withoutFlags(line, own) : args), c.target, given);
+  }
+  const highlight = line.path[0] === "describe" && wantsColor(process.stdout.isTTY === true);
+  const child = Bun.spawn([kubectl, ...args], {
+    stdio: [guarded.stdin === undefined ? "inherit" : "pipe", highlight ? "pipe" : "inherit", "inherit"],
+    ...(guarded.env ? { env: { ...process.env, ...guarded.env } } : {}),
+  });
+  // A terminal signals kubectl itself (same process group); a signal sent to svc alone is passed on.
+  for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"] as const) process.on(signal, () => child.kill(signal));
+  if (highlight && child.stdout && typeof child.stdout !== "number")
+    process.stdout.write(highlightMls(await new Response(child.stdout).text()));
+  if (guarded.stdin !== undefined && child.stdin && typeof child.stdin !== "number") {
+    child.stdin.write(guarded.stdin);
+    await child.stdin.end();
+  }
+  const code = await child.exited;
+  const status = child.signalCode ? 128 + (SIGNALS[child.signalCode] ?? 1) : code;
+  const decision = guarded.after?.() ?? (line.error ? "error" : guarded.forced ? "forced" : "allowed");
+  record(decision, status);
+  process.exit(status);
+}
+
+/** Who runs the command: the login name, else the OS account. */
+function auditUser(): string {
+  if (process.env.USER || process.env.LOGNAME) return (process.env.USER || process.env.LOGNAME) as string;
+  try {
+    return userInfo().username;
+  } catch {
+    return String(process.getuid?.() ?? "unknown");
+  }
 }
 
 const SIGNALS: Record<string, number> = { SIGHUP: 1, SIGINT: 2, SIGKILL: 9, SIGTERM: 15, SIGPIPE: 13 };

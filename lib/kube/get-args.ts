@@ -1,4 +1,5 @@
 import { SvcError } from "../errors.ts";
+import { type CommandLine, flagSet, flagValue, flagValues, withoutFlags } from "./grammar.ts";
 import { COMPARTMENT_LABEL } from "./inject.ts";
 
 /**
@@ -8,61 +9,37 @@ import { COMPARTMENT_LABEL } from "./inject.ts";
  * - `--current-compartment` (or `--filter-compartment` without a value): only the current compartment;
  *   `--compartment NAME` (or `--filter-compartment=NAME`): only NAME; `--exclude-current-compartment`:
  *   all others. They become label selectors, joined to the user's own `-l`.
+ * `line` is read with svc's get flags (cmd/svc/line.ts).
  */
-export function getArgs(args: string[], current: string): string[] {
-  const out: string[] = [];
-  const own: string[] = []; // the user's -l selectors
-  const compartment: string[] = []; // the selector of the compartment filter (at most one)
-  let output: string | undefined;
-  for (let i = 0; i < args.length; i++) {
-    const start = i;
-    const a = args[i] as string;
-    const value = (flag: string): string | undefined => {
-      if (a === flag) {
-        const v = args[i + 1];
-        if (v === undefined || v.startsWith("-")) throw new SvcError("usage", `${flag} needs a value`);
-        i++;
-        return v;
-      }
-      return a.startsWith(`${flag}=`) ? a.slice(flag.length + 1) : undefined;
-    };
-    if (a === "--current-compartment" || a === "--filter-compartment") {
+const FILTERS = ["current-compartment", "compartment", "exclude-current-compartment", "filter-compartment"];
+
+export function getArgs(line: CommandLine, current: string): string[] {
+  const compartment: string[] = [];
+  for (const f of line.flags) {
+    if (f.name === "current-compartment" && f.value === "true")
       compartment.push(`${COMPARTMENT_LABEL}=${current}`);
-      continue;
-    }
-    if (a === "--exclude-current-compartment") {
+    else if (f.name === "exclude-current-compartment" && f.value === "true")
       compartment.push(`${COMPARTMENT_LABEL}!=${current}`);
-      continue;
-    }
-    const named = value("--compartment") ?? value("--filter-compartment");
-    if (named !== undefined) {
-      if (!/^[A-Za-z0-9-]+$/.test(named))
+    else if (f.name === "compartment" || (f.name === "filter-compartment" && f.value !== "")) {
+      if (!/^[A-Za-z0-9-]+$/.test(f.value))
         throw new SvcError(
           "usage",
-          `--compartment ${JSON.stringify(named)}: expected <COUNTRY>-<SENSITIVITY>-<COMPARTMENT>`,
+          `--${f.name} ${JSON.stringify(f.value)}: expected <COUNTRY>-<SENSITIVITY>-<COMPARTMENT>`,
         );
-      compartment.push(`${COMPARTMENT_LABEL}=${named.toUpperCase()}`);
-      continue;
-    }
-    const selector = value("-l") ?? value("--selector");
-    if (selector !== undefined) {
-      own.push(selector);
-      continue;
-    }
-    const o = value("-o") ?? value("--output") ?? (/^-o[^-]/.test(a) ? a.slice(2) : undefined);
-    if (o !== undefined) output = o;
-    out.push(...args.slice(start, i + 1));
+      compartment.push(`${COMPARTMENT_LABEL}=${f.value.toUpperCase()}`);
+    } else if (f.name === "filter-compartment") compartment.push(`${COMPARTMENT_LABEL}=${current}`);
   }
   if (compartment.length > 1)
     throw new SvcError(
       "usage",
       "use one of --current-compartment, --compartment, --exclude-current-compartment, --filter-compartment",
     );
-  const selectors = [...own, ...compartment];
+  const selectors = [...flagValues(line, "selector"), ...compartment];
+  const output = flagValue(line, "output");
   const table = output === undefined || output === "wide";
   return [
-    ...out,
-    ...(selectors.length ? [`--selector=${selectors.join(",")}`] : []),
-    ...(table ? [`--label-columns=${COMPARTMENT_LABEL}`] : []),
+    ...withoutFlags(line, new Set([...FILTERS, ...(compartment.length ? ["selector"] : [])])),
+    ...(compartment.length ? [`--selector=${selectors.join(",")}`] : []),
+    ...(table && !flagSet(line, "help") ? [`--label-columns=${COMPARTMENT_LABEL}`] : []),
   ];
 }

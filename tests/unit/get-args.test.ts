@@ -1,5 +1,8 @@
 import { describe, expect, test } from "bun:test";
-import { getArgs } from "../../lib/kube/get-args.ts";
+import { readLine } from "../../cmd/svc/line.ts";
+import { getArgs as getArgsOf } from "../../lib/kube/get-args.ts";
+
+const getArgs = (args: string[], current: string) => getArgsOf(readLine(args), current);
 
 const CUR = "US-TS-ALPHA";
 
@@ -42,7 +45,7 @@ describe("svc get arguments", () => {
   });
 
   test("bad filters are refused", () => {
-    expect(() => getArgs(["get", "pods", "--compartment"], CUR)).toThrow("--compartment needs a value");
+    expect(readLine(["get", "pods", "--compartment"]).error).toBe("flag needs an argument: --compartment");
     expect(() => getArgs(["get", "pods", "--compartment", "a b"], CUR)).toThrow(
       "expected <COUNTRY>-<SENSITIVITY>-<COMPARTMENT>",
     );

@@ -53,6 +53,14 @@ describe("finding kubectl", () => {
     chmodSync(join(b, "kubectl"), 0o755);
     expect(findKubectl({ PATH: `${a}:${b}` }, self)).toBe(join(b, "kubectl"));
     expect(() => findKubectl({ PATH: a }, self)).toThrow("kubectl not found on PATH");
-    expect(findKubectl({ PATH: a, SVC_KUBECTL: "/opt/kubectl" }, self)).toBe("/opt/kubectl");
+    expect(findKubectl({ PATH: a, SVC_KUBECTL: join(b, "kubectl") }, self)).toBe(join(b, "kubectl"));
+  });
+
+  test("an unusable SVC_KUBECTL is a clear error, not a failed spawn", () => {
+    expect(() => findKubectl({ PATH: "", SVC_KUBECTL: "/opt/nowhere/kubectl" })).toThrow(
+      "SVC_KUBECTL=/opt/nowhere/kubectl: not an executable file",
+    );
+    expect(() => findKubectl({ PATH: dir, SVC_KUBECTL: "kubectl-typo" })).toThrow("SVC_KUBECTL=kubectl-typo");
+    expect(() => findKubectl({ PATH: "", SVC_KUBECTL: dir })).toThrow("not an executable file");
   });
 });

@@ -1,0 +1,47 @@
+import type { ActiveContext } from "../../../lib/config/resolve.ts";
+import { SvcError } from "../../../lib/errors.ts";
+import { type CommandLine, flagSet } from "../../../lib/kube/grammar.ts";
+import type { Lookup } from "../../../lib/kube/lookup.ts";
+
+/**
+ * What every guard is given and returns. A guard reads the command line kubectl will run, looks up what it
+ * needs through `lookup` (kubectl aimed at the command's own cluster target), and either throws (a
+ * refusal: code "compartment"; anything it cannot tell: "usage" or "kube_api") or says what to run.
+ */
+export interface GuardInput {
+  line: CommandLine;
+  active: ActiveContext;
+  lookup: Lookup;
+}
+
+export interface Guarded {
+  /** kubectl's words, when they differ from the user's (svc's own flags removed, `-f -` for stdin). */
+  args?: string[];
+  stdin?: string;
+  env?: Record<string, string>;
+  /** What the command applies to, for the audit log. */
+  targets?: string[];
+  /** An override of the compartment check was used (the cluster allowed it). */
+  forced?: boolean;
+  /** Runs after kubectl: a refusal found during the run (edit) turns the decision. */
+  after?: () => "refused" | undefined;
+}
+
+/** The override permission, asked of the cluster as a SelfSubjectAccessReview (`kubectl auth can-i`). */
+export const OVERRIDE_RESOURCE = "compartmentoverrides.svc.dev";
+
+/**
+ * A compartment refusal, unless the user asked for `--force` and the cluster allows the override; then
+ * a warning is printed and the caller records the command as forced.
+ */
+export function refuseUnlessOverridden(g: GuardInput, refusal: string, warning: string): void {
+  if (!flagSet(g.line, "force"))
+    throw new SvcError("compartment", `${refusal}\ncurrent compartment: ${g.active.label}`);
+  const can = g.lookup.run(["auth", "can-i", "force", OVERRIDE_RESOURCE], null);
+  if (can.out.trim() !== "yes")
+    throw new SvcError(
+      "compartment",
+      `--force refused: you may not override compartments (the cluster must allow "force" on ${OVERRIDE_RESOURCE}; see docs/svc-guard.md)\ncurrent compartment: ${g.active.label}`,
+    );
+  process.stderr.write(`svc: warning: --force: ${warning} from ${g.active.label}\n`);
+}

@@ -1,0 +1,133 @@
+import { describe, expect, test } from "bun:test";
+import {
+  extendGrammar,
+  flagSet,
+  flagValue,
+  flagValues,
+  parseCommandLine,
+  withoutFlags,
+} from "../../lib/kube/grammar.ts";
+
+/** kubectl's grammar as kubectl (cobra + pflag) reads a line: the command wherever the globals stand. */
+const parse = (line: string) => parseCommandLine(line.split(" ").filter(Boolean));
+
+describe("finding the command", () => {
+  test.each([
+    ["exec web-0 -- ls", ["exec"], ["web-0"]],
+    ["-n alpha exec other -- ls", ["exec"], ["other"]],
+    ["--context prod exec other -- ls", ["exec"], ["other"]],
+    ["--kubeconfig /x exec other -- ls", ["exec"], ["other"]],
+    ["-nalpha exec other", ["exec"], ["other"]],
+    ["--namespace=alpha exec other", ["exec"], ["other"]],
+    ["-v 9 exec other", ["exec"], ["other"]],
+    ["--insecure-skip-tls-verify exec other", ["exec"], ["other"]],
+    ["exec --cache-dir mine other -- ls", ["exec"], ["other"]],
+    ["create -n x configmap cm", ["create", "configmap"], ["cm"]],
+    ["create cm cm", ["create", "configmap"], ["cm"]],
+    ["apply view-last-applied deploy/x", ["apply", "view-last-applied"], ["deploy/x"]],
+    ["-n exec exec other", ["exec"], ["other"]],
+  ])("%s", (line, path, positionals) => {
+    const l = parse(line);
+    expect(l.error).toBeUndefined();
+    expect(l.plugin).toBe(false);
+    expect(l.path).toEqual(path);
+    expect(l.positionals).toEqual(positionals);
+  });
+
+  test("a first word that is no command is a plugin; nothing after it is kubectl's", () => {
+    const l = parse("hello -n x world");
+    expect(l.plugin).toBe(true);
+    expect(l.path).toEqual([]);
+    expect(l.flags).toEqual([]);
+  });
+
+  test("cobra assumes an unknown flag before the command takes a value", () => {
+    // kubectl finds `other` as the command word here (and fails); svc must not find `exec`.
+    expect(parse("--bogus exec other").path).toEqual([]);
+  });
+
+  test("the words after -- are not flags and not the command", () => {
+    const l = parse("exec p -- exec -n x");
+    expect(l.path).toEqual(["exec"]);
+    expect(l.rest).toEqual(["exec", "-n", "x"]);
+    expect(flagValue(l, "namespace")).toBeUndefined();
+  });
+});
+
+describe("flags, as pflag reads them", () => {
+  test("every form of a value flag gives the same value; the last one wins", () => {
+    for (const form of ["-n x", "-nx", "-n=x", "--namespace x", "--namespace=x"])
+      expect(flagValue(parse(`get pods ${form}`), "namespace")).toBe("x");
+    expect(flagValue(parse("-n a get pods -n b"), "namespace")).toBe("b");
+  });
+
+  test("grouped booleans, and a value flag at the end of a group", () => {
+    const l = parse("exec -itc app web-0 -- sh");
+    expect(flagSet(l, "stdin")).toBe(true);
+    expect(flagSet(l, "tty")).toBe(true);
+    expect(flagValue(l, "container")).toBe("app");
+    expect(l.positionals).toEqual(["web-0"]);
+  });
+
+  test("booleans never take the next word; --flag=false turns them off", () => {
+    const l = parse("exec --stdin web-0 -- sh");
+    expect(l.positionals).toEqual(["web-0"]);
+    expect(flagSet(parse("exec --stdin=false web-0"), "stdin")).toBe(false);
+    expect(parse("exec --stdin=maybe web-0").error).toContain('invalid argument "maybe"');
+  });
+
+  test("optional-value flags take a value only after =", () => {
+    const l = parse("apply --dry-run -f m.yaml");
+    expect(flagValue(l, "dry-run")).toBe("");
+    expect(flagValues(l, "filename")).toEqual(["m.yaml"]);
+    expect(flagValue(parse("apply --dry-run=server -fm.yaml"), "dry-run")).toBe("server");
+    expect(flagValues(parse("apply -fm.yaml"), "filename")).toEqual(["m.yaml"]);
+  });
+
+  test("underscores in long names read as dashes", () => {
+    expect(flagValue(parse("get pods --all_namespaces"), "all-namespaces")).toBe("true");
+  });
+
+  test("usage errors are kubectl's: unknown flags, missing values, bad syntax", () => {
+    expect(parse("exec --bogus web-0").error).toBe("unknown flag: --bogus");
+    expect(parse("exec web-0 -Z").error).toContain("unknown shorthand flag: 'Z'");
+    expect(parse("get pods -n").error).toContain("flag needs an argument");
+    expect(parse("get pods ---x").error).toContain("bad flag syntax");
+  });
+
+  test("global flags are marked as such and keep the words they came from", () => {
+    const l = parse("--context prod exec -c app web-0");
+    const ctx = l.flags.find((f) => f.name === "context");
+    expect(ctx).toMatchObject({ value: "prod", global: true, words: [0, 1] });
+    expect(l.flags.find((f) => f.name === "container")?.global).toBe(false);
+  });
+
+  test("--help is every command's", () => {
+    expect(flagSet(parse("apply --help"), "help")).toBe(true);
+    expect(flagSet(parse("apply -h"), "help")).toBe(true);
+  });
+});
+
+describe("svc's own commands and flags", () => {
+  const svc = extendGrammar(["version", "identity"], {
+    exec: { force: ["b"] },
+    "apply edit-last-applied": { force: ["b"] },
+  });
+  test("own commands replace kubectl's and are found after globals", () => {
+    expect(parseCommandLine(["-n", "x", "version"], svc).path).toEqual(["version"]);
+    expect(parseCommandLine(["identity"], svc).path).toEqual(["identity"]);
+  });
+  test("added flags are read like kubectl's and can be removed before kubectl runs", () => {
+    const l = parseCommandLine(["exec", "--force=true", "p", "--", "rm", "--force"], svc);
+    expect(flagSet(l, "force")).toBe(true);
+    expect(withoutFlags(l, new Set(["force"]))).toEqual(["exec", "p", "--", "rm", "--force"]);
+    const nested = parseCommandLine(["apply", "edit-last-applied", "--force", "x"], svc);
+    expect(flagSet(nested, "force")).toBe(true);
+    expect(parseCommandLine(["exec", "--force", "p"]).error).toBe("unknown flag: --force");
+  });
+  test("names like __proto__ are data", () => {
+    expect(parseCommandLine(["__proto__"], svc).plugin).toBe(true);
+    expect(parseCommandLine(["toString", "x"], svc).plugin).toBe(true);
+    expect(parseCommandLine(["get", "--__proto__"], svc).error).toBe("unknown flag: --__proto__");
+  });
+});
