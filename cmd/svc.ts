@@ -43,14 +43,12 @@ await runMain(main, { rawArgs: at === undefined ? args : [args[at] as string, ..
 );
 
 /**
- * `svc version` is svc's own (with `-o json|yaml`); with anything else — `--client`, kubectl's global
+ * `svc version` is svc's own (with `-o FORMAT`); with anything else — `--client`, kubectl's global
  * flags — it is kubectl's version, so scripts that run `kubectl version --client -o json` keep working.
  */
 function isSvcVersion(words: string[], at: number): boolean {
   if (at > 0) return false;
   const rest = words.slice(at + 1);
-  if (rest.length === 0) return true;
-  const [first = "", second] = rest;
-  if (rest.length === 1) return /^(?:(?:-o=?|--output=)(?:json|yaml)|-h|--help)$/.test(first);
-  return rest.length === 2 && /^(-o|--output)$/.test(first) && (second === "json" || second === "yaml");
+  if (rest.length === 1) return /^(-o.*|--output=.*|-h|--help)$/.test(rest[0] as string);
+  return rest.length === 0 || (rest.length === 2 && /^(-o|--output)$/.test(rest[0] as string));
 }

@@ -1,5 +1,7 @@
 import { defineCommand } from "citty";
-import { loadConfig, saveConfig } from "../../lib/config/file.ts";
+import { AuditLog, auditUser, type Decision } from "../../lib/config/audit.ts";
+import { type LoadedConfig, loadConfig, saveConfig } from "../../lib/config/file.ts";
+import { compartmentLabel, findContext } from "../../lib/config/schema.ts";
 import { SvcError } from "../../lib/errors.ts";
 import { action } from "./cli.ts";
 
@@ -36,14 +38,39 @@ const list = defineCommand({
   }),
 });
 
+/**
+ * A switch moves the user to another compartment, so it is audited (at info level) like a change; a failed
+ * one is recorded as an error, in the context that stays current.
+ */
+function auditSwitch(loaded: LoadedConfig, name: string, decision: Decision, context: string): void {
+  const { config } = loaded;
+  const c = findContext(config, context);
+  new AuditLog(config.auditLog).record({
+    user: auditUser(),
+    context,
+    compartment: c ? compartmentLabel(c) : "",
+    command: ["svc", "context", "use", name],
+    targets: [name],
+    decision,
+    exitStatus: decision === "allowed" ? 0 : 1,
+    previousContext: config.currentContext,
+  });
+}
+
 const use = defineCommand({
   meta: { name: "use", description: "Switches the current context" },
   args: nameArg,
   run: action(nameArg, (a) => {
     const loaded = loadConfig();
-    if (!loaded.config.contexts[a.name]) throw notFound(a.name, Object.keys(loaded.config.contexts));
-    loaded.doc.set("currentContext", a.name);
-    saveConfig(loaded);
+    try {
+      if (!findContext(loaded.config, a.name)) throw notFound(a.name, Object.keys(loaded.config.contexts));
+      loaded.doc.set("currentContext", a.name);
+      saveConfig(loaded);
+    } catch (e) {
+      auditSwitch(loaded, a.name, "error", loaded.config.currentContext);
+      throw e;
+    }
+    auditSwitch(loaded, a.name, "allowed", a.name);
     process.stdout.write(`Switched to context "${a.name}".\n`);
   }),
 });
@@ -72,8 +99,8 @@ const create = defineCommand({
   meta: { name: "create", description: "Creates a context" },
   args: createArgs,
   run: action(createArgs, (a) => {
-    const loaded = loadConfig();
-    if (loaded.config.contexts[a.name])
+    const loaded = loadConfig(undefined, { mayCreate: true });
+    if (findContext(loaded.config, a.name))
       throw new SvcError(
         "usage",
         `context ${JSON.stringify(a.name)} already exists; delete it first or pick another name`,
@@ -105,7 +132,7 @@ const remove = defineCommand({
   args: nameArg,
   run: action(nameArg, (a) => {
     const loaded = loadConfig();
-    if (!loaded.config.contexts[a.name]) throw notFound(a.name, Object.keys(loaded.config.contexts));
+    if (!findContext(loaded.config, a.name)) throw notFound(a.name, Object.keys(loaded.config.contexts));
     loaded.doc.deleteIn(["contexts", a.name]);
     if (loaded.config.currentContext === a.name) loaded.doc.set("currentContext", "");
     saveConfig(loaded);

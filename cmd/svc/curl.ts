@@ -1,9 +1,10 @@
-import { readFileSync } from "node:fs";
+import { readFileSync, statSync } from "node:fs";
 import { defineCommand } from "citty";
 import { SvcError } from "../../lib/errors.ts";
 import type { Notarization } from "../../lib/notary/check.ts";
 import { isLevel, LEVEL_HEADER, LEVELS } from "../../lib/notary/levels.ts";
 import { formatReceipt, formatStatement } from "../../lib/notary/print.ts";
+import { ENDPOINT_ENV, parseEndpoint, socketPath } from "../../lib/spiffe/address.ts";
 import { loadReflectMetadata } from "../reflect.ts";
 import { action, checkOutput, repeated } from "./cli.ts";
 import { applyGlobals, globalArgs, spiffeSocket } from "./globals.ts";
@@ -67,6 +68,35 @@ function dataFrom(data: string): Uint8Array {
   }
 }
 
+/**
+ * A Workload API socket path that is not there fails at once, naming it and where it came from: the client
+ * would otherwise retry until its 10 s timeout. A socket that exists but does not answer keeps that timeout.
+ */
+function requireSocket(flag: string | undefined): void {
+  const path = socketPath(parseEndpoint(spiffeSocket(flag)));
+  if (!path || !missing(path)) return;
+  const from = flag
+    ? "set by --spiffe-socket-path"
+    : process.env[ENDPOINT_ENV]
+      ? `set by ${ENDPOINT_ENV}`
+      : "the default";
+  throw new SvcError(
+    "workload_api",
+    `Workload API socket ${path} does not exist (${from}); point svc at yours with --spiffe-socket-path=unix:///path/to/agent.sock or ${ENDPOINT_ENV}=unix:///path/to/agent.sock`,
+  );
+}
+
+/** Only "no such path" counts: on any other error (permissions) the connection attempt says what is wrong. */
+function missing(path: string): boolean {
+  try {
+    statSync(path);
+    return false;
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    return code === "ENOENT" || code === "ENOTDIR";
+  }
+}
+
 export default defineCommand({
   meta: {
     name: "curl",
@@ -103,11 +133,12 @@ export default defineCommand({
         : "application/x-www-form-urlencoded";
     if (validate) headers[LEVEL_HEADER] = level;
     const method = (a.request ?? (body ? "POST" : "GET")).toUpperCase();
+    const needsSource = validate || url.protocol === "https:";
+    if (needsSource) requireSocket(a["spiffe-socket-path"]);
 
     await loadReflectMetadata();
     const { exchange } = await import("../../lib/tls/exchange.ts");
     const { checkReceipt, checkStatement } = await import("../../lib/notary/check.ts");
-    const needsSource = validate || url.protocol === "https:";
     const source = needsSource
       ? await (await import("../../lib/spiffe/x509-source.ts")).X509Source.open({
           address: spiffeSocket(a["spiffe-socket-path"]),

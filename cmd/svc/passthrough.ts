@@ -1,5 +1,4 @@
-import { userInfo } from "node:os";
-import { AuditLog, type Decision } from "../../lib/config/audit.ts";
+import { AuditLog, auditUser, type Decision } from "../../lib/config/audit.ts";
 import { loadConfig } from "../../lib/config/file.ts";
 import { activeContext } from "../../lib/config/resolve.ts";
 import { isSvcError, SvcError } from "../../lib/errors.ts";
@@ -122,16 +121,6 @@ export async function passThrough(line: CommandLine): Promise<never> {
   const decision = guarded.after?.() ?? (line.error ? "error" : guarded.forced ? "forced" : "allowed");
   record(decision, status);
   process.exit(status);
-}
-
-/** Who runs the command: the login name, else the OS account. */
-function auditUser(): string {
-  if (process.env.USER || process.env.LOGNAME) return (process.env.USER || process.env.LOGNAME) as string;
-  try {
-    return userInfo().username;
-  } catch {
-    return String(process.getuid?.() ?? "unknown");
-  }
 }
 
 const SIGNALS: Record<string, number> = { SIGHUP: 1, SIGINT: 2, SIGKILL: 9, SIGTERM: 15, SIGPIPE: 13 };

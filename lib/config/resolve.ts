@@ -2,7 +2,7 @@ import { homedir } from "node:os";
 import { join } from "node:path";
 import { SvcError } from "../errors.ts";
 import type { KubeTarget } from "../kube/kubectl.ts";
-import { type CompartmentContext, compartmentLabel, type SvcConfig } from "./schema.ts";
+import { type CompartmentContext, compartmentLabel, findContext, type SvcConfig } from "./schema.ts";
 
 /**
  * The compartment context a command runs in: the current context of the file, with SVC_COUNTRY,
@@ -20,7 +20,10 @@ export interface ActiveContext extends CompartmentContext {
   kubeconfig: string;
   /** Environment variables that changed a field. */
   overriddenBy: string[];
-  /** What kubectl is pointed at; `kubeconfig` only when chosen (KUBECONFIG or the file's). */
+  /**
+   * What kubectl is pointed at. `kubeconfig` only when the file chose one and KUBECONFIG is unset: kubectl
+   * reads KUBECONFIG itself, as the list of files it merges, so svc never turns it into one --kubeconfig.
+   */
   target: KubeTarget;
 }
 
@@ -40,7 +43,7 @@ export function activeContext(
       "usage",
       "no current context; create one with svc context create, then svc context use <name>",
     );
-  const base = config.contexts[name];
+  const base = findContext(config, name);
   if (!base)
     throw new SvcError(
       "usage",
@@ -64,7 +67,7 @@ export function activeContext(
   const kubeconfig = env.KUBECONFIG || expandHome(config.kubeconfig) || join(homedir(), ".kube", "config");
   const target: KubeTarget = {
     kubeContext: context.kubeContext,
-    ...(env.KUBECONFIG || config.kubeconfig ? { kubeconfig } : {}),
+    ...(!env.KUBECONFIG && config.kubeconfig ? { kubeconfig } : {}),
     ...(context.namespace ? { namespace: context.namespace } : {}),
   };
   return { ...context, name, label: compartmentLabel(context), kubeconfig, overriddenBy, target };

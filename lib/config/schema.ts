@@ -17,9 +17,39 @@ export const Context = v.object({
 
 export const AUDIT_LEVELS = ["debug", "info", "warn", "error"] as const;
 
+export const AuditLogSettings = v.object({
+  enabled: v.optional(v.boolean("auditLog.enabled must be true or false"), false),
+  path: v.optional(v.string("auditLog.path must be a string"), "~/.svc/audit.log"),
+  level: v.optional(
+    v.picklist(AUDIT_LEVELS, `auditLog.level must be one of ${AUDIT_LEVELS.join(", ")}`),
+    "info",
+  ),
+});
+
+const isMapping = (x: unknown): x is Record<string, unknown> =>
+  typeof x === "object" && x !== null && !Array.isArray(x);
+
+/** An object without a prototype: looking up `toString` or `constructor` finds only a context of that name. */
+function byName(contexts: Map<string, CompartmentContext>): Record<string, CompartmentContext> {
+  const out: Record<string, CompartmentContext> = Object.create(null);
+  for (const [name, context] of contexts) out[name] = context;
+  return out;
+}
+
+/**
+ * Context names are data: valibot's record skips `__proto__`, `constructor` and `prototype` (unchecked and
+ * dropped), so the map is checked as a Map of name to context, then kept in an object without prototype.
+ */
+const Contexts = v.pipe(
+  v.custom<Record<string, unknown>>(isMapping, "contexts must be a map of name to context"),
+  v.transform((m) => new Map(Object.entries(m))),
+  v.map(v.string(), Context),
+  v.transform(byName),
+);
+
 export const SvcConfig = v.object({
   currentContext: v.optional(v.string("currentContext must be a string"), ""),
-  contexts: v.optional(v.record(v.string(), Context, "contexts must be a map of name to context"), {}),
+  contexts: v.optional(Contexts, () => ({})),
   defaultUserGroups: v.optional(v.array(v.string(), "defaultUserGroups must be a list of strings"), [
     "system:authenticated",
   ]),
@@ -28,21 +58,29 @@ export const SvcConfig = v.object({
     v.boolean("requireExplicitContextSwitch must be true or false"),
     false,
   ),
-  auditLog: v.optional(
-    v.object({
-      enabled: v.optional(v.boolean("auditLog.enabled must be true or false"), false),
-      path: v.optional(v.string("auditLog.path must be a string"), "~/.svc/audit.log"),
-      level: v.optional(
-        v.picklist(AUDIT_LEVELS, `auditLog.level must be one of ${AUDIT_LEVELS.join(", ")}`),
-        "info",
-      ),
-    }),
-    {},
-  ),
+  auditLog: v.optional(AuditLogSettings, {}),
 });
 
 export type SvcConfig = v.InferOutput<typeof SvcConfig>;
 export type CompartmentContext = v.InferOutput<typeof Context>;
+
+/** The keys the file may have at each level; any other is warned about (a typo would be ignored silently). */
+export const KNOWN_KEYS = {
+  top: Object.keys(SvcConfig.entries),
+  context: Object.keys(Context.entries),
+  auditLog: Object.keys(AuditLogSettings.entries),
+};
+
+/**
+ * The context of that name, if the configuration has one. Own entries only: a configuration built in code
+ * is a plain object, where `toString` or `__proto__` would find Object's.
+ */
+export function findContext(
+  config: Pick<SvcConfig, "contexts">,
+  name: string,
+): CompartmentContext | undefined {
+  return Object.hasOwn(config.contexts, name) ? config.contexts[name] : undefined;
+}
 
 /** The naming convention of 2.1: `<country>-<sensitivity>-<compartment>` in lower case. */
 export function contextName(c: Pick<CompartmentContext, "country" | "sensitivity" | "compartment">): string {

@@ -1,5 +1,5 @@
 import { afterAll, describe, expect, test } from "bun:test";
-import { readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { tempDir } from "../support/dev-api.ts";
 import { BUN, ROOT } from "../support/proc.ts";
@@ -9,13 +9,41 @@ const dir = tempDir("svc-context-");
 const config = join(dir, "config.yaml");
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-function svc(...args: string[]) {
-  const r = Bun.spawnSync([BUN, "cmd/svc.ts", "context", ...args], {
+/** Runs svc with SVC_CONFIG set to `file`, or unset when `file` is undefined. */
+function run(args: string[], file: string | undefined, env: Record<string, string> = {}) {
+  const { SVC_CONFIG: _, ...inherited } = process.env;
+  const r = Bun.spawnSync([BUN, "cmd/svc.ts", ...args], {
     cwd: ROOT,
-    env: { ...process.env, SVC_CONFIG: config },
+    env: { ...inherited, ...(file === undefined ? {} : { SVC_CONFIG: file }), ...env },
   });
   return { code: r.exitCode, out: r.stdout.toString(), err: r.stderr.toString() };
 }
+
+function svc(...args: string[]) {
+  return run(["context", ...args], config);
+}
+
+const create = (file: string, name: string, compartment = "A") =>
+  run(
+    [
+      "context",
+      "create",
+      name,
+      "--country=US",
+      "--sensitivity=TS",
+      `--compartment=${compartment}`,
+      "--kube-context=k",
+    ],
+    file,
+  );
+
+/** The NAME column of `svc context list`, with a * for the current one. */
+const listed = (file: string) =>
+  run(["context", "list"], file)
+    .out.trimEnd()
+    .split("\n")
+    .slice(1)
+    .map((l) => (l.startsWith("*") ? `*${l.slice(1).trim().split(/\s+/)[0]}` : l.trim().split(/\s+/)[0]));
 
 describe("svc context", () => {
   test("create, use, current and list with the columns of 4.5", () => {
@@ -88,5 +116,139 @@ describe("svc context", () => {
     const r = svc("list");
     expect(r.code).toBe(1);
     expect(r.err).toContain(`${config}:2: contexts.a.sensitivity: is required`);
+  });
+});
+
+describe("svc context: where the configuration is", () => {
+  test("a missing SVC_CONFIG file is an error for every command that reads it; svc context create makes it", () => {
+    const missing = join(dir, "typo", "config.yaml");
+    const message = `svc: SVC_CONFIG=${missing}: no such file; create it with svc context create, or unset SVC_CONFIG\n`;
+    for (const args of [
+      ["context", "list"],
+      ["context", "use", "x"],
+      ["context", "current"],
+      ["context", "delete", "x"],
+      ["identity"],
+      ["get", "pods"],
+    ]) {
+      const r = run(args, missing);
+      expect({ args, code: r.code, err: r.err }).toEqual({ args, code: 1, err: message });
+    }
+    expect(existsSync(missing)).toBe(false);
+    expect(create(missing, "us-ts-a").code).toBe(0);
+    expect(listed(missing)).toEqual(["us-ts-a"]);
+  });
+
+  test("without SVC_CONFIG, a missing ~/.svc/config.yaml is no contexts, as before", () => {
+    const home = join(dir, "home");
+    const list = run(["context", "list"], undefined, { HOME: home });
+    expect(list.code).toBe(0);
+    expect(list.err).toBe("");
+    expect(list.out.trim().split(/\s+/)).toEqual([
+      "CURRENT",
+      "NAME",
+      "COUNTRY",
+      "SENSITIVITY",
+      "COMPARTMENT",
+      "KUBE-CONTEXT",
+    ]);
+    expect(run(["context", "current"], undefined, { HOME: home }).err).toBe(
+      "svc: no current context; set one with svc context use <name>\n",
+    );
+    expect(existsSync(join(home, ".svc"))).toBe(false);
+  });
+
+  test("an unknown key is a warning naming file, line and the known keys, and the command goes on", () => {
+    const file = join(dir, "typo.yaml");
+    writeFileSync(
+      file,
+      "currentContext: x\ncontexts:\n  x: {country: US, sensitivity: TS, compartment: A, kubeContext: k}\n  y:\n    country: US\n    sensitivity: TS\n    compartment: B\n    kubeContext: k\n    namspace: b\n",
+    );
+    const r = run(["context", "current"], file);
+    expect(r.code).toBe(0);
+    expect(r.out).toBe("x\n");
+    expect(r.err).toBe(
+      `svc: warning: ${file}:9: unknown key "namspace" in contexts.y (known: country, sensitivity, compartment, kubeContext, namespace)\n`,
+    );
+  });
+});
+
+describe("svc context: names are data", () => {
+  const file = join(dir, "proto.yaml");
+  const names = ["__proto__", "constructor", "hasOwnProperty", "toString"];
+
+  test("names of Object's properties are not found before they are created", () => {
+    expect(create(file, "us-ts-a").code).toBe(0);
+    for (const name of names) {
+      const r = run(["context", "use", name], file);
+      expect(r.code).toBe(1);
+      expect(r.err).toBe(`svc: Context not found: ${JSON.stringify(name)} (known: us-ts-a)\n`);
+      expect(run(["context", "delete", name], file).err).toContain("Context not found");
+    }
+  });
+
+  test("they are created, listed, used, current, refused when created again and deleted like any other", () => {
+    for (const [i, name] of names.entries())
+      expect(create(file, name, `C${i}`).out).toBe(`Context "${name}" created.\n`);
+    expect(listed(file)).toEqual(["__proto__", "constructor", "hasOwnProperty", "toString", "us-ts-a"]);
+    expect(create(file, "__proto__").err).toContain('context "__proto__" already exists');
+    for (const name of names) {
+      expect(run(["context", "use", name], file).out).toBe(`Switched to context "${name}".\n`);
+      expect(run(["context", "current"], file).out).toBe(`${name}\n`);
+    }
+    expect(run(["context", "use", "__proto__"], file).code).toBe(0);
+    expect(listed(file)).toContain("*__proto__");
+    expect(run(["context", "delete", "__proto__"], file).out).toBe('Context "__proto__" deleted.\n');
+    expect(run(["context", "current"], file).err).toContain("no current context");
+    expect(listed(file)).toEqual(["constructor", "hasOwnProperty", "toString", "us-ts-a"]);
+    expect(readFileSync(file, "utf8")).not.toContain("__proto__");
+  });
+});
+
+describe("svc context use: the audit log", () => {
+  test("a switch is recorded with the previous context; a failed one as an error", () => {
+    const file = join(dir, "audited.yaml");
+    const log = join(dir, "audit", "audit.log");
+    writeFileSync(
+      file,
+      `currentContext: us-ts-alpha
+contexts:
+  us-ts-alpha: {country: US, sensitivity: TS, compartment: ALPHA, kubeContext: k1}
+  uk-s-bravo: {country: UK, sensitivity: S, compartment: BRAVO, kubeContext: k2}
+auditLog: {enabled: true, path: ${log}, level: info}
+`,
+    );
+    expect(run(["context", "use", "uk-s-bravo"], file, { USER: "alice" }).code).toBe(0);
+    expect(run(["context", "use", "jp-c-gamma"], file, { USER: "alice" }).code).toBe(1);
+    const entries = readFileSync(log, "utf8")
+      .trimEnd()
+      .split("\n")
+      .map((l) => JSON.parse(l));
+    expect(entries).toEqual([
+      {
+        time: expect.any(String),
+        level: "info",
+        user: "alice",
+        context: "uk-s-bravo",
+        compartment: "UK-S-BRAVO",
+        command: ["svc", "context", "use", "uk-s-bravo"],
+        targets: ["uk-s-bravo"],
+        decision: "allowed",
+        exitStatus: 0,
+        previousContext: "us-ts-alpha",
+      },
+      {
+        time: expect.any(String),
+        level: "error",
+        user: "alice",
+        context: "uk-s-bravo",
+        compartment: "UK-S-BRAVO",
+        command: ["svc", "context", "use", "jp-c-gamma"],
+        targets: ["jp-c-gamma"],
+        decision: "error",
+        exitStatus: 1,
+        previousContext: "uk-s-bravo",
+      },
+    ]);
   });
 });

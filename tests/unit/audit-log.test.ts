@@ -1,7 +1,7 @@
 import { afterAll, describe, expect, test } from "bun:test";
 import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { type AuditEntry, AuditLog } from "../../lib/config/audit.ts";
+import { type AuditEntry, AuditLog, auditUser, levelOf } from "../../lib/config/audit.ts";
 import { tempDir } from "../support/dev-api.ts";
 
 const dir = tempDir("svc-audit-");
@@ -60,6 +60,20 @@ describe("audit log", () => {
     expect(levels).toEqual(["warn"]);
   });
 
+  test("a usage error is logged at error level, like a refusal; previousContext is written when given", () => {
+    expect(levelOf({ decision: "error" })).toBe("error");
+    const path = join(dir, "error.log");
+    const log = new AuditLog({ enabled: true, path, level: "error" });
+    log.record(entry({ decision: "allowed", previousContext: "uk-s-bravo" }));
+    log.record(entry({ decision: "error", exitStatus: 1, previousContext: "uk-s-bravo" }));
+    const lines = readFileSync(path, "utf8")
+      .trimEnd()
+      .split("\n")
+      .map((l) => JSON.parse(l));
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toMatchObject({ level: "error", decision: "error", previousContext: "uk-s-bravo" });
+  });
+
   test("disabled writes nothing", () => {
     const path = join(dir, "off.log");
     new AuditLog({ enabled: false, path, level: "debug" }).record(entry());
@@ -79,5 +93,21 @@ describe("audit log", () => {
     log.record(entry());
     expect(warnings).toHaveLength(1);
     expect(warnings[0]).toContain("the command went ahead");
+  });
+});
+
+describe("the audit log's user", () => {
+  test("is $USER, else $LOGNAME (an empty value counts as unset)", () => {
+    expect(auditUser({ USER: "alice", LOGNAME: "bob" })).toBe("alice");
+    expect(auditUser({ LOGNAME: "bob" })).toBe("bob");
+    expect(auditUser({ USER: "", LOGNAME: "bob" })).toBe("bob");
+  });
+
+  test("without either, is the account of the process from the user database", () => {
+    const uid = process.geteuid?.() ?? 0;
+    const entry = Bun.spawnSync(["getent", "passwd", String(uid)]).stdout.toString();
+    const name = entry.split(":")[0] || String(uid);
+    expect(auditUser({})).toBe(name);
+    expect(auditUser({ USER: "", LOGNAME: "" })).toBe(name);
   });
 });

@@ -2,7 +2,7 @@ import { afterAll, describe, expect, test } from "bun:test";
 import { readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { loadConfig, saveConfig } from "../../lib/config/file.ts";
-import { compartmentLabel, contextName } from "../../lib/config/schema.ts";
+import { compartmentLabel, contextName, findContext } from "../../lib/config/schema.ts";
 import { tempDir } from "../support/dev-api.ts";
 import { svcError } from "../support/errors.ts";
 
@@ -16,9 +16,18 @@ function write(name: string, text: string): string {
 }
 
 describe("~/.svc/config.yaml", () => {
-  test("a missing file is an empty configuration with the defaults", () => {
-    const c = loadConfig(join(dir, "absent.yaml"));
+  test("a missing file other than the default is an error naming SVC_CONFIG", () => {
+    const path = join(dir, "absent.yaml");
+    expect(svcError(() => loadConfig(path))).toEqual({
+      code: "usage",
+      message: `SVC_CONFIG=${path}: no such file; create it with svc context create, or unset SVC_CONFIG`,
+    });
+  });
+
+  test("with mayCreate (svc context create) a missing file is an empty configuration with the defaults", () => {
+    const c = loadConfig(join(dir, "absent.yaml"), { mayCreate: true });
     expect(c.exists).toBe(false);
+    expect(Object.keys(c.config.contexts)).toEqual([]);
     expect(c.config.defaultUserGroups).toEqual(["system:authenticated"]);
     expect(c.config.auditLog).toEqual({ enabled: false, path: "~/.svc/audit.log", level: "info" });
     expect(c.config.requireExplicitContextSwitch).toBe(false);
@@ -65,6 +74,94 @@ auditLog:
     expect(svcError(() => loadConfig(write("syntax.yaml", "contexts: [\n"))).message).toMatch(
       /syntax\.yaml:\d+: not valid YAML/,
     );
+  });
+
+  test("unknown keys give one warning each, with file, line and the known keys, in file order; the rest loads", () => {
+    const path = write(
+      "typos.yaml",
+      `currentContext: x
+contexts:
+  x:
+    country: US
+    sensitivity: TS
+    compartment: A
+    kubeContext: k
+    namspace: alpha
+auditLog: {enabled: true, levle: debug}
+curentContext: y
+`,
+    );
+    const warnings: string[] = [];
+    const c = loadConfig(path, { warn: (m) => warnings.push(m) });
+    expect(warnings).toEqual([
+      `${path}:8: unknown key "namspace" in contexts.x (known: country, sensitivity, compartment, kubeContext, namespace)`,
+      `${path}:9: unknown key "levle" in auditLog (known: enabled, path, level)`,
+      `${path}:10: unknown key "curentContext" at the top level (known: currentContext, contexts, defaultUserGroups, kubeconfig, requireExplicitContextSwitch, auditLog)`,
+    ]);
+    expect(c.config.currentContext).toBe("x");
+    expect(c.config.contexts.x?.namespace).toBeUndefined();
+    expect(c.config.auditLog).toEqual({ enabled: true, path: "~/.svc/audit.log", level: "info" });
+  });
+
+  test("every key the schema knows is accepted without a warning", () => {
+    const warnings: string[] = [];
+    loadConfig(
+      write(
+        "known.yaml",
+        `currentContext: x
+contexts:
+  x: {country: US, sensitivity: TS, compartment: A, kubeContext: k, namespace: a}
+defaultUserGroups: []
+kubeconfig: /k
+requireExplicitContextSwitch: false
+auditLog: {enabled: false, path: /a.log, level: info}
+`,
+      ),
+      { warn: (m) => warnings.push(m) },
+    );
+    expect(warnings).toEqual([]);
+  });
+
+  test("context names that are Object's property names are data: each is read, checked and found as written", () => {
+    const names = ["__proto__", "constructor", "prototype", "toString", "hasOwnProperty"];
+    const path = write(
+      "proto.yaml",
+      names
+        .map(
+          (n, i) =>
+            `${i === 0 ? "contexts:\n" : ""}  ${n}: {country: US, sensitivity: TS, compartment: C${i}, kubeContext: k${i}}\n`,
+        )
+        .join(""),
+    );
+    const { config } = loadConfig(path);
+    expect(Object.keys(config.contexts)).toEqual(names);
+    names.forEach((n, i) => {
+      expect(findContext(config, n)?.compartment).toBe(`C${i}`);
+      expect(config.contexts[n]?.kubeContext).toBe(`k${i}`);
+    });
+    expect(findContext(config, "valueOf")).toBeUndefined();
+    expect(config.contexts.valueOf).toBeUndefined();
+    expect(
+      svcError(() => loadConfig(write("bad-proto.yaml", "contexts:\n  constructor: {country: US}\n")))
+        .message,
+    ).toContain(`:2: contexts.constructor.sensitivity: is required`);
+  });
+
+  test("a context named __proto__ survives an edit and a save", () => {
+    const path = write("proto-save.yaml", "contexts: {}\n");
+    const loaded = loadConfig(path);
+    loaded.doc.setIn(["contexts", "__proto__"], {
+      country: "US",
+      sensitivity: "TS",
+      compartment: "P",
+      kubeContext: "k",
+    });
+    loaded.doc.set("currentContext", "__proto__");
+    saveConfig(loaded);
+    const { config } = loadConfig(path);
+    expect(config.currentContext).toBe("__proto__");
+    expect(Object.keys(config.contexts)).toEqual(["__proto__"]);
+    expect(findContext(config, "__proto__")?.compartment).toBe("P");
   });
 
   test("saving keeps the user's comments and replaces the file whole", () => {

@@ -37,6 +37,11 @@ describe("the active compartment context", () => {
   test("KUBECONFIG wins over the file's kubeconfig", () => {
     expect(activeContext(config({ kubeconfig: "/a" }), { KUBECONFIG: "/b" }).kubeconfig).toBe("/b");
     expect(activeContext(config({ kubeconfig: "/a" }), {}).kubeconfig).toBe("/a");
+    // kubectl reads a KUBECONFIG list itself (a.yaml:b.yaml); svc passes no --kubeconfig then.
+    expect(
+      activeContext(config({ kubeconfig: "/a" }), { KUBECONFIG: "/b:/c" }).target.kubeconfig,
+    ).toBeUndefined();
+    expect(activeContext(config({ kubeconfig: "/a" }), {}).target.kubeconfig).toBe("/a");
   });
 
   test("requireExplicitContextSwitch refuses an override that changes the compartment, not one that agrees", () => {
@@ -57,5 +62,19 @@ describe("the active compartment context", () => {
     expect(svcError(() => activeContext(config(), { SVC_COUNTRY: "U S" })).message).toContain(
       "letters and digits only",
     );
+  });
+
+  test("a current context named like an Object property is looked up as a name, never inherited", () => {
+    for (const name of ["toString", "__proto__", "constructor", "hasOwnProperty"])
+      expect(svcError(() => activeContext(config({ currentContext: name }), {})).message).toBe(
+        `Context not found: the current context ${JSON.stringify(name)} is not among the contexts (known: us-ts-alpha)`,
+      );
+    const contexts = Object.defineProperty({}, "__proto__", {
+      value: { country: "UK", sensitivity: "S", compartment: "BRAVO", kubeContext: "kb" },
+      enumerable: true,
+    });
+    const c = activeContext(config({ currentContext: "__proto__", contexts }), {});
+    expect(c.label).toBe("UK-S-BRAVO");
+    expect(c.target.kubeContext).toBe("kb");
   });
 });

@@ -26,7 +26,31 @@ export interface KubeState {
   podLog: string;
   /** The loopback port every fake pod's port-forward reaches. */
   forwardPort: number;
+  /**
+   * kube-apiserver's audit log (JSON lines): every request into a pod (exec, attach, port-forward,
+   * ephemeral containers) and every write, at Metadata level; reads are not logged.
+   */
+  auditLog: string;
 }
+
+const AUDIT_POLICY = {
+  apiVersion: "audit.k8s.io/v1",
+  kind: "Policy",
+  omitStages: ["RequestReceived"],
+  rules: [
+    {
+      level: "Metadata",
+      resources: [
+        {
+          group: "",
+          resources: ["pods/exec", "pods/attach", "pods/portforward", "pods/ephemeralcontainers"],
+        },
+      ],
+    },
+    { level: "None", verbs: ["get", "list", "watch"] },
+    { level: "Metadata" },
+  ],
+};
 
 const token = () => Buffer.from(crypto.getRandomValues(new Uint8Array(18))).toString("base64url");
 
@@ -51,6 +75,7 @@ function rbac(): string {
           resources: ["pods/exec", "pods/portforward", "pods/attach"],
           verbs: ["get", "create"],
         },
+        { apiGroups: [""], resources: ["pods/ephemeralcontainers"], verbs: ["get", "patch", "update"] },
         {
           apiGroups: ["apps"],
           resources: ["deployments"],
@@ -156,6 +181,9 @@ export async function startKube(p: Peers, dir: string, logs: string): Promise<Ku
   );
 
   const apiserver = `https://127.0.0.1:${apiPort}`;
+  const auditPolicy = join(dir, "audit-policy.yaml");
+  writeFileSync(auditPolicy, stringify(AUDIT_POLICY));
+  const auditLog = join(dir, "audit.log");
   pids.apiserver = startDaemon(
     p.kubeApiserver,
     [
@@ -177,6 +205,9 @@ export async function startKube(p: Peers, dir: string, logs: string): Promise<Ku
       "--enable-priority-and-fairness=false",
       "--profiling=false",
       "--disable-admission-plugins=ServiceAccount",
+      `--audit-policy-file=${auditPolicy}`,
+      `--audit-log-path=${auditLog}`,
+      "--audit-log-mode=blocking",
     ],
     join(logs, "kube-apiserver.log"),
   );
@@ -252,5 +283,5 @@ export async function startKube(p: Peers, dir: string, logs: string): Promise<Ku
       ]).trim() === "True",
     60_000,
   );
-  return { kubeconfig, apiserver, users, pids, podLog, forwardPort };
+  return { kubeconfig, apiserver, users, pids, podLog, forwardPort, auditLog };
 }

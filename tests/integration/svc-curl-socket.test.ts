@@ -1,0 +1,97 @@
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { existsSync, rmSync } from "node:fs";
+import { join } from "node:path";
+import { type DevApi, startDevApi, tempDir } from "../support/dev-api.ts";
+import { BUN, ROOT } from "../support/proc.ts";
+
+/**
+ * `svc curl` and its Workload API socket: a path that does not exist is reported at once, naming it and
+ * how to point svc at one, before any request is sent; an existing socket is used as before.
+ */
+const dir = tempDir("svc-curl-socket-");
+let requests = 0;
+const server = Bun.serve({
+  hostname: "127.0.0.1",
+  port: 0,
+  fetch: () => {
+    requests++;
+    return new Response("hello\n");
+  },
+});
+let api: DevApi;
+beforeAll(async () => {
+  api = await startDevApi({
+    socketPath: join(dir, "api.sock"),
+    spiffeIds: ["spiffe://example.org/ns/a/sa/caller"],
+    caDir: join(dir, "ca"),
+  });
+});
+afterAll(async () => {
+  server.stop(true);
+  await api?.proc.stop();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+async function curl(args: string[], env: Record<string, string> = {}) {
+  const { SPIFFE_ENDPOINT_SOCKET: _, ...inherited } = process.env;
+  const p = Bun.spawn([BUN, "cmd/svc.ts", "curl", ...args], {
+    cwd: ROOT,
+    env: { ...inherited, ...env },
+    stdout: "pipe",
+    stderr: "pipe",
+  });
+  const [out, err, code] = await Promise.all([
+    new Response(p.stdout).text(),
+    new Response(p.stderr).text(),
+    p.exited,
+  ]);
+  return { code, out, err };
+}
+
+const hint =
+  "point svc at yours with --spiffe-socket-path=unix:///path/to/agent.sock or SPIFFE_ENDPOINT_SOCKET=unix:///path/to/agent.sock";
+
+describe("svc curl: the Workload API socket", () => {
+  test("a socket path that does not exist fails with exit 1, naming it and where it came from, before any request", async () => {
+    const absent = join(dir, "absent.sock");
+    const url = `http://127.0.0.1:${server.port}/`;
+    expect(await curl(["--spiffe-socket-path", `unix://${absent}`, url])).toEqual({
+      code: 1,
+      out: "",
+      err: `svc: Workload API socket ${absent} does not exist (set by --spiffe-socket-path); ${hint}\n`,
+    });
+    expect(await curl([url], { SPIFFE_ENDPOINT_SOCKET: absent })).toEqual({
+      code: 1,
+      out: "",
+      err: `svc: Workload API socket ${absent} does not exist (set by SPIFFE_ENDPOINT_SOCKET); ${hint}\n`,
+    });
+    const inMissingDir = join(dir, "no-such-dir", "agent.sock");
+    expect(
+      (await curl(["--spiffe-socket-path", inMissingDir, "--validate=false", "https://127.0.0.1:1/"])).err,
+    ).toBe(
+      `svc: Workload API socket ${inMissingDir} does not exist (set by --spiffe-socket-path); ${hint}\n`,
+    );
+    if (!existsSync("/spiffe-workload-api/agent.sock"))
+      expect((await curl([url])).err).toBe(
+        `svc: Workload API socket /spiffe-workload-api/agent.sock does not exist (the default); ${hint}\n`,
+      );
+    expect(requests).toBe(0);
+  });
+
+  test("an existing socket is used: the plain server is asked, and fails validation with exit 2", async () => {
+    const r = await curl(["--spiffe-socket-path", api.socket, `http://127.0.0.1:${server.port}/`]);
+    expect(r.err).toContain("but the response has no Svc-Workload-ID header");
+    expect(r.code).toBe(2);
+    expect(r.out).toBe("hello\n");
+  });
+
+  test("without validation, plain http needs no Workload API at all", async () => {
+    const r = await curl([
+      "--spiffe-socket-path",
+      join(dir, "absent.sock"),
+      "--validate=false",
+      `http://127.0.0.1:${server.port}/`,
+    ]);
+    expect(r).toEqual({ code: 0, out: "hello\n", err: "" });
+  });
+});
