@@ -1,6 +1,8 @@
 import { SvcError } from "../errors.ts";
 import type { CommandLine } from "./grammar.ts";
+import { type GlobalFlags, type Resolution, resolveKubeconfig } from "./kubeconfig.ts";
 import { type KubeTarget, withContext } from "./kubectl.ts";
+import { getPod } from "./pods.ts";
 
 /**
  * kubectl runs for svc's own checks, aimed at exactly the cluster target the user's command will use:
@@ -11,6 +13,9 @@ import { type KubeTarget, withContext } from "./kubectl.ts";
  */
 /** Globals that change only kubectl's logging or profiling, never what it talks to. */
 const NOT_TARGET = new Set(["v", "vmodule", "log-flush-frequency", "profile", "profile-output"]);
+
+/** A DNS subdomain, the shape of pod and namespace names: safe as one URL path segment. */
+const DNS_NAME = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
 
 export interface KubeObject {
   apiVersion?: string;
@@ -28,15 +33,54 @@ export interface KubeObject {
 export class Lookup {
   private readonly globals: string[];
   private readonly given: Set<string>;
+  private readonly flags: GlobalFlags = new Map();
+  private direct?: Resolution;
 
   constructor(
     readonly kubectl: string,
     readonly target: KubeTarget,
     line: CommandLine,
   ) {
-    const uses = line.flags.filter((f) => f.global && !NOT_TARGET.has(f.name));
-    this.globals = uses.map((f) => `--${f.name}=${f.value}`);
-    this.given = new Set(uses.map((f) => f.name));
+    const uses = line.flags.filter((f) => f.global);
+    for (const f of uses) this.flags.set(f.name, [...(this.flags.get(f.name) ?? []), f.value]);
+    const forTarget = uses.filter((f) => !NOT_TARGET.has(f.name));
+    this.globals = forTarget.map((f) => `--${f.name}=${f.value}`);
+    this.given = new Set(forTarget.map((f) => f.name));
+  }
+
+  /**
+   * Pods by name, read straight from the API server when svc can resolve the cluster target exactly as
+   * kubectl would (lib/kube/kubeconfig.ts) — one HTTPS request instead of a kubectl run — else through
+   * kubectl. `namespace` as for args().
+   */
+  async pods(names: string[], namespace?: string): Promise<KubeObject[]> {
+    if (!this.direct) {
+      const flags = new Map(this.flags);
+      if (!flags.has("context")) flags.set("context", [this.target.kubeContext]);
+      if (this.target.kubeconfig && !flags.has("kubeconfig"))
+        flags.set("kubeconfig", [this.target.kubeconfig]);
+      if (this.target.namespace && !flags.has("namespace")) flags.set("namespace", [this.target.namespace]);
+      this.direct = resolveKubeconfig(flags);
+    }
+    const ns = "ok" in this.direct ? (namespace ?? this.direct.ok.namespace) : "";
+    if (!("ok" in this.direct) || ![ns, ...names].every((n) => DNS_NAME.test(n)))
+      return this.objects(
+        names.map((n) => `pod/${n}`),
+        namespace,
+      );
+    const cluster = this.direct.ok;
+    return Promise.all(
+      names.map(async (name) => {
+        const pod = (await getPod(cluster, ns, name)) as KubeObject | undefined;
+        if (!pod) throw new SvcError("kube_api", `cannot check the compartment: pod ${ns}/${name} not found`);
+        if (pod.kind !== "Pod" || pod.metadata?.name !== name)
+          throw new SvcError(
+            "kube_api",
+            `cannot check the compartment: ${cluster.server} answered no pod ${name}`,
+          );
+        return pod;
+      }),
+    );
   }
 
   /**

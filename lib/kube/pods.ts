@@ -20,11 +20,18 @@ export interface Pod {
 
 /** GET /api/v1/namespaces/{ns}/pods/{name}; undefined when the pod does not exist. */
 export async function getPod(c: KubeCredentials, namespace: string, name: string): Promise<Pod | undefined> {
+  const headers = new Headers({ accept: "application/json" });
+  if (c.token) headers.set("authorization", `Bearer ${c.token}`);
+  if (c.impersonate) {
+    headers.set("impersonate-user", c.impersonate.user);
+    for (const g of c.impersonate.groups) headers.append("impersonate-group", g);
+    if (c.impersonate.uid) headers.set("impersonate-uid", c.impersonate.uid);
+  }
   const url = `${c.server}/api/v1/namespaces/${encodeURIComponent(namespace)}/pods/${encodeURIComponent(name)}`;
   let res: Response;
   try {
     res = await fetch(url, {
-      headers: { accept: "application/json", ...(c.token ? { authorization: `Bearer ${c.token}` } : {}) },
+      headers,
       tls: {
         ...(c.ca ? { ca: c.ca } : {}),
         ...(c.cert ? { cert: c.cert } : {}),
@@ -44,7 +51,7 @@ export async function getPod(c: KubeCredentials, namespace: string, name: string
     const reason = ((await res.json().catch(() => ({}))) as { message?: string }).message ?? res.statusText;
     throw new SvcError(
       "kube_api",
-      `cluster API refused to get pod ${namespace}/${name}: ${res.status} ${reason} (${c.from}; the proxy needs "get" on pods)`,
+      `cluster API refused to get pod ${namespace}/${name}: ${res.status} ${reason} (${c.from}; "get" on pods is needed)`,
     );
   }
   return (await res.json()) as Pod;

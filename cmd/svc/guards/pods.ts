@@ -18,15 +18,22 @@ interface FoundPod {
   compartment: string;
 }
 
-export function guardPods(g: GuardInput): Guarded {
+/** `pod/x`, `pods/x`, `po/x`: a pod by name, which svc can read without kubectl's resource discovery. */
+const POD_REF = /^(?:pods?|po)\/([^/]+)$/;
+
+export async function guardPods(g: GuardInput): Promise<Guarded> {
   const { refs, files, nodesAllowed } = podTargets(g.line);
-  const byNamespace = new Map<string | undefined, string[]>();
+  const byName = new Map<string | undefined, string[]>();
+  const others = new Map<string | undefined, string[]>();
   for (const r of refs) {
     if (nodesAllowed && isNodeRef(r.ref)) continue;
-    byNamespace.set(r.namespace, [...(byNamespace.get(r.namespace) ?? []), r.ref]);
+    const pod = POD_REF.exec(r.ref)?.[1];
+    const into = pod ? byName : others;
+    into.set(r.namespace, [...(into.get(r.namespace) ?? []), pod ?? r.ref]);
   }
   const objects: KubeObject[] = [];
-  for (const [namespace, names] of byNamespace) objects.push(...g.lookup.objects(names, namespace));
+  for (const [namespace, names] of byName) objects.push(...(await g.lookup.pods(names, namespace)));
+  for (const [namespace, names] of others) objects.push(...g.lookup.objects(names, namespace));
   if (files.length > 0) objects.push(...g.lookup.objects(files.flatMap((f) => ["--filename", f])));
   const pods = objects.flatMap((o) => podsOf(g, o, nodesAllowed));
   const targets = pods.map((p) => `pod/${p.namespace}/${p.name}`);
