@@ -380,6 +380,43 @@ describe("kubectl's other commands through svc", () => {
     expect(logs.out).toContain(`through svc ${marker}`);
   });
 
+  test("logs --tail, --since, --previous and -f", async () => {
+    svc(["context", "use", "us-ts-alpha"]);
+    const first = `svc-tail-${Date.now()}`;
+    appendFileSync(testbed().kube.podLog, `${new Date().toISOString()} stdout F ${first}\n`);
+    const tail = svc(["logs", "web-0", "--tail=1", "--since=1h"]);
+    expect(tail.code).toBe(0);
+    expect(tail.out).toBe(`${first}\n`);
+    const previous = svc(["logs", "web-0", "--previous"]);
+    expect(previous.code).toBe(0);
+    expect(previous.out).toContain("the previous container");
+    const follow = spawnProc([BUN, "cmd/svc.ts", "logs", "-f", "web-0", "--tail=1"], {
+      SVC_CONFIG: config,
+      KUBECONFIG: testbed().kube.kubeconfig,
+    });
+    await follow.waitFor((l) => l === first, 30_000);
+    const next = `svc-follow-${Date.now()}`;
+    appendFileSync(testbed().kube.podLog, `${new Date().toISOString()} stdout F ${next}\n`);
+    await follow.waitFor((l) => l === next, 30_000);
+    await follow.stop();
+  }, 60_000);
+
+  test("cp both ways (the test bed's pods run commands on this host, in its file system)", () => {
+    svc(["context", "use", "us-ts-alpha"]);
+    const inPod = join(dir, "in-pod.txt");
+    writeFileSync(inPod, "from the pod\n");
+    const out = svc(["cp", `web-0:${inPod}`, join(dir, "copied-out.txt")]);
+    expect(out.code).toBe(0);
+    expect(readFileSync(join(dir, "copied-out.txt"), "utf8")).toBe("from the pod\n");
+    const local = join(dir, "local.txt");
+    writeFileSync(local, "from here\n");
+    const podSide = join(dir, "pod-side");
+    mkdirSync(podSide, { recursive: true });
+    const into = svc(["cp", local, `alpha/web-0:${podSide}/copied-in.txt`]);
+    expect(into.code).toBe(0);
+    expect(readFileSync(join(podSide, "copied-in.txt"), "utf8")).toBe("from here\n");
+  });
+
   test("exec -it gets a terminal", () => {
     svc(["context", "use", "us-ts-alpha"]);
     const r = Bun.spawnSync(

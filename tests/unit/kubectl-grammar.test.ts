@@ -1,4 +1,5 @@
 import { describe, expect, test } from "bun:test";
+import fc from "fast-check";
 import {
   extendGrammar,
   flagSet,
@@ -129,5 +130,45 @@ describe("svc's own commands and flags", () => {
     expect(parseCommandLine(["__proto__"], svc).plugin).toBe(true);
     expect(parseCommandLine(["toString", "x"], svc).plugin).toBe(true);
     expect(parseCommandLine(["get", "--__proto__"], svc).error).toBe("unknown flag: --__proto__");
+  });
+});
+
+describe("property: global flags anywhere around a guarded command", () => {
+  const globals = [
+    ["-n", "alpha"],
+    ["--namespace=alpha"],
+    ["-nalpha"],
+    ["--context", "prod"],
+    ["--kubeconfig", "/x"],
+    ["--cache-dir", "mine"],
+    ["-v", "9"],
+    ["--as=alice"],
+    ["--as-group", "g"],
+    ["--insecure-skip-tls-verify"],
+    ["--request-timeout", "1s"],
+    ["-s", "https://h"],
+  ];
+  const locals = [["-c", "app"], ["-i"], ["-t"], ["--pod-running-timeout=1s"]];
+  test("the command and its pod are found whatever the order and form", () => {
+    fc.assert(
+      fc.property(
+        fc.subarray([...globals, ...locals]),
+        fc.array(fc.nat(), { minLength: 16, maxLength: 16 }),
+        (groups, positions) => {
+          // Flag groups stay whole; local flags only after the command word, as kubectl requires.
+          const units = [["exec"], ["other"]];
+          groups.forEach((g, i) => {
+            const min = locals.includes(g) ? units.findIndex((u) => u[0] === "exec") + 1 : 0;
+            units.splice(min + ((positions[i] ?? 0) % (units.length + 1 - min)), 0, g);
+          });
+          const line = parseCommandLine([...units.flat(), "--", "ls", "-n", "x"]);
+          expect(line.error).toBeUndefined();
+          expect(line.path).toEqual(["exec"]);
+          expect(line.positionals).toEqual(["other"]);
+          expect(line.rest).toEqual(["ls", "-n", "x"]);
+        },
+      ),
+      { numRuns: 500, seed: 42 },
+    );
   });
 });

@@ -24,6 +24,8 @@ export interface KubeState {
   pids: Record<string, number>;
   /** Where kwok's ClusterLogs reads the container log of every fake pod (CRI format). */
   podLog: string;
+  /** The log of every fake pod's previous container (`kubectl logs --previous`). */
+  podPreviousLog: string;
   /** The loopback port every fake pod's port-forward reaches. */
   forwardPort: number;
   /**
@@ -94,7 +96,13 @@ function rbac(): string {
   return docs.map((d) => stringify(d)).join("---\n");
 }
 
-function kwokConfig(stagesDir: string, workDir: string, podLog: string, forwardPort: number): string {
+function kwokConfig(
+  stagesDir: string,
+  workDir: string,
+  podLog: string,
+  previousLog: string,
+  forwardPort: number,
+): string {
   const stages = readdirSync(stagesDir)
     .filter((f) => f.endsWith(".yaml"))
     .sort()
@@ -110,7 +118,7 @@ function kwokConfig(stagesDir: string, workDir: string, podLog: string, forwardP
       apiVersion: "kwok.x-k8s.io/v1alpha1",
       kind: "ClusterLogs",
       metadata: { name: "logs" },
-      spec: { logs: [{ logsFile: podLog, follow: true }] },
+      spec: { logs: [{ logsFile: podLog, previousLogsFile: previousLog, follow: true }] },
     },
     {
       apiVersion: "kwok.x-k8s.io/v1alpha1",
@@ -257,8 +265,13 @@ export async function startKube(p: Peers, dir: string, logs: string): Promise<Ku
   );
   const podLog = join(dir, "pod.log");
   writeFileSync(podLog, "");
+  const podPreviousLog = join(dir, "pod-previous.log");
+  writeFileSync(podPreviousLog, `${new Date().toISOString()} stdout F the previous container\n`);
   const kwokConfigFile = join(dir, "kwok.yaml");
-  writeFileSync(kwokConfigFile, kwokConfig(join(p.kwok, "..", "..", "stages"), dir, podLog, forwardPort));
+  writeFileSync(
+    kwokConfigFile,
+    kwokConfig(join(p.kwok, "..", "..", "stages"), dir, podLog, podPreviousLog, forwardPort),
+  );
   pids.kwok = startDaemon(
     p.kwok,
     [
@@ -283,5 +296,5 @@ export async function startKube(p: Peers, dir: string, logs: string): Promise<Ku
       ]).trim() === "True",
     60_000,
   );
-  return { kubeconfig, apiserver, users, pids, podLog, forwardPort, auditLog };
+  return { kubeconfig, apiserver, users, pids, podLog, podPreviousLog, forwardPort, auditLog };
 }
