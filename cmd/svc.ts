@@ -15,7 +15,8 @@ process.stdout.on("error", (e: NodeJS.ErrnoException) => {
   if (e.code === "EPIPE") process.exit(0);
 });
 const args = process.argv.slice(2);
-if (args[0] === "__edit-guard") await (await import("./svc/guards/edit.ts")).editGuard(args[1] ?? "");
+if (args[0] === "__edit-guard")
+  await (await import("./svc/guards/edit.ts")).editGuard(args[1] ?? "").catch((e) => exitWith("svc", e));
 const line = readLine(args);
 const own = line.path[0];
 const kubectlVersion = own === "version" && !isSvcVersion(args, line.pathWords[0] as number);

@@ -2,9 +2,9 @@ import { AuditLog, auditUser, type Decision } from "../../lib/config/audit.ts";
 import { loadConfig } from "../../lib/config/file.ts";
 import { activeContext } from "../../lib/config/resolve.ts";
 import { isSvcError, SvcError } from "../../lib/errors.ts";
-import { type CommandLine, flagSet, withoutFlags } from "../../lib/kube/grammar.ts";
+import { type CommandLine, commandWords, flagSet, restWords } from "../../lib/kube/grammar.ts";
 import { highlightMls, wantsColor } from "../../lib/kube/highlight.ts";
-import { findKubectl, givenInWords, withContext } from "../../lib/kube/kubectl.ts";
+import { contextFlags, findKubectl, withContext } from "../../lib/kube/kubectl.ts";
 import { Lookup } from "../../lib/kube/lookup.ts";
 import type { Guarded, GuardInput } from "./guards/guard.ts";
 import { svcFlags } from "./line.ts";
@@ -38,6 +38,7 @@ const GUARDS: Record<string, () => Promise<Guard>> = {
   patch: writes,
   run: writes,
   expose: writes,
+  "create job": writes,
   edit,
   "apply edit-last-applied": edit,
   delete: () => import("./guards/delete.ts").then((m) => m.guardDelete),
@@ -71,6 +72,7 @@ export async function passThrough(line: CommandLine): Promise<never> {
   const command = line.path.join(" ");
   let args = line.args;
   let guarded: Guarded = {};
+  const targets: string[] = [];
   let record = (_decision: Decision, _exitStatus: number) => {};
   if (exists && config.currentContext) {
     const c = activeContext(config);
@@ -81,7 +83,7 @@ export async function passThrough(line: CommandLine): Promise<never> {
         context: c.name,
         compartment: c.label,
         command: ["svc", ...line.args],
-        targets: guarded.targets ?? line.positionals,
+        targets: targets.length > 0 ? targets : line.positionals,
         decision,
         exitStatus,
         readOnly: READ_ONLY.has(line.path[0] ?? ""),
@@ -94,14 +96,25 @@ export async function passThrough(line: CommandLine): Promise<never> {
           `${line.error} (svc reads ${command} the way kubectl does, and runs nothing it cannot read; see svc ${command} --help)`,
         );
       if (guard)
-        guarded = await (await guard())({ line, active: c, lookup: new Lookup(kubectl, c.target, line) });
+        guarded = await (await guard())({
+          line,
+          active: c,
+          lookup: new Lookup(kubectl, c.target, line),
+          targets,
+          own: svcFlags(line),
+        });
     } catch (e) {
       record(isSvcError(e, "compartment") ? "refused" : "error", 1);
       throw e;
     }
-    const given = line.plugin ? givenInWords(line.args) : new Set(line.flags.map((f) => f.name));
-    const own = svcFlags(line);
-    args = withContext(guarded.args ?? (own.size > 0 ? withoutFlags(line, own) : args), c.target, given);
+    // A plugin gets the context after its name (kubectl refuses flags before it). kubectl's own commands
+    // get it right after the command words, where no flag of the user's can take it as its value.
+    if (line.plugin) args = withContext(line.args, c.target);
+    else {
+      const given = new Set([...line.flags.map((f) => f.name), ...(guarded.given ?? [])]);
+      const rest = guarded.args ?? restWords(line, svcFlags(line));
+      args = [...commandWords(line), ...contextFlags(c.target, given), ...rest];
+    }
   }
   const highlight = line.path[0] === "describe" && wantsColor(process.stdout.isTTY === true);
   const child = Bun.spawn([kubectl, ...args], {

@@ -1,9 +1,9 @@
 import { SvcError } from "../errors.ts";
-import { type CommandLine, flagSet, flagValue, flagValues, withoutFlags } from "./grammar.ts";
+import { type CommandLine, flagSet, flagValue, flagValues, restWords } from "./grammar.ts";
 import { COMPARTMENT_LABEL } from "./inject.ts";
 
 /**
- * `svc get` (4.5) is kubectl get plus the COMPARTMENT column and the compartment filters:
+ * The words after `get` for `svc get` (4.5) is kubectl get plus the COMPARTMENT column and the compartment filters:
  * - tables (no -o, or -o wide) get `-L svc.io/compartment`, which kubectl heads COMPARTMENT; other
  *   outputs (yaml, json, jsonpath, custom-columns, name) stay kubectl's;
  * - `--current-compartment` (or `--filter-compartment` without a value): only the current compartment;
@@ -38,7 +38,7 @@ export function getArgs(line: CommandLine, current: string): string[] {
   const output = flagValue(line, "output");
   const table = output === undefined || output === "wide";
   return [
-    ...withoutFlags(line, new Set([...FILTERS, ...(compartment.length ? ["selector"] : [])])),
+    ...restWords(line, new Set([...FILTERS, ...(compartment.length ? ["selector"] : [])])),
     ...(compartment.length ? [`--selector=${selectors.join(",")}`] : []),
     ...(table && !flagSet(line, "help") ? [`--label-columns=${COMPARTMENT_LABEL}`] : []),
   ];

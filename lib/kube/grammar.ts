@@ -1,3 +1,4 @@
+import { SvcError } from "../errors.ts";
 import table from "./kubectl-commands.json" with { type: "json" };
 
 /**
@@ -26,7 +27,6 @@ export interface CommandSpec {
   sub?: Record<string, CommandSpec>;
 }
 
-export const KUBECTL_VERSION: string = table.kubectl;
 const GLOBALS = table.globals as FlagTable;
 const KUBECTL_COMMANDS = table.commands as unknown as Record<string, CommandSpec>;
 
@@ -343,9 +343,24 @@ export function flagValue(line: CommandLine, name: string): string | undefined {
   return value;
 }
 
-/** Every value of a repeatable flag (`--as-group a --as-group b`, `-f a -f b`); slices also split on ",". */
+/** Every value of a repeatable flag (`--as-group a --as-group b`), in order. */
 export function flagValues(line: CommandLine, name: string): string[] {
   return line.flags.filter((f) => f.name === name).map((f) => f.value);
+}
+
+/**
+ * The files of `-f`/`--filename`, a string slice in kubectl: every use, each split at commas
+ * (`-f a.yaml,b.yaml`). pflag reads a slice as CSV; a value with a quote is refused rather than guessed.
+ */
+export function filenames(line: CommandLine): string[] {
+  const values = flagValues(line, "filename");
+  const quoted = values.find((v) => v.includes('"'));
+  if (quoted !== undefined)
+    throw new SvcError(
+      "usage",
+      `-f ${JSON.stringify(quoted)}: svc does not read quoted file lists; give -f once per file`,
+    );
+  return values.flatMap((v) => (v === "" ? [] : v.split(",")));
 }
 
 /** A boolean flag's final value. */
@@ -353,9 +368,18 @@ export function flagSet(line: CommandLine, name: string): boolean {
   return flagValue(line, name) === "true";
 }
 
-/** The words of `args` without the given flag uses (svc's own flags, removed before kubectl runs). */
-export function withoutFlags(line: CommandLine, names: Set<string>, alsoWords: number[] = []): string[] {
-  const drop = new Set<number>(alsoWords);
+/** The command path as the user spelled it (aliases kept): the words to give kubectl first. */
+export function commandWords(line: CommandLine): string[] {
+  return line.pathWords.map((i) => line.args[i] as string);
+}
+
+/**
+ * The words after the command: `args` without the command path and without the uses of the named flags
+ * (svc's own flags, removed before kubectl runs). kubectl reads `[...commandWords, ...flags, ...rest]` as
+ * it reads the original line: cobra removes the command words wherever they stand.
+ */
+export function restWords(line: CommandLine, names: Set<string> = new Set()): string[] {
+  const drop = new Set<number>(line.pathWords);
   for (const f of line.flags) if (names.has(f.name)) for (const w of f.words) drop.add(w);
   return line.args.filter((_, i) => !drop.has(i));
 }

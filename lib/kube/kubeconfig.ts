@@ -3,6 +3,7 @@ import { homedir } from "node:os";
 import { delimiter, dirname, isAbsolute, join, resolve } from "node:path";
 import { parse } from "yaml";
 import type { KubeCredentials } from "./credentials.ts";
+import { KUBECTL_YAML } from "./manifests.ts";
 
 /**
  * The cluster, user and namespace kubectl would use, resolved the way kubectl's client configuration
@@ -90,7 +91,7 @@ function load(files: string[], explicit: boolean): Merged | string {
     }
     let doc: Record<string, unknown>;
     try {
-      doc = (parse(readFileSync(file, "utf8")) ?? {}) as Record<string, unknown>;
+      doc = (parse(readFileSync(file, "utf8"), KUBECTL_YAML) ?? {}) as Record<string, unknown>;
     } catch (e) {
       return `cannot read kubeconfig ${file}: ${(e as Error).message.split("\n")[0]}`;
     }
@@ -134,6 +135,9 @@ export function resolveKubeconfig(
 ): Resolution {
   const unsupported = (why: string): Resolution => ({ unsupported: why });
   for (const name of flags.keys()) if (!HARMLESS.has(name)) return unsupported(`the flag --${name}`);
+  // In a pod, kubectl may take the namespace from POD_NAMESPACE or the service account: left to kubectl.
+  if (env.POD_NAMESPACE !== undefined || env.KUBERNETES_SERVICE_HOST !== undefined)
+    return unsupported("in-cluster configuration");
   const flag = (name: string) => flags.get(name)?.at(-1);
   const { files, explicit } = kubeconfigFiles(flag("kubeconfig"), env);
   const merged = load(

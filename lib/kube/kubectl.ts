@@ -84,11 +84,17 @@ export function givenInWords(args: string[]): Set<string> {
  */
 export function withContext(args: string[], t: KubeTarget, given = givenInWords(args)): string[] {
   const end = args.indexOf("--");
+  const extra = contextFlags(t, given);
+  // After the command, not before it: kubectl refuses flags before a plugin's name.
+  return end >= 0 ? [...args.slice(0, end), ...extra, ...args.slice(end)] : [...args, ...extra];
+}
+
+/** The compartment context's flags the user did not give. */
+export function contextFlags(t: KubeTarget, given: Set<string>): string[] {
   const extra: string[] = [];
   if (!given.has("context")) extra.push(`--context=${t.kubeContext}`);
   if (t.kubeconfig && !given.has("kubeconfig")) extra.push(`--kubeconfig=${t.kubeconfig}`);
   if (t.namespace && !given.has("namespace") && !given.has("all-namespaces"))
     extra.push(`--namespace=${t.namespace}`);
-  // After the command, not before it: kubectl refuses flags before a plugin's name.
-  return end >= 0 ? [...args.slice(0, end), ...extra, ...args.slice(end)] : [...args, ...extra];
+  return extra;
 }

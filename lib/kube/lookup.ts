@@ -54,15 +54,9 @@ export class Lookup {
    * kubectl. `namespace` as for args().
    */
   async pods(names: string[], namespace?: string): Promise<KubeObject[]> {
-    if (!this.direct) {
-      const flags = new Map(this.flags);
-      if (!flags.has("context")) flags.set("context", [this.target.kubeContext]);
-      if (this.target.kubeconfig && !flags.has("kubeconfig"))
-        flags.set("kubeconfig", [this.target.kubeconfig]);
-      if (this.target.namespace && !flags.has("namespace")) flags.set("namespace", [this.target.namespace]);
-      this.direct = resolveKubeconfig(flags);
-    }
+    if (!this.direct) this.direct = this.resolve();
     const ns = "ok" in this.direct ? (namespace ?? this.direct.ok.namespace) : "";
+
     if (!("ok" in this.direct) || ![ns, ...names].every((n) => DNS_NAME.test(n)))
       return this.objects(
         names.map((n) => `pod/${n}`),
@@ -106,6 +100,25 @@ export class Lookup {
       ...(stdin !== undefined ? { stdin: new TextEncoder().encode(stdin) } : {}),
     });
     return { code: r.exitCode ?? 1, out: r.stdout.toString(), err: r.stderr.toString() };
+  }
+
+  private resolve(): Resolution {
+    const flags = new Map(this.flags);
+    if (!flags.has("context")) flags.set("context", [this.target.kubeContext]);
+    if (this.target.kubeconfig && !flags.has("kubeconfig")) flags.set("kubeconfig", [this.target.kubeconfig]);
+    if (this.target.namespace && !flags.has("namespace")) flags.set("namespace", [this.target.namespace]);
+    return resolveKubeconfig(flags);
+  }
+
+  /**
+   * The namespace a direct read resolved when neither the command line nor the compartment context named
+   * one (it came from the kubeconfig's context, or is "default"): the command is given it too, so that
+   * kubectl cannot settle on another.
+   */
+  resolvedNamespace(): string | undefined {
+    if (!this.direct || !("ok" in this.direct) || this.flags.has("namespace") || this.target.namespace)
+      return undefined;
+    return this.direct.ok.namespace;
   }
 
   /** `kubectl get … -o json`: the objects (a List's items, or the one object), or a kube_api error. */

@@ -1,6 +1,6 @@
 import { readdirSync, readFileSync, statSync } from "node:fs";
 import { extname, join } from "node:path";
-import { parseAllDocuments, stringify } from "yaml";
+import { parseAllDocuments } from "yaml";
 import { SvcError } from "../errors.ts";
 
 /**
@@ -58,10 +58,20 @@ function readPath(p: string, recursive: boolean, top: boolean): Source[] {
     });
 }
 
+/**
+ * How kubectl reads YAML (sigs.k8s.io/yaml over go-yaml v2): YAML 1.1, so merge keys (`<<`), `yes`/`no`
+ * booleans and the like mean what they mean to kubectl. Duplicate keys and alias bombs are errors.
+ */
+export const KUBECTL_YAML = { version: "1.1", merge: true, uniqueKeys: true, maxAliasCount: 100 } as const;
+
+/**
+ * The objects of the sources, one per document. Like kubectl, any object with an `items` list is a list,
+ * whatever its kind: its items are the objects (recursively).
+ */
 export function parseObjects(sources: Source[]): Record<string, unknown>[] {
   const objects: Record<string, unknown>[] = [];
   for (const s of sources) {
-    for (const doc of parseAllDocuments(s.text)) {
+    for (const doc of parseAllDocuments(s.text, KUBECTL_YAML)) {
       if ("errors" in doc && doc.errors.length > 0) {
         const e = doc.errors[0] as { message: string; linePos?: { line: number }[] };
         const line = e.linePos?.[0]?.line;
@@ -70,16 +80,34 @@ export function parseObjects(sources: Source[]): Record<string, unknown>[] {
           `${s.name}${line ? `:${line}` : ""}: not valid YAML: ${e.message.split("\n")[0]}`,
         );
       }
-      const value = doc.toJS();
+      let value: unknown;
+      try {
+        value = doc.toJS({ maxAliasCount: KUBECTL_YAML.maxAliasCount });
+      } catch (e) {
+        throw new SvcError("usage", `${s.name}: ${(e as Error).message.split("\n")[0]}`);
+      }
       if (value === null || value === undefined) continue;
       if (typeof value !== "object" || Array.isArray(value))
         throw new SvcError("usage", `${s.name}: a manifest must be an object with apiVersion and kind`);
-      objects.push(value as Record<string, unknown>);
+      objects.push(...flattenLists(value as Record<string, unknown>));
     }
   }
   return objects;
 }
 
-export function toYaml(objects: Record<string, unknown>[]): string {
-  return objects.map((o) => stringify(o)).join("---\n");
+export function flattenLists(o: Record<string, unknown>): Record<string, unknown>[] {
+  if (!Array.isArray(o.items)) return [o];
+  return (o.items as unknown[]).flatMap((i) =>
+    i !== null && typeof i === "object" && !Array.isArray(i)
+      ? flattenLists(i as Record<string, unknown>)
+      : [],
+  );
+}
+
+/**
+ * The objects as kubectl's input: JSON documents, so that kubectl reads exactly what svc checked (no
+ * anchors, tags or merge keys left to interpret).
+ */
+export function toKubectlInput(objects: Record<string, unknown>[]): string {
+  return objects.map((o) => JSON.stringify(o)).join("\n---\n");
 }

@@ -1,6 +1,7 @@
 import { parse } from "yaml";
 import { SvcError } from "../errors.ts";
 import { COMPARTMENT_LABEL } from "./inject.ts";
+import { KUBECTL_YAML } from "./manifests.ts";
 
 /**
  * The compartment marks of an object: its `svc.io/compartment` label and `mls.svc.dev/*` annotations,
@@ -83,12 +84,19 @@ export function markArguments(positionals: string[], annotate: boolean): string[
  * Returns what it found, or [] when the patch leaves the marks alone.
  */
 export function patchTouchesMarks(type: string, text: string): string[] {
-  let patch: unknown;
+  return marksInPatch(type, parsePatch(text));
+}
+
+/** A patch as kubectl reads it (JSON or YAML 1.1). */
+export function parsePatch(text: string): unknown {
   try {
-    patch = parse(text);
+    return parse(text, KUBECTL_YAML);
   } catch (e) {
     throw new SvcError("usage", `--patch: not valid JSON or YAML (${(e as Error).message.split("\n")[0]})`);
   }
+}
+
+export function marksInPatch(type: string, patch: unknown): string[] {
   if (type === "json") {
     if (!Array.isArray(patch))
       throw new SvcError("usage", "--patch: a JSON patch must be a list of operations");

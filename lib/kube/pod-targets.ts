@@ -1,5 +1,5 @@
 import { SvcError } from "../errors.ts";
-import { type CommandLine, flagValues } from "./grammar.ts";
+import { type CommandLine, filenames } from "./grammar.ts";
 import type { KubeObject } from "./lookup.ts";
 
 /**
@@ -23,13 +23,11 @@ export interface PodTargets {
   nodesAllowed: boolean;
 }
 
-export const POD_COMMANDS = new Set(["exec", "attach", "port-forward", "cp", "debug"]);
-
 const asRef = (name: string): string => (name.includes("/") ? name : `pod/${name}`);
 
 export function podTargets(line: CommandLine): PodTargets {
   const command = line.path.join(" ");
-  const files = flagValues(line, "filename");
+  const files = filenames(line);
   if (files.includes("-"))
     throw new SvcError(
       "usage",

@@ -223,8 +223,8 @@ describe("svc apply", () => {
       "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x, labels: {svc.io/compartment: UK-S-BRAVO}}\n",
     );
     expect(foreign.code).toBe(1);
-    expect(foreign.err).toContain(
-      "ConfigMap x is labelled svc.io/compartment=UK-S-BRAVO, not the current compartment US-TS-ALPHA",
+    expect(foreign.err).toBe(
+      "svc: Cannot apply across compartments: ConfigMap x is labelled svc.io/compartment=UK-S-BRAVO\ncurrent compartment: US-TS-ALPHA\n",
     );
     expect(svc(["apply", "-f", join(dir, "nope.yaml")]).err).toContain(
       "nope.yaml: no such file or directory",

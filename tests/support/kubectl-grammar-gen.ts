@@ -16,6 +16,27 @@ import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 
 const OPTIONAL_VALUE = new Set(["dry-run", "validate", "cascade"]);
+/**
+ * Hidden flags kubectl v1.32 still accepts but does not show in help: the deprecated boolean --record, on
+ * these commands (found by running each command with --record against an unreachable server).
+ */
+const RECORD = new Set([
+  "annotate",
+  "apply",
+  "apply edit-last-applied",
+  "autoscale",
+  "create",
+  "edit",
+  "expose",
+  "label",
+  "patch",
+  "run",
+  "scale",
+  "set image",
+  "set resources",
+  "set selector",
+  "set serviceaccount",
+]);
 const kubectl = process.argv[2] ?? "kubectl";
 
 type Shape = "b" | "v" | "o";
@@ -69,6 +90,7 @@ function commandsOf(text: string, root: boolean): string[] {
 function walk(path: string[]): CommandSpec {
   const text = help(path);
   const spec: CommandSpec = { flags: path.length === 0 ? {} : flagsOf(text) };
+  if (RECORD.has(path.join(" "))) spec.flags.record = ["b"];
   const lines = text.split("\n");
   const aliases = lines[lines.indexOf("Aliases:") + 1]
     ?.split(",")

@@ -2,7 +2,7 @@ import { describe, expect, test } from "bun:test";
 import { readLine } from "../../cmd/svc/line.ts";
 import { getArgs as getArgsOf } from "../../lib/kube/get-args.ts";
 
-const getArgs = (args: string[], current: string) => getArgsOf(readLine(args), current);
+const getArgs = (args: string[], current: string) => ["get", ...getArgsOf(readLine(args), current)];
 
 const CUR = "US-TS-ALPHA";
 

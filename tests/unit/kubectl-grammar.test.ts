@@ -1,12 +1,13 @@
 import { describe, expect, test } from "bun:test";
 import fc from "fast-check";
 import {
+  commandWords,
   extendGrammar,
   flagSet,
   flagValue,
   flagValues,
   parseCommandLine,
-  withoutFlags,
+  restWords,
 } from "../../lib/kube/grammar.ts";
 
 /** kubectl's grammar as kubectl (cobra + pflag) reads a line: the command wherever the globals stand. */
@@ -121,7 +122,8 @@ describe("svc's own commands and flags", () => {
   test("added flags are read like kubectl's and can be removed before kubectl runs", () => {
     const l = parseCommandLine(["exec", "--force=true", "p", "--", "rm", "--force"], svc);
     expect(flagSet(l, "force")).toBe(true);
-    expect(withoutFlags(l, new Set(["force"]))).toEqual(["exec", "p", "--", "rm", "--force"]);
+    expect(restWords(l, new Set(["force"]))).toEqual(["p", "--", "rm", "--force"]);
+    expect(commandWords(parseCommandLine(["-n", "x", "create", "cm", "y"], svc))).toEqual(["create", "cm"]);
     const nested = parseCommandLine(["apply", "edit-last-applied", "--force", "x"], svc);
     expect(flagSet(nested, "force")).toBe(true);
     expect(parseCommandLine(["exec", "--force", "p"]).error).toBe("unknown flag: --force");

@@ -1,4 +1,4 @@
-import { flagSet, withoutFlags } from "../../../lib/kube/grammar.ts";
+import { flagSet, restWords } from "../../../lib/kube/grammar.ts";
 import { COMPARTMENT_LABEL, describeObject } from "../../../lib/kube/inject.ts";
 import type { KubeObject } from "../../../lib/kube/lookup.ts";
 import type { Guarded, GuardInput } from "./guard.ts";
@@ -24,17 +24,16 @@ const DELETE_ONLY = new Set([
 ]);
 
 export function guardDelete(g: GuardInput): Guarded {
-  const targets = g.line.positionals;
-  if (flagSet(g.line, "force")) return { targets };
+  if (flagSet(g.line, "force")) return {};
   // The same selection, as a get: delete's own flags, the command word and the globals (the lookup adds
   // those itself) taken out.
   const drop = new Set([...DELETE_ONLY, ...g.line.flags.filter((f) => f.global).map((f) => f.name)]);
-  const words = withoutFlags(g.line, drop, g.line.pathWords);
+  const words = restWords(g.line, drop);
   let found: KubeObject[];
   try {
     found = g.lookup.objects(words);
   } catch {
-    return { targets }; // kubectl's delete reports what is wrong with the selection
+    return {}; // kubectl's delete reports what is wrong with the selection
   }
   for (const o of found) {
     const compartment = o.metadata?.labels?.[COMPARTMENT_LABEL] ?? "";
@@ -44,5 +43,6 @@ export function guardDelete(g: GuardInput): Guarded {
       `svc: warning: deleting ${o.kind ?? "object"} ${o.metadata?.name ?? ""}${where}, of another compartment (${compartment || "no compartment label"}); current compartment: ${g.active.label}\n`,
     );
   }
-  return { targets: found.map((o) => describeObject(o as Record<string, unknown>)) };
+  g.targets.push(...found.map((o) => describeObject(o as Record<string, unknown>)));
+  return {};
 }

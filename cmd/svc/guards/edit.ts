@@ -1,9 +1,10 @@
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { parseAllDocuments } from "yaml";
-import { flagSet, flagValues } from "../../../lib/kube/grammar.ts";
+import { SvcError } from "../../../lib/errors.ts";
+import { filenames, flagSet, flagValues } from "../../../lib/kube/grammar.ts";
 import { describeObject } from "../../../lib/kube/inject.ts";
+import { parseObjects } from "../../../lib/kube/manifests.ts";
 import { changedMarks, type Marks, marksOf } from "../../../lib/kube/marks.ts";
 import { type Guarded, type GuardInput, refuseUnlessOverridden } from "./guard.ts";
 
@@ -31,15 +32,15 @@ const keyOf = (o: unknown): string => {
 export function guardEdit(g: GuardInput): Guarded {
   const words = [
     ...g.line.positionals,
-    ...flagValues(g.line, "filename").flatMap((f) => ["--filename", f]),
+    ...filenames(g.line).flatMap((f) => ["--filename", f]),
     ...flagValues(g.line, "kustomize").flatMap((k) => ["--kustomize", k]),
     ...(flagSet(g.line, "recursive") ? ["--recursive"] : []),
   ];
   const live = g.lookup.objects(words);
-  const targets = live.map((o) => describeObject(o as Record<string, unknown>));
+  g.targets.push(...live.map((o) => describeObject(o as Record<string, unknown>)));
   if (flagSet(g.line, "force")) {
     refuseUnlessOverridden(g, "", `${g.line.path.join(" ")} without the compartment check`);
-    return { targets, forced: true };
+    return { forced: true };
   }
   const lastApplied = g.line.path[0] === "apply";
   const baseline: Baseline = {};
@@ -47,16 +48,25 @@ export function guardEdit(g: GuardInput): Guarded {
     const source = lastApplied ? parseLastApplied(o.metadata?.annotations?.[LAST_APPLIED]) : o;
     baseline[keyOf(o)] = Object.hasOwn(baseline, keyOf(o)) ? null : [...marksOf(source)];
   }
+  // kubectl runs KUBE_EDITOR directly when it has no space or quote, through $SHELL otherwise (which
+  // the user could point anywhere): svc's editor step is a script at a plain path.
   const dir = mkdtempSync(join(tmpdir(), "svc-edit-"));
-  const report = join(dir, "refused");
-  writeFileSync(join(dir, "baseline.json"), JSON.stringify(baseline), { mode: 0o600 });
+  if (/[\s"'\\]/.test(dir))
+    throw new SvcError(
+      "usage",
+      `svc edit needs a temporary directory without spaces or quotes (${dir}); set TMPDIR to one`,
+    );
+  const editor = join(dir, "editor");
   const self = [process.execPath, ...(process.argv[1]?.endsWith(".ts") ? [process.argv[1]] : [])];
+  writeFileSync(editor, `#!/bin/sh\nexec ${self.map(shellQuote).join(" ")} __edit-guard "$@"\n`, {
+    mode: 0o700,
+  });
+  const report = join(dir, "refused");
   return {
-    targets,
     env: {
-      KUBE_EDITOR: `${self.map(shellQuote).join(" ")} __edit-guard`,
+      KUBE_EDITOR: editor,
       SVC_EDIT_EDITOR: process.env.KUBE_EDITOR || process.env.EDITOR || "vi",
-      SVC_EDIT_BASELINE: join(dir, "baseline.json"),
+      SVC_EDIT_BASELINE: JSON.stringify(baseline),
       SVC_EDIT_REPORT: report,
     },
     after: () => {
@@ -89,36 +99,42 @@ function editorArgv(editor: string, file: string): string[] {
 
 /** `svc __edit-guard FILE`: the editor kubectl runs (see above). Exits with the editor's status or 1. */
 export async function editGuard(file: string): Promise<never> {
-  const editor = process.env.SVC_EDIT_EDITOR || "vi";
-  const child = Bun.spawn(editorArgv(editor, file), { stdio: ["inherit", "inherit", "inherit"] });
+  const recorded = process.env.SVC_EDIT_BASELINE;
+  if (!recorded || !file)
+    throw new SvcError("usage", "svc __edit-guard is the editor step of svc edit; it is not run by hand");
+  const baseline = JSON.parse(recorded) as Baseline;
+  const child = Bun.spawn(editorArgv(process.env.SVC_EDIT_EDITOR || "vi", file), {
+    stdio: ["inherit", "inherit", "inherit"],
+  });
   const status = await child.exited;
   if (status !== 0) process.exit(status);
-  const baseline = JSON.parse(readFileSync(process.env.SVC_EDIT_BASELINE ?? "", "utf8")) as Baseline;
   const problems: string[] = [];
-  let objects: unknown[];
-  try {
-    objects = parseAllDocuments(readFileSync(file, "utf8")).flatMap((d) => {
-      const v = d.toJS() as { kind?: string; items?: unknown[] } | null;
-      return v?.kind === "List" && Array.isArray(v.items) ? v.items : v ? [v] : [];
-    });
-  } catch {
-    process.exit(0); // kubectl reports the broken file and opens the editor again
-  }
-  for (const o of objects) {
+  for (const o of editedObjects(file)) {
     const before = Object.hasOwn(baseline, keyOf(o)) ? baseline[keyOf(o)] : undefined;
     if (!before) {
-      problems.push(
-        `svc cannot tell which object being edited ${describeObject(o as Record<string, unknown>)} is`,
-      );
+      problems.push(`svc cannot tell which object being edited ${describeObject(o)} is`);
       continue;
     }
     const changes = changedMarks(new Map(before) as Marks, marksOf(o));
-    if (changes.length > 0)
-      problems.push(`${describeObject(o as Record<string, unknown>)}: ${changes.join(", ")}`);
+    if (changes.length > 0) problems.push(`${describeObject(o)}: ${changes.join(", ")}`);
   }
   if (problems.length === 0) process.exit(0);
-  const message = `Cannot change the compartment of an object with svc edit (${problems.join("; ")}); nothing was saved`;
+  refuse(
+    `Cannot change the compartment of an object with svc edit (${problems.join("; ")}); nothing was saved`,
+  );
+}
+
+/** The objects of the edited file, read as kubectl reads them; a file svc cannot read is refused. */
+function editedObjects(file: string): Record<string, unknown>[] {
+  try {
+    return parseObjects([{ name: "the edited file", text: readFileSync(file, "utf8") }]);
+  } catch (e) {
+    return refuse(`svc cannot read what was edited (${(e as Error).message}); nothing was saved`);
+  }
+}
+
+function refuse(message: string): never {
   process.stderr.write(`svc: ${message}\n`);
-  writeFileSync(process.env.SVC_EDIT_REPORT ?? join(tmpdir(), "svc-edit-refused"), message);
+  if (process.env.SVC_EDIT_REPORT) writeFileSync(process.env.SVC_EDIT_REPORT, message);
   process.exit(1);
 }

@@ -1,6 +1,6 @@
 import type { ActiveContext } from "../../../lib/config/resolve.ts";
 import { SvcError } from "../../../lib/errors.ts";
-import { type CommandLine, flagSet } from "../../../lib/kube/grammar.ts";
+import { type CommandLine, flagSet, restWords } from "../../../lib/kube/grammar.ts";
 import type { Lookup } from "../../../lib/kube/lookup.ts";
 
 /**
@@ -12,15 +12,27 @@ export interface GuardInput {
   line: CommandLine;
   active: ActiveContext;
   lookup: Lookup;
+  /** What the command applies to, for the audit log; filled as soon as it is known, refusals included. */
+  targets: string[];
+  /** svc's own flags on this command, never passed to kubectl. */
+  own: Set<string>;
+}
+
+/** The words after the command without svc's own flags and the given ones. */
+export function restWithout(g: GuardInput, ...names: string[]): string[] {
+  return restWords(g.line, new Set([...g.own, ...names]));
 }
 
 export interface Guarded {
-  /** kubectl's words, when they differ from the user's (svc's own flags removed, `-f -` for stdin). */
+  /**
+   * kubectl's words after the command, when they differ from the user's (svc's own flags removed, `-f -`
+   * for what svc read and checked). svc puts the command words and the context's flags before them.
+   */
   args?: string[];
+  /** Flags the guard set in `args` (a namespace it resolved): the context's default is not added. */
+  given?: string[];
   stdin?: string;
   env?: Record<string, string>;
-  /** What the command applies to, for the audit log. */
-  targets?: string[];
   /** An override of the compartment check was used (the cluster allowed it). */
   forced?: boolean;
   /** Runs after kubectl: a refusal found during the run (edit) turns the decision. */

@@ -1,10 +1,10 @@
 import { readFileSync } from "node:fs";
 import { SvcError } from "../../../lib/errors.ts";
-import { flagSet, flagValues, withoutFlags } from "../../../lib/kube/grammar.ts";
+import { filenames, flagSet, flagValue, flagValues } from "../../../lib/kube/grammar.ts";
 import { COMPARTMENT_LABEL, describeObject, injectMls } from "../../../lib/kube/inject.ts";
-import { parseObjects, readSources, toYaml } from "../../../lib/kube/manifests.ts";
+import { parseObjects, readSources, toKubectlInput } from "../../../lib/kube/manifests.ts";
 import { changedMarks, foreignCompartments, marksOf } from "../../../lib/kube/marks.ts";
-import { type Guarded, type GuardInput, refuseUnlessOverridden } from "./guard.ts";
+import { type Guarded, type GuardInput, refuseUnlessOverridden, restWithout } from "./guard.ts";
 
 /**
  * apply, create and replace from manifests (-f files, directories, -R, URLs, `-` for standard input; -k
@@ -18,10 +18,10 @@ import { type Guarded, type GuardInput, refuseUnlessOverridden } from "./guard.t
  * `--force` with the cluster's override permission lets such a write through (for apply and replace,
  * `--force` also keeps kubectl's meaning).
  */
-const SOURCE_FLAGS = new Set(["filename", "kustomize", "recursive"]);
+const SOURCE_FLAGS = ["filename", "kustomize", "recursive"];
 
 async function readManifests(g: GuardInput): Promise<Record<string, unknown>[]> {
-  const files = flagValues(g.line, "filename");
+  const files = filenames(g.line);
   const kustomize = flagValues(g.line, "kustomize");
   const command = g.line.path.join(" ");
   if (files.length === 0 && kustomize.length === 0)
@@ -32,11 +32,7 @@ async function readManifests(g: GuardInput): Promise<Record<string, unknown>[]> 
     if (r.code !== 0) throw new SvcError("usage", `-k ${dir}: ${r.err.trim()}`);
     sources.push({ name: `kustomization ${dir}`, text: r.out });
   }
-  const objects = parseObjects(sources).flatMap((o) =>
-    typeof o.kind === "string" && o.kind.endsWith("List") && Array.isArray(o.items)
-      ? (o.items as Record<string, unknown>[])
-      : [o],
-  );
+  const objects = parseObjects(sources);
   if (objects.length === 0)
     throw new SvcError("usage", `no objects in ${[...files, ...kustomize].join(", ")}`);
   return objects;
@@ -44,6 +40,11 @@ async function readManifests(g: GuardInput): Promise<Record<string, unknown>[]> 
 
 export async function guardManifests(g: GuardInput): Promise<Guarded> {
   const command = g.line.path.join(" ");
+  if (flagValue(g.line, "raw"))
+    throw new SvcError(
+      "compartment",
+      `svc ${command} --raw sends the file to a URL of your choice, which svc cannot check; use ${command} -f without --raw\ncurrent compartment: ${g.active.label}`,
+    );
   if (command === "create" && flagSet(g.line, "edit"))
     refuseUnlessOverridden(
       g,
@@ -51,24 +52,27 @@ export async function guardManifests(g: GuardInput): Promise<Guarded> {
       "create --edit",
     );
   const objects = await readManifests(g);
+  g.targets.push(...objects.map(describeObject));
   const problems: string[] = [];
-  for (const o of objects) {
-    if (command === "apply") injectMls(o, g.active);
-    else
-      for (const c of foreignCompartments(o, g.active.label))
-        problems.push(`${describeObject(o)} is labelled ${COMPARTMENT_LABEL}=${c}`);
-  }
-  const stdin = toYaml(objects);
+  const foreign = new Set<Record<string, unknown>>();
+  for (const o of objects)
+    for (const c of foreignCompartments(o, g.active.label)) {
+      problems.push(`${describeObject(o)} is labelled ${COMPARTMENT_LABEL}=${c}`);
+      foreign.add(o);
+    }
+  // apply injects the current compartment's marks; an object written for another one (let through only
+  // by the override) is applied as written.
+  if (command === "apply") for (const o of objects) if (!foreign.has(o)) injectMls(o, g.active);
+  const stdin = toKubectlInput(objects);
   if (command !== "create") problems.push(...liveProblems(g, objects, stdin, command));
-  const targets = objects.map(describeObject);
-  const args = [...withoutFlags(g.line, SOURCE_FLAGS), "-f", "-"];
-  if (problems.length === 0) return { args, stdin, targets };
+  const args = [...restWithout(g, ...SOURCE_FLAGS), "-f", "-"];
+  if (problems.length === 0) return { args, stdin };
   refuseUnlessOverridden(
     g,
     `Cannot ${command} across compartments: ${problems.join("; ")}`,
     `${command} across compartments (${problems.join("; ")})`,
   );
-  return { args, stdin, targets, forced: true };
+  return { args, stdin, forced: true };
 }
 
 /** The objects as they are in the cluster, compared with what the write would make of them. */

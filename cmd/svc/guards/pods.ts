@@ -1,8 +1,10 @@
 import { SvcError } from "../../../lib/errors.ts";
+import { flagValue } from "../../../lib/kube/grammar.ts";
 import { COMPARTMENT_LABEL, describeObject } from "../../../lib/kube/inject.ts";
 import type { KubeObject } from "../../../lib/kube/lookup.ts";
-import { isNodeRef, podSelector, podTargets } from "../../../lib/kube/pod-targets.ts";
-import { type Guarded, type GuardInput, refuseUnlessOverridden } from "./guard.ts";
+import { parseObjects, readSources } from "../../../lib/kube/manifests.ts";
+import { isNodeRef, type PodRef, podSelector, podTargets } from "../../../lib/kube/pod-targets.ts";
+import { type Guarded, type GuardInput, refuseUnlessOverridden, restWithout } from "./guard.ts";
 
 /**
  * exec, attach, cp, debug and port-forward (4.5, 7): they run only against pods of the current
@@ -22,7 +24,9 @@ interface FoundPod {
 const POD_REF = /^(?:pods?|po)\/([^/]+)$/;
 
 export async function guardPods(g: GuardInput): Promise<Guarded> {
-  const { refs, files, nodesAllowed } = podTargets(g.line);
+  const { refs: named, files, nodesAllowed } = podTargets(g.line);
+  const fromFiles = files.length > 0 ? await filesAsRefs(g, files) : undefined;
+  const refs = fromFiles?.refs ?? named;
   const byName = new Map<string | undefined, string[]>();
   const others = new Map<string | undefined, string[]>();
   for (const r of refs) {
@@ -34,18 +38,70 @@ export async function guardPods(g: GuardInput): Promise<Guarded> {
   const objects: KubeObject[] = [];
   for (const [namespace, names] of byName) objects.push(...(await g.lookup.pods(names, namespace)));
   for (const [namespace, names] of others) objects.push(...g.lookup.objects(names, namespace));
-  if (files.length > 0) objects.push(...g.lookup.objects(files.flatMap((f) => ["--filename", f])));
   const pods = objects.flatMap((o) => podsOf(g, o, nodesAllowed));
-  const targets = pods.map((p) => `pod/${p.namespace}/${p.name}`);
+  g.targets.push(...pods.map((p) => `pod/${p.namespace}/${p.name}`));
   const foreign = pods.find((p) => p.compartment.toUpperCase() !== g.active.label);
-  if (!foreign) return { targets };
+  const pinned = g.lookup.resolvedNamespace();
+  const rewritten = fromFiles
+    ? { args: fromFiles.args, given: fromFiles.given }
+    : pinned
+      ? { args: [`--namespace=${pinned}`, ...restWithout(g)], given: ["namespace"] }
+      : {};
+  if (!foreign) return rewritten;
   const compartment = foreign.compartment || "no compartment label";
   refuseUnlessOverridden(
     g,
     `Cannot execute in pod in another compartment (${compartment})`,
     `${g.line.path.join(" ")} into pod ${foreign.name} of compartment ${foreign.compartment || "(none)"}`,
   );
-  return { targets, forced: true };
+  return { ...rewritten, forced: true };
+}
+
+/**
+ * `-f FILE`: kubectl takes the objects from the file as written (a service's selector included), so svc
+ * reads the files once and hands kubectl the objects by name instead (`service/x`, in the file's
+ * namespace): what svc checks and what kubectl reaches are then the same live objects.
+ */
+async function filesAsRefs(
+  g: GuardInput,
+  files: string[],
+): Promise<{ refs: PodRef[]; args: string[]; given: string[] }> {
+  const command = g.line.path.join(" ");
+  const objects = parseObjects(await readSources(files, false, () => ""));
+  if (command !== "debug" && (objects.length !== 1 || g.line.positionals.length > 0))
+    throw new SvcError(
+      "usage",
+      `${command} -f: the files must hold exactly one object, and no pod may be named`,
+    );
+  const namespaces = new Set(
+    objects.map((o) => (o.metadata as { namespace?: string } | undefined)?.namespace),
+  );
+  const [namespace] = namespaces;
+  const given = flagValue(g.line, "namespace");
+  if (namespaces.size > 1 || (namespace && given && namespace !== given))
+    throw new SvcError(
+      "usage",
+      `${command} -f: the objects' namespaces (${[...namespaces].join(", ")}) differ from each other or from --namespace`,
+    );
+  const refs = objects.map((o) => {
+    const name = (o.metadata as { name?: unknown } | undefined)?.name;
+    const [group, version] = String(o.apiVersion ?? "").includes("/")
+      ? String(o.apiVersion).split("/")
+      : ["", String(o.apiVersion ?? "")];
+    if (typeof o.kind !== "string" || typeof name !== "string" || !o.kind || !name)
+      throw new SvcError("usage", `${command} -f: every object needs a kind and a name`);
+    return {
+      ref: `${o.kind}${group ? `.${version}.${group}` : ""}/${name}`,
+      ...(namespace ? { namespace } : {}),
+    };
+  });
+  // The namespace before the names: after them could be after `--`, in the command run in the pod.
+  const args = [
+    ...(namespace ? [`--namespace=${namespace}`] : []),
+    ...refs.map((r) => r.ref),
+    ...restWithout(g, "filename"),
+  ];
+  return { refs, args, given: namespace ? ["namespace"] : [] };
 }
 
 function podsOf(g: GuardInput, o: KubeObject, nodesAllowed: boolean): FoundPod[] {
