@@ -109,5 +109,6 @@ export function flattenLists(o: Record<string, unknown>): Record<string, unknown
  * anchors, tags or merge keys left to interpret).
  */
 export function toKubectlInput(objects: Record<string, unknown>[]): string {
-  return objects.map((o) => JSON.stringify(o)).join("\n---\n");
+  // Each document after `---`: a stream that starts with `{` would be read as one JSON document.
+  return objects.map((o) => `---\n${JSON.stringify(o)}\n`).join("");
 }
