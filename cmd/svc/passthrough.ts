@@ -1,11 +1,10 @@
 import { AuditLog, auditUser, type Decision } from "../../lib/config/audit.ts";
-import { loadConfig } from "../../lib/config/file.ts";
+import { readConfig } from "../../lib/config/read.ts";
 import { activeContext } from "../../lib/config/resolve.ts";
 import { isSvcError, SvcError } from "../../lib/errors.ts";
 import { type CommandLine, commandWords, flagSet, restWords } from "../../lib/kube/grammar.ts";
 import { highlightMls, wantsColor } from "../../lib/kube/highlight.ts";
 import { contextFlags, findKubectl, withContext } from "../../lib/kube/kubectl.ts";
-import { Lookup } from "../../lib/kube/lookup.ts";
 import type { Guarded, GuardInput } from "./guards/guard.ts";
 import { svcFlags } from "./line.ts";
 
@@ -42,10 +41,11 @@ const GUARDS: Record<string, () => Promise<Guard>> = {
   edit,
   "apply edit-last-applied": edit,
   delete: () => import("./guards/delete.ts").then((m) => m.guardDelete),
-  get: () =>
-    import("../../lib/kube/get-args.ts").then((m) => (g: GuardInput) => ({
-      args: m.getArgs(g.line, g.active.label),
-    })),
+};
+
+/** get is not guarded, only rewritten (the COMPARTMENT column, the filters): it needs no lookup. */
+const REWRITES: Record<string, () => Promise<(line: CommandLine, current: string) => string[]>> = {
+  get: () => import("../../lib/kube/get-args.ts").then((m) => m.getArgs),
 };
 
 /** Commands that change nothing in the cluster: audited at debug level. */
@@ -64,7 +64,7 @@ const READ_ONLY = new Set([
 ]);
 
 export async function passThrough(line: CommandLine): Promise<never> {
-  const { config, exists } = loadConfig();
+  const { config, exists } = await readConfig();
   const kubectl = findKubectl();
   // Shell completion (a TAB press) is answered apart: no guards, no audit entry.
   if (line.args[0]?.startsWith("__complete"))
@@ -88,18 +88,21 @@ export async function passThrough(line: CommandLine): Promise<never> {
         exitStatus,
         readOnly: READ_ONLY.has(line.path[0] ?? ""),
       });
-    const guard = Object.hasOwn(GUARDS, command) && !flagSet(line, "help") ? GUARDS[command] : undefined;
+    const help = flagSet(line, "help");
+    const guard = Object.hasOwn(GUARDS, command) && !help ? GUARDS[command] : undefined;
+    const rewrite = Object.hasOwn(REWRITES, command) && !help ? REWRITES[command] : undefined;
     try {
-      if (guard && line.error !== undefined)
+      if ((guard || rewrite) && line.error !== undefined)
         throw new SvcError(
           "usage",
           `${line.error} (svc reads ${command} the way kubectl does, and runs nothing it cannot read; see svc ${command} --help)`,
         );
+      if (rewrite) guarded = { args: (await rewrite())(line, c.label) };
       if (guard)
         guarded = await (await guard())({
           line,
           active: c,
-          lookup: new Lookup(kubectl, c.target, line),
+          lookup: new (await import("../../lib/kube/lookup.ts")).Lookup(kubectl, c.target, line),
           targets,
           own: svcFlags(line),
         });

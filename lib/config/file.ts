@@ -4,6 +4,7 @@ import { dirname, join } from "node:path";
 import * as v from "valibot";
 import { type Document, isMap, isScalar, LineCounter, parseDocument } from "yaml";
 import { SvcError } from "../errors.ts";
+import { configPath, defaultConfigPath } from "./path.ts";
 import { KNOWN_KEYS, SvcConfig } from "./schema.ts";
 
 /**
@@ -11,14 +12,6 @@ import { KNOWN_KEYS, SvcConfig } from "./schema.ts";
  * parsed YAML document (so comments and order survive) and replace the file atomically (write a temporary
  * file beside it, then rename), so a crash never leaves half a configuration.
  */
-export function defaultConfigPath(): string {
-  return join(homedir(), ".svc", "config.yaml");
-}
-
-export function configPath(env = process.env): string {
-  return env.SVC_CONFIG || defaultConfigPath();
-}
-
 export interface LoadedConfig {
   path: string;
   config: SvcConfig;

@@ -1,9 +1,7 @@
 import { existsSync, readFileSync } from "node:fs";
 import { homedir } from "node:os";
 import { delimiter, dirname, isAbsolute, join, resolve } from "node:path";
-import { parse } from "yaml";
 import type { KubeCredentials } from "./credentials.ts";
-import { KUBECTL_YAML } from "./manifests.ts";
 
 /**
  * The cluster, user and namespace kubectl would use, resolved the way kubectl's client configuration
@@ -91,7 +89,10 @@ function load(files: string[], explicit: boolean): Merged | string {
     }
     let doc: Record<string, unknown>;
     try {
-      doc = (parse(readFileSync(file, "utf8"), KUBECTL_YAML) ?? {}) as Record<string, unknown>;
+      // Bun's YAML parser: merge keys as kubectl reads them, and fast on a cold start (this runs before
+      // every exec). Its one YAML 1.2 difference that matters here, yes/on as booleans, is read below.
+      doc = (Bun.YAML.parse(readFileSync(file, "utf8")) ?? {}) as Record<string, unknown>;
+      if (Array.isArray(doc)) return `kubeconfig ${file} holds several documents`;
     } catch (e) {
       return `cannot read kubeconfig ${file}: ${(e as Error).message.split("\n")[0]}`;
     }
@@ -168,7 +169,7 @@ export function resolveKubeconfig(
   try {
     const clusterDir = dirname(cluster?.file ?? join(cwd, "x"));
     const userDir = dirname(user.file || join(cwd, "x"));
-    const insecure = c["insecure-skip-tls-verify"] === true;
+    const insecure = yaml11True(c["insecure-skip-tls-verify"]);
     const ca = flag("certificate-authority")
       ? read(undefined, flag("certificate-authority"), cwd)
       : read(c["certificate-authority-data"], c["certificate-authority"], clusterDir);
@@ -205,4 +206,9 @@ export function resolveKubeconfig(
   } catch (e) {
     return unsupported((e as Error).message);
   }
+}
+
+/** A YAML 1.1 true (kubectl's YAML): true, or y, yes, on in any of their spellings. */
+function yaml11True(v: unknown): boolean {
+  return v === true || (typeof v === "string" && /^(y|Y|yes|Yes|YES|on|On|ON|true|True|TRUE)$/.test(v));
 }

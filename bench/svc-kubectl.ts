@@ -1,0 +1,102 @@
+#!/usr/bin/env bun
+/**
+ * What svc adds to kubectl, side by side on the test bed (make testbed-up; make build):
+ *   svc get pods          vs  kubectl get pods -L svc.io/compartment  (the same request and output)
+ *   svc exec web-0        vs  kubectl exec web-0                       (svc's guard reads the pod first)
+ *   svc identity          vs  kubectl auth whoami                      (the cluster call it makes)
+ *   svc version           vs  kubectl version --client
+ * Each pair runs alternately (kubectl, svc, kubectl, svc …) for --rounds rounds after a warm-up, so both
+ * see the same machine. Reported: median wall time with the interquartile range, the ratio of medians,
+ * and the median CPU time (user + system, the process and its children) — the steadier figure on a busy
+ * machine.   bun bench/svc-kubectl.ts [--rounds 30] [--out bench/results/svc-kubectl.md]
+ */
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { parseArgs } from "node:util";
+import { readTestbed } from "../tests/e2e/testbed/index.ts";
+
+const { values } = parseArgs({
+  options: { rounds: { type: "string", default: "30" }, out: { type: "string" } },
+});
+const rounds = Number(values.rounds);
+const tb = readTestbed();
+if (!tb) throw new Error("no test bed: run make testbed-up first");
+const work = mkdtempSync(join(tmpdir(), "svc-bench-"));
+const env = { ...process.env, SVC_CONFIG: join(work, "config.yaml"), KUBECONFIG: tb.kube.kubeconfig };
+const svc = "dist/svc";
+
+function run(cmd: string[]): { wallMs: number; cpuMs: number } {
+  const t0 = performance.now();
+  const r = Bun.spawnSync(cmd, { env, stdout: "ignore", stderr: "pipe" });
+  const wallMs = performance.now() - t0;
+  if (r.exitCode !== 0) throw new Error(`${cmd.join(" ")}: exit ${r.exitCode}: ${r.stderr.toString()}`);
+  const cpu = r.resourceUsage?.cpuTime;
+  return { wallMs, cpuMs: cpu ? Number(cpu.user + cpu.system) / 1000 : Number.NaN };
+}
+
+run([
+  svc,
+  "context",
+  "create",
+  "us-ts-alpha",
+  "--country=US",
+  "--sensitivity=TS",
+  "--compartment=ALPHA",
+  "--kube-context=testbed-alice",
+  "--namespace=alpha",
+]);
+run([svc, "context", "use", "us-ts-alpha"]);
+const admin = ["kubectl", "--context=testbed-admin", "-n", "alpha"];
+run([...admin, "label", "--overwrite", "pod", "web-0", "svc.io/compartment=US-TS-ALPHA"]);
+
+const k = ["kubectl", "--context=testbed-alice", "--namespace=alpha"];
+const pairs: [string, string[], string[]][] = [
+  ["get pods", [...k, "get", "pods", "-L", "svc.io/compartment"], [svc, "get", "pods"]],
+  ["exec web-0 -- true", [...k, "exec", "web-0", "--", "true"], [svc, "exec", "web-0", "--", "true"]],
+  ["identity / auth whoami", [...k, "auth", "whoami"], [svc, "identity"]],
+  ["version", ["kubectl", "version", "--client"], [svc, "version"]],
+];
+
+const median = (xs: number[]) => quantile(xs, 0.5);
+function quantile(xs: number[], q: number): number {
+  const s = [...xs].sort((a, b) => a - b);
+  const at = (s.length - 1) * q;
+  const lo = Math.floor(at);
+  return (s[lo] as number) + ((s[Math.ceil(at)] as number) - (s[lo] as number)) * (at - lo);
+}
+const fmt = (xs: number[]) =>
+  `${median(xs).toFixed(1)} (${quantile(xs, 0.25).toFixed(1)}–${quantile(xs, 0.75).toFixed(1)})`;
+
+const lines = [
+  "| command | kubectl ms | svc ms | svc / kubectl | kubectl CPU ms | svc CPU ms |",
+  "|---|---:|---:|---:|---:|---:|",
+];
+try {
+  for (const [name, plain, wrapped] of pairs) {
+    for (let i = 0; i < 3; i++) run(plain), run(wrapped);
+    const a = { wall: [] as number[], cpu: [] as number[] };
+    const b = { wall: [] as number[], cpu: [] as number[] };
+    for (let i = 0; i < rounds; i++) {
+      const x = run(plain);
+      const y = run(wrapped);
+      a.wall.push(x.wallMs);
+      a.cpu.push(x.cpuMs);
+      b.wall.push(y.wallMs);
+      b.cpu.push(y.cpuMs);
+    }
+    lines.push(
+      `| ${name} | ${fmt(a.wall)} | ${fmt(b.wall)} | **${(median(b.wall) / median(a.wall)).toFixed(2)}** | ${median(a.cpu).toFixed(1)} | ${median(b.cpu).toFixed(1)} |`,
+    );
+    process.stderr.write(`${lines.at(-1)}\n`);
+  }
+} finally {
+  rmSync(work, { recursive: true, force: true });
+}
+const table = `${lines.join("\n")}\n`;
+process.stdout.write(table);
+if (values.out)
+  writeFileSync(
+    values.out,
+    `# svc against kubectl (bun bench/svc-kubectl.ts --rounds ${rounds})\n\nMedians of ${rounds} alternating runs, interquartile range in brackets; CPU is user + system of the process and its children.\n\n${table}`,
+  );
