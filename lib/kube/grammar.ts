@@ -194,6 +194,16 @@ const BOOL_WORDS: Record<string, string> = {
   False: "false",
 };
 
+/** pflag's reading of a boolean flag's value (Go's strconv.ParseBool), or kubectl's usage error. */
+function parseBool(value: string, flag: string): { value: string } | { error: string } {
+  const b = Object.hasOwn(BOOL_WORDS, value) ? BOOL_WORDS[value] : undefined;
+  return b !== undefined
+    ? { value: b }
+    : {
+        error: `invalid argument "${value}" for "${flag}" flag: strconv.ParseBool: parsing "${value}": invalid syntax`,
+      };
+}
+
 export function parseCommandLine(args: string[], grammar: Grammar = kubectlGrammar): CommandLine {
   // 1. Find the command, level by level; `index` maps the remaining words to their place in `args`.
   let index = args.map((_, i) => i);
@@ -271,12 +281,12 @@ export function parseCommandLine(args: string[], grammar: Grammar = kubectlGramm
         }
       }
       if (def.shape === "b") {
-        const b = BOOL_WORDS[value];
-        if (b === undefined) {
-          line.error = `invalid argument "${value}" for "--${def.name}" flag: strconv.ParseBool: parsing "${value}": invalid syntax`;
+        const b = parseBool(value, `--${def.name}`);
+        if ("error" in b) {
+          line.error = b.error;
           break;
         }
-        value = b;
+        value = b.value;
       }
       use(def, value, words);
       continue;
@@ -310,12 +320,12 @@ export function parseCommandLine(args: string[], grammar: Grammar = kubectlGramm
         shorts = "";
       }
       if (def.shape === "b") {
-        const b = BOOL_WORDS[value];
-        if (b === undefined) {
-          line.error = `invalid argument "${value}" for "-${c}, --${def.name}" flag: strconv.ParseBool: parsing "${value}": invalid syntax`;
+        const b = parseBool(value, `-${c}, --${def.name}`);
+        if ("error" in b) {
+          line.error = b.error;
           break;
         }
-        value = b;
+        value = b.value;
       }
       use(def, value, words);
     }

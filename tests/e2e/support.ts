@@ -79,3 +79,23 @@ export function workloadHome(tb: Testbed, as: string, name: string): { dir: stri
   chownSync(kubeconfig, w.uid, w.uid);
   return { dir, kubeconfig };
 }
+
+/** `svc context create` for each [name, compartment, kube context, namespace] (country US, sensitivity TS). */
+export function createContexts(
+  svc: (args: string[]) => { code: number | null },
+  contexts: (readonly [string, string, string, string])[],
+): (number | null)[] {
+  return contexts.map(
+    ([name, compartment, kube, namespace]) =>
+      svc([
+        "context",
+        "create",
+        name,
+        "--country=US",
+        "--sensitivity=TS",
+        `--compartment=${compartment}`,
+        `--kube-context=${kube}`,
+        `--namespace=${namespace}`,
+      ]).code,
+  );
+}

@@ -5,7 +5,7 @@ import fc from "fast-check";
 import { stringify } from "yaml";
 import { tempDir } from "../support/dev-api.ts";
 import { BUN, ROOT, spawnProc } from "../support/proc.ts";
-import { useTestbed } from "./support.ts";
+import { createContexts, useTestbed } from "./support.ts";
 import { kubectlAs } from "./testbed/index.ts";
 import { NODE } from "./testbed/kube.ts";
 
@@ -149,22 +149,12 @@ beforeAll(() => {
   admin(["delete", "service", "exp-own", "exp-other", "--ignore-not-found", "-n", "alpha"]);
   admin(["apply", "-f", "-"], objects.map((o) => stringify(o)).join("---\n"));
   admin(["wait", "--for=condition=Ready", "pod/own-0", "pod/other-0", "-n", "alpha", "--timeout=60s"]);
-  for (const [name, c, kube] of [
-    ["us-ts-alpha", "ALPHA", "testbed-alice"],
-    ["us-ts-alpha-admin", "ALPHA", "testbed-admin"],
-  ] as const)
-    expect(
-      svc([
-        "context",
-        "create",
-        name,
-        "--country=US",
-        "--sensitivity=TS",
-        `--compartment=${c}`,
-        `--kube-context=${kube}`,
-        "--namespace=alpha",
-      ]).code,
-    ).toBe(0);
+  expect(
+    createContexts(svc, [
+      ["us-ts-alpha", "ALPHA", "testbed-alice", "alpha"],
+      ["us-ts-alpha-admin", "ALPHA", "testbed-admin", "alpha"],
+    ]),
+  ).toEqual([0, 0]);
   expect(svc(["context", "use", "us-ts-alpha"]).code).toBe(0);
   // A second kubeconfig with only a context: kubectl merges a KUBECONFIG list, and so must the check.
   listKubeconfig = join(dir, "list-kubeconfig");

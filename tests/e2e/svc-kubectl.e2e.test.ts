@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { tempDir } from "../support/dev-api.ts";
 import { readLine } from "../support/net.ts";
 import { BUN, ROOT, spawnProc } from "../support/proc.ts";
-import { useTestbed } from "./support.ts";
+import { createContexts, useTestbed } from "./support.ts";
 import { kubectlAs } from "./testbed/index.ts";
 
 /**
@@ -27,22 +27,12 @@ function svc(args: string[], stdin?: string, env: Record<string, string> = {}) {
 }
 
 beforeAll(() => {
-  for (const [name, c, kube, ns] of [
-    ["us-ts-alpha", "ALPHA", "testbed-alice", "alpha"],
-    ["uk-s-bravo", "BRAVO", "testbed-bob", "bravo"],
-  ] as const)
-    expect(
-      svc([
-        "context",
-        "create",
-        name,
-        "--country=US",
-        "--sensitivity=TS",
-        `--compartment=${c}`,
-        `--kube-context=${kube}`,
-        `--namespace=${ns}`,
-      ]).code,
-    ).toBe(0);
+  expect(
+    createContexts(svc, [
+      ["us-ts-alpha", "ALPHA", "testbed-alice", "alpha"],
+      ["uk-s-bravo", "BRAVO", "testbed-bob", "bravo"],
+    ]),
+  ).toEqual([0, 0]);
 });
 
 describe("svc passes other commands to kubectl with the compartment context", () => {
