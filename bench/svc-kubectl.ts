@@ -74,7 +74,10 @@ const lines = [
 ];
 try {
   for (const [name, plain, wrapped] of pairs) {
-    for (let i = 0; i < 3; i++) run(plain), run(wrapped);
+    for (let i = 0; i < 3; i++) {
+      run(plain);
+      run(wrapped);
+    }
     const a = { wall: [] as number[], cpu: [] as number[] };
     const b = { wall: [] as number[], cpu: [] as number[] };
     for (let i = 0; i < rounds; i++) {

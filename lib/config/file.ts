@@ -1,6 +1,5 @@
 import { mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
-import { homedir } from "node:os";
-import { dirname, join } from "node:path";
+import { dirname } from "node:path";
 import * as v from "valibot";
 import { type Document, isMap, isScalar, LineCounter, parseDocument } from "yaml";
 import { SvcError } from "../errors.ts";
