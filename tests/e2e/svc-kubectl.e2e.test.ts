@@ -370,6 +370,25 @@ describe("shell completion", () => {
 });
 
 describe("kubectl's other commands through svc", () => {
+  test("drop-in forms: version --client, global flags before the command, apply help and subcommands, a KUBECONFIG list", () => {
+    svc(["context", "use", "us-ts-alpha"]);
+    expect(svc(["version", "--client"]).out).toContain("Client Version: v1.32");
+    const json = JSON.parse(svc(["-n", "alpha", "version", "--client", "-o", "json"]).out);
+    expect(json.clientVersion.major).toBe("1");
+    const help = svc(["apply", "--help"]);
+    expect(help.code).toBe(0);
+    expect(help.out).toContain("Apply a configuration to a resource");
+    expect(svc(["apply", "view-last-applied", "--help"]).code).toBe(0);
+    // kubectl merges a KUBECONFIG list; svc leaves it to kubectl instead of passing it as one file.
+    const extra = join(dir, "extra-kubeconfig");
+    writeFileSync(extra, "apiVersion: v1\nkind: Config\npreferences: {}\n");
+    const listed = svc(["get", "pods", "-o", "name"], undefined, {
+      KUBECONFIG: `${extra}:${testbed().kube.kubeconfig}`,
+    });
+    expect(listed.err).toBe("");
+    expect(listed.out).toContain("pod/web-0");
+  });
+
   test("logs in the compartment context (kwok's exec does not end on stdin EOF, so stdin is tested with create -f -)", () => {
     svc(["context", "use", "us-ts-alpha"]);
     const marker = `svc-${Date.now()}`;
