@@ -26,6 +26,7 @@ const SVC_FLAGS: Record<string, FlagTable> = {
   patch: FORCE,
   edit: FORCE,
   create: FORCE,
+  "create job": FORCE,
   expose: FORCE,
   "apply edit-last-applied": FORCE,
 };

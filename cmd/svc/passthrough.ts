@@ -4,7 +4,7 @@ import { activeContext } from "../../lib/config/resolve.ts";
 import { isSvcError, SvcError } from "../../lib/errors.ts";
 import { type CommandLine, commandWords, flagSet, restWords } from "../../lib/kube/grammar.ts";
 import { highlightMls, wantsColor } from "../../lib/kube/highlight.ts";
-import { contextFlags, findKubectl, withContext } from "../../lib/kube/kubectl.ts";
+import { contextFlags, findKubectl, onPath, withContext } from "../../lib/kube/kubectl.ts";
 import type { Guarded, GuardInput } from "./guards/guard.ts";
 import { svcFlags } from "./line.ts";
 
@@ -41,6 +41,7 @@ const GUARDS: Record<string, () => Promise<Guard>> = {
   edit,
   "apply edit-last-applied": edit,
   delete: () => import("./guards/delete.ts").then((m) => m.guardDelete),
+  proxy: () => import("./guards/pods.ts").then((m) => m.guardProxy),
 };
 
 /** get is not guarded, only rewritten (the COMPARTMENT column, the filters): it needs no lookup. */
@@ -89,7 +90,8 @@ export async function passThrough(line: CommandLine): Promise<never> {
         readOnly: READ_ONLY.has(line.path[0] ?? ""),
       });
     const help = flagSet(line, "help");
-    const guard = Object.hasOwn(GUARDS, command) && !help ? GUARDS[command] : undefined;
+    const plugin = createPlugin(line);
+    const guard = Object.hasOwn(GUARDS, command) && !help && !plugin ? GUARDS[command] : undefined;
     const rewrite = Object.hasOwn(REWRITES, command) && !help ? REWRITES[command] : undefined;
     try {
       if ((guard || rewrite) && line.error !== undefined)
@@ -112,7 +114,7 @@ export async function passThrough(line: CommandLine): Promise<never> {
     }
     // A plugin gets the context after its name (kubectl refuses flags before it). kubectl's own commands
     // get it right after the command words, where no flag of the user's can take it as its value.
-    if (line.plugin) args = withContext(line.args, c.target);
+    if (line.plugin || plugin) args = withContext(line.args, c.target);
     else {
       const given = new Set([...line.flags.map((f) => f.name), ...(guarded.given ?? [])]);
       const rest = guarded.args ?? restWords(line, svcFlags(line));
@@ -137,6 +139,25 @@ export async function passThrough(line: CommandLine): Promise<never> {
   const decision = guarded.after?.() ?? (line.error ? "error" : guarded.forced ? "forced" : "allowed");
   record(decision, status);
   process.exit(status);
+}
+
+/**
+ * `kubectl create WORD …` runs the plugin kubectl-create-WORD… when create has no such subcommand and one
+ * is on PATH (the longest match; only with `create` first and WORD right after it, as kubectl does). A
+ * plugin is its own program: it gets the context like any other plugin.
+ */
+function createPlugin(line: CommandLine): boolean {
+  // A subcommand of create would have been found: the path is create alone.
+  if (line.args[0] !== "create" || line.path.join(" ") !== "create") return false;
+  const words: string[] = [];
+  for (const a of line.args.slice(1)) {
+    if (a.startsWith("-")) break;
+    words.push(a.replaceAll("-", "_"));
+  }
+  if (words.length === 0) return false;
+  for (let n = words.length; n > 0; n--)
+    if (onPath(`kubectl-create-${words.slice(0, n).join("-")}`, process.env, "") !== undefined) return true;
+  return false;
 }
 
 const SIGNALS: Record<string, number> = { SIGHUP: 1, SIGINT: 2, SIGKILL: 9, SIGTERM: 15, SIGPIPE: 13 };

@@ -11,6 +11,9 @@ import { COMPARTMENT_LABEL } from "./inject.ts";
  *   all others. They become label selectors, joined to the user's own `-l`.
  * `line` is read with svc's get flags (cmd/svc/line.ts).
  */
+/** Subresources that reach into a pod, a service or a node. */
+const INTO = new Set(["proxy", "portforward", "exec", "attach"]);
+
 const FILTERS = ["current-compartment", "compartment", "exclude-current-compartment", "filter-compartment"];
 
 export function getArgs(line: CommandLine, current: string): string[] {
@@ -34,12 +37,21 @@ export function getArgs(line: CommandLine, current: string): string[] {
       "usage",
       "use one of --current-compartment, --compartment, --exclude-current-compartment, --filter-compartment",
     );
+  const raw = flagValue(line, "raw");
+  if (raw?.split(/[/?]/).some((segment) => INTO.has(segment)))
+    throw new SvcError(
+      "compartment",
+      `get --raw ${raw}: svc does not pass raw requests into pods, services or nodes (${[...INTO].join(", ")}); use svc exec, svc port-forward or svc logs, which are checked`,
+    );
   const selectors = [...flagValues(line, "selector"), ...compartment];
   const output = flagValue(line, "output");
-  const table = output === undefined || output === "wide";
-  return [
-    ...restWords(line, new Set([...FILTERS, ...(compartment.length ? ["selector"] : [])])),
+  const table = (output === undefined || output === "wide") && !raw && !flagSet(line, "help");
+  const rest = restWords(line, new Set([...FILTERS, ...(compartment.length ? ["selector"] : [])]));
+  const added = [
     ...(compartment.length ? [`--selector=${selectors.join(",")}`] : []),
-    ...(table && !flagSet(line, "help") ? [`--label-columns=${COMPARTMENT_LABEL}`] : []),
+    ...(table ? [`--label-columns=${COMPARTMENT_LABEL}`] : []),
   ];
+  // Before a `--`: after it, kubectl would read them as names.
+  const dash = rest.indexOf("--");
+  return dash >= 0 ? [...rest.slice(0, dash), ...added, ...rest.slice(dash)] : [...rest, ...added];
 }

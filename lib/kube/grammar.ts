@@ -48,7 +48,7 @@ export interface CommandLine {
   /** The first word is no command: kubectl runs the plugin `kubectl-<word>`; flags are not parsed. */
   plugin: boolean;
   flags: FlagUse[];
-  /** Arguments that are not flags, before `--`. */
+  /** Arguments that are not flags: before `--`, and after it too for commands that run no command. */
   positionals: string[];
   /** The words after `--`, or undefined when there is no `--`. */
   rest?: string[];
@@ -194,6 +194,9 @@ const BOOL_WORDS: Record<string, string> = {
   False: "false",
 };
 
+/** The commands for which the words after `--` are a command to run (cobra's ArgsLenAtDash). */
+const DASH_COMMANDS = new Set(["exec", "debug", "run", "create deployment", "create job", "create cronjob"]);
+
 /** pflag's reading of a boolean flag's value (Go's strconv.ParseBool), or kubectl's usage error. */
 function parseBool(value: string, flag: string): { value: string } | { error: string } {
   const b = Object.hasOwn(BOOL_WORDS, value) ? BOOL_WORDS[value] : undefined;
@@ -254,6 +257,9 @@ export function parseCommandLine(args: string[], grammar: Grammar = kubectlGramm
     }
     if (s === "--") {
       line.rest = index.slice(k + 1).map((i) => args[i] as string);
+      // Only the commands that take a command to run read `--` as its start; for every other command the
+      // words after it are ordinary arguments (`kubectl label pod x -- key=value`).
+      if (!DASH_COMMANDS.has(path.join(" "))) line.positionals.push(...line.rest);
       break;
     }
     if (s.startsWith("--")) {

@@ -45,7 +45,10 @@ const TEMPLATE_PATHS: Record<string, string[][]> = {
   DaemonSet: [["spec", "template"]],
   Job: [["spec", "template"]],
   ReplicationController: [["spec", "template"]],
-  CronJob: [["spec", "jobTemplate", "spec", "template"]],
+  CronJob: [
+    ["spec", "jobTemplate"],
+    ["spec", "jobTemplate", "spec", "template"],
+  ],
 };
 
 export function describeObject(o: Obj): string {

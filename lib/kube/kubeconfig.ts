@@ -91,7 +91,10 @@ function load(files: string[], explicit: boolean): Merged | string {
     try {
       // Bun's YAML parser: merge keys as kubectl reads them, and fast on a cold start (this runs before
       // every exec). Its one YAML 1.2 difference that matters here, yes/on as booleans, is read below.
-      doc = (Bun.YAML.parse(readFileSync(file, "utf8")) ?? {}) as Record<string, unknown>;
+      const text = readFileSync(file, "utf8");
+      // Merge keys, anchors, aliases and tags are where YAML readers disagree: left to kubectl.
+      if (/<<|[!&*]/.test(text)) return `kubeconfig ${file} uses YAML merge keys, anchors or tags`;
+      doc = (Bun.YAML.parse(text) ?? {}) as Record<string, unknown>;
       if (Array.isArray(doc)) return `kubeconfig ${file} holds several documents`;
     } catch (e) {
       return `cannot read kubeconfig ${file}: ${(e as Error).message.split("\n")[0]}`;
@@ -139,6 +142,8 @@ export function resolveKubeconfig(
   // In a pod, kubectl may take the namespace from POD_NAMESPACE or the service account: left to kubectl.
   if (env.POD_NAMESPACE !== undefined || env.KUBERNETES_SERVICE_HOST !== undefined)
     return unsupported("in-cluster configuration");
+  // Without HOME, kubectl looks for .kube/config in the current directory.
+  if (!env.HOME) return unsupported("HOME is not set");
   const flag = (name: string) => flags.get(name)?.at(-1);
   const { files, explicit } = kubeconfigFiles(flag("kubeconfig"), env);
   const merged = load(

@@ -27,7 +27,7 @@ export function findKubectl(env = process.env, self = process.execPath): string 
 }
 
 /** The first executable `name` on PATH whose real path is not `skip` (svc itself). */
-function onPath(name: string, env: NodeJS.ProcessEnv, skip: string): string | undefined {
+export function onPath(name: string, env: NodeJS.ProcessEnv, skip: string): string | undefined {
   for (const dir of (env.PATH ?? "").split(delimiter).filter(Boolean)) {
     const candidate = join(dir, name);
     if (isExecutable(candidate) && safeRealpath(candidate) !== skip) return candidate;

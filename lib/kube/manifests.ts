@@ -65,12 +65,25 @@ function readPath(p: string, recursive: boolean, top: boolean): Source[] {
 export const KUBECTL_YAML = { version: "1.1", merge: true, uniqueKeys: true, maxAliasCount: 100 } as const;
 
 /**
+ * A YAML merge key (`<<`) is refused: kubectl's YAML library lets a merge written after a key override
+ * it, the YAML specification does not, so svc cannot tell which value kubectl will send.
+ */
+export function refuseMergeKeys(text: string, source: string): void {
+  if (/(^|[\s{,[\-?])<<\s*:/m.test(text))
+    throw new SvcError(
+      "usage",
+      `${source}: svc does not accept YAML merge keys (<<): kubectl and the YAML specification read them differently; write the keys out`,
+    );
+}
+
+/**
  * The objects of the sources, one per document. Like kubectl, any object with an `items` list is a list,
  * whatever its kind: its items are the objects (recursively).
  */
 export function parseObjects(sources: Source[]): Record<string, unknown>[] {
   const objects: Record<string, unknown>[] = [];
   for (const s of sources) {
+    refuseMergeKeys(s.text, s.name);
     for (const doc of parseAllDocuments(s.text, KUBECTL_YAML)) {
       if ("errors" in doc && doc.errors.length > 0) {
         const e = doc.errors[0] as { message: string; linePos?: { line: number }[] };

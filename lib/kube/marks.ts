@@ -1,7 +1,7 @@
 import { parse } from "yaml";
 import { SvcError } from "../errors.ts";
 import { COMPARTMENT_LABEL } from "./inject.ts";
-import { KUBECTL_YAML } from "./manifests.ts";
+import { KUBECTL_YAML, refuseMergeKeys } from "./manifests.ts";
 
 /**
  * The compartment marks of an object: its `svc.io/compartment` label and `mls.svc.dev/*` annotations,
@@ -13,11 +13,17 @@ export const MLS_ANNOTATION_PREFIX = "mls.svc.dev/";
 type Obj = Record<string, unknown>;
 const isObj = (v: unknown): v is Obj => v !== null && typeof v === "object" && !Array.isArray(v);
 
-/** Where pod templates live, for every kind that has one (and any kind: svc looks in all places). */
+/**
+ * Where templates of other objects live, for every kind that has one (svc looks in all places, whatever
+ * the kind): pod templates, a cron job's job template (its jobs get those labels), and a stateful set's
+ * volume claim templates.
+ */
 const TEMPLATE_PLACES = [
   ["spec", "template"],
+  ["spec", "jobTemplate"],
   ["spec", "jobTemplate", "spec", "template"],
 ];
+const TEMPLATE_LISTS = [["spec", "volumeClaimTemplates"]];
 
 export const isMarkLabel = (key: string) => key === COMPARTMENT_LABEL;
 export const isMarkAnnotation = (key: string) => key.startsWith(MLS_ANNOTATION_PREFIX);
@@ -37,10 +43,18 @@ export function marksOf(o: unknown): Marks {
       if (isMarkAnnotation(k)) marks.set(`${place}|annotation|${k}`, String(v));
   };
   read(o, "");
+  const at = (path: string[]) =>
+    path.reduce<unknown>((node, key) => (isObj(node) ? node[key] : undefined), o);
   for (const path of TEMPLATE_PLACES) {
-    let node: unknown = o;
-    for (const key of path) node = isObj(node) ? node[key] : undefined;
+    const node = at(path);
     if (isObj(node)) read(node, path.join("."));
+  }
+  for (const path of TEMPLATE_LISTS) {
+    const list = at(path);
+    if (Array.isArray(list))
+      list.forEach((item, i) => {
+        read(item, `${path.join(".")}[${i}]`);
+      });
   }
   return marks;
 }
@@ -89,6 +103,7 @@ export function patchTouchesMarks(type: string, text: string): string[] {
 
 /** A patch as kubectl reads it (JSON or YAML 1.1). */
 export function parsePatch(text: string): unknown {
+  refuseMergeKeys(text, "--patch");
   try {
     return parse(text, KUBECTL_YAML);
   } catch (e) {

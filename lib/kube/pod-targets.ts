@@ -38,7 +38,12 @@ export function podTargets(line: CommandLine): PodTargets {
     case "exec":
     case "attach":
     case "port-forward": {
-      const refs = files.length > 0 || first === undefined ? [] : [{ ref: asRef(first) }];
+      // attach reads two arguments as TYPE NAME, as kubectl's resource builder does.
+      const [, second, third] = line.positionals;
+      if (command === "attach" && third !== undefined)
+        throw new SvcError("usage", "attach: name one pod, as NAME, TYPE/NAME or TYPE NAME");
+      const target = command === "attach" && second !== undefined ? `${first}/${second}` : first;
+      const refs = files.length > 0 || target === undefined ? [] : [{ ref: asRef(target) }];
       if (refs.length === 0 && files.length === 0)
         throw new SvcError("usage", `${command}: a pod (NAME or TYPE/NAME) or -f FILE is required`);
       return { refs, files, nodesAllowed: false };

@@ -338,18 +338,6 @@ const ROWS: Row[] = [
     "own-run",
   ],
   [
-    [
-      "patch",
-      "configmap",
-      "cm-own",
-      "-p",
-      "{metadata: {annotations: &m {svc.io/compartment: UK-S-BRAVO}, labels: {<<: *m}}}",
-    ],
-    "cm-own",
-    ["patch", "configmap", "cm-own", "-p", "{metadata: {annotations: &m {tier: e}, labels: {<<: *m}}}"],
-    "cm-own",
-  ],
-  [
     'patch configmap cm-own --type=JSON -p [{"op":"remove","path":"/metadata/labels"}]',
     "cm-own",
     'patch configmap cm-own --type=JSON -p [{"op":"add","path":"/metadata/labels/tier","value":"f"}]',
@@ -564,6 +552,22 @@ describe("what svc cannot tell is refused, never guessed", () => {
     ],
     ["exec -it", "a pod (NAME or TYPE/NAME) or -f FILE is required"],
     ["exec -f - -- true", "cannot read the pod from standard input"],
+    [
+      [
+        "patch",
+        "configmap",
+        "cm-own",
+        "-p",
+        "{metadata: {annotations: &m {svc.io/compartment: UK-S-BRAVO}, labels: {<<: *m}}}",
+      ],
+      "svc does not accept YAML merge keys",
+    ],
+    ["label --overwrite configmap cm-own -- svc.io/compartment=UK-S-BRAVO", "Cannot change the compartment"],
+    ["cp -- other-0:/etc/hostname {dir}/x", "Cannot execute in pod in another compartment"],
+    ["attach pod other-0", "Cannot execute in pod in another compartment"],
+    ["debug own-0 -f {dir}/other-pod.yaml --image=busybox", "Cannot execute in pod in another compartment"],
+    ["get --raw /api/v1/namespaces/alpha/pods/other-0/proxy/", "--raw"],
+    ["proxy --disable-filter", "svc proxy keeps its filter"],
     ["exec --bogus other-0 -- true", "unknown flag: --bogus"],
     ["exec -f {dir}/other-pod.yaml,{dir}/own-pod.yaml -- true", "exactly one object"],
   ])("%s", (line, message) => {

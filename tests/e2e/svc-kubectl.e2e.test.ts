@@ -71,6 +71,17 @@ describe("svc passes other commands to kubectl with the compartment context", ()
     expect(r.err).toBe("");
     expect(r.out).toContain("hello world --context=testbed-alice");
   });
+
+  test("create plugins (kubectl-create-<name>) run as kubectl runs them", () => {
+    const bin = join(dir, "bin");
+    mkdirSync(bin, { recursive: true });
+    writeFileSync(join(bin, "kubectl-create-thing"), '#!/bin/sh\necho "thing $*"\n');
+    chmodSync(join(bin, "kubectl-create-thing"), 0o755);
+    svc(["context", "use", "us-ts-alpha"]);
+    const r = svc(["create", "thing", "x"], undefined, { PATH: `${bin}:${process.env.PATH}` });
+    expect(r.err).toBe("");
+    expect(r.out).toContain("thing x --context=testbed-alice");
+  });
 });
 
 describe("svc identity", () => {

@@ -106,6 +106,11 @@ describe("patches", () => {
   });
 
   test("a patch svc cannot read is refused with the reason", () => {
+    // kubectl lets a merge written after a key override it; the YAML specification does not.
+    expect(() =>
+      patchTouchesMarks("strategic", "metadata:\n  annotations: &m {x: y}\n  labels: {<<: *m}"),
+    ).toThrow("svc does not accept YAML merge keys");
+    expect(patchTouchesMarks("merge", '{"metadata":{"labels":{"<<":"x"}}}')).toEqual([]);
     expect(() => patchTouchesMarks("merge", "{")).toThrow("--patch: not valid JSON or YAML");
     expect(() => patchTouchesMarks("json", '{"op":"add"}')).toThrow("a JSON patch must be a list");
     expect(() => patchTouchesMarks("apply", "{}")).toThrow(

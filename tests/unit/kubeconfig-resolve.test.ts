@@ -42,12 +42,12 @@ writeFileSync(join(dir, "sub", "token"), "bob-token\n");
 const flags = (o: Record<string, string | string[]>): GlobalFlags =>
   new Map(Object.entries(o).map(([k, v]) => [k, Array.isArray(v) ? v : [v]]));
 const ok = (f: GlobalFlags, env: Record<string, string> = {}) => {
-  const r = resolveKubeconfig(f, env, dir);
+  const r = resolveKubeconfig(f, { HOME: dir, ...env }, dir);
   if (!("ok" in r)) throw new Error(r.unsupported);
   return r.ok;
 };
-const unsupported = (f: GlobalFlags, env: Record<string, string> = {}) => {
-  const r = resolveKubeconfig(f, env, dir);
+const unsupported = (f: GlobalFlags, env: Record<string, string | undefined> = {}) => {
+  const r = resolveKubeconfig(f, { HOME: dir, ...env }, dir);
   return "unsupported" in r ? r.unsupported : undefined;
 };
 
@@ -104,6 +104,15 @@ describe("the cluster target, as kubectl resolves it", () => {
     expect(unsupported(flags({ context: "toString" }), { KUBECONFIG: a })).toBe("context toString not found");
     expect(unsupported(flags({ context: "__proto__" }), { KUBECONFIG: a })).toBe(
       "context __proto__ not found",
+    );
+    expect(unsupported(flags({}), { KUBECONFIG: a, HOME: undefined })).toBe("HOME is not set");
+    expect(unsupported(flags({}), { KUBECONFIG: a, POD_NAMESPACE: "x" })).toBe("in-cluster configuration");
+    writeFileSync(
+      join(dir, "merge.yaml"),
+      "clusters:\n- name: c\n  cluster: {server: 'https://a', <<: {server: 'https://b'}}\n",
+    );
+    expect(unsupported(flags({}), { KUBECONFIG: join(dir, "merge.yaml") })).toContain(
+      "merge keys, anchors or tags",
     );
     writeFileSync(join(dir, "broken.yaml"), "clusters: {");
     expect(unsupported(flags({}), { KUBECONFIG: join(dir, "broken.yaml") })).toContain(

@@ -20,7 +20,7 @@ import { type Guarded, type GuardInput, refuseUnlessOverridden, restWithout } fr
  */
 const SOURCE_FLAGS = ["filename", "kustomize", "recursive"];
 
-async function readManifests(g: GuardInput): Promise<Record<string, unknown>[]> {
+export async function readManifests(g: GuardInput): Promise<Record<string, unknown>[]> {
   const files = filenames(g.line);
   const kustomize = flagValues(g.line, "kustomize");
   const command = g.line.path.join(" ");

@@ -26,7 +26,11 @@ const POD_REF = /^(?:pods?|po)\/([^/]+)$/;
 export async function guardPods(g: GuardInput): Promise<Guarded> {
   const { refs: named, files, nodesAllowed } = podTargets(g.line);
   const fromFiles = files.length > 0 ? await filesAsRefs(g, files) : undefined;
-  const refs = fromFiles?.refs ?? named;
+  // debug takes named targets and files together; the files' namespace (given to kubectl) is theirs too.
+  const refs = [
+    ...named.map((r) => ({ ...r, ...(fromFiles?.namespace ? { namespace: fromFiles.namespace } : {}) })),
+    ...(fromFiles?.refs ?? []),
+  ];
   const byName = new Map<string | undefined, string[]>();
   const others = new Map<string | undefined, string[]>();
   for (const r of refs) {
@@ -65,7 +69,7 @@ export async function guardPods(g: GuardInput): Promise<Guarded> {
 async function filesAsRefs(
   g: GuardInput,
   files: string[],
-): Promise<{ refs: PodRef[]; args: string[]; given: string[] }> {
+): Promise<{ refs: PodRef[]; args: string[]; given: string[]; namespace?: string }> {
   const command = g.line.path.join(" ");
   const objects = parseObjects(await readSources(files, false, () => ""));
   if (command !== "debug" && (objects.length !== 1 || g.line.positionals.length > 0))
@@ -101,7 +105,7 @@ async function filesAsRefs(
     ...refs.map((r) => r.ref),
     ...restWithout(g, "filename"),
   ];
-  return { refs, args, given: namespace ? ["namespace"] : [] };
+  return { refs, args, given: namespace ? ["namespace"] : [], ...(namespace ? { namespace } : {}) };
 }
 
 function podsOf(g: GuardInput, o: KubeObject, nodesAllowed: boolean): FoundPod[] {
@@ -124,4 +128,24 @@ function podsOf(g: GuardInput, o: KubeObject, nodesAllowed: boolean): FoundPod[]
       `no pod behind ${describeObject(o as Record<string, unknown>)} yet, so svc cannot tell which pod kubectl will pick; name a pod instead`,
     );
   return pods.flatMap((p) => podsOf(g, p, false));
+}
+
+/**
+ * `proxy` serves the API on a local port with your credentials. kubectl's own filter refuses exec and
+ * attach through it; svc's also refuses port-forward and the proxy subresources of pods, services and nodes
+ * — the ways into a pod that svc checks elsewhere — and does not let the filter be changed.
+ */
+const PROXY_REJECT =
+  "^/api/.*/pods/.*/(exec|attach|portforward|proxy),^/api/.*/services/.*/proxy,^/api/.*/nodes/.*/proxy";
+
+export function guardProxy(g: GuardInput): Guarded {
+  const changed = ["reject-paths", "accept-paths", "disable-filter", "reject-methods"].find((f) =>
+    g.line.flags.some((u) => u.name === f),
+  );
+  if (changed)
+    throw new SvcError(
+      "compartment",
+      `svc proxy keeps its filter of the ways into pods (${PROXY_REJECT}); --${changed} cannot be set through svc\ncurrent compartment: ${g.active.label}`,
+    );
+  return { args: [...restWithout(g), `--reject-paths=${PROXY_REJECT}`] };
 }

@@ -2,6 +2,7 @@ import { readFileSync } from "node:fs";
 import { SvcError } from "../../../lib/errors.ts";
 import { type CommandLine, filenames, flagSet, flagValue, flagValues } from "../../../lib/kube/grammar.ts";
 import { COMPARTMENT_LABEL, describeObject } from "../../../lib/kube/inject.ts";
+import { toKubectlInput } from "../../../lib/kube/manifests.ts";
 import {
   foreignCompartments,
   isMarkAnnotation,
@@ -11,6 +12,7 @@ import {
   parsePatch,
 } from "../../../lib/kube/marks.ts";
 import { type Guarded, type GuardInput, refuseUnlessOverridden, restWithout } from "./guard.ts";
+import { readManifests } from "./manifests.ts";
 
 /**
  * label, annotate, patch, run, expose and `create job --from`: writes that would give an object
@@ -25,41 +27,56 @@ import { type Guarded, type GuardInput, refuseUnlessOverridden, restWithout } fr
  *   those are looked up and must be of the current compartment.
  * `--local` and `--dry-run=client` never reach the cluster and pass.
  */
-const offline = (line: CommandLine) => flagSet(line, "local") || flagValue(line, "dry-run") === "client";
+/** `--dry-run` alone or `=true` is kubectl's old spelling of client. */
+const offline = (line: CommandLine) =>
+  flagSet(line, "local") || ["client", "", "true"].includes(flagValue(line, "dry-run") ?? "none");
 
-export function guardMarkWrites(g: GuardInput): Guarded {
+export async function guardMarkWrites(g: GuardInput): Promise<Guarded> {
   const { line } = g;
   const command = line.path.join(" ");
   g.targets.push(...line.positionals.filter((p) => !p.includes("=") && !p.endsWith("-")));
   if (offline(line)) return {};
-  let args: string[] | undefined;
-  let found: string[];
+  // What svc read is what kubectl gets: flags svc took in are dropped, their checked form added.
+  const drop: string[] = [];
+  const extra: string[] = [];
+  let stdin: string | undefined;
+  const found: string[] = [];
   if (command === "patch") {
     const patch = parsePatch(patchText(line));
-    found = marksInPatch((flagValue(line, "type") || "strategic").toLowerCase(), patch);
-    args = [...restWithout(g, "patch", "patch-file"), `--patch=${JSON.stringify(patch)}`];
+    found.push(...marksInPatch((flagValue(line, "type") || "strategic").toLowerCase(), patch));
+    drop.push("patch", "patch-file");
+    extra.push(`--patch=${JSON.stringify(patch)}`);
   } else if (command === "label" || command === "annotate")
-    found = markArguments(line.positionals, command === "annotate");
+    found.push(...markArguments(line.positionals, command === "annotate"));
   else {
-    found = [...createdMarks(line, g.active.label), ...copiedMarks(g, command)];
+    found.push(...createdMarks(line, g.active.label));
     const overrides = flagValue(line, "overrides");
     if (overrides) {
       const patch = parsePatch(overrides);
-      found.push(
-        ...marksInPatch((flagValue(line, "override-type") || "merge").toLowerCase(), patch).map(
-          (f) => `--overrides ${f}`,
-        ),
-      );
-      args = [...restWithout(g, "overrides"), `--overrides=${JSON.stringify(patch)}`];
+      const type = (flagValue(line, "override-type") || "merge").toLowerCase();
+      found.push(...marksInPatch(type, patch).map((f) => `--overrides ${f}`));
+      drop.push("overrides");
+      extra.push(`--overrides=${JSON.stringify(patch)}`);
+    }
+    const copied = await copiedFrom(g, command);
+    found.push(...copied.found);
+    if (copied.stdin !== undefined) {
+      stdin = copied.stdin;
+      drop.push("filename", "kustomize", "recursive");
+      extra.push("-f", "-");
     }
   }
-  if (found.length === 0) return args ? { args } : {};
+  const rewritten: Guarded =
+    drop.length > 0
+      ? { args: [...restWithout(g, ...drop), ...extra], ...(stdin !== undefined ? { stdin } : {}) }
+      : {};
+  if (found.length === 0) return rewritten;
   refuseUnlessOverridden(
     g,
     `Cannot change the compartment of an object with svc ${command} (${found.join("; ")})`,
     `${command} changing compartment marks (${found.join("; ")})`,
   );
-  return { ...(args ? { args } : {}), forced: true };
+  return { ...rewritten, forced: true };
 }
 
 function patchText(line: CommandLine): string {
@@ -89,20 +106,28 @@ function createdMarks(line: CommandLine, current: string): string[] {
   return found;
 }
 
-/** What expose (without --labels) and create job --from copy from another object. */
-function copiedMarks(g: GuardInput, command: string): string[] {
-  let words: string[] = [];
-  if (command === "expose" && flagValues(g.line, "labels").length === 0)
-    words = [...g.line.positionals, ...filenames(g.line).flatMap((f) => ["--filename", f])];
-  else if (command === "create job" && flagValue(g.line, "from"))
-    words = [flagValue(g.line, "from") as string];
-  if (words.length === 0) return [];
-  return g.lookup
-    .objects(words)
-    .flatMap((o) =>
+/**
+ * What expose (without --labels) and create job --from copy from another object. expose -f takes the
+ * labels of the file's objects as written: svc reads the files once, checks those, and hands kubectl the
+ * same objects on standard input.
+ */
+async function copiedFrom(g: GuardInput, command: string): Promise<{ found: string[]; stdin?: string }> {
+  const describe = (objects: object[]) =>
+    objects.flatMap((o) =>
       foreignCompartments(o, g.active.label).map(
         (c) =>
           `${describeObject(o as Record<string, unknown>)} is labelled ${COMPARTMENT_LABEL}=${c} and its labels are copied`,
       ),
     );
+  if (command === "expose" && (filenames(g.line).length > 0 || flagValues(g.line, "kustomize").length > 0)) {
+    const objects = await readManifests(g);
+    return {
+      found: flagValues(g.line, "labels").length === 0 ? describe(objects) : [],
+      stdin: toKubectlInput(objects),
+    };
+  }
+  if (command === "expose" && flagValues(g.line, "labels").length === 0)
+    return { found: describe(g.lookup.objects(g.line.positionals)) };
+  const from = command === "create job" ? flagValue(g.line, "from") : undefined;
+  return { found: from ? describe(g.lookup.objects([from])) : [] };
 }

@@ -45,7 +45,15 @@ const AUDIT_POLICY = {
       resources: [
         {
           group: "",
-          resources: ["pods/exec", "pods/attach", "pods/portforward", "pods/ephemeralcontainers"],
+          resources: [
+            "pods/exec",
+            "pods/attach",
+            "pods/portforward",
+            "pods/ephemeralcontainers",
+            "pods/proxy",
+            "services/proxy",
+            "nodes/proxy",
+          ],
         },
       ],
     },
