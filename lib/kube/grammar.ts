@@ -100,7 +100,7 @@ export interface Grammar {
   commands: Record<string, CommandSpec>;
 }
 
-export const kubectlGrammar: Grammar = { commands: KUBECTL_COMMANDS };
+const kubectlGrammar: Grammar = { commands: KUBECTL_COMMANDS };
 
 /**
  * kubectl's grammar with svc's own top-level commands (replacing kubectl's of the same name; their flags

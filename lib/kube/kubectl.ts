@@ -66,7 +66,7 @@ const has = (args: string[], ...flags: string[]) =>
   );
 
 /** The global flags a plugin's line names, read from its words (kubectl does not parse a plugin's flags). */
-export function givenInWords(args: string[]): Set<string> {
+function givenInWords(args: string[]): Set<string> {
   const end = args.indexOf("--");
   const flags = end >= 0 ? args.slice(0, end) : args;
   const given = new Set<string>();
