@@ -11,7 +11,7 @@ COMMIT  ?= $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
 DATE    ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
 TARGET  ?=
 # Chosen by measurement (docs/build.md): bytecode + minify starts fastest.
-BUILD_FLAGS := --compile --minify --bytecode --format=esm \
+BUILD_FLAGS := --compile --minify --bytecode --format=esm --splitting \
 	--define 'SVC_VERSION="$(VERSION)"' --define 'SVC_COMMIT="$(COMMIT)"' --define 'SVC_DATE="$(DATE)"' \
 	$(if $(TARGET),--target=$(TARGET))
 
@@ -44,10 +44,10 @@ dist/.buildinfo: FORCE
 	@mkdir -p dist; echo "$(VERSION) $(COMMIT) $(TARGET)" | cmp -s - $@ || echo "$(VERSION) $(COMMIT) $(TARGET)" > $@
 FORCE:
 
-dist/svc: node_modules/.installed $(SOURCES) package.json dist/.buildinfo
+dist/svc: node_modules/.installed $(SOURCES) package.json Makefile dist/.buildinfo
 	$(BUN) build $(BUILD_FLAGS) cmd/svc.ts --outfile dist/svc
 
-dist/svc-proxy: node_modules/.installed $(SOURCES) package.json dist/.buildinfo
+dist/svc-proxy: node_modules/.installed $(SOURCES) package.json Makefile dist/.buildinfo
 	$(BUN) build $(BUILD_FLAGS) cmd/svc-proxy.ts --outfile dist/svc-proxy
 
 build: dist/svc dist/svc-proxy
