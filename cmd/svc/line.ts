@@ -1,5 +1,14 @@
-import { type CommandLine, extendGrammar, type FlagTable, parseCommandLine } from "../../lib/kube/grammar.ts";
+import {
+  type CommandLine,
+  commandWords,
+  extendGrammar,
+  type FlagTable,
+  parseCommandLine,
+  restWords,
+} from "../../lib/kube/grammar.ts";
+import { contextFlags, type KubeTarget, withContext } from "../../lib/kube/kubectl.ts";
 import { subCommands } from "./commands.ts";
+import type { Guarded } from "./guards/guard.ts";
 
 /**
  * The command line as kubectl reads it, with svc's own commands (they replace kubectl's `version` and
@@ -41,4 +50,21 @@ export function readLine(args: string[]): CommandLine {
 export function svcFlags(line: CommandLine): Set<string> {
   const key = line.path.join(" ");
   return new Set(Object.hasOwn(SVC_FLAGS, key) ? Object.keys(SVC_FLAGS[key] as FlagTable) : []);
+}
+
+/**
+ * The words kubectl runs with. A plugin gets the context after its name (kubectl refuses flags before
+ * it). kubectl's own commands get it right after the command words, where no flag of the user's can take
+ * it as its value; then the rest of the line (a guard's rewrite of it, or the line without svc's flags).
+ */
+export function kubectlArgs(
+  line: CommandLine,
+  target: KubeTarget,
+  guarded: Partial<Pick<Guarded, "args" | "given">>,
+  plugin = line.plugin,
+): string[] {
+  if (plugin) return withContext(line.args, target);
+  const given = new Set([...line.flags.map((f) => f.name), ...(guarded.given ?? [])]);
+  const rest = guarded.args ?? restWords(line, svcFlags(line));
+  return [...commandWords(line), ...contextFlags(target, given), ...rest];
 }

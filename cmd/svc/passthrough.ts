@@ -2,11 +2,11 @@ import { AuditLog, auditUser, type Decision } from "../../lib/config/audit.ts";
 import { readConfig } from "../../lib/config/read.ts";
 import { activeContext } from "../../lib/config/resolve.ts";
 import { isSvcError, SvcError } from "../../lib/errors.ts";
-import { type CommandLine, commandWords, flagSet, restWords } from "../../lib/kube/grammar.ts";
+import { type CommandLine, flagSet } from "../../lib/kube/grammar.ts";
 import { highlightMls, wantsColor } from "../../lib/kube/highlight.ts";
-import { contextFlags, findKubectl, onPath, withContext } from "../../lib/kube/kubectl.ts";
+import { findKubectl, onPath } from "../../lib/kube/kubectl.ts";
 import type { Guarded, GuardInput } from "./guards/guard.ts";
-import { svcFlags } from "./line.ts";
+import { kubectlArgs, svcFlags } from "./line.ts";
 
 /**
  * Any command svc does not own goes to the real kubectl with the compartment context added (4.5: "passed
@@ -112,14 +112,7 @@ export async function passThrough(line: CommandLine): Promise<never> {
       record(isSvcError(e, "compartment") ? "refused" : "error", 1);
       throw e;
     }
-    // A plugin gets the context after its name (kubectl refuses flags before it). kubectl's own commands
-    // get it right after the command words, where no flag of the user's can take it as its value.
-    if (line.plugin || plugin) args = withContext(line.args, c.target);
-    else {
-      const given = new Set([...line.flags.map((f) => f.name), ...(guarded.given ?? [])]);
-      const rest = guarded.args ?? restWords(line, svcFlags(line));
-      args = [...commandWords(line), ...contextFlags(c.target, given), ...rest];
-    }
+    args = kubectlArgs(line, c.target, guarded, line.plugin || plugin);
   }
   const highlight = line.path[0] === "describe" && wantsColor(process.stdout.isTTY === true);
   const child = Bun.spawn([kubectl, ...args], {

@@ -1,5 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import fc from "fast-check";
+import { kubectlArgs, readLine } from "../../cmd/svc/line.ts";
 import {
   commandWords,
   extendGrammar,
@@ -172,5 +173,43 @@ describe("property: global flags anywhere around a guarded command", () => {
       ),
       { numRuns: 500, seed: 42 },
     );
+  });
+});
+
+describe("the words kubectl runs with", () => {
+  const target = { kubeContext: "alpha", namespace: "alpha" };
+  const run = (args: string[]) => kubectlArgs(readLine(args), target, {});
+  test("the context goes right after the command words, where no flag can take it as its value", () => {
+    // --cache-dir takes `--` as its value here: appended before that `--`, svc's --context was swallowed.
+    expect(run(["exec", "web-0", "--cache-dir", "--", "id"])).toEqual([
+      "exec",
+      "--context=alpha",
+      "--namespace=alpha",
+      "web-0",
+      "--cache-dir",
+      "--",
+      "id",
+    ]);
+    expect(run(["-n", "x", "apply", "edit-last-applied", "cm/a"])).toEqual([
+      "apply",
+      "edit-last-applied",
+      "--context=alpha",
+      "-n",
+      "x",
+      "cm/a",
+    ]);
+  });
+  test("svc's own flags are removed; the user's context and namespace win; a plugin gets them at the end", () => {
+    expect(run(["--context", "prod", "exec", "--force", "p", "--", "rm", "--force"])).toEqual([
+      "exec",
+      "--namespace=alpha",
+      "--context",
+      "prod",
+      "p",
+      "--",
+      "rm",
+      "--force",
+    ]);
+    expect(run(["hello", "world"])).toEqual(["hello", "world", "--context=alpha", "--namespace=alpha"]);
   });
 });
