@@ -1,4 +1,6 @@
 #!/usr/bin/env bun
+import { SvcError } from "../lib/errors.ts";
+import { parseCommandLine } from "../lib/kube/grammar.ts";
 import { exitWith } from "./exit.ts";
 import { isOwnCommand, subCommands } from "./svc/commands.ts";
 import { readLine } from "./svc/line.ts";
@@ -22,14 +24,13 @@ const own = line.path[0];
 const kubectlVersion = own === "version" && !isSvcVersion(args, line.pathWords[0] as number);
 if ((!isOwnCommand(own) && (line.path.length > 0 || line.plugin)) || kubectlVersion) {
   const { passThrough } = await import("./svc/passthrough.ts");
-  const { parseCommandLine } = await import("../lib/kube/grammar.ts");
   await passThrough(kubectlVersion ? parseCommandLine(args) : line).catch((e) => exitWith("svc", e));
 }
 const at = line.pathWords[0];
 if (at !== undefined && at > 0)
   exitWith(
     "svc",
-    new (await import("../lib/errors.ts")).SvcError(
+    new SvcError(
       "usage",
       `svc ${own}: kubectl's flags (${args.slice(0, at).join(" ")}) go to kubectl's commands, not svc's own; see svc ${own} --help`,
     ),

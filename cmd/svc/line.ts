@@ -61,7 +61,7 @@ export function kubectlArgs(
   line: CommandLine,
   target: KubeTarget,
   guarded: Partial<Pick<Guarded, "args" | "given">>,
-  plugin = line.plugin,
+  plugin: boolean,
 ): string[] {
   if (plugin) return withContext(line.args, target);
   const given = new Set([...line.flags.map((f) => f.name), ...(guarded.given ?? [])]);

@@ -90,7 +90,7 @@ export async function passThrough(line: CommandLine): Promise<never> {
         readOnly: READ_ONLY.has(line.path[0] ?? ""),
       });
     const help = flagSet(line, "help");
-    const plugin = createPlugin(line);
+    const plugin = line.plugin || createPlugin(line);
     const guard = Object.hasOwn(GUARDS, command) && !help && !plugin ? GUARDS[command] : undefined;
     const rewrite = Object.hasOwn(REWRITES, command) && !help ? REWRITES[command] : undefined;
     try {
@@ -112,7 +112,7 @@ export async function passThrough(line: CommandLine): Promise<never> {
       record(isSvcError(e, "compartment") ? "refused" : "error", 1);
       throw e;
     }
-    args = kubectlArgs(line, c.target, guarded, line.plugin || plugin);
+    args = kubectlArgs(line, c.target, guarded, plugin);
   }
   const highlight = line.path[0] === "describe" && wantsColor(process.stdout.isTTY === true);
   const child = Bun.spawn([kubectl, ...args], {

@@ -90,17 +90,6 @@ export function markArguments(positionals: string[], annotate: boolean): string[
   });
 }
 
-/**
- * Whether a `kubectl patch` may change a mark. JSON patch: an operation whose path reaches a mark, or
- * replaces a labels, annotations, metadata or template object wholesale, or whose value carries a mark.
- * Merge and strategic merge patch: a labels or annotations map that names a mark, or is set to null, or a
- * metadata set to null; a `$` directive anywhere is refused (svc cannot tell what it will do).
- * Returns what it found, or [] when the patch leaves the marks alone.
- */
-export function patchTouchesMarks(type: string, text: string): string[] {
-  return marksInPatch(type, parsePatch(text));
-}
-
 /** A patch as kubectl reads it (JSON or YAML 1.1). */
 export function parsePatch(text: string): unknown {
   refuseMergeKeys(text, "--patch");
@@ -111,6 +100,13 @@ export function parsePatch(text: string): unknown {
   }
 }
 
+/**
+ * Whether a `kubectl patch` may change a mark. JSON patch: an operation whose path reaches a mark, or
+ * replaces a labels, annotations, metadata or template object wholesale, or whose value carries a mark.
+ * Merge and strategic merge patch: a labels or annotations map that names a mark, or is set to null, or a
+ * metadata set to null; a `$` directive anywhere is refused (svc cannot tell what it will do).
+ * Returns what it found, or [] when the patch leaves the marks alone.
+ */
 export function marksInPatch(type: string, patch: unknown): string[] {
   if (type === "json") {
     if (!Array.isArray(patch))

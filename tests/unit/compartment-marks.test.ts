@@ -4,8 +4,9 @@ import {
   changedMarks,
   foreignCompartments,
   markArguments,
+  marksInPatch,
   marksOf,
-  patchTouchesMarks,
+  parsePatch,
 } from "../../lib/kube/marks.ts";
 import { isNodeRef, podSelector, podTargets } from "../../lib/kube/pod-targets.ts";
 
@@ -71,6 +72,8 @@ describe("label and annotate arguments", () => {
   });
 });
 
+const touches = (type: string, text: string) => marksInPatch(type, parsePatch(text));
+
 describe("patches", () => {
   test.each([
     ["merge", '{"metadata":{"labels":{"svc.io/compartment":"UK-S-BRAVO"}}}', true],
@@ -101,21 +104,19 @@ describe("patches", () => {
       true,
     ],
     ["json", '[{"op":"test","path":"/metadata/labels","value":{}}]', false],
-  ])("%s %s touches the marks: %p", (type, patch, touches) => {
-    expect(patchTouchesMarks(type, patch).length > 0).toBe(touches);
+  ])("%s %s touches the marks: %p", (type, patch, expected) => {
+    expect(touches(type, patch).length > 0).toBe(expected);
   });
 
   test("a patch svc cannot read is refused with the reason", () => {
     // kubectl lets a merge written after a key override it; the YAML specification does not.
-    expect(() =>
-      patchTouchesMarks("strategic", "metadata:\n  annotations: &m {x: y}\n  labels: {<<: *m}"),
-    ).toThrow("svc does not accept YAML merge keys");
-    expect(patchTouchesMarks("merge", '{"metadata":{"labels":{"<<":"x"}}}')).toEqual([]);
-    expect(() => patchTouchesMarks("merge", "{")).toThrow("--patch: not valid JSON or YAML");
-    expect(() => patchTouchesMarks("json", '{"op":"add"}')).toThrow("a JSON patch must be a list");
-    expect(() => patchTouchesMarks("apply", "{}")).toThrow(
-      '--type "apply": expected json, merge or strategic',
+    expect(() => touches("strategic", "metadata:\n  annotations: &m {x: y}\n  labels: {<<: *m}")).toThrow(
+      "svc does not accept YAML merge keys",
     );
+    expect(touches("merge", '{"metadata":{"labels":{"<<":"x"}}}')).toEqual([]);
+    expect(() => touches("merge", "{")).toThrow("--patch: not valid JSON or YAML");
+    expect(() => touches("json", '{"op":"add"}')).toThrow("a JSON patch must be a list");
+    expect(() => touches("apply", "{}")).toThrow('--type "apply": expected json, merge or strategic');
   });
 });
 

@@ -178,7 +178,10 @@ describe("property: global flags anywhere around a guarded command", () => {
 
 describe("the words kubectl runs with", () => {
   const target = { kubeContext: "alpha", namespace: "alpha" };
-  const run = (args: string[]) => kubectlArgs(readLine(args), target, {});
+  const run = (args: string[]) => {
+    const line = readLine(args);
+    return kubectlArgs(line, target, {}, line.plugin);
+  };
   test("the context goes right after the command words, where no flag can take it as its value", () => {
     // --cache-dir takes `--` as its value here: appended before that `--`, svc's --context was swallowed.
     expect(run(["exec", "web-0", "--cache-dir", "--", "id"])).toEqual([
