@@ -1,5 +1,5 @@
 import { afterAll, beforeAll } from "bun:test";
-import { chownSync, copyFileSync, mkdirSync } from "node:fs";
+import { chownSync, copyFileSync, mkdirSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { BUN, type Proc, spawnProc } from "../support/proc.ts";
 import { down, readTestbed, TESTBED_DIR, type Testbed, up } from "./testbed/index.ts";
@@ -98,4 +98,25 @@ export function createContexts(
         `--namespace=${namespace}`,
       ]).code,
   );
+}
+
+/** An event of kube-apiserver's audit log (the fields the tests read). */
+export interface AuditEvent {
+  verb: string;
+  requestURI: string;
+  user: { username: string };
+  objectRef?: { resource?: string; subresource?: string; name?: string; namespace?: string };
+}
+
+/** The audit log's size now: pass it to auditSince for the events a step causes. */
+export const auditSize = (tb: Testbed) => statSync(tb.kube.auditLog).size;
+
+/** The API server's audit events written since `from` (a byte offset of its log). */
+export function auditSince(tb: Testbed, from: number): AuditEvent[] {
+  return readFileSync(tb.kube.auditLog)
+    .subarray(from)
+    .toString()
+    .split("\n")
+    .filter(Boolean)
+    .map((l) => JSON.parse(l) as AuditEvent);
 }

@@ -1,13 +1,20 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import fc from "fast-check";
 import { stringify } from "yaml";
 import { tempDir } from "../support/dev-api.ts";
 import { BUN, ROOT, spawnProc } from "../support/proc.ts";
-import { createContexts, useTestbed } from "./support.ts";
+import {
+  type AuditEvent,
+  auditSince as auditEventsSince,
+  auditSize as auditSizeOf,
+  createContexts,
+  useTestbed,
+} from "./support.ts";
 import { kubectlAs } from "./testbed/index.ts";
 import { NODE } from "./testbed/kube.ts";
+import { waitUntil } from "./testbed/process.ts";
 
 /**
  * The compartment guard against the test bed's real kube-apiserver, tried the way an attacker would: the
@@ -36,21 +43,8 @@ function svc(args: string[], env: Record<string, string> = {}, stdin?: string) {
   return { code: r.exitCode, out: r.stdout.toString(), err: r.stderr.toString() };
 }
 
-interface AuditEvent {
-  verb: string;
-  user: { username: string };
-  objectRef?: { resource?: string; subresource?: string; name?: string; namespace?: string };
-}
-
-/** The API server's audit events written since `from` (a byte offset of its log). */
-function auditSince(from: number): AuditEvent[] {
-  const text = readFileSync(testbed().kube.auditLog).subarray(from).toString();
-  return text
-    .split("\n")
-    .filter(Boolean)
-    .map((l) => JSON.parse(l) as AuditEvent);
-}
-const auditSize = () => statSync(testbed().kube.auditLog).size;
+const auditSize = () => auditSizeOf(testbed());
+const auditSince = (from: number) => auditEventsSince(testbed(), from);
 
 /** What reached the API server for an object: requests into a pod, and writes. */
 const touching = (events: AuditEvent[], name: string) =>
@@ -379,8 +373,10 @@ async function runAllowed(line: Line, object: string, env: Record<string, string
   const text = words(line).join(" ");
   const lasts = /port-forward|attach/.test(text) || /^cp \S+ \S+:/.test(text);
   let status: number | undefined;
+  // A line that lasts is waited for until its request is in the audit log; the assertion below says
+  // what happened if it never is.
   if (lasts)
-    for (let i = 0; i < 300 && touching(auditSince(from), object).length === 0; i++) await Bun.sleep(100);
+    await waitUntil(text, () => touching(auditSince(from), object).length > 0, 30_000).catch(() => {});
   else status = await p.exited;
   await p.stop();
   return { reached: touching(auditSince(from), object), status, stderr: p.stderr() };

@@ -1,12 +1,13 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { appendFileSync, chmodSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { appendFileSync, chmodSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { join } from "node:path";
 import { tempDir } from "../support/dev-api.ts";
 import { readLine } from "../support/net.ts";
 import { BUN, ROOT, spawnProc } from "../support/proc.ts";
-import { createContexts, useTestbed } from "./support.ts";
+import { auditSince, auditSize, createContexts, useTestbed } from "./support.ts";
 import { kubectlAs } from "./testbed/index.ts";
+import { waitUntil } from "./testbed/process.ts";
 
 /**
  * svc as kubectl: commands svc does not own go to the real kubectl with the compartment context's kube
@@ -61,24 +62,27 @@ describe("svc passes other commands to kubectl with the compartment context", ()
     expect(r.out).toBe("configmap/from-stdin\n");
   });
 
-  test("plugins run too, with the context after their name", () => {
+  /** A kubectl plugin that echoes its name and arguments; returns the PATH that finds it. */
+  const plugin = (name: string, says: string) => {
     const bin = join(dir, "bin");
     mkdirSync(bin, { recursive: true });
-    writeFileSync(join(bin, "kubectl-hello"), '#!/bin/sh\necho "hello $*"\n');
-    chmodSync(join(bin, "kubectl-hello"), 0o755);
+    writeFileSync(join(bin, name), `#!/bin/sh\necho "${says} $*"\n`);
+    chmodSync(join(bin, name), 0o755);
+    return { PATH: `${bin}:${process.env.PATH}` };
+  };
+
+  test("plugins run too, with the context after their name", () => {
+    const path = plugin("kubectl-hello", "hello");
     svc(["context", "use", "us-ts-alpha"]);
-    const r = svc(["hello", "world"], undefined, { PATH: `${bin}:${process.env.PATH}` });
+    const r = svc(["hello", "world"], undefined, path);
     expect(r.err).toBe("");
     expect(r.out).toContain("hello world --context=testbed-alice");
   });
 
   test("create plugins (kubectl-create-<name>) run as kubectl runs them", () => {
-    const bin = join(dir, "bin");
-    mkdirSync(bin, { recursive: true });
-    writeFileSync(join(bin, "kubectl-create-thing"), '#!/bin/sh\necho "thing $*"\n');
-    chmodSync(join(bin, "kubectl-create-thing"), 0o755);
+    const path = plugin("kubectl-create-thing", "thing");
     svc(["context", "use", "us-ts-alpha"]);
-    const r = svc(["create", "thing", "x"], undefined, { PATH: `${bin}:${process.env.PATH}` });
+    const r = svc(["create", "thing", "x"], undefined, path);
     expect(r.err).toBe("");
     expect(r.out).toContain("thing x --context=testbed-alice");
   });
@@ -443,22 +447,17 @@ describe("kubectl's other commands through svc", () => {
     // kwok's exec does not pass on the end of standard input, so tar in the "pod" never sees the end of
     // the archive and extracts nothing: what is checked is that kubectl, through svc, reached the pod
     // with its tar command (the API server's audit log shows the exec request and its command).
-    const audit = testbed().kube.auditLog;
-    const from = statSync(audit).size;
+    const from = auditSize(testbed());
     const into = spawnProc([BUN, "cmd/svc.ts", "cp", local, `alpha/web-0:${podSide}/copied-in.txt`], {
       SVC_CONFIG: config,
       KUBECONFIG: testbed().kube.kubeconfig,
     });
     const reached = () =>
-      readFileSync(audit)
-        .subarray(from)
-        .toString()
-        .split("\n")
-        .filter((l) => l.includes('"subresource":"exec"') && l.includes("pods/web-0/exec"))
-        .map((l) => decodeURIComponent(JSON.parse(l).requestURI as string))
+      auditSince(testbed(), from)
+        .filter((e) => e.objectRef?.subresource === "exec" && e.objectRef.name === "web-0")
+        .map((e) => decodeURIComponent(e.requestURI))
         .filter((uri) => uri.includes("command=tar"));
-    for (let i = 0; i < 300 && reached().length === 0; i++) await Bun.sleep(100);
-    await into.stop();
+    await waitUntil("the tar request of cp", () => reached().length > 0, 30_000).finally(() => into.stop());
     expect(reached()[0]).toContain(`command=tar&command=-xmf&command=-&command=-C&command=${podSide}`);
   });
 
