@@ -1,7 +1,7 @@
 import { SvcError } from "../errors.ts";
 import type { CommandLine } from "./grammar.ts";
 import { type GlobalFlags, type Resolution, resolveKubeconfig } from "./kubeconfig.ts";
-import { type KubeTarget, withContext } from "./kubectl.ts";
+import { contextFlags, type KubeTarget, withContext } from "./kubectl.ts";
 import { getPod } from "./pods.ts";
 
 /**
@@ -56,7 +56,6 @@ export class Lookup {
   async pods(names: string[], namespace?: string): Promise<KubeObject[]> {
     if (!this.direct) this.direct = this.resolve();
     const ns = "ok" in this.direct ? (namespace ?? this.direct.ok.namespace) : "";
-
     if (!("ok" in this.direct) || ![ns, ...names].every((n) => DNS_NAME.test(n)))
       return this.objects(
         names.map((n) => `pod/${n}`),
@@ -102,11 +101,13 @@ export class Lookup {
     return { code: r.exitCode ?? 1, out: r.stdout.toString(), err: r.stderr.toString() };
   }
 
+  /** The user's globals plus the context's flags the command gets (contextFlags: one rule for both). */
   private resolve(): Resolution {
     const flags = new Map(this.flags);
-    if (!flags.has("context")) flags.set("context", [this.target.kubeContext]);
-    if (this.target.kubeconfig && !flags.has("kubeconfig")) flags.set("kubeconfig", [this.target.kubeconfig]);
-    if (this.target.namespace && !flags.has("namespace")) flags.set("namespace", [this.target.namespace]);
+    for (const word of contextFlags(this.target, new Set(this.flags.keys()))) {
+      const eq = word.indexOf("=");
+      flags.set(word.slice(2, eq), [word.slice(eq + 1)]);
+    }
     return resolveKubeconfig(flags);
   }
 

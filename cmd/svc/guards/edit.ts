@@ -50,12 +50,12 @@ export function guardEdit(g: GuardInput): Guarded {
   }
   // kubectl runs KUBE_EDITOR directly when it has no space or quote, through $SHELL otherwise (which
   // the user could point anywhere): svc's editor step is a script at a plain path.
-  const dir = mkdtempSync(join(tmpdir(), "svc-edit-"));
-  if (/[\s"'\\]/.test(dir))
+  if (/[\s"'\\]/.test(tmpdir()))
     throw new SvcError(
       "usage",
-      `svc edit needs a temporary directory without spaces or quotes (${dir}); set TMPDIR to one`,
+      `svc edit needs a temporary directory without spaces or quotes (${tmpdir()}); set TMPDIR to one`,
     );
+  const dir = mkdtempSync(join(tmpdir(), "svc-edit-"));
   const editor = join(dir, "editor");
   const self = [process.execPath, ...(process.argv[1]?.endsWith(".ts") ? [process.argv[1]] : [])];
   writeFileSync(editor, `#!/bin/sh\nexec ${self.map(shellQuote).join(" ")} __edit-guard "$@"\n`, {
