@@ -7,6 +7,11 @@ import type { ListenerEvents } from "./listener.ts";
  * Prometheus metrics at metricsAddr (GET /metrics), labelled by listener. Denials are counted by side and
  * by reason code, never by peer ID, so that label values stay few.
  */
+export interface AdmissionMetrics {
+  review(subresource: string, decision: string, seconds: number): void;
+  cacheMiss(): void;
+}
+
 export class ProxyMetrics {
   readonly registry = new Registry();
   private readonly connections = new Counter({
@@ -87,6 +92,32 @@ export class ProxyMetrics {
     help: "When the current X.509-SVID expires (Unix seconds)",
     registers: [this.registry],
   });
+
+  private readonly admissionReviews = new Counter({
+    name: "svc_proxy_admission_reviews_total",
+    help: "Admission reviews answered, by pod subresource and decision (allowed, refused, override, unlabeled)",
+    labelNames: ["subresource", "decision"],
+    registers: [this.registry],
+  });
+  private readonly admissionDuration = new Histogram({
+    name: "svc_proxy_admission_review_duration_seconds",
+    help: "Time to decide an admission review",
+    buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1],
+    registers: [this.registry],
+  });
+  private readonly admissionCacheMisses = new Counter({
+    name: "svc_proxy_admission_pod_cache_misses_total",
+    help: "Reviews of pods the watch had not delivered yet, read from the API server instead",
+    registers: [this.registry],
+  });
+
+  readonly admission: AdmissionMetrics = {
+    review: (subresource, decision, seconds) => {
+      this.admissionReviews.inc({ subresource, decision });
+      this.admissionDuration.observe(seconds);
+    },
+    cacheMiss: () => this.admissionCacheMisses.inc(),
+  };
 
   forListener(listener: string): ListenerEvents {
     return {

@@ -1,7 +1,7 @@
 import type { Server } from "node:http";
 import { X509Source } from "../lib/spiffe/x509-source.ts";
 import { openKeyLog } from "../lib/tls/keylog.ts";
-import type { ListenerConfig, ProxyConfig } from "./config/validate.ts";
+import type { HostPort, ListenerConfig, ProxyConfig } from "./config/validate.ts";
 import { startHttpListener } from "./http/listener.ts";
 import type { ListenerDeps, RunningListener } from "./listener.ts";
 import type { Logger } from "./log.ts";
@@ -29,12 +29,32 @@ export interface RunningProxy {
 }
 
 export async function startProxy(config: ProxyConfig, log: Logger): Promise<RunningProxy> {
-  const source = await X509Source.open({
-    address: config.workloadApi,
-    timeoutMs: 30_000,
-    onError: (e) => log.warn("Workload API", { error: e.message }),
-  });
   const metrics = new ProxyMetrics();
+  // The admission webhook needs no SPIFFE identity: a proxy that serves only it starts without one.
+  const admission = config.admission
+    ? await (await import("./admission/start.ts")).startAdmission(config.admission, log, metrics.admission)
+    : undefined;
+  if (!config.workloadApi) {
+    const metricsServer = config.metricsAddr ? await serveMetrics(metrics, config.metricsAddr, log) : undefined;
+    return {
+      listeners: new Map(),
+      async close() {
+        metricsServer?.close();
+        await admission?.close();
+      },
+    };
+  }
+  let source: X509Source;
+  try {
+    source = await X509Source.open({
+      address: config.workloadApi,
+      timeoutMs: 30_000,
+      onError: (e) => log.warn("Workload API", { error: e.message }),
+    });
+  } catch (e) {
+    await admission?.close();
+    throw e;
+  }
   const svidChanged = () => {
     const svid = source.getX509Svid();
     metrics.svidExpiry.set(svid.notAfter.getTime() / 1000);
@@ -67,15 +87,12 @@ export async function startProxy(config: ProxyConfig, log: Logger): Promise<Runn
       };
       listeners.set(l.name, await START[l.protocol](l, deps));
     }
-    if (config.metricsAddr) {
-      metricsServer = await metrics.serve(config.metricsAddr);
-      const port = (metricsServer.address() as { port: number }).port;
-      log.info("metrics", { address: `${config.metricsAddr.host}:${port}`, path: "/metrics" });
-    }
+    if (config.metricsAddr) metricsServer = await serveMetrics(metrics, config.metricsAddr, log);
   } catch (e) {
     for (const running of listeners.values()) await running.close(0);
     notary?.close();
     source.close();
+    await admission?.close();
     throw e;
   }
   return {
@@ -83,9 +100,17 @@ export async function startProxy(config: ProxyConfig, log: Logger): Promise<Runn
     async close(drainMs) {
       metricsServer?.close();
       await Promise.all([...listeners.values()].map((l) => l.close(drainMs)));
+      await admission?.close();
       notary?.close();
       keylog?.close();
       source.close();
     },
   };
+}
+
+async function serveMetrics(metrics: ProxyMetrics, addr: HostPort, log: Logger): Promise<Server> {
+  const server = await metrics.serve(addr);
+  const port = (server.address() as { port: number }).port;
+  log.info("metrics", { address: `${addr.host}:${port}`, path: "/metrics" });
+  return server;
 }

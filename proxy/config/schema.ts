@@ -78,14 +78,14 @@ export const Listener = v.object({
 });
 
 export const Config = v.object({
-  spiffe: v.object(
-    { workload_socket_path: nonEmpty("a Workload API address such as unix:///run/spire/agent.sock") },
-    (i) => `expected an object with workload_socket_path, got ${got(i.input)}`,
+  // Required unless the proxy serves only the admission webhook (validate.ts).
+  spiffe: v.optional(
+    v.object(
+      { workload_socket_path: nonEmpty("a Workload API address such as unix:///run/spire/agent.sock") },
+      (i) => `expected an object with workload_socket_path, got ${got(i.input)}`,
+    ),
   ),
-  listeners: v.pipe(
-    v.array(Listener, (i) => `expected a list of listeners, got ${got(i.input)}`),
-    v.minLength(1, "at least one listener is required"),
-  ),
+  listeners: v.optional(v.array(Listener, (i) => `expected a list of listeners, got ${got(i.input)}`), []),
   metricsAddr: v.optional(str(`a host:port address, "0" to disable`), DEFAULT_METRICS_ADDR),
   keylog: v.optional(str("a file path"), ""),
   notary: v.optional(
@@ -94,6 +94,17 @@ export const Config = v.object({
       database: v.optional(v.object({ path: v.optional(str("a file path"), "") }), {}),
     }),
     {},
+  ),
+  admission: v.optional(
+    v.object({
+      address: v.optional(str("a host:port bind address"), ":8443"),
+      cert_file: nonEmpty("the path of the serving certificate (PEM)"),
+      key_file: nonEmpty("the path of the serving certificate's private key (PEM)"),
+      unlabeled_pods: v.optional(
+oneOf(["deny", "allow"] as const), "deny"
+      ),
+      kubeconfig: v.optional(str("a kubeconfig path"), ""),
+    }),
   ),
 });
 

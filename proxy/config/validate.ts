@@ -42,8 +42,18 @@ export interface ListenerConfig {
   middlewares: MiddlewareInput[];
 }
 
+export interface AdmissionConfig {
+  address: HostPort;
+  certFile: string;
+  keyFile: string;
+  unlabeledPods: "deny" | "allow";
+  kubeconfig: string | undefined;
+}
+
 export interface ProxyConfig {
+  /** Empty when the proxy needs no SPIFFE identity (it serves only the admission webhook). */
   workloadApi: string;
+  admission: AdmissionConfig | undefined;
   metricsAddr: HostPort | undefined;
   keylog: string | undefined;
   notary: { enable: boolean; databasePath: string | undefined };
@@ -95,6 +105,7 @@ interface Parts {
   metricsAddr?: string;
   keylog?: string;
   notary?: ConfigInput["notary"];
+  admission?: ConfigInput["admission"];
   listeners: [number, ListenerInput][];
 }
 
@@ -111,6 +122,7 @@ function wellFormedParts(raw: unknown): Parts {
   parts.metricsAddr = section(Config.entries.metricsAddr, doc.metricsAddr);
   parts.keylog = section(Config.entries.keylog, doc.keylog);
   parts.notary = section(Config.entries.notary, doc.notary);
+  parts.admission = section(Config.entries.admission, doc.admission);
   if (Array.isArray(doc.listeners)) {
     doc.listeners.forEach((item, i) => {
       const l = section(Listener, item);
@@ -160,6 +172,15 @@ export function validateConfig(raw: unknown): { config: ProxyConfig; warnings: s
     if (!databasePath) problem("notary.database.path", "required when notary.enable is true");
     else writableParent("notary.database.path", databasePath, problem);
   }
+
+  const doc = (typeof raw === "object" && raw !== null ? raw : {}) as Record<string, unknown>;
+  const listed = Array.isArray(doc.listeners) ? doc.listeners.length : 0;
+  const noListeners = doc.listeners === undefined || (Array.isArray(doc.listeners) && listed === 0);
+  if (noListeners && doc.admission === undefined)
+    problem("listeners", "at least one listener is required (or an admission block)");
+  if (doc.spiffe === undefined && (listed > 0 || notaryEnabled))
+    problem("spiffe", "required field is missing (listeners and the notary need a SPIFFE identity)");
+  const admission = parts.admission ? admissionConfig(parts.admission, problem) : undefined;
 
   const seen = new Map<string, number>();
   const listeners = parts.listeners.map(([i, l]) => {
@@ -223,6 +244,7 @@ export function validateConfig(raw: unknown): { config: ProxyConfig; warnings: s
   return {
     config: {
       workloadApi,
+      admission,
       metricsAddr,
       keylog: parts.keylog || undefined,
       notary: { enable: notaryEnabled, databasePath },
@@ -230,6 +252,36 @@ export function validateConfig(raw: unknown): { config: ProxyConfig; warnings: s
       effective: parsed.output,
     },
     warnings,
+  };
+}
+
+function admissionConfig(
+  a: NonNullable<ConfigInput["admission"]>,
+  problem: (p: string, m: string) => void,
+): AdmissionConfig {
+  const address = parseHostPort(a.address);
+  if (!address)
+    problem(
+      "admission.address",
+      `invalid address ${JSON.stringify(a.address)} (allowed: host:port, or :port for all interfaces)`,
+    );
+  for (const [field, path] of [
+    ["admission.cert_file", a.cert_file],
+    ["admission.key_file", a.key_file],
+    ...(a.kubeconfig ? [["admission.kubeconfig", a.kubeconfig]] : []),
+  ] as const) {
+    try {
+      accessSync(path, constants.R_OK);
+    } catch (e) {
+      problem(field, `cannot read ${path}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
+    }
+  }
+  return {
+    address: address ?? { host: "", port: 0 },
+    certFile: a.cert_file,
+    keyFile: a.key_file,
+    unlabeledPods: a.unlabeled_pods,
+    kubeconfig: a.kubeconfig || undefined,
   };
 }
 

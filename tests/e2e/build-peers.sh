@@ -114,20 +114,21 @@ GO
   return $rc
 }
 
-# A wrapper module: k8s.io/kubernetes requires its staging modules at v0.0.0 and replaces them with local
+# A wrapper module for kube-apiserver and kube-controller-manager: k8s.io/kubernetes requires its staging modules at v0.0.0 and replaces them with local
 # paths, so each one is replaced here with its published v0.<minor>.<patch> (the list is read from that
 # release's own go.mod). Version variables are set as the Kubernetes build does.
-build_kube_apiserver() {
+build_kube() {
   local src gomod v minor
   src=$(mktemp -d)
   gomod=$(go mod download -json "k8s.io/kubernetes@$KUBERNETES_VERSION" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')
   v=${KUBERNETES_VERSION#v1.}
   minor=${v%%.*}
   {
-    printf 'module svc.test/kube-apiserver\n\ngo 1.23\n\nrequire k8s.io/kubernetes %s\n\n' "$KUBERNETES_VERSION"
+    printf 'module svc.test/kube\n\ngo 1.23\n\nrequire k8s.io/kubernetes %s\n\n' "$KUBERNETES_VERSION"
     sed -n 's|^[[:space:]]*\(k8s.io/[a-z0-9-]*\) => ./staging/src/k8s.io/.*|replace \1 => \1 v0.'"$v"'|p' "$gomod"
   } >"$src/go.mod"
-  cat >"$src/main.go" <<'GO'
+  mkdir -p "$src/kube-apiserver" "$src/kube-controller-manager"
+  cat >"$src/kube-apiserver/main.go" <<'GO'
 package main
 
 import (
@@ -139,10 +140,22 @@ import (
 
 func main() { os.Exit(cli.Run(app.NewAPIServerCommand())) }
 GO
+  cat >"$src/kube-controller-manager/main.go" <<'GO'
+package main
+
+import (
+	"os"
+
+	"k8s.io/component-base/cli"
+	"k8s.io/kubernetes/cmd/kube-controller-manager/app"
+)
+
+func main() { os.Exit(cli.Run(app.NewControllerManagerCommand())) }
+GO
   local pkg=k8s.io/component-base/version rc=0
   # The checksum database answers for few of the k8s.io staging modules here, so k8s.io is exempted.
   (cd "$src" && export GONOSUMDB="$GONOSUMDB,k8s.io" && go mod tidy >&2 &&
-    go build -v -o "$dir/bin/kube-apiserver" -ldflags "-X $pkg.gitVersion=$KUBERNETES_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z" .) || rc=$?
+    go build -v -o "$dir/bin/" -ldflags "-X $pkg.gitVersion=$KUBERNETES_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z" ./kube-apiserver ./kube-controller-manager) || rc=$?
   rm -rf "$src"
   return $rc
 }
@@ -155,7 +168,7 @@ for w in "${want[@]}"; do
     kwok) step kwok "$KWOK_VERSION" kwok -- build_kwok ;;
     ghostunnel) step ghostunnel "$GHOSTUNNEL_VERSION" ghostunnel -- build_ghostunnel ;;
     etcd) step etcd "$ETCD_VERSION" etcd -- build_etcd ;;
-    kube-apiserver) step kube-apiserver "$KUBERNETES_VERSION" kube-apiserver -- build_kube_apiserver ;;
+    kube-apiserver | kube) step kube-apiserver "$KUBERNETES_VERSION" kube-apiserver kube-controller-manager -- build_kube ;;
     *) echo "unknown peer $w (known: spire kube-apiserver etcd kwok ghostunnel)" >&2; exit 2 ;;
   esac
 done

@@ -1,0 +1,66 @@
+/**
+ * Cluster-side clearances (docs/admission.md): what a requester may touch, read from the groups the
+ * cluster authenticated them with — `svc:country:<c>`, `svc:sensitivity:<s>`, `svc:compartment:<c>`, lower
+ * case. A compartment label `<COUNTRY>-<SENSITIVITY>-<COMPARTMENT>` is cleared when the requester holds its
+ * country, its compartment, and its sensitivity or a higher one (U < C < S < TS). The same rule is written in
+ * CEL in deploy/admission/policy.yaml; tests/unit/clearance.test.ts holds both to the same cases.
+ */
+export const SENSITIVITY_ORDER = ["u", "c", "s", "ts"] as const;
+
+export interface Clearances {
+  countries: string[];
+  /** The highest sensitivity held, as an index into SENSITIVITY_ORDER; -1 when none. */
+  sensitivity: number;
+  compartments: string[];
+}
+
+export interface Compartment {
+  country: string;
+  sensitivity: string;
+  compartment: string;
+}
+
+const LABEL = /^([A-Za-z]{2,3})-(TS|S|C|U|ts|s|c|u)-([A-Za-z0-9](?:[A-Za-z0-9_.-]*[A-Za-z0-9])?)$/;
+
+/** `US-TS-ALPHA` → its parts (lower case); undefined when the value does not have that shape. */
+export function parseCompartmentLabel(value: string): Compartment | undefined {
+  const m = LABEL.exec(value);
+  if (!m) return undefined;
+  return {
+    country: (m[1] as string).toLowerCase(),
+    sensitivity: (m[2] as string).toLowerCase(),
+    compartment: (m[3] as string).toLowerCase(),
+  };
+}
+
+export function clearancesOf(groups: readonly string[]): Clearances {
+  const c: Clearances = { countries: [], sensitivity: -1, compartments: [] };
+  for (const g of groups) {
+    const [prefix, kind, value, extra] = g.split(":");
+    if (prefix !== "svc" || !value || extra !== undefined) continue;
+    if (kind === "country") c.countries.push(value);
+    else if (kind === "compartment") c.compartments.push(value);
+    else if (kind === "sensitivity") {
+      const level = (SENSITIVITY_ORDER as readonly string[]).indexOf(value);
+      if (level > c.sensitivity) c.sensitivity = level;
+    }
+  }
+  return c;
+}
+
+/** Why `c` is not cleared for `target` (each missing part named); empty when it is. */
+export function missingClearances(c: Clearances, target: Compartment): string[] {
+  const missing: string[] = [];
+  if (!c.countries.includes(target.country)) missing.push(`country ${target.country}`);
+  if (c.sensitivity < (SENSITIVITY_ORDER as readonly string[]).indexOf(target.sensitivity))
+    missing.push(`sensitivity ${target.sensitivity}`);
+  if (!c.compartments.includes(target.compartment)) missing.push(`compartment ${target.compartment}`);
+  return missing;
+}
+
+/** "compartments alpha, bravo; countries us; sensitivity up to ts" — the requester's side of a message. */
+export function describeClearances(c: Clearances): string {
+  const list = (xs: string[]) => (xs.length ? xs.join(", ") : "none");
+  const level = c.sensitivity >= 0 ? `up to ${SENSITIVITY_ORDER[c.sensitivity]}` : "none";
+  return `compartments ${list(c.compartments)}; countries ${list(c.countries)}; sensitivity ${level}`;
+}

@@ -1,0 +1,110 @@
+import type { RequestOptions } from "node:https";
+import {
+  AuthorizationV1Api,
+  CoreV1Api,
+  createConfiguration,
+  KubeConfig,
+  type RequestContext,
+  ResponseContext,
+  ServerConfiguration,
+  wrapHttpLibrary,
+} from "@kubernetes/client-node";
+import { SvcError } from "../errors.ts";
+
+/**
+ * The proxy's Kubernetes client (the notary and the admission webhook): @kubernetes/client-node loads the
+ * kubeconfig or the in-cluster service account (re-reading a rotated token file at least once a minute,
+ * as client-go does), supplies exec and OIDC credentials, and generates the typed API calls. Its own
+ * transport hands TLS settings to undici through a `dispatcher`, which Bun's fetch ignores (every request
+ * then fails certificate verification), so requests go through Bun's fetch here with the same settings.
+ * Only proxy processes with a notary or an admission block import this module (docs/admission.md has the
+ * start-up and memory figures).
+ */
+export interface KubeClient {
+  server: string;
+  /** Where the credentials came from, for messages. */
+  from: string;
+  core: CoreV1Api;
+  authorization: AuthorizationV1Api;
+  /** A raw request to the API server with the client's credentials (for watches). */
+  fetch(path: string, init?: { signal?: AbortSignal; method?: string; body?: string }): Promise<Response>;
+}
+
+/** Loads credentials the way client-go does: `kubeconfig` (or KUBECONFIG, ~/.kube/config), else in-cluster. */
+export function openKubeClient(kubeconfig?: string): KubeClient {
+  const kc = new KubeConfig();
+  let from: string;
+  try {
+    if (kubeconfig) {
+      kc.loadFromFile(kubeconfig);
+      from = `kubeconfig ${kubeconfig}`;
+    } else {
+      kc.loadFromDefault();
+      from = kc.getCurrentCluster()?.name === "inCluster" ? "in-cluster service account" : "kubeconfig";
+    }
+  } catch (e) {
+    throw new SvcError("kube_api", `cannot load cluster credentials: ${(e as Error).message}`);
+  }
+  const cluster = kc.getCurrentCluster();
+  if (!cluster?.server)
+    throw new SvcError(
+      "kube_api",
+      "no usable cluster credentials: not running in a pod, and no kubeconfig with a current context (set KUBECONFIG)",
+    );
+  const server = cluster.server.replace(/\/+$/, "");
+
+  const send = async (
+    url: string,
+    init: { method: string; headers?: Record<string, string>; body?: string; signal?: AbortSignal },
+  ) => {
+    const opts: RequestOptions = { headers: {} };
+    await kc.applyToHTTPSOptions(opts);
+    const headers = { ...(opts.headers as Record<string, string>), ...init.headers };
+    try {
+      return await fetch(url, {
+        method: init.method,
+        headers,
+        ...(init.body !== undefined ? { body: init.body } : {}),
+        ...(init.signal ? { signal: init.signal } : {}),
+        tls: {
+          ...(opts.ca ? { ca: opts.ca as string } : {}),
+          ...(opts.cert ? { cert: opts.cert as string } : {}),
+          ...(opts.key ? { key: opts.key as string } : {}),
+          rejectUnauthorized: opts.rejectUnauthorized !== false,
+        },
+      });
+    } catch (e) {
+      if ((e as Error).name === "AbortError" || (e as Error).name === "TimeoutError") throw e;
+      throw new SvcError("kube_api", `cluster API ${server} unreachable (${from}): ${(e as Error).message}`);
+    }
+  };
+
+  const httpApi = wrapHttpLibrary({
+    async send(request: RequestContext) {
+      const body = request.getBody();
+      const res = await send(request.getUrl(), {
+        method: request.getHttpMethod().toString(),
+        headers: request.getHeaders(),
+        ...(typeof body === "string" ? { body } : {}),
+        signal: request.getSignal() ?? AbortSignal.timeout(10_000),
+      });
+      const headers: Record<string, string> = {};
+      res.headers.forEach((value, name) => {
+        headers[name] = value;
+      });
+      return new ResponseContext(res.status, headers, {
+        text: () => res.text(),
+        binary: async () => Buffer.from(await res.arrayBuffer()),
+        stream: () => res.body,
+      });
+    },
+  });
+  const configuration = createConfiguration({ baseServer: new ServerConfiguration(server, {}), httpApi });
+  return {
+    server,
+    from,
+    core: new CoreV1Api(configuration),
+    authorization: new AuthorizationV1Api(configuration),
+    fetch: (path, init = {}) => send(`${server}${path}`, { method: init.method ?? "GET", ...init }),
+  };
+}

@@ -1,0 +1,166 @@
+import type { V1Pod } from "@kubernetes/client-node";
+import { COMPARTMENT_LABEL } from "./inject.ts";
+import type { KubeClient } from "./client.ts";
+
+/**
+ * Every pod's compartment label, kept current by a list and a watch (as a client-go informer does), so
+ * that an admission review never waits on the API server. Only the UID and the label are kept (a few
+ * dozen bytes a pod). The watch resumes from the last resource version it saw (bookmarks keep that
+ * fresh); when the server says the version is too old (410 Gone), or the list or watch fails, the cache
+ * lists again after a backoff, keeping its entries meanwhile: a pod it has not seen yet is looked up
+ * directly by the caller.
+ */
+export interface PodEntry {
+  uid: string;
+  /** The `svc.io/compartment` label; undefined when the pod has none. */
+  compartment: string | undefined;
+}
+
+export interface PodCacheEvents {
+  synced(pods: number, ms: number): void;
+  error(message: string, retryMs: number): void;
+}
+
+const PAGE = 500;
+const WATCH_SECONDS = 300;
+const BACKOFF_MS = [500, 1_000, 2_000, 5_000, 10_000, 30_000];
+
+export const entryOf = (pod: V1Pod): PodEntry => ({
+  uid: pod.metadata?.uid ?? "",
+  compartment: pod.metadata?.labels?.[COMPARTMENT_LABEL],
+});
+
+export class PodCache {
+  private pods = new Map<string, PodEntry>();
+  private resourceVersion = "";
+  private synced = false;
+  private failures = 0;
+  private readonly stopped = new AbortController();
+  private readyWaiters: (() => void)[] = [];
+
+  constructor(
+    private readonly client: KubeClient,
+    private readonly events: PodCacheEvents,
+  ) {}
+
+  start(): void {
+    void this.loop();
+  }
+
+  stop(): void {
+    this.stopped.abort();
+  }
+
+  get ready(): boolean {
+    return this.synced;
+  }
+
+  get size(): number {
+    return this.pods.size;
+  }
+
+  /** Resolves once the first list is in. */
+  whenReady(): Promise<void> {
+    return this.synced ? Promise.resolve() : new Promise((resolve) => this.readyWaiters.push(resolve));
+  }
+
+  get(namespace: string, name: string): PodEntry | undefined {
+    return this.pods.get(`${namespace}/${name}`);
+  }
+
+  private async loop(): Promise<void> {
+    let mustList = true;
+    while (!this.stopped.signal.aborted) {
+      try {
+        if (mustList) await this.list();
+        mustList = await this.watch();
+        this.failures = 0;
+      } catch (e) {
+        if (this.stopped.signal.aborted) return;
+        const retryMs = BACKOFF_MS[Math.min(this.failures, BACKOFF_MS.length - 1)] as number;
+        this.failures++;
+        this.events.error((e as Error).message, retryMs);
+        mustList = true;
+        await new Promise<void>((resolve) => {
+          const t = setTimeout(resolve, retryMs);
+          this.stopped.signal.addEventListener("abort", () => {
+            clearTimeout(t);
+            resolve();
+          });
+        });
+      }
+    }
+  }
+
+  private async list(): Promise<void> {
+    const started = performance.now();
+    const next = new Map<string, PodEntry>();
+    let token: string | undefined;
+    do {
+      const page = await this.client.core.listPodForAllNamespaces({
+        limit: PAGE,
+        ...(token ? { _continue: token } : {}),
+      });
+      for (const pod of page.items)
+        next.set(`${pod.metadata?.namespace}/${pod.metadata?.name}`, entryOf(pod));
+      token = page.metadata?._continue || undefined;
+      this.resourceVersion = page.metadata?.resourceVersion ?? "";
+    } while (token);
+    this.pods = next;
+    this.events.synced(next.size, Math.round(performance.now() - started));
+    if (!this.synced) {
+      this.synced = true;
+      for (const resolve of this.readyWaiters.splice(0)) resolve();
+    }
+  }
+
+  /** One watch request, until the server ends it. Returns true when the cache must list again. */
+  private async watch(): Promise<boolean> {
+    const query = new URLSearchParams({
+      watch: "true",
+      allowWatchBookmarks: "true",
+      resourceVersion: this.resourceVersion,
+      timeoutSeconds: String(WATCH_SECONDS),
+    });
+    const res = await this.client.fetch(`/api/v1/pods?${query}`, { signal: this.stopped.signal });
+    if (res.status === 410) return true;
+    if (!res.ok) throw new Error(`watch pods: ${res.status} ${(await res.text()).slice(0, 200)}`);
+    if (!res.body) throw new Error("watch pods: the response has no body");
+    const decoder = new TextDecoder();
+    let buffered = "";
+    for await (const chunk of res.body) {
+      buffered += decoder.decode(chunk, { stream: true });
+      let nl = buffered.indexOf("\n");
+      while (nl >= 0) {
+        const line = buffered.slice(0, nl).trim();
+        buffered = buffered.slice(nl + 1);
+        nl = buffered.indexOf("\n");
+        if (line && this.apply(JSON.parse(line) as WatchEvent)) return true;
+      }
+    }
+    return false;
+  }
+
+  /** Applies one event; true when the watch must end and the cache list again. */
+  private apply(event: WatchEvent): boolean {
+    const meta = event.object?.metadata;
+    if (event.type === "ERROR") {
+      const status = event.object as { code?: number; message?: string };
+      if (status.code === 410) return true;
+      throw new Error(`watch pods: ${status.message ?? "error event"}`);
+    }
+    if (meta?.resourceVersion) this.resourceVersion = meta.resourceVersion;
+    if (event.type === "BOOKMARK" || !meta) return false;
+    const key = `${meta.namespace}/${meta.name}`;
+    if (event.type === "DELETED") this.pods.delete(key);
+    else this.pods.set(key, entryOf(event.object as V1Pod));
+    return false;
+  }
+}
+
+interface WatchEvent {
+  type: "ADDED" | "MODIFIED" | "DELETED" | "BOOKMARK" | "ERROR";
+  object?: {
+    metadata?: { name?: string; namespace?: string; resourceVersion?: string; uid?: string; labels?: Record<string, string> };
+  };
+}
