@@ -2,12 +2,16 @@ import { readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { stringify } from "yaml";
 import type { Peers } from "./peers.ts";
+import { type AdmissionState, startAdmission } from "./admission.ts";
 import { writeClusterPki } from "./pki.ts";
 import { freePort, run, startDaemon, waitUntil } from "./process.ts";
 
 /**
- * etcd + kube-apiserver (RBAC, static tokens) + kwok with one fake node whose pods support exec, logs and
- * port-forward. Users: an admin, a developer of compartment alpha, a developer of compartment bravo.
+ * etcd + kube-apiserver (RBAC, client certificates and static tokens) + kube-controller-manager (the
+ * deployment and replica set controllers, each with its own service account) + kwok with one fake node
+ * whose pods support exec, logs and port-forward. Users: an admin, a developer cleared for US-TS-ALPHA,
+ * one cleared for UK-S-BRAVO, and one cleared for US-TS-ALPHA who holds the compartment override. Their
+ * kubeconfig entries carry client certificates whose organisations are their groups.
  */
 export interface KubeUser {
   name: string;
@@ -20,7 +24,7 @@ export interface KubeUser {
 export interface KubeState {
   kubeconfig: string;
   apiserver: string;
-  users: Record<"admin" | "alice" | "bob", KubeUser>;
+  users: Record<"admin" | "alice" | "bob" | "olivia", KubeUser>;
   pids: Record<string, number>;
   /** Where kwok's ClusterLogs reads the container log of every fake pod (CRI format). */
   podLog: string;
@@ -33,6 +37,8 @@ export interface KubeState {
    * ephemeral containers) and every write, at Metadata level; reads are not logged.
    */
   auditLog: string;
+  /** svc-proxy serving the admission webhook (deploy/admission, with the webhook at a loopback URL). */
+  admission: AdmissionState;
 }
 
 const AUDIT_POLICY = {
@@ -88,7 +94,12 @@ function rbac(): string {
         { apiGroups: [""], resources: ["pods/ephemeralcontainers"], verbs: ["get", "patch", "update"] },
         {
           apiGroups: ["apps"],
-          resources: ["deployments"],
+          resources: ["deployments", "replicasets"],
+          verbs: ["get", "list", "watch", "create", "update", "patch", "delete"],
+        },
+        {
+          apiGroups: ["batch"],
+          resources: ["jobs", "cronjobs"],
           verbs: ["get", "list", "watch", "create", "update", "patch", "delete"],
         },
       ],
@@ -101,6 +112,14 @@ function rbac(): string {
       subjects: [{ apiGroup: "rbac.authorization.k8s.io", kind: "Group", name: `svc:compartment:${ns}` }],
     });
   }
+  // The compartment override (its ClusterRole comes with deploy/admission) for the group svc:overriders.
+  docs.push({
+    apiVersion: "rbac.authorization.k8s.io/v1",
+    kind: "ClusterRoleBinding",
+    metadata: { name: "svc-compartment-override-overriders" },
+    roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name: "svc-compartment-override" },
+    subjects: [{ apiGroup: "rbac.authorization.k8s.io", kind: "Group", name: "svc:overriders" }],
+  });
   return docs.map((d) => stringify(d)).join("---\n");
 }
 
@@ -175,18 +194,36 @@ export async function startKube(p: Peers, dir: string, logs: string): Promise<Ku
     alice: {
       name: "alice",
       token: token(),
-      groups: ["svc:developers", "svc:compartment:alpha"],
+      groups: ["svc:developers", "svc:country:us", "svc:sensitivity:ts", "svc:compartment:alpha"],
       context: "testbed-alice",
       namespace: "alpha",
     },
     bob: {
       name: "bob",
       token: token(),
-      groups: ["svc:developers", "svc:compartment:bravo"],
+      groups: ["svc:developers", "svc:country:uk", "svc:sensitivity:s", "svc:compartment:bravo"],
       context: "testbed-bob",
       namespace: "bravo",
     },
+    olivia: {
+      name: "olivia",
+      token: token(),
+      groups: [
+        "svc:developers",
+        "svc:country:us",
+        "svc:sensitivity:ts",
+        "svc:compartment:alpha",
+        "svc:overriders",
+      ],
+      context: "testbed-olivia",
+      namespace: "alpha",
+    },
   };
+  const certs = Object.fromEntries(
+    await Promise.all(
+      Object.entries(users).map(async ([k, u]) => [k, await pki.clientCert(u.name, u.groups)] as const),
+    ),
+  );
   const tokenFile = join(dir, "tokens.csv");
   writeFileSync(
     tokenFile,
@@ -243,7 +280,13 @@ export async function startKube(p: Peers, dir: string, logs: string): Promise<Ku
           },
         },
       ],
-      users: Object.values(users).map((u) => ({ name: u.name, user: { token: u.token } })),
+      users: Object.entries(users).map(([k, u]) => ({
+        name: u.name,
+        user: {
+          "client-certificate-data": Buffer.from(certs[k]?.cert ?? "").toString("base64"),
+          "client-key-data": Buffer.from(certs[k]?.key ?? "").toString("base64"),
+        },
+      })),
       contexts: Object.values(users).map((u) => ({
         name: u.context,
         context: { cluster: "testbed", user: u.name, namespace: u.namespace },
@@ -256,6 +299,23 @@ export async function startKube(p: Peers, dir: string, logs: string): Promise<Ku
     run(["kubectl", `--kubeconfig=${kubeconfig}`, "--context=testbed-admin", ...args], {}, input);
   await waitUntil("kube-apiserver", () => kubectl(["get", "--raw=/readyz"]).trim() === "ok", 90_000);
   kubectl(["apply", "-f", "-"], rbac());
+
+  // The deployment and replica set controllers, each with its own kube-system service account (as
+  // kubeadm runs them), so that the admission policy sees the identities a real cluster's controllers have.
+  const kcm = await pki.clientCert("system:kube-controller-manager", []);
+  const kcmKubeconfig = join(dir, "controller-manager.kubeconfig");
+  writeFileSync(kcmKubeconfig, clientKubeconfig(apiserver, pki.caPem, kcm), { mode: 0o600 });
+  pids.controllerManager = startDaemon(
+    p.kubeControllerManager,
+    [
+      `--kubeconfig=${kcmKubeconfig}`,
+      "--controllers=deployment,replicaset",
+      "--use-service-account-credentials",
+      "--leader-elect=false",
+      "--secure-port=0",
+    ],
+    join(logs, "kube-controller-manager.log"),
+  );
 
   // The fake node, created before kwok so kwok manages exactly it.
   kubectl(
@@ -304,5 +364,32 @@ export async function startKube(p: Peers, dir: string, logs: string): Promise<Ku
       ]).trim() === "True",
     60_000,
   );
-  return { kubeconfig, apiserver, users, pids, podLog, podPreviousLog, forwardPort, auditLog };
+  const admission = await startAdmission(apiserver, pki, dir, logs, kubectl);
+  pids.admission = admission.pid;
+  return { kubeconfig, apiserver, users, pids, podLog, podPreviousLog, forwardPort, auditLog, admission };
+}
+
+/** A kubeconfig for one user: a client certificate, or a token. */
+export function clientKubeconfig(server: string, caPem: string, user: { cert: string; key: string } | string): string {
+  return stringify({
+    apiVersion: "v1",
+    kind: "Config",
+    clusters: [
+      { name: "testbed", cluster: { server, "certificate-authority-data": Buffer.from(caPem).toString("base64") } },
+    ],
+    users: [
+      {
+        name: "user",
+        user:
+          typeof user === "string"
+            ? { token: user }
+            : {
+                "client-certificate-data": Buffer.from(user.cert).toString("base64"),
+                "client-key-data": Buffer.from(user.key).toString("base64"),
+              },
+      },
+    ],
+    contexts: [{ name: "testbed", context: { cluster: "testbed", user: "user" } }],
+    "current-context": "testbed",
+  });
 }

@@ -21,6 +21,7 @@ export interface Peers {
   spireServer: string;
   spireAgent: string;
   kubeApiserver: string;
+  kubeControllerManager: string;
   etcd: string;
   kwok: string;
   ghostunnel: string;
@@ -35,6 +36,7 @@ export function peers(): Peers {
     spireServer: bin("spire", v.SPIRE_VERSION as string, "spire-server"),
     spireAgent: bin("spire", v.SPIRE_VERSION as string, "spire-agent"),
     kubeApiserver: bin("kube-apiserver", v.KUBERNETES_VERSION as string, "kube-apiserver"),
+    kubeControllerManager: bin("kube-apiserver", v.KUBERNETES_VERSION as string, "kube-controller-manager"),
     etcd: bin("etcd", v.ETCD_VERSION as string, "etcd"),
     kwok: bin("kwok", v.KWOK_VERSION as string, "kwok"),
     ghostunnel: bin("ghostunnel", v.GHOSTUNNEL_VERSION as string, "ghostunnel"),
