@@ -35,7 +35,9 @@ export async function startProxy(config: ProxyConfig, log: Logger): Promise<Runn
     ? await (await import("./admission/start.ts")).startAdmission(config.admission, log, metrics.admission)
     : undefined;
   if (!config.workloadApi) {
-    const metricsServer = config.metricsAddr ? await serveMetrics(metrics, config.metricsAddr, log) : undefined;
+    const metricsServer = config.metricsAddr
+      ? await serveMetrics(metrics, config.metricsAddr, log)
+      : undefined;
     return {
       listeners: new Map(),
       async close() {

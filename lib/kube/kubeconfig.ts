@@ -1,7 +1,6 @@
 import { existsSync, readFileSync } from "node:fs";
 import { homedir } from "node:os";
 import { delimiter, dirname, isAbsolute, join, resolve } from "node:path";
-import type { KubeCredentials } from "./credentials.ts";
 
 /**
  * The cluster, user and namespace kubectl would use, resolved the way kubectl's client configuration
@@ -14,6 +13,20 @@ import type { KubeCredentials } from "./credentials.ts";
  * auth, proxies, an unknown field, a file that cannot be read — gives `unsupported` with the reason, and
  * the caller asks kubectl itself.
  */
+/** Where and how svc reaches the cluster API for its direct reads. */
+export interface KubeCredentials {
+  server: string;
+  token?: string;
+  ca?: string;
+  cert?: string;
+  key?: string;
+  insecure: boolean;
+  /** Impersonation (`--as`, or `as` in the kubeconfig's user): sent as Impersonate-* headers. */
+  impersonate?: { user: string; groups: string[]; uid?: string };
+  /** Where the credentials came from, for error messages. */
+  from: string;
+}
+
 export interface Resolved extends KubeCredentials {
   namespace: string;
 }

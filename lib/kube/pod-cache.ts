@@ -1,6 +1,6 @@
 import type { V1Pod } from "@kubernetes/client-node";
-import { COMPARTMENT_LABEL } from "./inject.ts";
 import type { KubeClient } from "./client.ts";
+import { COMPARTMENT_LABEL } from "./inject.ts";
 
 /**
  * Every pod's compartment label, kept current by a list and a watch (as a client-go informer does), so
@@ -161,6 +161,12 @@ export class PodCache {
 interface WatchEvent {
   type: "ADDED" | "MODIFIED" | "DELETED" | "BOOKMARK" | "ERROR";
   object?: {
-    metadata?: { name?: string; namespace?: string; resourceVersion?: string; uid?: string; labels?: Record<string, string> };
+    metadata?: {
+      name?: string;
+      namespace?: string;
+      resourceVersion?: string;
+      uid?: string;
+      labels?: Record<string, string>;
+    };
   };
 }

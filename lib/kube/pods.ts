@@ -1,5 +1,5 @@
 import { SvcError } from "../errors.ts";
-import type { KubeCredentials } from "./credentials.ts";
+import type { KubeCredentials } from "./kubeconfig.ts";
 
 /** The parts of a Pod object the notary states. */
 export interface Pod {

@@ -56,9 +56,7 @@ export function startAdmissionServer(o: AdmissionServerOptions): AdmissionServer
       response: {
         uid: request.uid,
         allowed: verdict.allowed,
-        ...(verdict.allowed
-          ? {}
-          : { status: { code: 403, reason: "Forbidden", message: verdict.message } }),
+        ...(verdict.allowed ? {} : { status: { code: 403, reason: "Forbidden", message: verdict.message } }),
       },
     });
   };

@@ -58,7 +58,12 @@ export async function startAdmission(
           ...(user.uid ? { uid: user.uid } : {}),
           ...(user.groups ? { groups: user.groups } : {}),
           ...(user.extra ? { extra: user.extra } : {}),
-          resourceAttributes: { group: "svc.dev", resource: "compartmentoverrides", verb: "force", namespace },
+          resourceAttributes: {
+            group: "svc.dev",
+            resource: "compartmentoverrides",
+            verb: "force",
+            namespace,
+          },
         },
       },
     });

@@ -1,6 +1,6 @@
 import { type FSWatcher, readFileSync, statSync, watch } from "node:fs";
-import { createSecureContext } from "node:tls";
 import { dirname } from "node:path";
+import { createSecureContext } from "node:tls";
 
 /**
  * A serving certificate and key read from files and read again when they change: on any change in their

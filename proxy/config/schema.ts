@@ -85,7 +85,10 @@ export const Config = v.object({
       (i) => `expected an object with workload_socket_path, got ${got(i.input)}`,
     ),
   ),
-  listeners: v.optional(v.array(Listener, (i) => `expected a list of listeners, got ${got(i.input)}`), []),
+  listeners: v.optional(
+    v.array(Listener, (i) => `expected a list of listeners, got ${got(i.input)}`),
+    [],
+  ),
   metricsAddr: v.optional(str(`a host:port address, "0" to disable`), DEFAULT_METRICS_ADDR),
   keylog: v.optional(str("a file path"), ""),
   notary: v.optional(
@@ -100,9 +103,7 @@ export const Config = v.object({
       address: v.optional(str("a host:port bind address"), ":8443"),
       cert_file: nonEmpty("the path of the serving certificate (PEM)"),
       key_file: nonEmpty("the path of the serving certificate's private key (PEM)"),
-      unlabeled_pods: v.optional(
-oneOf(["deny", "allow"] as const), "deny"
-      ),
+      unlabeled_pods: v.optional(oneOf(["deny", "allow"] as const), "deny"),
       kubeconfig: v.optional(str("a kubeconfig path"), ""),
     }),
   ),

@@ -1,6 +1,5 @@
 import { SvcError } from "../../lib/errors.ts";
-import { loadKubeCredentials } from "../../lib/kube/credentials.ts";
-import { getPod } from "../../lib/kube/pods.ts";
+import type { Pod } from "../../lib/kube/pods.ts";
 import { JwtSvidSource } from "../../lib/spiffe/jwt-source.ts";
 import type { X509Source } from "../../lib/spiffe/x509-source.ts";
 import type { Logger } from "../log.ts";
@@ -17,7 +16,9 @@ export async function startNotary(
   log: Logger,
   count?: NotaryDeps["count"],
 ): Promise<{ notary: Notary; close(): void }> {
-  const kube = loadKubeCredentials();
+  // client-node is loaded only by proxies that run a notary or an admission webhook.
+  const { openKubeClient } = await import("../../lib/kube/client.ts");
+  const kube = openKubeClient();
   // JWT-SVIDs over the X509Source's own Workload API connection.
   const jwt = new JwtSvidSource(source.client, source.getX509Svid().id.uri);
   try {
@@ -34,7 +35,20 @@ export async function startNotary(
     store,
     source,
     jwtSvid: (aud) => jwt.fetch(aud),
-    getPod: (ns, name) => getPod(kube, ns, name),
+    getPod: async (namespace, name) => {
+      try {
+        return (await kube.core.readNamespacedPod({ namespace, name })) as Pod;
+      } catch (e) {
+        const code = (e as { code?: number }).code;
+        if (code === 404) return undefined;
+        if (code)
+          throw new SvcError(
+            "kube_api",
+            `cluster API refused to get pod ${namespace}/${name}: ${code} (${kube.from}; "get" on pods is needed)`,
+          );
+        throw e;
+      }
+    },
     log,
     ...(count ? { count } : {}),
   });

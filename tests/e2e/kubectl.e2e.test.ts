@@ -24,8 +24,28 @@ function kubectlResult(user: "admin" | "alice" | "bob", args: string[]) {
 describe("kubectl as each test bed user", () => {
   test.each([
     ["admin", "svc-admin", ["system:masters", "system:authenticated"]],
-    ["alice", "alice", ["svc:developers", "svc:compartment:alpha", "system:authenticated"]],
-    ["bob", "bob", ["svc:developers", "svc:compartment:bravo", "system:authenticated"]],
+    [
+      "alice",
+      "alice",
+      [
+        "svc:developers",
+        "svc:country:us",
+        "svc:sensitivity:ts",
+        "svc:compartment:alpha",
+        "system:authenticated",
+      ],
+    ],
+    [
+      "bob",
+      "bob",
+      [
+        "svc:developers",
+        "svc:country:uk",
+        "svc:sensitivity:s",
+        "svc:compartment:bravo",
+        "system:authenticated",
+      ],
+    ],
   ] as const)("auth whoami as %s", (user, name, groups) => {
     const review = JSON.parse(kubectlAs(testbed(), user)(["auth", "whoami", "-o", "json"]));
     expect(review.status.userInfo.username).toBe(name);

@@ -248,9 +248,9 @@ const ROWS: Row[] = [
   ["exec svc/other-svc -- true", "other-0", "exec svc/own-svc -- true", "own-0"],
   ["exec -f {dir}/other-pod.yaml -- true", "other-0", "exec -f {dir}/own-pod.yaml -- true", "own-0"],
   [
-    "--context=testbed-admin --as=alice --as-group=svc:compartment:alpha exec other-0 -- true",
+    "--context=testbed-admin --as=alice --as-group=svc:country:us --as-group=svc:sensitivity:ts --as-group=svc:compartment:alpha exec other-0 -- true",
     "other-0",
-    "--context=testbed-admin --as=alice --as-group=svc:compartment:alpha exec own-0 -- true",
+    "--context=testbed-admin --as=alice --as-group=svc:country:us --as-group=svc:sensitivity:ts --as-group=svc:compartment:alpha exec own-0 -- true",
     "own-0",
   ],
   [
@@ -459,7 +459,13 @@ describe("random permutations of global flags around a guarded command never get
     [],
     ["--context", "testbed-alice"],
     ["--context=testbed-admin"],
-    ["--context=testbed-admin", "--as=alice", "--as-group=svc:compartment:alpha"],
+    [
+      "--context=testbed-admin",
+      "--as=alice",
+      "--as-group=svc:country:us",
+      "--as-group=svc:sensitivity:ts",
+      "--as-group=svc:compartment:alpha",
+    ],
   ];
   const others = [
     ["-n", "alpha"],

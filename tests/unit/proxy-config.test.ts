@@ -96,9 +96,37 @@ describe("proxy configuration: every error at once, with path, value and what is
     [
       "no listeners",
       { spiffe: { workload_socket_path: "unix:///a.sock" }, listeners: [] },
-      ["listeners: at least one listener is required"],
+      ["listeners: at least one listener is required (or an admission block)"],
     ],
-    ["no spiffe section", { listeners: base().listeners }, ["spiffe: required field is missing"]],
+    [
+      "no spiffe section",
+      { listeners: base().listeners },
+      ["spiffe: required field is missing (listeners and the notary need a SPIFFE identity)"],
+    ],
+    [
+      "admission block: what is missing or wrong, each named",
+      { admission: { address: "8443", unlabeled_pods: "maybe" } },
+      [
+        "admission.cert_file: required field is missing",
+        "admission.key_file: required field is missing",
+        'admission.unlabeled_pods: invalid value "maybe" (allowed: deny, allow)',
+      ],
+    ],
+    [
+      "admission block: unreadable files and a bad address",
+      {
+        admission: {
+          address: "nowhere",
+          cert_file: "/nonexistent/tls.crt",
+          key_file: "/nonexistent/tls.key",
+        },
+      },
+      [
+        'admission.address: invalid address "nowhere" (allowed: host:port, or :port for all interfaces)',
+        "admission.cert_file: cannot read /nonexistent/tls.crt: ENOENT",
+        "admission.key_file: cannot read /nonexistent/tls.key: ENOENT",
+      ],
+    ],
     [
       "required listener fields",
       { spiffe: { workload_socket_path: "unix:///a.sock" }, listeners: [{ mode: "proxy" }] },

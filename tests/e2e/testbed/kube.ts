@@ -1,8 +1,8 @@
 import { readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { stringify } from "yaml";
-import type { Peers } from "./peers.ts";
 import { type AdmissionState, startAdmission } from "./admission.ts";
+import type { Peers } from "./peers.ts";
 import { writeClusterPki } from "./pki.ts";
 import { freePort, run, startDaemon, waitUntil } from "./process.ts";
 
@@ -370,12 +370,19 @@ export async function startKube(p: Peers, dir: string, logs: string): Promise<Ku
 }
 
 /** A kubeconfig for one user: a client certificate, or a token. */
-export function clientKubeconfig(server: string, caPem: string, user: { cert: string; key: string } | string): string {
+export function clientKubeconfig(
+  server: string,
+  caPem: string,
+  user: { cert: string; key: string } | string,
+): string {
   return stringify({
     apiVersion: "v1",
     kind: "Config",
     clusters: [
-      { name: "testbed", cluster: { server, "certificate-authority-data": Buffer.from(caPem).toString("base64") } },
+      {
+        name: "testbed",
+        cluster: { server, "certificate-authority-data": Buffer.from(caPem).toString("base64") },
+      },
     ],
     users: [
       {

@@ -53,7 +53,9 @@ export async function writeClusterPki(dir: string): Promise<ClusterPki> {
   const issue = async (subject: string, usage: x509.ExtendedKeyUsage, sans: boolean): Promise<Pem> => {
     const keys = await crypto.subtle.generateKey(EC, true, ["sign", "verify"]);
     const cert = await x509.X509CertificateGenerator.create({
-      serialNumber: Buffer.from(crypto.getRandomValues(new Uint8Array(8))).toString("hex").replace(/^./, "1"),
+      serialNumber: Buffer.from(crypto.getRandomValues(new Uint8Array(8)))
+        .toString("hex")
+        .replace(/^./, "1"),
       subject,
       issuer: ca.subject,
       notBefore: new Date(now - 60_000),

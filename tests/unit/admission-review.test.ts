@@ -1,0 +1,151 @@
+import { describe, expect, test } from "bun:test";
+import { clearancesOf, missingClearances, parseCompartmentLabel } from "../../lib/kube/clearance.ts";
+import { type AdmissionRequest, type ReviewDeps, review } from "../../proxy/admission/review.ts";
+
+const ALICE = ["system:authenticated", "svc:country:us", "svc:sensitivity:ts", "svc:compartment:alpha"];
+
+describe("clearances from groups", () => {
+  const cleared = (groups: string[], label: string) => {
+    const target = parseCompartmentLabel(label);
+    if (!target) throw new Error(`unparsed ${label}`);
+    return missingClearances(clearancesOf(groups), target);
+  };
+
+  test("country, compartment and a sensitivity at or above the label's are all needed", () => {
+    expect(cleared(ALICE, "US-TS-ALPHA")).toEqual([]);
+    expect(cleared(ALICE, "US-S-ALPHA")).toEqual([]);
+    expect(cleared(ALICE, "US-U-ALPHA")).toEqual([]);
+    expect(cleared(ALICE, "UK-TS-ALPHA")).toEqual(["country uk"]);
+    expect(cleared(ALICE, "US-TS-BRAVO")).toEqual(["compartment bravo"]);
+    const secret = ["svc:country:us", "svc:sensitivity:s", "svc:compartment:alpha"];
+    expect(cleared(secret, "US-TS-ALPHA")).toEqual(["sensitivity ts"]);
+    expect(cleared(secret, "US-C-ALPHA")).toEqual([]);
+    expect(cleared([], "US-TS-ALPHA")).toEqual(["country us", "sensitivity ts", "compartment alpha"]);
+  });
+
+  test("labels are read case-insensitively; compartments may hold hyphens", () => {
+    expect(cleared(ALICE, "us-ts-alpha")).toEqual([]);
+    expect(parseCompartmentLabel("US-TS-RED-TEAM")).toEqual({
+      country: "us",
+      sensitivity: "ts",
+      compartment: "red-team",
+    });
+  });
+
+  test("groups that only look like clearances give none", () => {
+    const odd = [
+      "svc:compartment:alpha:extra",
+      "svc:compartment:",
+      "SVC:compartment:alpha",
+      "svc:Compartment:alpha",
+      "svc:sensitivity:top",
+      "svc:sensitivity:__proto__",
+      "xsvc:country:us",
+    ];
+    const c = clearancesOf(odd);
+    expect(c).toEqual({ countries: [], sensitivity: -1, compartments: [] });
+  });
+
+  test("labels that are not <COUNTRY>-<SENSITIVITY>-<COMPARTMENT> are not read", () => {
+    for (const bad of [
+      "ALPHA",
+      "US-ALPHA",
+      "US-X-ALPHA",
+      "US-TS-",
+      "US-TS--",
+      "U-TS-ALPHA",
+      "US-TS-ALPHA-",
+      "__proto__",
+      "",
+    ])
+      expect(parseCompartmentLabel(bad)).toBeUndefined();
+  });
+});
+
+describe("the webhook's review", () => {
+  const pods: Record<string, string | undefined | null> = {
+    "alpha/a": "US-TS-ALPHA",
+    "alpha/b": "UK-S-BRAVO",
+    "alpha/none": undefined,
+    "alpha/bad": "BRAVO",
+  };
+  const deps = (o: Partial<ReviewDeps> & { overrides?: string[] } = {}): ReviewDeps => ({
+    podCompartment: async (ns, name) => (Object.hasOwn(pods, `${ns}/${name}`) ? pods[`${ns}/${name}`] : null),
+    canOverride: async (u) => (o.overrides ?? []).includes(u.username ?? ""),
+    unlabeled: o.unlabeled ?? "deny",
+  });
+  const req = (
+    sub: string,
+    name: string,
+    user = "alice",
+    groups = ALICE,
+    extra: Partial<AdmissionRequest> = {},
+  ) => ({
+    uid: "u",
+    resource: { group: "", version: "v1", resource: "pods" },
+    subResource: sub,
+    namespace: "alpha",
+    name,
+    operation: sub === "ephemeralcontainers" ? "UPDATE" : "CONNECT",
+    userInfo: { username: user, groups },
+    ...extra,
+  });
+
+  test("a pod of the requester's compartment passes; another's is refused with both named", async () => {
+    expect((await review(req("exec", "a"), deps())).allowed).toBe(true);
+    for (const [sub, text] of [
+      ["exec", "Cannot execute in pod in another compartment (UK-S-BRAVO)"],
+      ["attach", "Cannot attach to pod in another compartment (UK-S-BRAVO)"],
+      ["portforward", "Cannot forward ports to pod in another compartment (UK-S-BRAVO)"],
+    ]) {
+      const v = await review(req(sub as string, "b"), deps());
+      expect(v.allowed).toBe(false);
+      expect(v.message).toContain(text as string);
+      expect(v.message).toContain("you are cleared for compartments alpha");
+    }
+  });
+
+  test("the override passes and is told apart", async () => {
+    const v = await review(req("exec", "b", "olivia"), deps({ overrides: ["olivia"] }));
+    expect(v).toMatchObject({ allowed: true, decision: "override" });
+  });
+
+  test("debug reads the stored pod the API server sends, not the cache", async () => {
+    const stored = { metadata: { labels: { "svc.io/compartment": "UK-S-BRAVO" } } };
+    const v = await review(req("ephemeralcontainers", "a", "alice", ALICE, { oldObject: stored }), deps());
+    expect(v.allowed).toBe(false);
+    expect(v.message).toContain("Cannot add a debug container to pod in another compartment (UK-S-BRAVO)");
+  });
+
+  test("unlabelled pods follow the configured rule", async () => {
+    expect((await review(req("exec", "none"), deps())).allowed).toBe(false);
+    expect(await review(req("exec", "none"), deps({ unlabeled: "allow" }))).toMatchObject({
+      allowed: true,
+      decision: "unlabeled",
+    });
+  });
+
+  test("what it cannot tell it refuses: a missing pod, a malformed label, requests it was not made for", async () => {
+    expect((await review(req("exec", "gone"), deps())).message).toContain("not found");
+    expect((await review(req("exec", "bad"), deps())).message).toContain(
+      "not <COUNTRY>-<SENSITIVITY>-<COMPARTMENT>",
+    );
+    for (const odd of [
+      req("log", "a"),
+      req("__proto__", "a"),
+      req("exec", "a", "alice", ALICE, { operation: "UPDATE" }),
+      req("exec", "a", "alice", ALICE, { resource: { group: "apps", resource: "pods" } }),
+      req("exec", "", "alice"),
+      req("exec", "a", "alice", ALICE, { namespace: "" }),
+    ]) {
+      const v = await review(odd as AdmissionRequest, deps());
+      expect(v.allowed).toBe(false);
+    }
+  });
+
+  test("a requester without groups is cleared for nothing", async () => {
+    const v = await review(req("exec", "a", "mallory", [], { userInfo: { username: "mallory" } }), deps());
+    expect(v.allowed).toBe(false);
+    expect(v.message).toContain("compartments none");
+  });
+});
