@@ -3,12 +3,20 @@ import { stringify } from "yaml";
 import { loadConfig } from "../../lib/config/file.ts";
 import { activeContext } from "../../lib/config/resolve.ts";
 import { SvcError } from "../../lib/errors.ts";
+import {
+  clearancesOf,
+  describeClearances,
+  missingClearances,
+  SENSITIVITY_ORDER,
+} from "../../lib/kube/clearance.ts";
 import { findKubectl, withContext } from "../../lib/kube/kubectl.ts";
 import { action, checkOutput } from "./cli.ts";
 
 /**
  * `svc identity` (4.5): the active compartment and who the cluster says you are (a SelfSubjectReview,
- * through kubectl), with the default groups and the svc: groups of 2.2.
+ * through kubectl), with the default groups and the svc: groups of 2.2; then the clearances the cluster
+ * sees in your groups (what its admission policy and webhook go by, docs/admission.md), with a warning
+ * when they do not cover the active compartment.
  */
 const args = {
   output: { type: "string", alias: "o", description: "Output format: json or yaml" },
@@ -39,6 +47,12 @@ export default defineCommand({
       `svc:compartment:${c.compartment}`,
     ].map((g) => g.toLowerCase());
     const groups = [...new Set([...config.defaultUserGroups, ...(info.groups ?? []), ...svcGroups])];
+    const cleared = clearancesOf(info.groups ?? []);
+    const missing = missingClearances(cleared, {
+      country: c.country.toLowerCase(),
+      sensitivity: c.sensitivity.toLowerCase(),
+      compartment: c.compartment.toLowerCase(),
+    });
     const identity = {
       compartment: c.label,
       country: c.country,
@@ -47,7 +61,17 @@ export default defineCommand({
       kubeContext: c.kubeContext,
       user: info.username ?? "",
       userGroups: groups,
+      clusterClearances: {
+        countries: cleared.countries,
+        sensitivities: SENSITIVITY_ORDER.slice(0, cleared.sensitivity + 1),
+        compartments: cleared.compartments,
+        coversActiveCompartment: missing.length === 0,
+      },
     };
+    if (missing.length > 0)
+      process.stderr.write(
+        `svc: warning: the cluster does not clear you for ${c.label} (missing: ${missing.join(", ")}; your groups give ${describeClearances(cleared)}): where its compartment policy is installed, it refuses your exec into that compartment's pods and writes of its objects\n`,
+      );
     if (a.output === "json") return void process.stdout.write(`${JSON.stringify(identity, null, 2)}\n`);
     if (a.output === "yaml") return void process.stdout.write(stringify(identity));
     const rows: [string, string][] = [
@@ -58,6 +82,7 @@ export default defineCommand({
       ["Kube Context", identity.kubeContext],
       ["User", identity.user],
       ["User Groups", groups.join(", ")],
+      ["Clearances", `${describeClearances(cleared)} (from the cluster's groups)`],
     ];
     for (const [k, v] of rows) process.stdout.write(`${`${k}:`.padEnd(14)}${v}\n`);
   }),

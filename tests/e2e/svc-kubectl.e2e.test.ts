@@ -106,6 +106,27 @@ describe("svc identity", () => {
       ]),
     );
   });
+
+  test("shows the clearances the cluster sees, and warns when they do not cover the active compartment", () => {
+    // bob's certificate clears him for UK-S-BRAVO; this context is US-TS-BRAVO.
+    svc(["context", "use", "uk-s-bravo"]);
+    const bob = svc(["identity"]);
+    expect(bob.code).toBe(0);
+    expect(bob.out).toContain("Clearances:   compartments bravo; countries uk; sensitivity up to s");
+    expect(bob.err).toContain(
+      "svc: warning: the cluster does not clear you for US-TS-BRAVO (missing: country us, sensitivity ts;",
+    );
+    expect(JSON.parse(svc(["identity", "-o", "json"]).out).clusterClearances).toEqual({
+      countries: ["uk"],
+      sensitivities: ["u", "c", "s"],
+      compartments: ["bravo"],
+      coversActiveCompartment: false,
+    });
+    svc(["context", "use", "us-ts-alpha"]);
+    const alice = svc(["identity"]);
+    expect(alice.err).toBe("");
+    expect(alice.out).toContain("Clearances:   compartments alpha; countries us; sensitivity up to ts");
+  });
 });
 
 describe("svc exec keeps to the current compartment", () => {
