@@ -46,7 +46,9 @@ export function openKubeClient(kubeconfig?: string): KubeClient {
     throw new SvcError("kube_api", `cannot load cluster credentials: ${(e as Error).message}`);
   }
   const cluster = kc.getCurrentCluster();
-  if (!cluster?.server)
+  // With nothing to load, client-node falls back to http://localhost:8080 unauthenticated: refuse instead.
+  const fallback = cluster?.name === "cluster" && kc.getCurrentUser()?.name === "user" && !kubeconfig;
+  if (!cluster?.server || fallback)
     throw new SvcError(
       "kube_api",
       "no usable cluster credentials: not running in a pod, and no kubeconfig with a current context (set KUBECONFIG)",

@@ -8,7 +8,7 @@ import { COMPARTMENT_LABEL } from "../../lib/kube/inject.ts";
 
 /**
  * The admission webhook's decision for a request into a pod (docs/admission.md): CONNECT on pods/exec,
- * pods/attach and pods/portforward, and UPDATE of pods/ephemeralcontainers (kubectl debug). The pod's
+ * pods/attach, pods/portforward and pods/proxy, and UPDATE of pods/ephemeralcontainers (kubectl debug). The pod's
  * compartment label is compared with the requester's clearances (lib/kube/clearance.ts); a requester who
  * is not cleared passes only with the override permission. Anything the webhook cannot tell — a request
  * it was not written for, a pod it cannot find, a label it cannot read — is refused with the reason.
@@ -55,6 +55,7 @@ const ACTIONS: Record<string, { operation: string; text: string }> = {
   exec: { operation: "CONNECT", text: "execute in" },
   attach: { operation: "CONNECT", text: "attach to" },
   portforward: { operation: "CONNECT", text: "forward ports to" },
+  proxy: { operation: "CONNECT", text: "proxy to" },
   ephemeralcontainers: { operation: "UPDATE", text: "add a debug container to" },
 };
 
@@ -71,7 +72,7 @@ export async function review(req: AdmissionRequest, deps: ReviewDeps): Promise<V
     !req.name
   ) {
     return refuse(
-      `svc admission: this webhook decides exec, attach, port-forward and debug into pods, not ${what}; check the rules of the ValidatingWebhookConfiguration`,
+      `svc admission: this webhook decides exec, attach, port-forward, proxy and debug into pods, not ${what}; check the rules of the ValidatingWebhookConfiguration`,
     );
   }
   const pod = `${req.namespace}/${req.name}`;

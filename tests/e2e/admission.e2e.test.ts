@@ -96,7 +96,7 @@ describe("into pods (the webhook)", () => {
     expect(err).toContain("you are cleared for compartments alpha");
   };
 
-  test("alice, cleared for ALPHA only, is refused exec, attach, port-forward and debug into a BRAVO pod", () => {
+  test("alice, cleared for ALPHA only, is refused exec, attach, port-forward, proxy and debug into a BRAVO pod", () => {
     const exec = kubectl("alice", ["exec", "adm-bravo-0", "--", "true"]);
     expect(exec.code).not.toBe(0);
     expect(exec.err).toContain("Cannot execute in pod in another compartment");
@@ -112,6 +112,11 @@ describe("into pods (the webhook)", () => {
     expect(forward.code).not.toBe(0);
     expect(forward.err).toContain("Cannot forward ports to pod in another compartment");
     bothNamed(forward.err);
+
+    const proxy = kubectl("alice", ["get", "--raw", `/api/v1/namespaces/${NS}/pods/adm-bravo-0/proxy/`]);
+    expect(proxy.code).not.toBe(0);
+    expect(proxy.err).toContain("Cannot proxy to pod in another compartment");
+    bothNamed(proxy.err);
 
     const debug = kubectl("alice", ["debug", "adm-bravo-0", "--image=busybox", "--profile=general", "-q"]);
     expect(debug.code).not.toBe(0);

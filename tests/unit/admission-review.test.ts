@@ -97,6 +97,7 @@ describe("the webhook's review", () => {
       ["exec", "Cannot execute in pod in another compartment (UK-S-BRAVO)"],
       ["attach", "Cannot attach to pod in another compartment (UK-S-BRAVO)"],
       ["portforward", "Cannot forward ports to pod in another compartment (UK-S-BRAVO)"],
+      ["proxy", "Cannot proxy to pod in another compartment (UK-S-BRAVO)"],
     ]) {
       const v = await review(req(sub as string, "b"), deps());
       expect(v.allowed).toBe(false);

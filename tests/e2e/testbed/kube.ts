@@ -88,7 +88,7 @@ function rbac(): string {
         },
         {
           apiGroups: [""],
-          resources: ["pods/exec", "pods/portforward", "pods/attach"],
+          resources: ["pods/exec", "pods/portforward", "pods/attach", "pods/proxy"],
           verbs: ["get", "create"],
         },
         { apiGroups: [""], resources: ["pods/ephemeralcontainers"], verbs: ["get", "patch", "update"] },
