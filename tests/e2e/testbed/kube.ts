@@ -300,7 +300,7 @@ export async function startKube(p: Peers, dir: string, logs: string): Promise<Ku
   await waitUntil("kube-apiserver", () => kubectl(["get", "--raw=/readyz"]).trim() === "ok", 90_000);
   kubectl(["apply", "-f", "-"], rbac());
 
-  // The deployment and replica set controllers, each with its own kube-system service account (as
+  // The deployment, replica set and namespace controllers, each with its own kube-system service account (as
   // kubeadm runs them), so that the admission policy sees the identities a real cluster's controllers have.
   const kcm = await pki.clientCert("system:kube-controller-manager", []);
   const kcmKubeconfig = join(dir, "controller-manager.kubeconfig");
@@ -309,7 +309,7 @@ export async function startKube(p: Peers, dir: string, logs: string): Promise<Ku
     p.kubeControllerManager,
     [
       `--kubeconfig=${kcmKubeconfig}`,
-      "--controllers=deployment,replicaset",
+      "--controllers=deployment,replicaset,namespace",
       "--use-service-account-credentials",
       "--leader-elect=false",
       "--secure-port=0",

@@ -1,0 +1,244 @@
+#!/usr/bin/env bun
+/**
+ * The admission webhook under load (make testbed-up; make build): dist/svc-proxy serving only the webhook,
+ * its pod cache filled from the test bed's kube-apiserver with --pods labelled pods, takes CONNECT
+ * pods/exec reviews at a fixed --rate over keep-alive HTTPS, as the API server sends them, from vegeta
+ * (a constant-rate load generator in Go: GOBIN=~/.cache/svc-tools/bin go install
+ * github.com/tsenart/vegeta/v12@v12.13.0). The mix: 9 in 10 allowed (the requester's compartment), 1 in
+ * 10 refused (another); the answers are checked once before the load.
+ * Alternated with a floor: a Bun.serve on the same TLS that answers every review "allowed" without
+ * reading it — what the transport alone costs on this machine.
+ * Reported per setup: reviews sent and answered, median and p99 latency (with the spread over rounds),
+ * and the server's CPU time per review (from /proc, user + system).
+ *   bun bench/admission.ts [--rate 1000] [--seconds 10] [--rounds 4] [--pods 300] [--out bench/results/admission.md]
+ */
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { homedir } from "node:os";
+import { dirname, join } from "node:path";
+import { parseArgs } from "node:util";
+import { stringify } from "yaml";
+import { readTestbed } from "../tests/e2e/testbed/index.ts";
+import { freePort } from "../tests/support/net.ts";
+import { BenchRun, ROOT } from "./support.ts";
+
+const { values } = parseArgs({
+  options: {
+    rate: { type: "string", default: "1000" },
+    seconds: { type: "string", default: "10" },
+    rounds: { type: "string", default: "4" },
+    pods: { type: "string", default: "300" },
+    out: { type: "string" },
+  },
+});
+const rate = Number(values.rate);
+const seconds = Number(values.seconds);
+const rounds = Number(values.rounds);
+const podCount = Number(values.pods);
+const tb = readTestbed();
+if (!tb) throw new Error("no test bed: run make testbed-up first");
+
+const bench = new BenchRun();
+const admin = (args: string[], input?: string) => {
+  const r = Bun.spawnSync(
+    ["kubectl", `--kubeconfig=${tb.kube.kubeconfig}`, "--context=testbed-admin", ...args],
+    {
+      stdin: input ? Buffer.from(input) : "ignore",
+      stdout: "pipe",
+      stderr: "pipe",
+    },
+  );
+  if (r.exitCode !== 0) throw new Error(`kubectl ${args.join(" ")}: ${r.stderr}`);
+  return r.stdout.toString();
+};
+
+const NS = "bench-admission";
+const caFile = join(tb.dir, "ca.pem");
+const ca = readFileSync(caFile, "utf8");
+const home = join(tb.dir, "admission");
+const tls = {
+  cert: readFileSync(join(home, "tls.crt"), "utf8"),
+  key: readFileSync(join(home, "tls.key"), "utf8"),
+};
+
+const ALPHA = ["svc:country:us", "svc:sensitivity:ts", "svc:compartment:alpha", "system:authenticated"];
+const review = (i: number) =>
+  JSON.stringify({
+    apiVersion: "admission.k8s.io/v1",
+    kind: "AdmissionReview",
+    request: {
+      uid: `bench-${i}`,
+      kind: { group: "", version: "v1", kind: "PodExecOptions" },
+      resource: { group: "", version: "v1", resource: "pods" },
+      subResource: "exec",
+      namespace: NS,
+      // Even pods are ALPHA, odd ones BRAVO: every tenth review goes to a BRAVO pod.
+      name: `pod-${i % 10 === 9 ? 2 * (i % (podCount / 2)) + 1 : 2 * (i % (podCount / 2))}`,
+      operation: "CONNECT",
+      userInfo: { username: "alice", groups: ALPHA },
+    },
+  });
+
+function cpuTicks(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]?.split(" ") ?? [];
+  return Number(fields[11]) + Number(fields[12]);
+}
+
+const VEGETA = join(process.env.XDG_CACHE_HOME || join(homedir(), ".cache"), "svc-tools", "bin", "vegeta");
+if (!existsSync(VEGETA))
+  throw new Error(
+    `vegeta not found at ${VEGETA}: GOBIN=${dirname(VEGETA)} go install github.com/tsenart/vegeta/v12@v12.13.0`,
+  );
+
+/** One round: vegeta sends `rate` reviews a second for `seconds` over keep-alive HTTPS; the server's CPU from /proc. */
+function load(url: string, pid: number) {
+  const targets = join(bench.dir, "targets.jsonl");
+  writeFileSync(
+    targets,
+    Array.from({ length: 10 }, (_, i) =>
+      JSON.stringify({
+        method: "POST",
+        url,
+        body: Buffer.from(review(i)).toString("base64"),
+        header: { "Content-Type": ["application/json"] },
+      }),
+    ).join("\n"),
+  );
+  const cpu0 = cpuTicks(pid);
+  const attack = Bun.spawnSync(
+    [
+      VEGETA,
+      "attack",
+      "-format=json",
+      `-targets=${targets}`,
+      `-rate=${rate}/s`,
+      `-duration=${seconds}s`,
+      `-root-certs=${caFile}`,
+      "-keepalive=true",
+    ],
+    { stdout: "pipe", stderr: "pipe" },
+  );
+  const cpuMs = ((cpuTicks(pid) - cpu0) * 1000) / 100;
+  if (attack.exitCode !== 0) throw new Error(`vegeta attack: ${attack.stderr}`);
+  const report = Bun.spawnSync([VEGETA, "report", "-type=json"], { stdin: attack.stdout, stdout: "pipe" });
+  const r = JSON.parse(report.stdout.toString()) as {
+    requests: number;
+    throughput: number;
+    success: number;
+    status_codes: Record<string, number>;
+    latencies: { "50th": number; "99th": number; max: number };
+  };
+  const answered = r.status_codes["200"] ?? 0;
+  return {
+    sent: r.requests,
+    answered,
+    rate: r.throughput,
+    p50: r.latencies["50th"] / 1e6,
+    p99: r.latencies["99th"] / 1e6,
+    max: r.latencies.max / 1e6,
+    cpuUsPerReview: (cpuMs * 1000) / Math.max(1, answered),
+  };
+}
+
+/** Before the load: the webhook answers the mix as it should (9 allowed, 1 refused in 10). */
+async function checkAnswers(url: string) {
+  const allowed = await Promise.all(
+    Array.from({ length: 10 }, async (_, i) => {
+      const r = await fetch(url, { method: "POST", body: review(i), tls: { ca } });
+      return ((await r.json()) as { response: { allowed: boolean } }).response.allowed;
+    }),
+  );
+  if (allowed.filter((a) => !a).length !== 1 || allowed[9] !== false)
+    throw new Error(`unexpected answers from ${url}: ${allowed.join(", ")}`);
+}
+
+try {
+  process.stderr.write(`creating ${podCount} pods in ${NS}\n`);
+  admin(["apply", "-f", "-"], stringify({ apiVersion: "v1", kind: "Namespace", metadata: { name: NS } }));
+  const pods = Array.from({ length: podCount }, (_, i) =>
+    stringify({
+      apiVersion: "v1",
+      kind: "Pod",
+      metadata: {
+        name: `pod-${i}`,
+        namespace: NS,
+        labels: { "svc.io/compartment": i % 2 ? "UK-S-BRAVO" : "US-TS-ALPHA" },
+      },
+      spec: { containers: [{ name: "main", image: "busybox" }] },
+    }),
+  );
+  admin(["apply", "-f", "-"], pods.join("---\n"));
+
+  const [webhookPort, floorPort] = [await freePort(), await freePort()];
+  const config = join(bench.dir, "admission.yaml");
+  writeFileSync(
+    config,
+    stringify({
+      metricsAddr: "0",
+      admission: {
+        address: `127.0.0.1:${webhookPort}`,
+        cert_file: join(home, "tls.crt"),
+        key_file: join(home, "tls.key"),
+        kubeconfig: join(home, "kubeconfig"),
+      },
+    }),
+  );
+  const log = join(bench.dir, "webhook.log");
+  const webhook = bench.start([join(ROOT, "dist/svc-proxy"), "-config", config], {}, log);
+  const floor = bench.start([
+    process.execPath,
+    "-e",
+    `Bun.serve({ hostname: "127.0.0.1", port: ${floorPort}, tls: ${JSON.stringify(tls)}, fetch: async (r) => { if (r.method === "GET") return new Response("ok"); const b = await r.json(); return Response.json({ apiVersion: "admission.k8s.io/v1", kind: "AdmissionReview", response: { uid: b.request.uid, allowed: true } }); } });`,
+  ]);
+  const ready = async (url: string, deadline = Date.now() + 30_000) => {
+    while (Date.now() < deadline) {
+      if (
+        await fetch(url, { tls: { ca } }).then(
+          (r) => r.ok,
+          () => false,
+        )
+      )
+        return;
+      await Bun.sleep(100);
+    }
+    throw new Error(`${url} not ready`);
+  };
+  await ready(`https://127.0.0.1:${webhookPort}/readyz`);
+  await ready(`https://127.0.0.1:${floorPort}/`);
+  const setups: [string, string, number][] = [
+    ["svc-proxy webhook", `https://127.0.0.1:${webhookPort}/validate`, webhook.pid],
+    ["floor (answers without reading)", `https://127.0.0.1:${floorPort}/validate`, floor.pid],
+  ];
+  await checkAnswers(setups[0]?.[1] as string);
+  for (const [, url, pid] of setups) load(url, pid); // warm-up round, discarded
+  const results: Record<string, ReturnType<typeof load>[]> = Object.fromEntries(setups.map(([n]) => [n, []]));
+  for (let r = 0; r < rounds; r++)
+    for (const [name, url, pid] of setups) {
+      const x = load(url, pid);
+      results[name]?.push(x);
+      process.stderr.write(
+        `round ${r + 1} ${name}: ${x.answered}/${x.sent} answered, ${x.rate.toFixed(0)}/s, p50 ${x.p50.toFixed(2)} ms, p99 ${x.p99.toFixed(2)} ms, max ${x.max.toFixed(1)} ms, CPU ${x.cpuUsPerReview.toFixed(0)} µs/review\n`,
+      );
+    }
+  const med = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor((xs.length - 1) / 2)] as number;
+  const span = (xs: number[], d = 2) => `${Math.min(...xs).toFixed(d)}–${Math.max(...xs).toFixed(d)}`;
+  const lines = [
+    "| setup | answered / sent | rate /s | p50 ms | p99 ms (range over rounds) | server CPU µs / review | CPU vs floor |",
+    "|---|---:|---:|---:|---:|---:|---:|",
+    ...Object.entries(results).map(([name, xs], _, all) => {
+      const floorCpu = med((all[1]?.[1] ?? xs).map((x) => x.cpuUsPerReview));
+      const answered = xs.reduce((s, x) => s + x.answered, 0);
+      const sent = xs.reduce((s, x) => s + x.sent, 0);
+      return `| ${name} | ${answered} / ${sent} | ${med(xs.map((x) => x.rate)).toFixed(0)} | ${med(xs.map((x) => x.p50)).toFixed(2)} | **${med(xs.map((x) => x.p99)).toFixed(2)}** (${span(xs.map((x) => x.p99))}) | ${med(xs.map((x) => x.cpuUsPerReview)).toFixed(0)} | ${(med(xs.map((x) => x.cpuUsPerReview)) / floorCpu).toFixed(2)} |`;
+    }),
+  ];
+  const table = `${lines.join("\n")}\n`;
+  process.stdout.write(table);
+  if (values.out)
+    writeFileSync(
+      values.out,
+      `# Admission webhook under load (bun bench/admission.ts --rate ${rate} --seconds ${seconds} --rounds ${rounds} --pods ${podCount})\n\nCONNECT pods/exec reviews from vegeta at ${rate}/s for ${seconds} s per round, ${rounds} rounds alternating with the floor after a warm-up round; medians over rounds. 9 in 10 reviews are allowed, 1 in 10 refused.\n\n${table}`,
+    );
+} finally {
+  await bench.stop();
+  admin(["delete", "pods", "--all", "-n", NS, "--wait=false"]);
+}
