@@ -44,7 +44,7 @@ const FLAGS: FlagSpec[] = [
 ];
 
 const SUMMARY =
-  "svc-proxy -config <path>   (or SVC_PROXY_CONFIG holding YAML or JSON text)\n  Carries HTTP, TCP and MQTT over SPIFFE mutual TLS. Configuration changes apply on restart.";
+  "svc-proxy -config <path>   (or SVC_PROXY_CONFIG holding YAML or JSON text)\n  Carries HTTP, TCP and MQTT over SPIFFE mutual TLS, and serves the cluster's compartment admission\n  webhook (the admission: block). Configuration changes apply on restart.";
 
 async function main(argv: string[]): Promise<void> {
   const flags = parseGoFlags(
@@ -76,7 +76,7 @@ async function main(argv: string[]): Promise<void> {
   if (flags.check) {
     const { stringify } = await import("yaml");
     process.stdout.write(
-      `# ${source.origin}: valid (${config.listeners.length} listener${config.listeners.length === 1 ? "" : "s"})\n`,
+      `# ${source.origin}: valid (${config.listeners.length} listener${config.listeners.length === 1 ? "" : "s"}${config.admission ? ", admission webhook" : ""})\n`,
     );
     process.stdout.write(stringify(config.effective));
     return;
