@@ -207,6 +207,8 @@ export function resolveKubeconfig(
     const groups = flags.get("as-group") ?? ((user.body["as-groups"] as string[] | undefined) || []);
     const asUid = flag("as-uid") || (user.body["as-uid"] as string | undefined);
     if (!asUser && (groups.length > 0 || asUid)) return unsupported("impersonation without --as");
+    // Bun's fetch joins repeated headers into one "a, b" line, which the API server reads as one group.
+    if (groups.length > 1) return unsupported("more than one impersonated group");
     const namespace = flag("namespace") || String(context.body.namespace ?? "") || "default";
     return {
       ok: {
