@@ -85,7 +85,10 @@ async function main(argv: string[]): Promise<void> {
   const proxy = await startProxy(config, log);
   let stopping = false;
   const stop = async (signal: string) => {
-    if (stopping) return;
+    if (stopping) {
+      log.warn("second signal: exiting now", { signal });
+      process.exit(1);
+    }
     stopping = true;
     log.info("shutting down", { signal, drain_seconds: DRAIN_MS / 1000 });
     await proxy.close(DRAIN_MS);

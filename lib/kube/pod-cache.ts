@@ -23,6 +23,7 @@ export interface PodCacheEvents {
 
 const PAGE = 500;
 const WATCH_SECONDS = 300;
+const SILENCE_MS = (WATCH_SECONDS + 60) * 1000;
 const BACKOFF_MS = [500, 1_000, 2_000, 5_000, 10_000, 30_000];
 
 export const entryOf = (pod: V1Pod): PodEntry => ({
@@ -122,13 +123,40 @@ export class PodCache {
       resourceVersion: this.resourceVersion,
       timeoutSeconds: String(WATCH_SECONDS),
     });
-    const res = await this.client.fetch(`/api/v1/pods?${query}`, { signal: this.stopped.signal });
-    if (res.status === 410) return true;
-    if (!res.ok) throw new Error(`watch pods: ${res.status} ${(await res.text()).slice(0, 200)}`);
-    if (!res.body) throw new Error("watch pods: the response has no body");
+    // The server ends the watch after WATCH_SECONDS; silence well beyond that means a dead connection.
+    const silence = new AbortController();
+    const stop = () => silence.abort(this.stopped.signal.reason);
+    this.stopped.signal.addEventListener("abort", stop);
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const quiet = () => {
+      clearTimeout(timer);
+      timer = setTimeout(
+        () => silence.abort(new Error(`watch pods: no data for ${SILENCE_MS / 1000}s`)),
+        SILENCE_MS,
+      );
+    };
+    try {
+      quiet();
+      const res = await this.client.fetch(`/api/v1/pods?${query}`, { signal: silence.signal });
+      if (res.status === 410) return true;
+      if (!res.ok) throw new Error(`watch pods: ${res.status} ${(await res.text()).slice(0, 200)}`);
+      if (!res.body) throw new Error("watch pods: the response has no body");
+      return await this.read(res.body, quiet);
+    } catch (e) {
+      throw silence.signal.aborted && !this.stopped.signal.aborted ? silence.signal.reason : e;
+    } finally {
+      clearTimeout(timer);
+      this.stopped.signal.removeEventListener("abort", stop);
+      silence.abort(new Error("watch ended")); // closes a response left unread (after a 410 event)
+    }
+  }
+
+  /** Applies the events of one watch response; true when the cache must list again. */
+  private async read(body: ReadableStream<Uint8Array>, onData: () => void): Promise<boolean> {
     const decoder = new TextDecoder();
     let buffered = "";
-    for await (const chunk of res.body) {
+    for await (const chunk of body) {
+      onData();
       buffered += decoder.decode(chunk, { stream: true });
       let nl = buffered.indexOf("\n");
       while (nl >= 0) {

@@ -17,7 +17,7 @@ import {
 } from "../support/dev-api.ts";
 import { freePort } from "../support/net.ts";
 import { BUN, spawnProc, stopAll } from "../support/proc.ts";
-import { logLines, startSvcProxy } from "../support/proxy.ts";
+import { logLines, startSvcProxy, waitForLog } from "../support/proxy.ts";
 
 /**
  * HTTP through real svc-proxy processes with SVIDs from the development Workload API: client, server
@@ -29,6 +29,9 @@ const apis: Record<string, DevApi> = {};
 let upstream: Server;
 let upstreamPort: number;
 let upstreamConnections = 0;
+/** Called when the upstream has read a /slow request (it then answers after ?delay= ms). */
+let onSlow: (() => void) | undefined;
+const slowArrives = () => new Promise<void>((resolve) => (onSlow = resolve));
 
 beforeAll(async () => {
   Object.assign(apis, await startProdApis(dir, ["web", "api", "db", "central"]));
@@ -40,6 +43,7 @@ beforeAll(async () => {
     });
     req.on("end", () => {
       const delay = Number(new URL(req.url ?? "/", "http://x").searchParams.get("delay") ?? 0);
+      if (req.url?.startsWith("/slow")) onSlow?.();
       setTimeout(() => {
         res.writeHead(200, { "content-type": "application/json", connection: "keep-alive" });
         res.end(JSON.stringify({ method: req.method, url: req.url, headers: req.headers, body }));
@@ -391,12 +395,27 @@ describe("server mode with an https:// target (rule 4.2.2)", () => {
 describe("shutdown and key log", () => {
   test("SIGTERM lets a request in flight finish, then exits 0", async () => {
     const { clientPort, server } = await pair();
+    const arrived = slowArrives();
     const inFlight = send(clientPort, "/slow?delay=1200");
-    await Bun.sleep(400);
+    await arrived;
     server.proc.kill("SIGTERM");
     expect((await inFlight).status).toBe(200);
     expect(await server.exited).toBe(0);
     expect(logLines(server).some((l) => l.msg === "shutting down" && l.signal === "SIGTERM")).toBe(true);
+  });
+
+  test("a second SIGTERM exits at once (status 1), not waiting for the request in flight", async () => {
+    const { clientPort, server } = await pair();
+    const arrived = slowArrives();
+    const inFlight = send(clientPort, "/slow?delay=30000").catch((e: Error) => e);
+    await arrived;
+    server.proc.kill("SIGTERM");
+    await waitForLog(server, "shutting down");
+    server.proc.kill("SIGTERM");
+    expect(await server.exited).toBe(1);
+    expect(logLines(server).some((l) => l.msg === "second signal: exiting now")).toBe(true);
+    const r = await inFlight;
+    expect(r instanceof Error ? 502 : r.status).not.toBe(200);
   });
 
   test("keylog: TLS secrets of both hops are appended in the NSS key log format", async () => {
