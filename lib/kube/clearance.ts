@@ -3,7 +3,8 @@
  * cluster authenticated them with — `svc:country:<c>`, `svc:sensitivity:<s>`, `svc:compartment:<c>`, lower
  * case. A compartment label `<COUNTRY>-<SENSITIVITY>-<COMPARTMENT>` is cleared when the requester holds its
  * country, its compartment, and its sensitivity or a higher one (U < C < S < TS). The same rule is written in
- * CEL in deploy/admission/policy.yaml; tests/unit/clearance.test.ts holds both to the same cases.
+ * CEL in deploy/admission/base/policy.yaml; tests/e2e/admission.e2e.test.ts runs one table of labels
+ * through both and through this function.
  */
 export const SENSITIVITY_ORDER = ["u", "c", "s", "ts"] as const;
 

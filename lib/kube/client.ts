@@ -30,8 +30,11 @@ export interface KubeClient {
   fetch(path: string, init?: { signal?: AbortSignal; method?: string; body?: string }): Promise<Response>;
 }
 
-/** Loads credentials the way client-go does: `kubeconfig` (or KUBECONFIG, ~/.kube/config), else in-cluster. */
-export function openKubeClient(kubeconfig?: string): KubeClient {
+/**
+ * Loads credentials the way client-go does: `kubeconfig` (or KUBECONFIG, ~/.kube/config), else in-cluster.
+ * `timeoutMs` bounds each typed call (watches are bounded by their caller).
+ */
+export function openKubeClient(kubeconfig?: string, timeoutMs = 10_000): KubeClient {
   const kc = new KubeConfig();
   let from: string;
   try {
@@ -47,7 +50,7 @@ export function openKubeClient(kubeconfig?: string): KubeClient {
   }
   const cluster = kc.getCurrentCluster();
   // With nothing to load, client-node falls back to http://localhost:8080 unauthenticated: refuse instead.
-  const fallback = cluster?.name === "cluster" && kc.getCurrentUser()?.name === "user" && !kubeconfig;
+  const fallback = !kubeconfig && cluster?.name === "cluster" && cluster.server === "http://localhost:8080";
   if (!cluster?.server || fallback)
     throw new SvcError(
       "kube_api",
@@ -88,7 +91,7 @@ export function openKubeClient(kubeconfig?: string): KubeClient {
         method: request.getHttpMethod().toString(),
         headers: request.getHeaders(),
         ...(typeof body === "string" ? { body } : {}),
-        signal: request.getSignal() ?? AbortSignal.timeout(10_000),
+        signal: request.getSignal() ?? AbortSignal.timeout(timeoutMs),
       });
       const headers: Record<string, string> = {};
       res.headers.forEach((value, name) => {

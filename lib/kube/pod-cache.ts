@@ -22,8 +22,10 @@ export interface PodCacheEvents {
 }
 
 const PAGE = 500;
-const WATCH_SECONDS = 300;
-const SILENCE_MS = (WATCH_SECONDS + 60) * 1000;
+// Short watches: a connection that died silently is noticed within SILENCE_MS, not minutes later.
+const WATCH_SECONDS = 60;
+const SILENCE_MS = (WATCH_SECONDS + 30) * 1000;
+const EXPIRED_AT_ONCE_MS = 10_000;
 const BACKOFF_MS = [500, 1_000, 2_000, 5_000, 10_000, 30_000];
 
 export const entryOf = (pod: V1Pod): PodEntry => ({
@@ -74,7 +76,11 @@ export class PodCache {
     while (!this.stopped.signal.aborted) {
       try {
         if (mustList) await this.list();
+        const watching = Date.now();
         mustList = await this.watch();
+        // A resource version that expires at once after a list is a failure, with a backoff, not a loop.
+        if (mustList && Date.now() - watching < EXPIRED_AT_ONCE_MS)
+          throw new Error("watch pods: resource version expired (410 Gone) right after a list");
         this.failures = 0;
       } catch (e) {
         if (this.stopped.signal.aborted) return;
@@ -83,11 +89,15 @@ export class PodCache {
         this.events.error((e as Error).message, retryMs);
         mustList = true;
         await new Promise<void>((resolve) => {
-          const t = setTimeout(resolve, retryMs);
-          this.stopped.signal.addEventListener("abort", () => {
+          const wake = () => {
             clearTimeout(t);
             resolve();
-          });
+          };
+          const t = setTimeout(() => {
+            this.stopped.signal.removeEventListener("abort", wake);
+            resolve();
+          }, retryMs);
+          this.stopped.signal.addEventListener("abort", wake, { once: true });
         });
       }
     }

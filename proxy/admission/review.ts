@@ -59,6 +59,9 @@ const ACTIONS: Record<string, { operation: string; text: string }> = {
   ephemeralcontainers: { operation: "UPDATE", text: "add a debug container to" },
 };
 
+/** The pod subresources the webhook decides. */
+export const DECIDED = new Set(Object.keys(ACTIONS));
+
 export async function review(req: AdmissionRequest, deps: ReviewDeps): Promise<Verdict> {
   const sub = req.subResource ?? "";
   const action = Object.hasOwn(ACTIONS, sub) ? ACTIONS[sub] : undefined;
@@ -75,12 +78,16 @@ export async function review(req: AdmissionRequest, deps: ReviewDeps): Promise<V
       `svc admission: this webhook decides exec, attach, port-forward, proxy and debug into pods, not ${what}; check the rules of the ValidatingWebhookConfiguration`,
     );
   }
-  const pod = `${req.namespace}/${req.name}`;
+  // The pod proxy's name is `name`, `name:port` or `scheme:name:port` (as the API server splits it).
+  const name = sub === "proxy" ? proxiedPod(req.name) : req.name;
+  if (!name)
+    return refuse(`svc admission: cannot read the pod in the proxy request ${JSON.stringify(req.name)}`);
+  const pod = `${req.namespace}/${name}`;
   // For an update of ephemeral containers the API server sends the stored pod as oldObject.
   const label =
     sub === "ephemeralcontainers" && req.oldObject
       ? (req.oldObject.metadata?.labels?.[COMPARTMENT_LABEL] ?? undefined)
-      : await deps.podCompartment(req.namespace, req.name);
+      : await deps.podCompartment(req.namespace, name);
   const user = req.userInfo ?? {};
   const override = async (because: string, decision: Decision, compartment?: string): Promise<Verdict> =>
     (await deps.canOverride(user, req.namespace as string))
@@ -120,3 +127,10 @@ export async function review(req: AdmissionRequest, deps: ReviewDeps): Promise<V
 }
 
 const refuse = (message: string): Verdict => ({ allowed: false, decision: "refused", message });
+
+function proxiedPod(segment: string): string | undefined {
+  const parts = segment.split(":");
+  if (parts.length === 1 || parts.length === 2) return parts[0] || undefined;
+  if (parts.length === 3 && (parts[0] === "http" || parts[0] === "https")) return parts[1] || undefined;
+  return undefined;
+}

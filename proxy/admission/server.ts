@@ -1,4 +1,5 @@
 import type { Server } from "bun";
+import { SvcError } from "../../lib/errors.ts";
 import type { HostPort } from "../config/validate.ts";
 import type { AdmissionRequest, Verdict } from "./review.ts";
 import type { TlsPair } from "./tls-files.ts";
@@ -25,6 +26,22 @@ export interface AdmissionServer {
   port: number;
   useCertificate(tls: TlsPair): void;
   stop(): Promise<void>;
+}
+
+/**
+ * SO_REUSEPORT would let this server share a port another process already serves: bind it once without
+ * that option first, so that a port in use is an error at start, as for every other listener.
+ */
+function refuseTakenPort(address: HostPort): void {
+  const host = address.host || "0.0.0.0";
+  try {
+    Bun.listen({ hostname: host, port: address.port, socket: { data() {} } }).stop(true);
+  } catch (e) {
+    throw new SvcError(
+      "usage",
+      `admission.address ${host}:${address.port}: cannot listen (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`,
+    );
+  }
 }
 
 export function startAdmissionServer(o: AdmissionServerOptions): AdmissionServer {
@@ -70,6 +87,7 @@ export function startAdmissionServer(o: AdmissionServerOptions): AdmissionServer
       fetch,
       error: () => plain(500, "svc-proxy admission: internal error"),
     });
+  if (o.address.port !== 0) refuseTakenPort(o.address);
   let server = serve(o.tls, o.address.port);
   const port = server.port as number;
   return {

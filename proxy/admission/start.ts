@@ -2,7 +2,7 @@ import { entryOf, PodCache } from "../../lib/kube/pod-cache.ts";
 import type { AdmissionConfig } from "../config/validate.ts";
 import type { Logger } from "../log.ts";
 import type { AdmissionMetrics } from "../metrics.ts";
-import { type AdmissionRequest, review, type UserInfo, type Verdict } from "./review.ts";
+import { type AdmissionRequest, DECIDED, review, type UserInfo, type Verdict } from "./review.ts";
 import { startAdmissionServer } from "./server.ts";
 import { readTlsPair, watchTlsPair } from "./tls-files.ts";
 
@@ -26,7 +26,8 @@ export async function startAdmission(
 ): Promise<RunningAdmission> {
   const tls = readTlsPair(config.certFile, config.keyFile);
   const { openKubeClient } = await import("../../lib/kube/client.ts");
-  const client = openKubeClient(config.kubeconfig);
+  // Typed calls give up before the API server's webhook timeout (5 s), so that the refusal says why.
+  const client = openKubeClient(config.kubeconfig, 3_000);
   const alog = log.with({ component: "admission" });
   const cache = new PodCache(client, {
     synced: (pods, ms) => alog.info("pod cache filled", { pods, list_ms: ms }),
@@ -85,7 +86,9 @@ export async function startAdmission(
         message: `svc admission: cannot decide (${(e as Error).message}); refused`,
       };
     }
-    metrics.review(request.subResource ?? "", verdict.decision, (performance.now() - started) / 1000);
+    const sub = request.subResource ?? "";
+    // Metric label values stay few: anything else a caller sends is counted as "other".
+    metrics.review(DECIDED.has(sub) ? sub : "other", verdict.decision, (performance.now() - started) / 1000);
     const fields = {
       decision: verdict.decision,
       user: request.userInfo?.username,
@@ -102,13 +105,19 @@ export async function startAdmission(
     return verdict;
   };
 
-  const server = startAdmissionServer({
-    address: config.address,
-    tls,
-    decide,
-    ready: () => cache.ready,
-    onBadRequest: (message) => alog.warn("bad admission request", { error: message }),
-  });
+  let server: ReturnType<typeof startAdmissionServer>;
+  try {
+    server = startAdmissionServer({
+      address: config.address,
+      tls,
+      decide,
+      ready: () => cache.ready,
+      onBadRequest: (message) => alog.warn("bad admission request", { error: message }),
+    });
+  } catch (e) {
+    cache.stop();
+    throw e;
+  }
   const certs = watchTlsPair(
     config.certFile,
     config.keyFile,

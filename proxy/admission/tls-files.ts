@@ -56,7 +56,13 @@ export function watchTlsPair(
   const watchers: FSWatcher[] = [];
   for (const dir of new Set([dirname(certFile), dirname(keyFile)])) {
     try {
-      watchers.push(watch(dir, soon));
+      const w = watch(dir, soon);
+      // A watcher that fails (its directory removed, say) is closed; the poll goes on.
+      w.on("error", (e) => {
+        onError(`stopped watching ${dir} (${e.message}); checking every ${pollMs / 1000}s`);
+        w.close();
+      });
+      watchers.push(w);
     } catch (e) {
       onError(`cannot watch ${dir} (${(e as Error).message}); checking every ${pollMs / 1000}s`);
     }

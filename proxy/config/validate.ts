@@ -181,6 +181,15 @@ export function validateConfig(raw: unknown): { config: ProxyConfig; warnings: s
   if (doc.spiffe === undefined && (listed > 0 || notaryEnabled))
     problem("spiffe", "required field is missing (listeners and the notary need a SPIFFE identity)");
   const admission = parts.admission ? admissionConfig(parts.admission, problem) : undefined;
+  // An admission block with other problems still has its address checked: every problem at once.
+  const rawAdmission = doc.admission as { address?: unknown } | undefined;
+  if (!parts.admission && typeof rawAdmission?.address === "string" && !parseHostPort(rawAdmission.address))
+    problem(
+      "admission.address",
+      `invalid address ${JSON.stringify(rawAdmission.address)} (allowed: host:port, or :port for all interfaces)`,
+    );
+  if (parts.keylog && listed === 0)
+    warnings.push("keylog: has no effect without listeners (the admission webhook's TLS is not logged)");
 
   const seen = new Map<string, number>();
   const listeners = parts.listeners.map(([i, l]) => {

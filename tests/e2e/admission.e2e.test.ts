@@ -3,6 +3,7 @@ import { readFileSync, renameSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { connect } from "node:tls";
 import { stringify } from "yaml";
+import { clearancesOf, missingClearances, parseCompartmentLabel } from "../../lib/kube/clearance.ts";
 import { useTestbed } from "./support.ts";
 import { kubectlAs } from "./testbed/index.ts";
 import type { KubeState } from "./testbed/kube.ts";
@@ -209,6 +210,8 @@ describe("into pods (the webhook)", () => {
     // rename, as a Secret volume update does.
     const reloads = () => readFileSync(log, "utf8").split("serving certificate reloaded").length - 1;
     const seen = reloads();
+    writeFileSync(join(dir, "own.crt"), readFileSync(join(dir, "tls.crt")));
+    writeFileSync(join(dir, "own.key"), readFileSync(join(dir, "tls.key")), { mode: 0o600 });
     writeFileSync(join(dir, "next.crt"), readFileSync(join(testbed().dir, "apiserver.pem")));
     writeFileSync(join(dir, "next.key"), readFileSync(join(testbed().dir, "apiserver.key")), { mode: 0o600 });
     renameSync(join(dir, "next.key"), join(dir, "tls.key"));
@@ -216,6 +219,10 @@ describe("into pods (the webhook)", () => {
     await waitUntil("the certificate reload in the webhook's log", () => reloads() > seen);
     await waitUntil("the new certificate served", async () => (await serial()) !== before);
     expect(kubectl("alice", ["exec", "adm-alpha-0", "--", "true"]).code).toBe(0);
+    // The webhook's own pair back, for the test files after this one.
+    renameSync(join(dir, "own.key"), join(dir, "tls.key"));
+    renameSync(join(dir, "own.crt"), join(dir, "tls.crt"));
+    await waitUntil("the webhook's own certificate served again", async () => (await serial()) === before);
   });
 });
 
@@ -285,6 +292,57 @@ describe("writes (the ValidatingAdmissionPolicy)", () => {
     expect(kubectl("alice", ["label", "configmap", "adm-alpha-cm", "team=web"]).code).toBe(0);
   });
 
+  test("marks cannot change through a status update either", () => {
+    const r = kubectl("alice", [
+      "patch",
+      "pod",
+      "adm-alpha-0",
+      "--subresource=status",
+      "--type=merge",
+      "-p",
+      JSON.stringify({ metadata: { labels: { "svc.io/compartment": BRAVO } } }),
+    ]);
+    expect(r.code).not.toBe(0);
+    expect(r.err).toContain(`cannot change (svc.io/compartment=${ALPHA} → svc.io/compartment=${BRAVO})`);
+  });
+
+  test("volume claim templates are read too: a stateful set's, and a pod's ephemeral volume's", () => {
+    const claim = {
+      metadata: { labels: { "svc.io/compartment": BRAVO } },
+      spec: { accessModes: ["ReadWriteOnce"], resources: { requests: { storage: "1Gi" } } },
+    };
+    const sts = stringify({
+      apiVersion: "apps/v1",
+      kind: "StatefulSet",
+      metadata: { name: "adm-sts", namespace: NS, labels: { "svc.io/compartment": ALPHA } },
+      spec: {
+        serviceName: "adm-sts",
+        selector: { matchLabels: { app: "adm-sts" } },
+        template: {
+          metadata: { labels: { app: "adm-sts", "svc.io/compartment": ALPHA } },
+          spec: { containers: [{ name: "main", image: "busybox" }] },
+        },
+        volumeClaimTemplates: [{ ...claim, metadata: { ...claim.metadata, name: "data" } }],
+      },
+    });
+    const s = kubectl("alice", ["create", "--dry-run=server", "-f", "-"], sts);
+    expect(s.code).not.toBe(0);
+    expect(s.err).toContain(`marked for another compartment (svc.io/compartment=${BRAVO})`);
+
+    const eph = stringify({
+      apiVersion: "v1",
+      kind: "Pod",
+      metadata: { name: "adm-eph", namespace: NS, labels: { "svc.io/compartment": ALPHA } },
+      spec: {
+        containers: [{ name: "main", image: "busybox" }],
+        volumes: [{ name: "scratch", ephemeral: { volumeClaimTemplate: claim } }],
+      },
+    });
+    const e = kubectl("alice", ["create", "--dry-run=server", "-f", "-"], eph);
+    expect(e.code).not.toBe(0);
+    expect(e.err).toContain(`marked for another compartment (svc.io/compartment=${BRAVO})`);
+  });
+
   test("a malformed compartment label is refused with the shape it must have", () => {
     const r = kubectl("alice", ["create", "-f", "-"], configMap("adm-bad-cm", "ALPHA"));
     expect(r.code).not.toBe(0);
@@ -348,6 +406,72 @@ describe("writes (the ValidatingAdmissionPolicy)", () => {
           .split(/\s+/)
           .filter((l) => l === ALPHA).length === 2
       );
+    });
+  });
+});
+
+describe("the policy, the webhook and svc's clearance rule agree", () => {
+  // One table of labels, decided three ways for alice (US, TS, alpha): by lib/kube/clearance.ts, by the
+  // ValidatingAdmissionPolicy (a server-side dry run of a configmap) and by the webhook (exec into a pod).
+  const LABELS = [
+    "US-TS-ALPHA",
+    "US-S-ALPHA",
+    "US-C-ALPHA",
+    "US-U-ALPHA",
+    "us-ts-alpha",
+    "UK-TS-ALPHA",
+    "USA-TS-ALPHA",
+    "US-TS-BRAVO",
+    "US-TS-ALPHA2",
+    "UK-S-BRAVO",
+    "ALPHA",
+    "US-X-ALPHA",
+    "US_TS_ALPHA",
+  ];
+  const groups = ["svc:developers", "svc:country:us", "svc:sensitivity:ts", "svc:compartment:alpha"];
+  const expected = (label: string) => {
+    const target = parseCompartmentLabel(label);
+    return target !== undefined && missingClearances(clearancesOf(groups), target).length === 0;
+  };
+
+  beforeAll(async () => {
+    const admin = kubectlAs(testbed(), "admin");
+    admin(["apply", "-f", "-"], LABELS.map((l, i) => pod(`adm-par-${i}`, l)).join("---\n"));
+    await waitUntil("the table's pods running", () =>
+      admin([
+        "-n",
+        NS,
+        "get",
+        "pods",
+        "-o",
+        "jsonpath={.items[*].status.phase}",
+        ...LABELS.map((_, i) => `adm-par-${i}`),
+      ])
+        .trim()
+        .split(/\s+/)
+        .every((p) => p === "Running"),
+    );
+  });
+  afterAll(() => {
+    kubectlAs(
+      testbed(),
+      "admin",
+    )(["-n", NS, "delete", "pod", "--wait=false", ...LABELS.map((_, i) => `adm-par-${i}`)]);
+  });
+
+  test.each(LABELS.map((l, i) => [l, i] as const))("%s", (label, i) => {
+    expect(testbed().kube.users.alice.groups).toEqual(groups);
+    const want = expected(label);
+    const write = kubectl(
+      "alice",
+      ["create", "--dry-run=server", "-f", "-"],
+      configMap(`adm-par-${i}`, label),
+    );
+    const exec = kubectl("alice", ["exec", `adm-par-${i}`, "--", "true"]);
+    expect({ label, policy: write.code === 0, webhook: exec.code === 0 }).toEqual({
+      label,
+      policy: want,
+      webhook: want,
     });
   });
 });

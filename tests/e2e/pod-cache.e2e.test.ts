@@ -49,10 +49,10 @@ test("the first list holds the pods that exist; the watch brings additions, rela
   admin(["-n", "alpha", "label", "--overwrite", "pod", "pc-0", "svc.io/compartment=UK-S-BRAVO"]);
   await waitUntil("the relabel in the cache", () => cache.get("alpha", "pc-0")?.compartment === "UK-S-BRAVO");
   admin(["-n", "alpha", "label", "pod", "pc-0", "svc.io/compartment-"]);
-  await waitUntil(
-    "the removed label in the cache",
-    () => cache.get("alpha", "pc-0")?.compartment === undefined,
-  );
+  await waitUntil("the removed label in the cache", () => {
+    const entry = cache.get("alpha", "pc-0");
+    return entry !== undefined && entry.compartment === undefined;
+  });
   admin(["-n", "alpha", "delete", "pod", "pc-0", "--grace-period=0", "--force"]);
   await waitUntil("the deletion in the cache", () => cache.get("alpha", "pc-0") === undefined);
   expect(errors).toEqual([]);

@@ -31,7 +31,10 @@ let upstreamPort: number;
 let upstreamConnections = 0;
 /** Called when the upstream has read a /slow request (it then answers after ?delay= ms). */
 let onSlow: (() => void) | undefined;
-const slowArrives = () => new Promise<void>((resolve) => (onSlow = resolve));
+const slowArrives = () =>
+  new Promise<void>((resolve) => {
+    onSlow = resolve;
+  });
 
 beforeAll(async () => {
   Object.assign(apis, await startProdApis(dir, ["web", "api", "db", "central"]));

@@ -106,6 +106,16 @@ describe("the webhook's review", () => {
     }
   });
 
+  test("the pod proxy's name:port and scheme:name:port forms name the pod", async () => {
+    for (const name of ["b:8080", "http:b:80", "https:b:443"]) {
+      const v = await review(req("proxy", name), deps());
+      expect(v.message).toContain("Cannot proxy to pod in another compartment (UK-S-BRAVO)");
+    }
+    expect((await review(req("proxy", "a:8080"), deps())).allowed).toBe(true);
+    for (const odd of [":8080", "ftp:a:80", "http::80", "a:b:c:d"])
+      expect((await review(req("proxy", odd), deps())).allowed).toBe(false);
+  });
+
   test("the override passes and is told apart", async () => {
     const v = await review(req("exec", "b", "olivia"), deps({ overrides: ["olivia"] }));
     expect(v).toMatchObject({ allowed: true, decision: "override" });

@@ -77,6 +77,25 @@ describe("proxy configuration: defaults (specification 2.5 and 8)", () => {
     });
   });
 
+  test("an admission block alone is a whole configuration: no spiffe section, no listeners", () => {
+    const { config, warnings } = validateConfig({
+      admission: { cert_file: "/dev/null", key_file: "/dev/null" },
+      keylog: "/tmp/keys.log",
+    });
+    expect(config.workloadApi).toBe("");
+    expect(config.listeners).toEqual([]);
+    expect(config.admission).toEqual({
+      address: { host: "", port: 8443 },
+      certFile: "/dev/null",
+      keyFile: "/dev/null",
+      unlabeledPods: "deny",
+      kubeconfig: undefined,
+    });
+    expect(warnings).toEqual([
+      "keylog: has no effect without listeners (the admission webhook's TLS is not logged)",
+    ]);
+  });
+
   test("zero reconnect-backoff durations select their defaults in the effective configuration", () => {
     const { config } = validateConfig(
       base({
@@ -110,6 +129,7 @@ describe("proxy configuration: every error at once, with path, value and what is
         "admission.cert_file: required field is missing",
         "admission.key_file: required field is missing",
         'admission.unlabeled_pods: invalid value "maybe" (allowed: deny, allow)',
+        'admission.address: invalid address "8443" (allowed: host:port, or :port for all interfaces)',
       ],
     ],
     [

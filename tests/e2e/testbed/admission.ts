@@ -17,7 +17,6 @@ export interface AdmissionState {
   url: string;
   /** svc-proxy's log (JSON lines). */
   log: string;
-  caFile: string;
 }
 
 const REPO = new URL("../../..", import.meta.url).pathname.replace(/\/$/, "");
@@ -80,11 +79,10 @@ export async function startAdmission(
   );
   const log = join(logs, "svc-admission.log");
   const pid = startDaemon(process.execPath, [join(REPO, "cmd", "svc-proxy.ts"), "-config", config], log);
-  const caFile = join(dir, "ca.pem");
   await waitUntil(
     "svc-proxy admission webhook",
     async () => (await fetch(`${url}/readyz`, { tls: { ca: pki.caPem } })).ok,
     30_000,
   );
-  return { pid, url, log, caFile };
+  return { pid, url, log };
 }

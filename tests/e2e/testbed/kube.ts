@@ -91,10 +91,14 @@ function rbac(): string {
           resources: ["pods/exec", "pods/portforward", "pods/attach", "pods/proxy"],
           verbs: ["get", "create"],
         },
-        { apiGroups: [""], resources: ["pods/ephemeralcontainers"], verbs: ["get", "patch", "update"] },
+        {
+          apiGroups: [""],
+          resources: ["pods/ephemeralcontainers", "pods/status"],
+          verbs: ["get", "patch", "update"],
+        },
         {
           apiGroups: ["apps"],
-          resources: ["deployments", "replicasets"],
+          resources: ["deployments", "replicasets", "statefulsets"],
           verbs: ["get", "list", "watch", "create", "update", "patch", "delete"],
         },
         {
