@@ -49,13 +49,36 @@ export function clearancesOf(groups: readonly string[]): Clearances {
   return c;
 }
 
-/** Why `c` is not cleared for `target` (each missing part named); empty when it is. */
-export function missingClearances(c: Clearances, target: Compartment): string[] {
+/**
+ * The annotations of 2.2, each naming two of the three parts: `mls.svc.dev/level` `<country>:<sensitivity>`
+ * and `mls.svc.dev/compartment` `<country>:<compartment>`; undefined when the value has another shape.
+ */
+export function parseLevelNote(value: string): Partial<Compartment> | undefined {
+  const m = /^([A-Za-z]{2,3}):(TS|S|C|U|ts|s|c|u)$/.exec(value);
+  return m
+    ? { country: (m[1] as string).toLowerCase(), sensitivity: (m[2] as string).toLowerCase() }
+    : undefined;
+}
+
+export function parseCompartmentNote(value: string): Partial<Compartment> | undefined {
+  const m = /^([A-Za-z]{2,3}):([A-Za-z0-9](?:[A-Za-z0-9_.-]*[A-Za-z0-9])?)$/.exec(value);
+  return m
+    ? { country: (m[1] as string).toLowerCase(), compartment: (m[2] as string).toLowerCase() }
+    : undefined;
+}
+
+/** Why `c` is not cleared for `target` (each missing part named; parts `target` lacks are not asked for). */
+export function missingClearances(c: Clearances, target: Partial<Compartment>): string[] {
   const missing: string[] = [];
-  if (!c.countries.includes(target.country)) missing.push(`country ${target.country}`);
-  if (c.sensitivity < (SENSITIVITY_ORDER as readonly string[]).indexOf(target.sensitivity))
+  if (target.country !== undefined && !c.countries.includes(target.country))
+    missing.push(`country ${target.country}`);
+  if (
+    target.sensitivity !== undefined &&
+    c.sensitivity < (SENSITIVITY_ORDER as readonly string[]).indexOf(target.sensitivity)
+  )
     missing.push(`sensitivity ${target.sensitivity}`);
-  if (!c.compartments.includes(target.compartment)) missing.push(`compartment ${target.compartment}`);
+  if (target.compartment !== undefined && !c.compartments.includes(target.compartment))
+    missing.push(`compartment ${target.compartment}`);
   return missing;
 }
 

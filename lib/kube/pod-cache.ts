@@ -1,20 +1,36 @@
 import type { V1Pod } from "@kubernetes/client-node";
 import type { KubeClient } from "./client.ts";
-import { COMPARTMENT_LABEL } from "./inject.ts";
+import { COMPARTMENT_ANNOTATION, COMPARTMENT_LABEL, LEVEL_ANNOTATION } from "./inject.ts";
 
 /**
- * Every pod's compartment label, kept current by a list and a watch (as a client-go informer does), so
- * that an admission review never waits on the API server. Only the UID and the label are kept (a few
+ * Every pod's compartment marks, kept current by a list and a watch (as a client-go informer does), so
+ * that an admission review never waits on the API server. Only the UID and the marks are kept (a few
  * dozen bytes a pod). The watch resumes from the last resource version it saw (bookmarks keep that
  * fresh); when the server says the version is too old (410 Gone), or the list or watch fails, the cache
  * lists again after a backoff, keeping its entries meanwhile: a pod it has not seen yet is looked up
  * directly by the caller.
  */
-export interface PodEntry {
+export interface PodEntry extends PodMarks {
   uid: string;
-  /** The `svc.io/compartment` label; undefined when the pod has none. */
-  compartment: string | undefined;
 }
+
+/** A pod's compartment marks (2.2): its label and the two annotations, each undefined when absent. */
+export interface PodMarks {
+  /** The `svc.io/compartment` label. */
+  compartment: string | undefined;
+  /** `mls.svc.dev/level`. */
+  level: string | undefined;
+  /** `mls.svc.dev/compartment`. */
+  compartmentNote: string | undefined;
+}
+
+export const marksOfPod = (
+  meta: { labels?: Record<string, string>; annotations?: Record<string, string> } | undefined,
+): PodMarks => ({
+  compartment: meta?.labels?.[COMPARTMENT_LABEL],
+  level: meta?.annotations?.[LEVEL_ANNOTATION],
+  compartmentNote: meta?.annotations?.[COMPARTMENT_ANNOTATION],
+});
 
 export interface PodCacheEvents {
   synced(pods: number, ms: number): void;
@@ -30,7 +46,7 @@ const BACKOFF_MS = [500, 1_000, 2_000, 5_000, 10_000, 30_000];
 
 export const entryOf = (pod: V1Pod): PodEntry => ({
   uid: pod.metadata?.uid ?? "",
-  compartment: pod.metadata?.labels?.[COMPARTMENT_LABEL],
+  ...marksOfPod(pod.metadata),
 });
 
 export class PodCache {
@@ -205,6 +221,7 @@ interface WatchEvent {
       resourceVersion?: string;
       uid?: string;
       labels?: Record<string, string>;
+      annotations?: Record<string, string>;
     };
   };
 }

@@ -1,16 +1,21 @@
 import {
+  type Compartment,
   clearancesOf,
   describeClearances,
   missingClearances,
   parseCompartmentLabel,
+  parseCompartmentNote,
+  parseLevelNote,
 } from "../../lib/kube/clearance.ts";
-import { COMPARTMENT_LABEL } from "../../lib/kube/inject.ts";
+import { COMPARTMENT_ANNOTATION, COMPARTMENT_LABEL, LEVEL_ANNOTATION } from "../../lib/kube/inject.ts";
+import { marksOfPod, type PodMarks } from "../../lib/kube/pod-cache.ts";
 
 /**
  * The admission webhook's decision for a request into a pod (docs/admission.md): CONNECT on pods/exec,
- * pods/attach, pods/portforward and pods/proxy, and UPDATE of pods/ephemeralcontainers (kubectl debug). The pod's
- * compartment label is compared with the requester's clearances (lib/kube/clearance.ts); a requester who
- * is not cleared passes only with the override permission. Anything the webhook cannot tell — a request
+ * pods/attach, pods/portforward and pods/proxy, and UPDATE of pods/ephemeralcontainers (kubectl debug).
+ * The pod's compartment marks (its label, and the mls.svc.dev annotations for the parts they name) are
+ * compared with the requester's clearances (lib/kube/clearance.ts); a requester who is not cleared passes
+ * only with the override permission. Anything the webhook cannot tell — a request
  * it was not written for, a pod it cannot find, a label it cannot read — is refused with the reason.
  */
 export interface UserInfo {
@@ -28,7 +33,7 @@ export interface AdmissionRequest {
   name?: string;
   operation?: string;
   userInfo?: UserInfo;
-  oldObject?: { metadata?: { labels?: Record<string, string> } } | null;
+  oldObject?: { metadata?: { labels?: Record<string, string>; annotations?: Record<string, string> } } | null;
 }
 
 export type Decision = "allowed" | "refused" | "override" | "unlabeled";
@@ -44,8 +49,8 @@ export interface Verdict {
 export type UnlabeledRule = "allow" | "deny";
 
 export interface ReviewDeps {
-  /** The pod's compartment label: undefined when it has none, null when there is no such pod. */
-  podCompartment(namespace: string, name: string): Promise<string | undefined | null>;
+  /** The pod's compartment marks; null when there is no such pod. */
+  podMarks(namespace: string, name: string): Promise<PodMarks | null>;
   /** Whether the requester holds `force` on compartmentoverrides.svc.dev in the namespace. */
   canOverride(user: UserInfo, namespace: string): Promise<boolean>;
   unlabeled: UnlabeledRule;
@@ -62,35 +67,46 @@ const ACTIONS: Record<string, { operation: string; text: string }> = {
 /** The pod subresources the webhook decides. */
 export const DECIDED = new Set(Object.keys(ACTIONS));
 
+const str = (v: unknown) => (typeof v === "string" ? v : undefined);
+/** A value for a message or log line: JSON, cut to 100 characters (a caller may send megabytes). */
+const shown = (v: unknown) => {
+  const text = JSON.stringify(v) ?? String(v);
+  return text.length > 100 ? `${text.slice(0, 100)}…` : text;
+};
+
 export async function review(req: AdmissionRequest, deps: ReviewDeps): Promise<Verdict> {
-  const sub = req.subResource ?? "";
+  // Every field is checked for its type: the review is JSON from whoever reached the webhook.
+  const sub = str(req.subResource) ?? "";
+  const namespace = str(req.namespace);
   const action = Object.hasOwn(ACTIONS, sub) ? ACTIONS[sub] : undefined;
-  const what = `${req.resource?.resource ?? "?"}/${sub || "-"} ${req.operation ?? "?"}`;
   if (
     !action ||
     req.resource?.group !== "" ||
     req.resource?.resource !== "pods" ||
     req.operation !== action.operation ||
-    !req.namespace ||
-    !req.name
+    !namespace ||
+    !str(req.name)
   ) {
+    const what = `${shown(req.resource?.resource)}/${shown(req.subResource)} ${shown(req.operation)}`;
     return refuse(
       `svc admission: this webhook decides exec, attach, port-forward, proxy and debug into pods, not ${what}; check the rules of the ValidatingWebhookConfiguration`,
     );
   }
   // The pod proxy's name is `name`, `name:port` or `scheme:name:port` (as the API server splits it).
-  const name = sub === "proxy" ? proxiedPod(req.name) : req.name;
-  if (!name)
-    return refuse(`svc admission: cannot read the pod in the proxy request ${JSON.stringify(req.name)}`);
-  const pod = `${req.namespace}/${name}`;
+  const name = sub === "proxy" ? proxiedPod(req.name as string) : (req.name as string);
+  if (!name) return refuse(`svc admission: cannot read the pod in the proxy request ${shown(req.name)}`);
+  const pod = `${namespace}/${name}`;
   // For an update of ephemeral containers the API server sends the stored pod as oldObject.
-  const label =
+  const marks =
     sub === "ephemeralcontainers" && req.oldObject
-      ? (req.oldObject.metadata?.labels?.[COMPARTMENT_LABEL] ?? undefined)
-      : await deps.podCompartment(req.namespace, name);
+      ? marksOfPod(req.oldObject.metadata)
+      : await deps.podMarks(namespace, name);
   const user = req.userInfo ?? {};
+  const groups = Array.isArray(user.groups)
+    ? user.groups.filter((g): g is string => typeof g === "string")
+    : [];
   const override = async (because: string, decision: Decision, compartment?: string): Promise<Verdict> =>
-    (await deps.canOverride(user, req.namespace as string))
+    (await deps.canOverride(user, namespace))
       ? {
           allowed: true,
           decision: "override",
@@ -99,8 +115,14 @@ export async function review(req: AdmissionRequest, deps: ReviewDeps): Promise<V
         }
       : { allowed: false, decision, message: because, ...(compartment ? { compartment } : {}) };
 
-  if (label === null) return override(`svc admission: pod ${pod} not found`, "refused");
-  if (label === undefined) {
+  if (marks === null) return override(`svc admission: pod ${pod} not found`, "refused");
+  const named: [string, string | undefined, (v: string) => Partial<Compartment> | undefined, string][] = [
+    [COMPARTMENT_LABEL, marks.compartment, parseCompartmentLabel, "<COUNTRY>-<SENSITIVITY>-<COMPARTMENT>"],
+    [LEVEL_ANNOTATION, marks.level, parseLevelNote, "<country>:<sensitivity>"],
+    [COMPARTMENT_ANNOTATION, marks.compartmentNote, parseCompartmentNote, "<country>:<compartment>"],
+  ];
+  const present = named.filter(([, value]) => value !== undefined);
+  if (present.length === 0) {
     if (deps.unlabeled === "allow")
       return { allowed: true, decision: "unlabeled", message: `pod ${pod} has no compartment label` };
     return override(
@@ -108,21 +130,25 @@ export async function review(req: AdmissionRequest, deps: ReviewDeps): Promise<V
       "unlabeled",
     );
   }
-  const target = parseCompartmentLabel(label);
-  const clearances = clearancesOf(user.groups ?? []);
-  if (!target)
-    return override(
-      `svc admission: pod ${pod} has label ${COMPARTMENT_LABEL}=${JSON.stringify(label)}, which is not <COUNTRY>-<SENSITIVITY>-<COMPARTMENT> (sensitivity TS, S, C or U)`,
-      "refused",
-      label,
-    );
-  const missing = missingClearances(clearances, target);
-  if (missing.length === 0)
-    return { allowed: true, decision: "allowed", message: `cleared for ${label}`, compartment: label };
+  const compartment = marks.compartment ?? marks.compartmentNote ?? marks.level ?? "";
+  const clearances = clearancesOf(groups);
+  const missing = new Set<string>();
+  for (const [key, value, parse, shape] of present) {
+    const target = parse(value as string);
+    if (!target)
+      return override(
+        `svc admission: pod ${pod} has ${key}=${shown(value)}, which is not ${shape} (sensitivity TS, S, C or U)`,
+        "refused",
+        compartment,
+      );
+    for (const m of missingClearances(clearances, target)) missing.add(m);
+  }
+  if (missing.size === 0)
+    return { allowed: true, decision: "allowed", message: `cleared for ${compartment}`, compartment };
   return override(
-    `Cannot ${action.text} pod in another compartment (${label}); you are cleared for ${describeClearances(clearances)} (missing: ${missing.join(", ")})`,
+    `Cannot ${action.text} pod in another compartment (${compartment}); you are cleared for ${describeClearances(clearances)} (missing: ${[...missing].join(", ")})`,
     "refused",
-    label,
+    compartment,
   );
 }
 

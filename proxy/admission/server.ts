@@ -85,7 +85,10 @@ export function startAdmissionServer(o: AdmissionServerOptions): AdmissionServer
       maxRequestBodySize: MAX_BODY,
       tls,
       fetch,
-      error: () => plain(500, "svc-proxy admission: internal error"),
+      error: (e) => {
+        o.onBadRequest(`internal error: ${e.message.slice(0, 200)}`);
+        return plain(500, "svc-proxy admission: internal error");
+      },
     });
   if (o.address.port !== 0) refuseTakenPort(o.address);
   let server = serve(o.tls, o.address.port);

@@ -1,4 +1,4 @@
-import { entryOf, PodCache } from "../../lib/kube/pod-cache.ts";
+import { marksOfPod, PodCache, type PodMarks } from "../../lib/kube/pod-cache.ts";
 import type { AdmissionConfig } from "../config/validate.ts";
 import type { Logger } from "../log.ts";
 import type { AdmissionMetrics } from "../metrics.ts";
@@ -13,6 +13,12 @@ import { readTlsPair, watchTlsPair } from "./tls-files.ts";
  */
 const OVERRIDE_TTL_MS = 10_000;
 const OVERRIDE_CACHE_MAX = 10_000;
+
+/** A log field from the caller's review, cut to 200 characters (a caller may send megabytes). */
+const cut = (v: unknown) => {
+  const text = typeof v === "string" ? v : (JSON.stringify(v) ?? String(v));
+  return text.length > 200 ? `${text.slice(0, 200)}…` : text;
+};
 
 export interface RunningAdmission {
   port: number;
@@ -35,21 +41,24 @@ export async function startAdmission(
   });
   cache.start();
 
-  const podCompartment = async (namespace: string, name: string) => {
+  const podMarks = async (namespace: string, name: string): Promise<PodMarks | null> => {
     const cached = cache.get(namespace, name);
-    if (cached) return cached.compartment;
+    if (cached) return cached;
     metrics.cacheMiss();
     // Not seen yet (just created, or the cache is still filling): read it once.
     const pod = await client.core.readNamespacedPod({ namespace, name }).catch((e: { code?: number }) => {
       if (e.code === 404) return null;
       throw e;
     });
-    return pod === null ? null : entryOf(pod).compartment;
+    return pod === null ? null : marksOfPod(pod.metadata);
   };
 
   const overrides = new Map<string, { allowed: boolean; until: number }>();
   const canOverride = async (user: UserInfo, namespace: string) => {
-    const key = JSON.stringify([user.username, user.uid, user.groups, user.extra, namespace]);
+    // Hashed: the user info comes from the caller and may be large.
+    const key = new Bun.CryptoHasher("sha256")
+      .update(JSON.stringify([user.username, user.uid, user.groups, user.extra, namespace]))
+      .digest("hex");
     const hit = overrides.get(key);
     if (hit && hit.until > Date.now()) return hit.allowed;
     const r = await client.authorization.createSubjectAccessReview({
@@ -78,7 +87,7 @@ export async function startAdmission(
     const started = performance.now();
     let verdict: Verdict;
     try {
-      verdict = await review(request, { podCompartment, canOverride, unlabeled: config.unlabeledPods });
+      verdict = await review(request, { podMarks, canOverride, unlabeled: config.unlabeledPods });
     } catch (e) {
       verdict = {
         allowed: false,
@@ -89,14 +98,15 @@ export async function startAdmission(
     const sub = request.subResource ?? "";
     // Metric label values stay few: anything else a caller sends is counted as "other".
     metrics.review(DECIDED.has(sub) ? sub : "other", verdict.decision, (performance.now() - started) / 1000);
+    const groups = request.userInfo?.groups;
     const fields = {
       decision: verdict.decision,
-      user: request.userInfo?.username,
-      groups: request.userInfo?.groups,
-      operation: `${request.operation} pods/${request.subResource}`,
-      pod: `${request.namespace}/${request.name}`,
+      user: cut(request.userInfo?.username),
+      groups: Array.isArray(groups) ? groups.slice(0, 50).map(cut) : cut(groups),
+      operation: cut(`${request.operation} pods/${sub}`),
+      pod: cut(`${request.namespace}/${request.name}`),
       compartment: verdict.compartment,
-      uid: request.uid,
+      uid: cut(request.uid),
       message: verdict.message,
     };
     if (verdict.decision === "override") alog.warn("compartment override", fields);

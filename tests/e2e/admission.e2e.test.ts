@@ -293,17 +293,24 @@ describe("writes (the ValidatingAdmissionPolicy)", () => {
   });
 
   test("marks cannot change through a status update either", () => {
-    const r = kubectl("alice", [
-      "patch",
-      "pod",
-      "adm-alpha-0",
-      "--subresource=status",
-      "--type=merge",
-      "-p",
-      JSON.stringify({ metadata: { labels: { "svc.io/compartment": BRAVO } } }),
-    ]);
-    expect(r.code).not.toBe(0);
-    expect(r.err).toContain(`cannot change (svc.io/compartment=${ALPHA} → svc.io/compartment=${BRAVO})`);
+    const status = (label: string | null) =>
+      kubectl("alice", [
+        "patch",
+        "pod",
+        "adm-alpha-0",
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        JSON.stringify({ metadata: { labels: { "svc.io/compartment": label } } }),
+      ]);
+    const bravo = status(BRAVO);
+    expect(bravo.code).not.toBe(0);
+    expect(bravo.err).toContain(
+      `Pod adm-alpha-0 is marked for another compartment (svc.io/compartment=${BRAVO})`,
+    );
+    const removed = status(null);
+    expect(removed.code).not.toBe(0);
+    expect(removed.err).toContain(`cannot change (svc.io/compartment=${ALPHA} → none)`);
   });
 
   test("volume claim templates are read too: a stateful set's, and a pod's ephemeral volume's", () => {
@@ -341,6 +348,69 @@ describe("writes (the ValidatingAdmissionPolicy)", () => {
     const e = kubectl("alice", ["create", "--dry-run=server", "-f", "-"], eph);
     expect(e.code).not.toBe(0);
     expect(e.err).toContain(`marked for another compartment (svc.io/compartment=${BRAVO})`);
+  });
+
+  test("pod templates, controller revisions and bindings carry marks too", () => {
+    const template = {
+      metadata: { labels: { "svc.io/compartment": BRAVO } },
+      spec: { containers: [{ name: "main", image: "busybox" }] },
+    };
+    const podTemplate = stringify({
+      apiVersion: "v1",
+      kind: "PodTemplate",
+      metadata: { name: "adm-pt", namespace: NS },
+      template,
+    });
+    const pt = kubectl("alice", ["create", "--dry-run=server", "-f", "-"], podTemplate);
+    expect(pt.code).not.toBe(0);
+    expect(pt.err).toContain(
+      `PodTemplate adm-pt is marked for another compartment (svc.io/compartment=${BRAVO})`,
+    );
+
+    // A revision becomes a stateful set's pod template when the set is rolled to it.
+    const revision = stringify({
+      apiVersion: "apps/v1",
+      kind: "ControllerRevision",
+      metadata: { name: "adm-cr", namespace: NS },
+      revision: 1,
+      data: { spec: { template: { $patch: "replace", ...template } } },
+    });
+    const cr = kubectl("alice", ["create", "--dry-run=server", "-f", "-"], revision);
+    expect(cr.code).not.toBe(0);
+    expect(cr.err).toContain(`ControllerRevision adm-cr is marked for another compartment`);
+
+    // A binding's annotations are merged into its pod.
+    const binding = JSON.stringify({
+      apiVersion: "v1",
+      kind: "Binding",
+      metadata: { name: "adm-alpha-0", annotations: { "mls.svc.dev/compartment": "us:alpha" } },
+      target: { kind: "Node", name: NODE },
+    });
+    const file = join(testbed().dir, "adm-binding.json");
+    writeFileSync(file, binding);
+    const b = kubectl("alice", [
+      "create",
+      "--raw",
+      `/api/v1/namespaces/${NS}/pods/adm-alpha-0/binding`,
+      "-f",
+      file,
+    ]);
+    expect(b.code).not.toBe(0);
+    expect(b.err).toContain(
+      "carries compartment marks (mls.svc.dev/compartment=us:alpha), which would be merged",
+    );
+  });
+
+  test("mls.svc.dev keys svc does not define, in any case, are marks it cannot read", () => {
+    for (const key of ["mls.svc.dev/foo", "mls.svc.dev/Level", "MLS.svc.dev/level"]) {
+      const r = kubectl(
+        "alice",
+        ["create", "--dry-run=server", "-f", "-"],
+        configMap("adm-key-cm", ALPHA, { [key]: "us:ts" }),
+      );
+      expect(r.code).not.toBe(0);
+      expect(r.err).toContain(`marks svc cannot read: ${key}=us:ts`);
+    }
   });
 
   test("a malformed compartment label is refused with the shape it must have", () => {

@@ -1,5 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import { clearancesOf, missingClearances, parseCompartmentLabel } from "../../lib/kube/clearance.ts";
+import type { PodMarks } from "../../lib/kube/pod-cache.ts";
 import { type AdmissionRequest, type ReviewDeps, review } from "../../proxy/admission/review.ts";
 
 const ALICE = ["system:authenticated", "svc:country:us", "svc:sensitivity:ts", "svc:compartment:alpha"];
@@ -63,14 +64,24 @@ describe("clearances from groups", () => {
 });
 
 describe("the webhook's review", () => {
-  const pods: Record<string, string | undefined | null> = {
-    "alpha/a": "US-TS-ALPHA",
-    "alpha/b": "UK-S-BRAVO",
-    "alpha/none": undefined,
-    "alpha/bad": "BRAVO",
+  const marks = (compartment?: string, level?: string, compartmentNote?: string): PodMarks => ({
+    compartment,
+    level,
+    compartmentNote,
+  });
+  const pods: Record<string, PodMarks> = {
+    "alpha/a": marks("US-TS-ALPHA", "us:ts", "us:alpha"),
+    "alpha/b": marks("UK-S-BRAVO"),
+    "alpha/none": marks(),
+    "alpha/bad": marks("BRAVO"),
+    "alpha/note-only": marks(undefined, undefined, "uk:bravo"),
+    "alpha/level-only": marks(undefined, "us:ts"),
+    "alpha/odd-note": marks("US-TS-ALPHA", "us:top"),
+    "alpha/mixed": marks("US-TS-ALPHA", undefined, "us:bravo"),
   };
   const deps = (o: Partial<ReviewDeps> & { overrides?: string[] } = {}): ReviewDeps => ({
-    podCompartment: async (ns, name) => (Object.hasOwn(pods, `${ns}/${name}`) ? pods[`${ns}/${name}`] : null),
+    podMarks: async (ns, name) =>
+      Object.hasOwn(pods, `${ns}/${name}`) ? (pods[`${ns}/${name}`] as PodMarks) : null,
     canOverride: async (u) => (o.overrides ?? []).includes(u.username ?? ""),
     unlabeled: o.unlabeled ?? "deny",
   });
@@ -126,6 +137,33 @@ describe("the webhook's review", () => {
     const v = await review(req("ephemeralcontainers", "a", "alice", ALICE, { oldObject: stored }), deps());
     expect(v.allowed).toBe(false);
     expect(v.message).toContain("Cannot add a debug container to pod in another compartment (UK-S-BRAVO)");
+  });
+
+  test("the mls.svc.dev annotations are read too, for the parts they name", async () => {
+    const note = await review(req("exec", "note-only"), deps({ unlabeled: "allow" }));
+    expect(note.allowed).toBe(false);
+    expect(note.message).toContain("another compartment (uk:bravo)");
+    expect((await review(req("exec", "level-only"), deps())).allowed).toBe(true);
+    expect((await review(req("exec", "odd-note"), deps())).message).toContain('mls.svc.dev/level="us:top"');
+    const mixed = await review(req("exec", "mixed"), deps());
+    expect(mixed.allowed).toBe(false);
+    expect(mixed.message).toContain("missing: compartment bravo");
+  });
+
+  test("fields of the wrong type or size are refused, and not echoed at length", async () => {
+    const huge = "x".repeat(100_000);
+    for (const odd of [
+      { ...req("exec", "a"), subResource: { toString: 1 } },
+      { ...req("exec", "a"), namespace: ["alpha"] },
+      { ...req("exec", "a"), name: 42 },
+      { ...req("exec", "a"), subResource: huge },
+    ]) {
+      const v = await review(odd as unknown as AdmissionRequest, deps());
+      expect(v.allowed).toBe(false);
+      expect(v.message.length).toBeLessThan(400);
+    }
+    const v = await review(req("exec", "a", "alice", [...ALICE, 7 as unknown as string]), deps());
+    expect(v.allowed).toBe(true);
   });
 
   test("unlabelled pods follow the configured rule", async () => {

@@ -83,7 +83,7 @@ function rbac(): string {
       rules: [
         {
           apiGroups: [""],
-          resources: ["pods", "pods/log", "services", "configmaps", "serviceaccounts"],
+          resources: ["pods", "pods/log", "services", "configmaps", "serviceaccounts", "podtemplates"],
           verbs: ["get", "list", "watch", "create", "update", "patch", "delete"],
         },
         {
@@ -96,9 +96,10 @@ function rbac(): string {
           resources: ["pods/ephemeralcontainers", "pods/status"],
           verbs: ["get", "patch", "update"],
         },
+        { apiGroups: [""], resources: ["pods/binding"], verbs: ["create"] },
         {
           apiGroups: ["apps"],
-          resources: ["deployments", "replicasets", "statefulsets"],
+          resources: ["deployments", "replicasets", "statefulsets", "controllerrevisions"],
           verbs: ["get", "list", "watch", "create", "update", "patch", "delete"],
         },
         {
