@@ -76,7 +76,15 @@ beforeAll(async () => {
 
 afterAll(() => {
   const admin = kubectlAs(testbed(), "admin");
-  admin(["-n", NS, "delete", "pod,configmap,deployment", "-l", "svc-test=admission", "--wait=false"]);
+  admin([
+    "-n",
+    NS,
+    "delete",
+    "deployment,replicaset,pod,configmap",
+    "-l",
+    "svc-test=admission",
+    "--wait=false",
+  ]);
   admin([
     "-n",
     NS,

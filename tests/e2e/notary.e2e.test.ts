@@ -181,7 +181,7 @@ describe("notary with the openai middleware", () => {
       podUid: api.podUid,
       images: ["registry.svc.test/api:1.0"],
       labels: { app: "api" },
-      annotations: { "mls.svc.dev/compartment": "alpha", "mls.svc.dev/level": "secret" },
+      annotations: { "mls.svc.dev/compartment": "us:alpha", "mls.svc.dev/level": "us:ts" },
     });
     expect(out.receipt).toBeUndefined();
   });
@@ -209,7 +209,7 @@ describe("notary with the openai middleware", () => {
       "Raw Claims:",
     ])
       expect(r.stdout).toContain(label);
-    expect(r.stdout).toContain("mls.svc.dev/compartment: alpha");
+    expect(r.stdout).toContain("mls.svc.dev/compartment: us:alpha");
   });
 
   test("logRequest records the exchange in the notary database", async () => {

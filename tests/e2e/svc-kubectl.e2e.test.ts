@@ -308,7 +308,7 @@ describe("svc describe", () => {
       },
     ).stdout.toString();
     expect(tty).toContain("\u001b[1;33msvc.io/compartment=US-TS-ALPHA\u001b[0m");
-    expect(tty).toContain("\u001b[1;33mmls.svc.dev/compartment: alpha\u001b[0m");
+    expect(tty).toContain("\u001b[1;33mmls.svc.dev/compartment: us:alpha\u001b[0m");
     const piped = svc(["describe", "pod", "web-0"]);
     expect(piped.out).toContain("svc.io/compartment=US-TS-ALPHA");
     expect(piped.out).not.toContain("\u001b[");

@@ -305,7 +305,7 @@ export async function startKube(p: Peers, dir: string, logs: string): Promise<Ku
   await waitUntil("kube-apiserver", () => kubectl(["get", "--raw=/readyz"]).trim() === "ok", 90_000);
   kubectl(["apply", "-f", "-"], rbac());
 
-  // The deployment, replica set and namespace controllers, each with its own kube-system service account (as
+  // The deployment, replica set, namespace and garbage-collector controllers, each with its own kube-system service account (as
   // kubeadm runs them), so that the admission policy sees the identities a real cluster's controllers have.
   const kcm = await pki.clientCert("system:kube-controller-manager", []);
   const kcmKubeconfig = join(dir, "controller-manager.kubeconfig");
@@ -314,7 +314,7 @@ export async function startKube(p: Peers, dir: string, logs: string): Promise<Ku
     p.kubeControllerManager,
     [
       `--kubeconfig=${kcmKubeconfig}`,
-      "--controllers=deployment,replicaset,namespace",
+      "--controllers=deployment,replicaset,namespace,garbagecollector",
       "--use-service-account-credentials",
       "--leader-elect=false",
       "--secure-port=0",

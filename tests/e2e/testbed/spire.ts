@@ -142,7 +142,11 @@ plugins {
             name: w.pod,
             namespace: w.namespace,
             labels: { app: w.name },
-            annotations: { "mls.svc.dev/compartment": w.namespace, "mls.svc.dev/level": "secret" },
+            // The annotations of 2.2 for the namespace's compartment (alpha US-TS, bravo UK-S).
+            annotations:
+              w.namespace === "bravo"
+                ? { "mls.svc.dev/compartment": "uk:bravo", "mls.svc.dev/level": "uk:s" }
+                : { "mls.svc.dev/compartment": `us:${w.namespace}`, "mls.svc.dev/level": "us:ts" },
           },
           spec: {
             serviceAccountName: w.serviceAccount,
