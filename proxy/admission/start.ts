@@ -95,7 +95,7 @@ export async function startAdmission(
         message: `svc admission: cannot decide (${(e as Error).message}); refused`,
       };
     }
-    const sub = request.subResource ?? "";
+    const sub = typeof request.subResource === "string" ? request.subResource : "";
     // Metric label values stay few: anything else a caller sends is counted as "other".
     metrics.review(DECIDED.has(sub) ? sub : "other", verdict.decision, (performance.now() - started) / 1000);
     const groups = request.userInfo?.groups;
@@ -103,8 +103,8 @@ export async function startAdmission(
       decision: verdict.decision,
       user: cut(request.userInfo?.username),
       groups: Array.isArray(groups) ? groups.slice(0, 50).map(cut) : cut(groups),
-      operation: cut(`${request.operation} pods/${sub}`),
-      pod: cut(`${request.namespace}/${request.name}`),
+      operation: `${cut(request.operation)} pods/${cut(sub)}`,
+      pod: `${cut(request.namespace)}/${cut(request.name)}`,
       compartment: verdict.compartment,
       uid: cut(request.uid),
       message: verdict.message,

@@ -201,6 +201,36 @@ describe("into pods (the webhook)", () => {
     expect(kubectl("alice", ["exec", "adm-alpha-0", "--", "true"]).code).toBe(0);
   });
 
+  test("reviews that are not AdmissionReviews, or too large, are answered 400 or 413; the webhook serves on", async () => {
+    const { url } = testbed().kube.admission;
+    const ca = readFileSync(join(testbed().dir, "ca.pem"), "utf8");
+    const post = async (body: string) =>
+      (await fetch(`${url}/validate`, { method: "POST", body, tls: { ca } })).status;
+    expect(await post("not json")).toBe(400);
+    expect(await post("null")).toBe(400);
+    expect(await post("[]")).toBe(400);
+    expect(await post(JSON.stringify({ kind: "AdmissionReview", request: {} }))).toBe(400);
+    expect(
+      await post(JSON.stringify({ kind: "AdmissionReview", request: { uid: "x".repeat(9 * 1024 * 1024) } })),
+    ).toBe(413);
+    const odd = await fetch(`${url}/validate`, {
+      method: "POST",
+      tls: { ca },
+      body: JSON.stringify({
+        apiVersion: "admission.k8s.io/v1",
+        kind: "AdmissionReview",
+        request: {
+          uid: "odd",
+          subResource: { toString: 1 },
+          namespace: ["alpha"],
+          userInfo: { groups: "x" },
+        },
+      }),
+    });
+    expect(await odd.json()).toMatchObject({ response: { uid: "odd", allowed: false } });
+    expect(kubectl("alice", ["exec", "adm-alpha-0", "--", "true"]).code).toBe(0);
+  });
+
   test("a new serving certificate written over the files is served without a restart", async () => {
     const { url, log } = testbed().kube.admission;
     const dir = join(testbed().dir, "admission");
