@@ -84,7 +84,12 @@ export function missingClearances(c: Clearances, target: Partial<Compartment>): 
 
 /** "compartments alpha, bravo; countries us; sensitivity up to ts" — the requester's side of a message. */
 export function describeClearances(c: Clearances): string {
-  const list = (xs: string[]) => (xs.length ? xs.join(", ") : "none");
+  const list = (xs: string[]) =>
+    xs.length === 0
+      ? "none"
+      : xs.length > 10
+        ? `${xs.slice(0, 10).join(", ")} and ${xs.length - 10} more`
+        : xs.join(", ");
   const level = c.sensitivity >= 0 ? `up to ${SENSITIVITY_ORDER[c.sensitivity]}` : "none";
   return `compartments ${list(c.compartments)}; countries ${list(c.countries)}; sensitivity ${level}`;
 }

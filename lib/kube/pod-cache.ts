@@ -24,12 +24,15 @@ export interface PodMarks {
   compartmentNote: string | undefined;
 }
 
+/** A value that is not a string (from a crafted review) is kept as its JSON, which no mark parser reads. */
+const text = (v: unknown) => (v === undefined || typeof v === "string" ? v : JSON.stringify(v));
+
 export const marksOfPod = (
   meta: { labels?: Record<string, string>; annotations?: Record<string, string> } | undefined,
 ): PodMarks => ({
-  compartment: meta?.labels?.[COMPARTMENT_LABEL],
-  level: meta?.annotations?.[LEVEL_ANNOTATION],
-  compartmentNote: meta?.annotations?.[COMPARTMENT_ANNOTATION],
+  compartment: text(meta?.labels?.[COMPARTMENT_LABEL]),
+  level: text(meta?.annotations?.[LEVEL_ANNOTATION]),
+  compartmentNote: text(meta?.annotations?.[COMPARTMENT_ANNOTATION]),
 });
 
 export interface PodCacheEvents {
@@ -53,6 +56,8 @@ export class PodCache {
   private pods = new Map<string, PodEntry>();
   private resourceVersion = "";
   private synced = false;
+  /** When the API server last confirmed the cache (a list, a watch event, a watch's normal end). */
+  private heard = 0;
   private failures = 0;
   private readonly stopped = new AbortController();
   private readyWaiters: (() => void)[] = [];
@@ -83,7 +88,12 @@ export class PodCache {
     return this.synced ? Promise.resolve() : new Promise((resolve) => this.readyWaiters.push(resolve));
   }
 
+  /**
+   * The pod's entry; undefined when the cache has not heard from the API server for SILENCE_MS (its
+   * list or watch failing), so that the caller reads the pod itself rather than trust an old entry.
+   */
   get(namespace: string, name: string): PodEntry | undefined {
+    if (Date.now() - this.heard > SILENCE_MS) return undefined;
     return this.pods.get(`${namespace}/${name}`);
   }
 
@@ -91,11 +101,14 @@ export class PodCache {
     let mustList = true;
     while (!this.stopped.signal.aborted) {
       try {
-        if (mustList) await this.list();
+        const listed = mustList;
+        if (listed) await this.list();
         const watching = Date.now();
         mustList = await this.watch();
-        // A resource version that expires at once after a list is a failure, with a backoff, not a loop.
-        if (mustList && Date.now() - watching < EXPIRED_AT_ONCE_MS)
+        if (!mustList) this.heard = Date.now();
+        // A resource version that expires at once after a list is a failure, with a backoff, not a loop;
+        // one that expires when a resumed watch starts is routine.
+        if (mustList && listed && Date.now() - watching < EXPIRED_AT_ONCE_MS)
           throw new Error("watch pods: resource version expired (410 Gone) right after a list");
         this.failures = 0;
       } catch (e) {
@@ -134,6 +147,7 @@ export class PodCache {
       this.resourceVersion = page.metadata?.resourceVersion ?? "";
     } while (token);
     this.pods = next;
+    this.heard = Date.now();
     this.events.synced(next.size, Math.round(performance.now() - started));
     if (!this.synced) {
       this.synced = true;
@@ -204,6 +218,7 @@ export class PodCache {
       throw new Error(`watch pods: ${status.message ?? "error event"}`);
     }
     if (meta?.resourceVersion) this.resourceVersion = meta.resourceVersion;
+    this.heard = Date.now();
     if (event.type === "BOOKMARK" || !meta) return false;
     const key = `${meta.namespace}/${meta.name}`;
     if (event.type === "DELETED") this.pods.delete(key);

@@ -68,11 +68,14 @@ const ACTIONS: Record<string, { operation: string; text: string }> = {
 export const DECIDED = new Set(Object.keys(ACTIONS));
 
 const str = (v: unknown) => (typeof v === "string" ? v : undefined);
-/** A value for a message or log line: JSON, cut to 100 characters (a caller may send megabytes). */
-const shown = (v: unknown) => {
-  const text = JSON.stringify(v) ?? String(v);
-  return text.length > 100 ? `${text.slice(0, 100)}…` : text;
-};
+
+/** Text from a caller's review, cut to `max` characters for a message or log line (it may be megabytes). */
+export function clip(v: unknown, max = 100): string {
+  const text = typeof v === "string" ? v : (JSON.stringify(v) ?? String(v));
+  return text.length > max ? `${text.slice(0, max)}…` : text;
+}
+/** A value quoted as JSON, cut. */
+const shown = (v: unknown) => clip(JSON.stringify(v) ?? String(v));
 
 export async function review(req: AdmissionRequest, deps: ReviewDeps): Promise<Verdict> {
   // Every field is checked for its type: the review is JSON from whoever reached the webhook.
@@ -95,7 +98,7 @@ export async function review(req: AdmissionRequest, deps: ReviewDeps): Promise<V
   // The pod proxy's name is `name`, `name:port` or `scheme:name:port` (as the API server splits it).
   const name = sub === "proxy" ? proxiedPod(req.name as string) : (req.name as string);
   if (!name) return refuse(`svc admission: cannot read the pod in the proxy request ${shown(req.name)}`);
-  const pod = `${namespace}/${name}`;
+  const pod = `${clip(namespace)}/${clip(name)}`;
   // For an update of ephemeral containers the API server sends the stored pod as oldObject.
   const marks =
     sub === "ephemeralcontainers" && req.oldObject
@@ -130,7 +133,7 @@ export async function review(req: AdmissionRequest, deps: ReviewDeps): Promise<V
       "unlabeled",
     );
   }
-  const compartment = marks.compartment ?? marks.compartmentNote ?? marks.level ?? "";
+  const compartment = clip(marks.compartment ?? marks.compartmentNote ?? marks.level ?? "");
   const clearances = clearancesOf(groups);
   const missing = new Set<string>();
   for (const [key, value, parse, shape] of present) {
@@ -157,6 +160,7 @@ const refuse = (message: string): Verdict => ({ allowed: false, decision: "refus
 function proxiedPod(segment: string): string | undefined {
   const parts = segment.split(":");
   if (parts.length === 1 || parts.length === 2) return parts[0] || undefined;
-  if (parts.length === 3 && (parts[0] === "http" || parts[0] === "https")) return parts[1] || undefined;
+  // An empty scheme is the API server's default (http).
+  if (parts.length === 3 && ["", "http", "https"].includes(parts[0] as string)) return parts[1] || undefined;
   return undefined;
 }

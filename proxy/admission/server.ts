@@ -20,7 +20,10 @@ export interface AdmissionServerOptions {
 }
 
 export const REVIEW_PATH = "/validate";
-const MAX_BODY = 8 * 1024 * 1024;
+/** A review of a pod update holds the object and the old object: a few MB at most. */
+const MAX_BODY = 4 * 1024 * 1024;
+/** Reviews decided at once; beyond, 429 (the API server then applies the failure policy). */
+const MAX_IN_FLIGHT = 512;
 
 export interface AdmissionServer {
   port: number;
@@ -54,6 +57,16 @@ export function startAdmissionServer(o: AdmissionServerOptions): AdmissionServer
       return o.ready() ? plain(200, "ok") : plain(503, "pod cache not filled yet");
     if (path !== REVIEW_PATH) return plain(404, `svc-proxy admission: POST ${REVIEW_PATH} only`);
     if (req.method !== "POST") return plain(405, `svc-proxy admission: POST ${REVIEW_PATH} only`);
+    if (inFlight >= MAX_IN_FLIGHT) return plain(429, "svc-proxy admission: too many reviews at once");
+    inFlight++;
+    try {
+      return await answer(req);
+    } finally {
+      inFlight--;
+    }
+  };
+  let inFlight = 0;
+  const answer = async (req: Request): Promise<Response> => {
     let review: { apiVersion?: string; kind?: string; request?: AdmissionRequest };
     try {
       review = (await req.json()) as typeof review;

@@ -2,7 +2,7 @@ import { marksOfPod, PodCache, type PodMarks } from "../../lib/kube/pod-cache.ts
 import type { AdmissionConfig } from "../config/validate.ts";
 import type { Logger } from "../log.ts";
 import type { AdmissionMetrics } from "../metrics.ts";
-import { type AdmissionRequest, DECIDED, review, type UserInfo, type Verdict } from "./review.ts";
+import { type AdmissionRequest, clip, DECIDED, review, type UserInfo, type Verdict } from "./review.ts";
 import { startAdmissionServer } from "./server.ts";
 import { readTlsPair, watchTlsPair } from "./tls-files.ts";
 
@@ -12,13 +12,9 @@ import { readTlsPair, watchTlsPair } from "./tls-files.ts";
  * one log line per refusal and per override, and metrics.
  */
 const OVERRIDE_TTL_MS = 10_000;
+/** One deadline for a review's lookups, under the API server's 5 s. */
+const DECIDE_MS = 4_000;
 const OVERRIDE_CACHE_MAX = 10_000;
-
-/** A log field from the caller's review, cut to 200 characters (a caller may send megabytes). */
-const cut = (v: unknown) => {
-  const text = typeof v === "string" ? v : (JSON.stringify(v) ?? String(v));
-  return text.length > 200 ? `${text.slice(0, 200)}…` : text;
-};
 
 export interface RunningAdmission {
   port: number;
@@ -32,10 +28,12 @@ export async function startAdmission(
 ): Promise<RunningAdmission> {
   const tls = readTlsPair(config.certFile, config.keyFile);
   const { openKubeClient } = await import("../../lib/kube/client.ts");
-  // Typed calls give up before the API server's webhook timeout (5 s), so that the refusal says why.
+  // A review's lookups give up before the API server's webhook timeout (5 s), so that the refusal says
+  // why; the cache's list pages may take longer.
   const client = openKubeClient(config.kubeconfig, 3_000);
+  const cacheClient = openKubeClient(config.kubeconfig, 30_000);
   const alog = log.with({ component: "admission" });
-  const cache = new PodCache(client, {
+  const cache = new PodCache(cacheClient, {
     synced: (pods, ms) => alog.info("pod cache filled", { pods, list_ms: ms }),
     error: (message, retryMs) => alog.warn("pod cache", { error: message, retry_ms: retryMs }),
   });
@@ -87,7 +85,10 @@ export async function startAdmission(
     const started = performance.now();
     let verdict: Verdict;
     try {
-      verdict = await review(request, { podMarks, canOverride, unlabeled: config.unlabeledPods });
+      verdict = await withDeadline(
+        review(request, { podMarks, canOverride, unlabeled: config.unlabeledPods }),
+        DECIDE_MS,
+      );
     } catch (e) {
       verdict = {
         allowed: false,
@@ -101,13 +102,13 @@ export async function startAdmission(
     const groups = request.userInfo?.groups;
     const fields = {
       decision: verdict.decision,
-      user: cut(request.userInfo?.username),
-      groups: Array.isArray(groups) ? groups.slice(0, 50).map(cut) : cut(groups),
-      operation: `${cut(request.operation)} pods/${cut(sub)}`,
-      pod: `${cut(request.namespace)}/${cut(request.name)}`,
-      compartment: verdict.compartment,
-      uid: cut(request.uid),
-      message: verdict.message,
+      user: clip(request.userInfo?.username),
+      groups: Array.isArray(groups) ? groups.slice(0, 50).map((g) => clip(g)) : clip(groups),
+      operation: `${clip(request.operation)} pods/${clip(sub)}`,
+      pod: `${clip(request.namespace)}/${clip(request.name)}`,
+      compartment: verdict.compartment && clip(verdict.compartment),
+      uid: clip(request.uid),
+      message: clip(verdict.message, 1000),
     };
     if (verdict.decision === "override") alog.warn("compartment override", fields);
     else if (!verdict.allowed) alog.info("refused", fields);
@@ -152,4 +153,12 @@ export async function startAdmission(
       await server.stop();
     },
   };
+}
+
+function withDeadline<T>(work: Promise<T>, ms: number): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`no answer within ${ms / 1000}s`)), ms);
+  });
+  return Promise.race([work, late]).finally(() => clearTimeout(timer));
 }

@@ -184,10 +184,7 @@ export function validateConfig(raw: unknown): { config: ProxyConfig; warnings: s
   // An admission block with other problems still has its address checked: every problem at once.
   const rawAdmission = doc.admission as { address?: unknown } | undefined;
   if (!parts.admission && typeof rawAdmission?.address === "string" && !parseHostPort(rawAdmission.address))
-    problem(
-      "admission.address",
-      `invalid address ${JSON.stringify(rawAdmission.address)} (allowed: host:port, or :port for all interfaces)`,
-    );
+    problem("admission.address", badAddress(rawAdmission.address));
   if (parts.keylog && listed === 0)
     warnings.push("keylog: has no effect without listeners (the admission webhook's TLS is not logged)");
 
@@ -202,11 +199,7 @@ export function validateConfig(raw: unknown): { config: ProxyConfig; warnings: s
       );
     } else seen.set(l.name, i);
     const address = parseHostPort(l.address);
-    if (!address)
-      problem(
-        `${at}.address`,
-        `invalid address ${JSON.stringify(l.address)} (allowed: host:port, or :port for all interfaces)`,
-      );
+    if (!address) problem(`${at}.address`, badAddress(l.address));
     const target = checkTarget(l, at, problem, warnings);
     for (const [field, list] of [
       ["source.spiffe_ids", l.source.spiffe_ids],
@@ -264,16 +257,15 @@ export function validateConfig(raw: unknown): { config: ProxyConfig; warnings: s
   };
 }
 
+const badAddress = (address: string) =>
+  `invalid address ${JSON.stringify(address)} (allowed: host:port, or :port for all interfaces)`;
+
 function admissionConfig(
   a: NonNullable<ConfigInput["admission"]>,
   problem: (p: string, m: string) => void,
 ): AdmissionConfig {
   const address = parseHostPort(a.address);
-  if (!address)
-    problem(
-      "admission.address",
-      `invalid address ${JSON.stringify(a.address)} (allowed: host:port, or :port for all interfaces)`,
-    );
+  if (!address) problem("admission.address", badAddress(a.address));
   for (const [field, path] of [
     ["admission.cert_file", a.cert_file],
     ["admission.key_file", a.key_file],

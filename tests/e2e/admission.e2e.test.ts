@@ -417,6 +417,50 @@ describe("writes (the ValidatingAdmissionPolicy)", () => {
     expect(cr.code).not.toBe(0);
     expect(cr.err).toContain(`ControllerRevision adm-cr is marked for another compartment`);
 
+    // An ALPHA template whose ephemeral volume claim is BRAVO, or carries a key svc does not define.
+    const withClaim = (claimMeta: object) => ({
+      metadata: { labels: { "svc.io/compartment": ALPHA } },
+      spec: {
+        containers: [{ name: "main", image: "busybox" }],
+        volumes: [
+          {
+            name: "scratch",
+            ephemeral: {
+              volumeClaimTemplate: {
+                metadata: claimMeta,
+                spec: { accessModes: ["ReadWriteOnce"], resources: { requests: { storage: "1Gi" } } },
+              },
+            },
+          },
+        ],
+      },
+    });
+    const claimRevision = (name: string, claimMeta: object) =>
+      stringify({
+        apiVersion: "apps/v1",
+        kind: "ControllerRevision",
+        metadata: { name, namespace: NS },
+        revision: 1,
+        data: { spec: { template: { $patch: "replace", ...withClaim(claimMeta) } } },
+      });
+    const crClaim = kubectl(
+      "alice",
+      ["create", "--dry-run=server", "-f", "-"],
+      claimRevision("adm-cr-claim", { labels: { "svc.io/compartment": BRAVO } }),
+    );
+    expect(crClaim.err).toContain(`marked for another compartment (svc.io/compartment=${BRAVO})`);
+    const ptClaim = kubectl(
+      "alice",
+      ["create", "--dry-run=server", "-f", "-"],
+      stringify({
+        apiVersion: "v1",
+        kind: "PodTemplate",
+        metadata: { name: "adm-pt-claim", namespace: NS },
+        template: withClaim({ annotations: { "MLS.svc.dev/level": "us:ts" } }),
+      }),
+    );
+    expect(ptClaim.err).toContain("marks svc cannot read: MLS.svc.dev/level=us:ts");
+
     // A binding's annotations are merged into its pod.
     const binding = JSON.stringify({
       apiVersion: "v1",

@@ -118,12 +118,12 @@ describe("the webhook's review", () => {
   });
 
   test("the pod proxy's name:port and scheme:name:port forms name the pod", async () => {
-    for (const name of ["b:8080", "http:b:80", "https:b:443"]) {
+    for (const name of ["b:8080", "http:b:80", "https:b:443", ":b:80"]) {
       const v = await review(req("proxy", name), deps());
       expect(v.message).toContain("Cannot proxy to pod in another compartment (UK-S-BRAVO)");
     }
     expect((await review(req("proxy", "a:8080"), deps())).allowed).toBe(true);
-    for (const odd of [":8080", "ftp:a:80", "http::80", "a:b:c:d"])
+    for (const odd of [":8080", "ftp:a:80", "http::80", "a:b:c:d", ":a:b:c"])
       expect((await review(req("proxy", odd), deps())).allowed).toBe(false);
   });
 
