@@ -2,7 +2,8 @@
  * HTTP through a client→server proxy pair: svc-proxy against ghostunnel (an independent SPIFFE-aware TLS
  * relay) and against a direct connection, in the same run, with the same upstream and SVIDs from the same
  * development Workload API. wrk drives 1, 16 and 64 connections; reports requests/s, p50/p99 latency and
- * the proxies' peak RSS, and the ratios. Needs `make build`, wrk, and ghostunnel (`make peers`).
+ * the proxies' peak RSS, and the ratios. Needs `make build`, wrk, and ghostunnel only
+ * (`tests/e2e/build-peers.sh ghostunnel`).
  *
  *   bun bench/http.ts [--seconds 10] [--out bench/results/http.md]
  */

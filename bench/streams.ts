@@ -5,7 +5,7 @@
  * - TCP new connections per second: connect, one byte each way, close; 8 at a time;
  * - MQTT QoS 1 messages per second from mqtt.js (100 in flight) to Debian's mosquitto: direct, through an
  *   unbuffered pair, and through a pair whose client proxy buffers.
- * Needs `make build`, ghostunnel (`make peers`) and mosquitto.
+ * Needs `make build`, ghostunnel (`tests/e2e/build-peers.sh ghostunnel`) and mosquitto; no other peer.
  *
  *   bun bench/streams.ts [--mib 512] [--connections 2000] [--messages 20000] [--out bench/results/streams.md]
  */

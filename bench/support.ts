@@ -2,7 +2,7 @@ import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { type Subprocess, spawn } from "bun";
-import { peers } from "../tests/e2e/testbed/peers.ts";
+import { peer as peerPath } from "../tests/e2e/testbed/peers.ts";
 
 /**
  * What the proxy benchmarks share: a scratch directory, the processes they start (stopped together), one
@@ -74,7 +74,7 @@ export class BenchRun {
   ): Subprocess {
     return this.start(
       [
-        peers().ghostunnel,
+        peerPath("ghostunnel"),
         mode,
         `--listen=127.0.0.1:${listen}`,
         `--target=127.0.0.1:${target}`,

@@ -28,11 +28,32 @@ export interface Peers {
   versions: Record<string, string>;
 }
 
-export function peers(): Peers {
+/** The build-peers.sh name that builds each peer. */
+const BUILT_BY: Record<keyof Omit<Peers, "versions">, string> = {
+  spireServer: "spire",
+  spireAgent: "spire",
+  kubeApiserver: "kube-apiserver",
+  kubeControllerManager: "kube-apiserver",
+  etcd: "etcd",
+  kwok: "kwok",
+  ghostunnel: "ghostunnel",
+};
+
+/** One peer's path, for a benchmark that needs only it; the error names the build step for it alone. */
+export function peer(name: keyof typeof BUILT_BY): string {
+  const path = paths()[name];
+  if (!existsSync(path))
+    throw new Error(
+      `${name} not built: run tests/e2e/build-peers.sh ${BUILT_BY[name]} (it is built into ${path})`,
+    );
+  return path;
+}
+
+function paths(): Omit<Peers, "versions"> {
   const v = versions();
   const bin = (name: string, version: string, binary: string) =>
     join(CACHE, `${name}-${version}`, "bin", binary);
-  const p: Peers = {
+  return {
     spireServer: bin("spire", v.SPIRE_VERSION as string, "spire-server"),
     spireAgent: bin("spire", v.SPIRE_VERSION as string, "spire-agent"),
     kubeApiserver: bin("kube-apiserver", v.KUBERNETES_VERSION as string, "kube-apiserver"),
@@ -40,13 +61,17 @@ export function peers(): Peers {
     etcd: bin("etcd", v.ETCD_VERSION as string, "etcd"),
     kwok: bin("kwok", v.KWOK_VERSION as string, "kwok"),
     ghostunnel: bin("ghostunnel", v.GHOSTUNNEL_VERSION as string, "ghostunnel"),
-    versions: v,
   };
-  const missing = Object.entries(p).filter(([k, path]) => k !== "versions" && !existsSync(path as string));
+}
+
+/** Every peer of the test bed; the error names all that are missing. */
+export function peers(): Peers {
+  const p = paths();
+  const missing = Object.entries(p).filter(([, path]) => !existsSync(path));
   if (missing.length > 0) {
     throw new Error(
       `test bed peers not built: ${missing.map(([k]) => k).join(", ")}; run tests/e2e/build-peers.sh (or make peers)`,
     );
   }
-  return p;
+  return { ...p, versions: versions() };
 }
