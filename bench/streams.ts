@@ -7,7 +7,7 @@
  *   unbuffered pair, and through a pair whose client proxy buffers.
  * Needs `make build`, ghostunnel (`tests/e2e/build-peers.sh ghostunnel`) and mosquitto; no other peer.
  *
- *   bun bench/streams.ts [--mib 512] [--connections 2000] [--messages 20000] [--out bench/results/streams.md]
+ *   bun bench/streams.ts [--mib 512] [--connections 2000] [--messages 20000] [--rounds 5] [--out bench/results/streams.md]
  */
 import { existsSync, writeFileSync } from "node:fs";
 import { connect, createServer } from "node:net";
@@ -22,9 +22,17 @@ const { values: o } = parseArgs({
     mib: { type: "string", default: "512" },
     connections: { type: "string", default: "2000" },
     messages: { type: "string", default: "20000" },
+    rounds: { type: "string", default: "5" },
     out: { type: "string" },
   },
 });
+const median = (xs: number[]) => {
+  const s = [...xs].sort((a, b) => a - b);
+  const mid = (s.length - 1) / 2;
+  return ((s[Math.floor(mid)] as number) + (s[Math.ceil(mid)] as number)) / 2;
+};
+const spread = (xs: number[]) => `${Math.min(...xs).toFixed(0)}–${Math.max(...xs).toFixed(0)}`;
+
 /** Sends `bytes` and waits for the sink's count: MiB/s. */
 function throughput(port: number, bytes: number): Promise<number> {
   const block = new Uint8Array(1 << 20);
@@ -137,7 +145,9 @@ try {
 
   const bytes = Number(o.mib) * 1048576;
   const conns = Number(o.connections);
-  const tcp: Record<string, { mibs: number; cps: number }> = {};
+  const rounds = Number(o.rounds);
+  // Every path once per round, in the same order, after a warm-up: A B C A B C …
+  const tcpRuns: Record<string, { mibs: number[]; cps: number[] }> = {};
   const tcpTargets = {
     direct: { sink: portOf(sink), echo: portOf(echo) },
     "ghostunnel pair": { sink: await ghPair(portOf(sink)), echo: await ghPair(portOf(echo)) },
@@ -145,14 +155,25 @@ try {
   };
   for (const [name, t] of Object.entries(tcpTargets)) {
     await throughput(t.sink, 32 * 1048576); // warm-up
-    tcp[name] = { mibs: await throughput(t.sink, bytes), cps: await connectionRate(t.echo, conns) };
-    process.stderr.write(
-      `tcp ${name}: ${tcp[name]?.mibs.toFixed(0)} MiB/s, ${tcp[name]?.cps.toFixed(0)} conn/s\n`,
-    );
+    await connectionRate(t.echo, 200);
+    tcpRuns[name] = { mibs: [], cps: [] };
   }
+  for (let r = 0; r < rounds; r++)
+    for (const [name, t] of Object.entries(tcpTargets)) {
+      const mibs = await throughput(t.sink, bytes);
+      const cps = await connectionRate(t.echo, conns);
+      tcpRuns[name]?.mibs.push(mibs);
+      tcpRuns[name]?.cps.push(cps);
+      process.stderr.write(
+        `round ${r + 1} tcp ${name}: ${mibs.toFixed(0)} MiB/s, ${cps.toFixed(0)} conn/s\n`,
+      );
+    }
+  const tcp = Object.fromEntries(
+    Object.entries(tcpRuns).map(([k, v]) => [k, { mibs: median(v.mibs), cps: median(v.cps) }]),
+  );
   await waitForPort(brokerPort);
   const messages = Number(o.messages);
-  const mqtt: Record<string, number> = {};
+  const mqttRuns: Record<string, number[]> = {};
   const mqttTargets = {
     "direct to mosquitto": brokerPort,
     "svc-proxy pair": await svcPair("mqtt", brokerPort),
@@ -160,9 +181,15 @@ try {
   };
   for (const [name, port] of Object.entries(mqttTargets)) {
     await mqttRate(port, 1000); // warm-up
-    mqtt[name] = await mqttRate(port, messages);
-    process.stderr.write(`mqtt ${name}: ${mqtt[name]?.toFixed(0)} msg/s\n`);
+    mqttRuns[name] = [];
   }
+  for (let r = 0; r < rounds; r++)
+    for (const [name, port] of Object.entries(mqttTargets)) {
+      const rate = await mqttRate(port, messages);
+      mqttRuns[name]?.push(rate);
+      process.stderr.write(`round ${r + 1} mqtt ${name}: ${rate.toFixed(0)} msg/s\n`);
+    }
+  const mqtt = Object.fromEntries(Object.entries(mqttRuns).map(([k, v]) => [k, median(v)]));
 
   const ratio = (a: number | undefined, b: number | undefined) => ((a ?? 0) / (b ?? 1)).toFixed(2);
   const svc = tcp["svc-proxy pair"];
@@ -170,23 +197,24 @@ try {
   const lines = [
     `# TCP and MQTT through proxy pairs (bench/streams.ts, ${new Date().toISOString().slice(0, 10)})`,
     "",
-    `TCP: ${o.mib} MiB one way; ${conns} connections, 8 at a time, one byte each way. Loopback, 2 cores shared by all processes.`,
+    `TCP: ${o.mib} MiB one way; ${conns} connections, 8 at a time, one byte each way. Loopback, 2 cores shared by all processes. Medians of ${rounds} rounds (every path once per round, alternating), range over rounds in brackets.`,
     "",
     "| path | MiB/s | × direct | new connections/s | × direct |",
     "|---|---:|---:|---:|---:|",
     ...Object.entries(tcp).map(
       ([k, v]) =>
-        `| ${k} | ${v.mibs.toFixed(0)} | ${ratio(v.mibs, tcp.direct?.mibs)} | ${v.cps.toFixed(0)} | ${ratio(v.cps, tcp.direct?.cps)} |`,
+        `| ${k} | ${v.mibs.toFixed(0)} (${spread(tcpRuns[k]?.mibs ?? [])}) | ${ratio(v.mibs, tcp.direct?.mibs)} | ${v.cps.toFixed(0)} (${spread(tcpRuns[k]?.cps ?? [])}) | ${ratio(v.cps, tcp.direct?.cps)} |`,
     ),
     "",
     `svc-proxy pair vs ghostunnel pair: throughput ${ratio(svc?.mibs, gh?.mibs)}×, new connections ${ratio(svc?.cps, gh?.cps)}×.`,
     "",
-    `MQTT: ${messages} QoS 1 PUBLISH of 64 bytes from mqtt.js, 100 in flight, MQTT 5, to mosquitto.`,
+    `MQTT: ${messages} QoS 1 PUBLISH of 64 bytes from mqtt.js, 100 in flight, MQTT 5, to mosquitto; medians of ${rounds} alternating rounds.`,
     "",
     "| path | messages/s | × direct |",
     "|---|---:|---:|",
     ...Object.entries(mqtt).map(
-      ([k, v]) => `| ${k} | ${v.toFixed(0)} | ${ratio(v, mqtt["direct to mosquitto"])} |`,
+      ([k, v]) =>
+        `| ${k} | ${v.toFixed(0)} (${spread(mqttRuns[k] ?? [])}) | ${ratio(v, mqtt["direct to mosquitto"])} |`,
     ),
     "",
   ];
