@@ -1,11 +1,12 @@
 /**
  * HTTP through a client→server proxy pair: svc-proxy against ghostunnel (an independent SPIFFE-aware TLS
  * relay) and against a direct connection, in the same run, with the same upstream and SVIDs from the same
- * development Workload API. wrk drives 1, 16 and 64 connections; reports requests/s, p50/p99 latency and
- * the proxies' peak RSS, and the ratios. Needs `make build`, wrk, and ghostunnel only
+ * development Workload API. wrk drives 1, 16 and 64 connections, the setups alternating over --rounds
+ * rounds; reports medians (with the range) of requests/s and p50/p99 latency, CPU µs per request of each
+ * hop, the proxies' idle, after-load and peak RSS, and the ratios. Needs `make build`, wrk, and ghostunnel only
  * (`tests/e2e/build-peers.sh ghostunnel`).
  *
- *   bun bench/http.ts [--seconds 10] [--out bench/results/http.md]
+ *   bun bench/http.ts [--seconds 5] [--rounds 3] [--out bench/results/http.md]
  */
 
 import { readFileSync, writeFileSync } from "node:fs";
@@ -16,25 +17,39 @@ import { freePort, waitForPort } from "../tests/support/net.ts";
 import { BenchRun, benchId, exactId, ROOT } from "./support.ts";
 
 const { values: o } = parseArgs({
-  options: { seconds: { type: "string", default: "10" }, out: { type: "string" } },
+  options: {
+    seconds: { type: "string", default: "5" },
+    rounds: { type: "string", default: "3" },
+    out: { type: "string" },
+  },
 });
 const CONNECTIONS = [1, 16, 64];
 
-/** Peak resident set size in MB of a process (VmHWM). */
-function peakRssMb(pid: number): number {
-  const m = /VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
+/** Resident set size in MB of a process: now (VmRSS) or its peak (VmHWM). */
+function rssMb(pid: number, field: "VmRSS" | "VmHWM"): number {
+  const m = new RegExp(`${field}:\\s+(\\d+) kB`).exec(readFileSync(`/proc/${pid}/status`, "utf8"));
   return m ? Number(m[1]) / 1024 : Number.NaN;
+}
+
+/** User + system CPU time of a process so far, in µs (from /proc, 100 ticks a second). */
+function cpuUs(pid: number): number {
+  const f = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]?.split(" ") ?? [];
+  return (Number(f[11]) + Number(f[12])) * 10_000;
 }
 
 interface Result {
   rps: number;
+  requests: number;
   p50: number;
   p99: number;
   errors: number;
+  /** µs of CPU per request, for each process of the setup. */
+  cpu: number[];
 }
 
 // Asynchronous: the upstream runs in this process and must keep answering while wrk runs.
-async function wrk(port: number, connections: number): Promise<Result> {
+async function wrk(port: number, connections: number, procs: Subprocess[] = []): Promise<Result> {
+  const before = procs.map((p) => cpuUs(p.pid));
   const args = [
     "-t",
     connections > 1 ? "2" : "1",
@@ -47,6 +62,8 @@ async function wrk(port: number, connections: number): Promise<Result> {
   const p = spawn(["wrk", ...args, `http://127.0.0.1:${port}/`], { stdout: "pipe" });
   const out = await new Response(p.stdout).text();
   await p.exited;
+  const requests = Number(/(\d+) requests in/.exec(out)?.[1] ?? Number.NaN);
+  const cpu = procs.map((q, i) => (cpuUs(q.pid) - (before[i] as number)) / requests);
   const ms = (label: string) => {
     const m = new RegExp(`^\\s*${label}\\s+([\\d.]+)(us|ms|s)$`, "m").exec(out);
     if (!m) return Number.NaN;
@@ -56,6 +73,8 @@ async function wrk(port: number, connections: number): Promise<Result> {
   const socketErrors = /Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)/.exec(out);
   return {
     rps: Number(/Requests\/sec:\s+([\d.]+)/.exec(out)?.[1]),
+    requests,
+    cpu,
     p50: ms("50%"),
     p99: ms("99%"),
     errors:
@@ -145,6 +164,13 @@ try {
   const relayServer = relay("server", ports.relayServer as number, upstream.port as number, "server");
   const relayClient = relay("client", ports.relayClient as number, ports.relayServer as number, "client");
   for (const p of Object.values(ports)) await waitForPort(p as number);
+  const proxies = [
+    ["svc-proxy client", svcClient],
+    ["svc-proxy server", svcServer],
+    ["ghostunnel client", ghClient],
+    ["ghostunnel server", ghServer],
+  ] as const;
+  const idleRss = new Map(proxies.map(([name, p]) => [name, rssMb(p.pid, "VmRSS")]));
 
   const setups: [string, number, Subprocess[]][] = [
     ["direct", upstream.port as number, []],
@@ -158,44 +184,66 @@ try {
       [relayClient, relayServer],
     ],
   ];
-  const results = new Map<string, Result>();
+  // Per connection count: a warm-up pass of every setup, then --rounds rounds of every setup in turn.
+  const rounds = Number(o.rounds);
+  const results = new Map<string, Result[]>();
+  const afterRss = new Map<string, number>();
   for (const c of CONNECTIONS) {
-    for (const [name, port] of setups) {
-      await wrk(port, c); // warm-up pass (short runs would otherwise include connection set-up)
-      results.set(`${name}/${c}`, await wrk(port, c));
-      process.stderr.write(`${name} c=${c}: ${JSON.stringify(results.get(`${name}/${c}`))}\n`);
-    }
+    for (const [, port] of setups) await wrk(port, c);
+    for (let r = 0; r < rounds; r++)
+      for (const [name, port, procs] of setups) {
+        const x = await wrk(port, c, procs);
+        results.set(`${name}/${c}`, [...(results.get(`${name}/${c}`) ?? []), x]);
+        process.stderr.write(`round ${r + 1} ${name} c=${c}: ${JSON.stringify(x)}\n`);
+      }
+    if (c === 64) for (const [name, p] of proxies) afterRss.set(name, rssMb(p.pid, "VmRSS"));
   }
+  const med = (xs: number[]) => {
+    const sorted = [...xs].sort((a, b) => a - b);
+    const mid = (sorted.length - 1) / 2;
+    return ((sorted[Math.floor(mid)] as number) + (sorted[Math.ceil(mid)] as number)) / 2;
+  };
+  const span = (xs: number[], d: number) => `${Math.min(...xs).toFixed(d)}–${Math.max(...xs).toFixed(d)}`;
   const cpu = spawnSync(["nproc"]).stdout.toString().trim();
   const lines = [
     `# HTTP through a proxy pair (bench/http.ts)`,
     "",
-    `${new Date().toISOString().slice(0, 10)}, ${cpu} cores, loopback; wrk ${o.seconds}s per cell after a warm-up run; 256-byte responses from a Bun upstream.`,
-    "Every hop of every pair and the load generator share the same cores. The relay pair is a ceiling for a relay-based design, not a product: no HTTP parsing, no SPIFFE ID check.",
+    `${new Date().toISOString().slice(0, 10)}, ${cpu} cores, loopback; wrk ${o.seconds}s per cell; per connection count a warm-up pass of every setup, then ${rounds} rounds of every setup in turn; medians with the range over rounds; 256-byte responses from a Bun upstream.`,
+    "Every hop of every pair and the load generator share the same cores. The relay pair is a ceiling for a relay-based design, not a product: no HTTP parsing, no SPIFFE ID check. CPU is user + system µs per request of each process of the setup (client hop, server hop).",
     "",
-    "| connections | setup | requests/s | p50 ms | p99 ms | errors | req/s vs ghostunnel | req/s vs direct | p99 vs ghostunnel |",
-    "|---:|---|---:|---:|---:|---:|---:|---:|---:|",
+    "| connections | setup | requests/s | p50 ms | p99 ms | errors | CPU µs/request (client, server) | req/s vs ghostunnel | req/s vs direct | p99 vs ghostunnel |",
+    "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|",
   ];
   for (const c of CONNECTIONS) {
-    const direct = results.get(`direct/${c}`) as Result;
-    const gh = results.get(`ghostunnel pair/${c}`) as Result;
-    for (const [name] of setups) {
-      const r = results.get(`${name}/${c}`) as Result;
+    const at = (name: string) => results.get(`${name}/${c}`) ?? [];
+    const rps = (name: string) => med(at(name).map((x) => x.rps));
+    const p99 = (name: string) => med(at(name).map((x) => x.p99));
+    for (const [name, , procs] of setups) {
+      const xs = at(name);
       const vs = (a: number, b: number) => (name === "direct" ? "" : (a / b).toFixed(2));
+      const cpuCells = procs.map((_, i) => med(xs.map((x) => x.cpu[i] as number)).toFixed(0)).join(", ");
       lines.push(
-        `| ${c} | ${name} | ${r.rps.toFixed(0)} | ${r.p50.toFixed(2)} | ${r.p99.toFixed(2)} | ${r.errors} | ${name === "ghostunnel pair" ? "1.00" : vs(r.rps, gh.rps)} | ${vs(r.rps, direct.rps)} | ${name === "ghostunnel pair" ? "1.00" : vs(r.p99, gh.p99)} |`,
+        `| ${c} | ${name} | ${rps(name).toFixed(0)} (${span(
+          xs.map((x) => x.rps),
+          0,
+        )}) | ${med(xs.map((x) => x.p50)).toFixed(2)} | ${p99(name).toFixed(2)} (${span(
+          xs.map((x) => x.p99),
+          2,
+        )}) | ${xs.reduce((n, x) => n + x.errors, 0)} | ${cpuCells} | ${vs(rps(name), rps("ghostunnel pair"))} | ${vs(rps(name), rps("direct"))} | ${vs(p99(name), p99("ghostunnel pair"))} |`,
       );
     }
   }
-  lines.push("", "Peak RSS after the run (VmHWM):", "", "| process | MB |", "|---|---:|");
-  for (const [name, p] of [
-    ["svc-proxy client", svcClient],
-    ["svc-proxy server", svcServer],
-    ["ghostunnel client", ghClient],
-    ["ghostunnel server", ghServer],
-  ] as const) {
-    lines.push(`| ${name} | ${peakRssMb(p.pid).toFixed(1)} |`);
-  }
+  lines.push(
+    "",
+    "Resident memory (VmRSS) when idle after start, after the 64-connection runs, and the peak (VmHWM):",
+    "",
+    "| process | idle MB | after 64 connections MB | peak MB |",
+    "|---|---:|---:|---:|",
+  );
+  for (const [name, p] of proxies)
+    lines.push(
+      `| ${name} | ${idleRss.get(name)?.toFixed(1)} | ${afterRss.get(name)?.toFixed(1)} | ${rssMb(p.pid, "VmHWM").toFixed(1)} |`,
+    );
   const report = `${lines.join("\n")}\n`;
   process.stdout.write(report);
   if (o.out) writeFileSync(o.out, report);
