@@ -62,6 +62,16 @@ afterAll(async () => {
 });
 
 const socket = (sa: string) => apis[sa]?.socket as string;
+
+/** `get()` again until `ok` holds, at most 10 s; then the last value, for the assertions to judge. */
+async function eventually<T>(get: () => T | Promise<T>, ok: (value: T) => boolean): Promise<T> {
+  const deadline = Date.now() + 10_000;
+  for (;;) {
+    const value = await get();
+    if (ok(value) || Date.now() > deadline) return value;
+    await Bun.sleep(25);
+  }
+}
 const listener = (o: Record<string, unknown>) => ({
   name: "l",
   address: `127.0.0.1:${o.port}`,
@@ -173,8 +183,7 @@ describe("HTTP client → server proxy pair", () => {
     expect(r.body).toMatch(
       /^svc-proxy: upstream https:\/\/127\.0\.0\.1:\d+ closed the connection during or right after the TLS handshake \(.+\); it may not allow this proxy's SPIFFE ID \(see its log\)\n$/,
     );
-    await Bun.sleep(200);
-    const refusal = logLines(server).find((l) => l.msg === "caller refused");
+    const refusal = await waitForLog(server, "caller refused");
     expect(refusal).toMatchObject({ level: "warn", listener: "l", code: "unauthorized_peer" });
     expect(String(refusal?.reason)).toStartWith(`peer ${ID("db")} matches none of 1 allowed pattern(s)`);
   });
@@ -258,8 +267,12 @@ describe("metrics", () => {
     expect(replies.map((r) => r.status)).toEqual([200, 200]);
     const responseBytes = replies.reduce((n, r) => n + Buffer.byteLength(r.body), 0);
     expect((await send(dbPort, "/c")).status).toBe(502);
-    await Bun.sleep(200);
-    const scrape = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
+    // The refusal is counted when the server proxy sees the handshake end: wait for it in the scrape.
+    const scrape = await eventually(
+      async () => (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text(),
+      (text) =>
+        text.includes('svc_proxy_denied_total{listener="l",side="source",reason="unauthorized_peer"}'),
+    );
     const value = (series: string) =>
       Number(new RegExp(`^${series.replace(/[{}"]/g, (c) => `\\${c}`)} (\\S+)$`, "m").exec(scrape)?.[1]);
     expect(value('svc_proxy_http_requests_total{listener="l",code="200"}')).toBe(2);
@@ -434,8 +447,11 @@ describe("shutdown and key log", () => {
       config("web", [{ port, mode: "client", target: { url: `https://127.0.0.1:${serverPort}` } }]),
     );
     expect((await send(port, "/")).status).toBe(200);
-    await Bun.sleep(200);
-    const lines = readFileSync(keylog, "utf8").trim().split("\n");
+    // Both hops' secrets: written as each handshake completes.
+    const lines = await eventually(
+      () => readFileSync(keylog, "utf8").trim().split("\n"),
+      (l) => l.length >= 5,
+    );
     expect(lines.length).toBeGreaterThanOrEqual(5);
     for (const l of lines) expect(l).toMatch(/^[A-Z_0-9]+ [0-9a-f]{64} [0-9a-f]{64,96}$/);
     expect(statSync(keylog).mode & 0o777).toBe(0o600);
