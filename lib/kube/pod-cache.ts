@@ -79,10 +79,6 @@ export class PodCache {
     return this.synced;
   }
 
-  get size(): number {
-    return this.pods.size;
-  }
-
   /** Resolves once the first list is in. */
   whenReady(): Promise<void> {
     return this.synced ? Promise.resolve() : new Promise((resolve) => this.readyWaiters.push(resolve));
