@@ -18,7 +18,9 @@ import { dirname, join } from "node:path";
 import { parseArgs } from "node:util";
 import { stringify } from "yaml";
 import { readTestbed } from "../tests/e2e/testbed/index.ts";
+import { waitUntil } from "../tests/e2e/testbed/process.ts";
 import { freePort } from "../tests/support/net.ts";
+import { cpuUs, median, range } from "./stats.ts";
 import { BenchRun, ROOT } from "./support.ts";
 
 const { values } = parseArgs({
@@ -78,11 +80,6 @@ const review = (i: number) =>
     },
   });
 
-function cpuTicks(pid: number): number {
-  const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]?.split(" ") ?? [];
-  return Number(fields[11]) + Number(fields[12]);
-}
-
 const VEGETA = join(process.env.XDG_CACHE_HOME || join(homedir(), ".cache"), "svc-tools", "bin", "vegeta");
 if (!existsSync(VEGETA))
   throw new Error(
@@ -103,7 +100,7 @@ function load(url: string, pid: number) {
       }),
     ).join("\n"),
   );
-  const cpu0 = cpuTicks(pid);
+  const cpu0 = cpuUs(pid);
   const attack = Bun.spawnSync(
     [
       VEGETA,
@@ -117,7 +114,7 @@ function load(url: string, pid: number) {
     ],
     { stdout: "pipe", stderr: "pipe" },
   );
-  const cpuMs = ((cpuTicks(pid) - cpu0) * 1000) / 100;
+  const cpu = cpuUs(pid) - cpu0;
   if (attack.exitCode !== 0) throw new Error(`vegeta attack: ${attack.stderr}`);
   const report = Bun.spawnSync([VEGETA, "report", "-type=json"], { stdin: attack.stdout, stdout: "pipe" });
   const r = JSON.parse(report.stdout.toString()) as {
@@ -135,7 +132,7 @@ function load(url: string, pid: number) {
     p50: r.latencies["50th"] / 1e6,
     p99: r.latencies["99th"] / 1e6,
     max: r.latencies.max / 1e6,
-    cpuUsPerReview: (cpuMs * 1000) / Math.max(1, answered),
+    cpuUsPerReview: cpu / Math.max(1, answered),
   };
 }
 
@@ -189,19 +186,16 @@ try {
     "-e",
     `Bun.serve({ hostname: "127.0.0.1", port: ${floorPort}, tls: ${JSON.stringify(tls)}, fetch: async (r) => { if (r.method === "GET") return new Response("ok"); const b = await r.json(); return Response.json({ apiVersion: "admission.k8s.io/v1", kind: "AdmissionReview", response: { uid: b.request.uid, allowed: true } }); } });`,
   ]);
-  const ready = async (url: string, deadline = Date.now() + 30_000) => {
-    while (Date.now() < deadline) {
-      if (
-        await fetch(url, { tls: { ca } }).then(
+  const ready = (url: string) =>
+    waitUntil(
+      url,
+      () =>
+        fetch(url, { tls: { ca } }).then(
           (r) => r.ok,
           () => false,
-        )
-      )
-        return;
-      await Bun.sleep(100);
-    }
-    throw new Error(`${url} not ready`);
-  };
+        ),
+      30_000,
+    );
   await ready(`https://127.0.0.1:${webhookPort}/readyz`);
   await ready(`https://127.0.0.1:${floorPort}/`);
   const setups: [string, string, number][] = [
@@ -219,16 +213,17 @@ try {
         `round ${r + 1} ${name}: ${x.answered}/${x.sent} answered, ${x.rate.toFixed(0)}/s, p50 ${x.p50.toFixed(2)} ms, p99 ${x.p99.toFixed(2)} ms, max ${x.max.toFixed(1)} ms, CPU ${x.cpuUsPerReview.toFixed(0)} µs/review\n`,
       );
     }
-  const med = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor((xs.length - 1) / 2)] as number;
-  const span = (xs: number[], d = 2) => `${Math.min(...xs).toFixed(d)}–${Math.max(...xs).toFixed(d)}`;
   const lines = [
     "| setup | answered / sent | rate /s | p50 ms | p99 ms (range over rounds) | server CPU µs / review | CPU vs floor |",
     "|---|---:|---:|---:|---:|---:|---:|",
     ...Object.entries(results).map(([name, xs], _, all) => {
-      const floorCpu = med((all[1]?.[1] ?? xs).map((x) => x.cpuUsPerReview));
+      const floorCpu = median((all[1]?.[1] ?? xs).map((x) => x.cpuUsPerReview));
       const answered = xs.reduce((s, x) => s + x.answered, 0);
       const sent = xs.reduce((s, x) => s + x.sent, 0);
-      return `| ${name} | ${answered} / ${sent} | ${med(xs.map((x) => x.rate)).toFixed(0)} | ${med(xs.map((x) => x.p50)).toFixed(2)} | **${med(xs.map((x) => x.p99)).toFixed(2)}** (${span(xs.map((x) => x.p99))}) | ${med(xs.map((x) => x.cpuUsPerReview)).toFixed(0)} | ${(med(xs.map((x) => x.cpuUsPerReview)) / floorCpu).toFixed(2)} |`;
+      return `| ${name} | ${answered} / ${sent} | ${median(xs.map((x) => x.rate)).toFixed(0)} | ${median(xs.map((x) => x.p50)).toFixed(2)} | **${median(xs.map((x) => x.p99)).toFixed(2)}** (${range(
+        xs.map((x) => x.p99),
+        2,
+      )}) | ${median(xs.map((x) => x.cpuUsPerReview)).toFixed(0)} | ${(median(xs.map((x) => x.cpuUsPerReview)) / floorCpu).toFixed(2)} |`;
     }),
   ];
   const table = `${lines.join("\n")}\n`;

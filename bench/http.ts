@@ -14,6 +14,7 @@ import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { type Subprocess, spawn, spawnSync } from "bun";
 import { freePort, waitForPort } from "../tests/support/net.ts";
+import { cpuUs, median, range } from "./stats.ts";
 import { BenchRun, benchId, exactId, ROOT } from "./support.ts";
 
 const { values: o } = parseArgs({
@@ -29,12 +30,6 @@ const CONNECTIONS = [1, 16, 64];
 function rssMb(pid: number, field: "VmRSS" | "VmHWM"): number {
   const m = new RegExp(`${field}:\\s+(\\d+) kB`).exec(readFileSync(`/proc/${pid}/status`, "utf8"));
   return m ? Number(m[1]) / 1024 : Number.NaN;
-}
-
-/** User + system CPU time of a process so far, in µs (from /proc, 100 ticks a second). */
-function cpuUs(pid: number): number {
-  const f = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]?.split(" ") ?? [];
-  return (Number(f[11]) + Number(f[12])) * 10_000;
 }
 
 interface Result {
@@ -198,12 +193,6 @@ try {
       }
     if (c === 64) for (const [name, p] of proxies) afterRss.set(name, rssMb(p.pid, "VmRSS"));
   }
-  const med = (xs: number[]) => {
-    const sorted = [...xs].sort((a, b) => a - b);
-    const mid = (sorted.length - 1) / 2;
-    return ((sorted[Math.floor(mid)] as number) + (sorted[Math.ceil(mid)] as number)) / 2;
-  };
-  const span = (xs: number[], d: number) => `${Math.min(...xs).toFixed(d)}–${Math.max(...xs).toFixed(d)}`;
   const cpu = spawnSync(["nproc"]).stdout.toString().trim();
   const lines = [
     `# HTTP through a proxy pair (bench/http.ts)`,
@@ -216,17 +205,17 @@ try {
   ];
   for (const c of CONNECTIONS) {
     const at = (name: string) => results.get(`${name}/${c}`) ?? [];
-    const rps = (name: string) => med(at(name).map((x) => x.rps));
-    const p99 = (name: string) => med(at(name).map((x) => x.p99));
+    const rps = (name: string) => median(at(name).map((x) => x.rps));
+    const p99 = (name: string) => median(at(name).map((x) => x.p99));
     for (const [name, , procs] of setups) {
       const xs = at(name);
       const vs = (a: number, b: number) => (name === "direct" ? "" : (a / b).toFixed(2));
-      const cpuCells = procs.map((_, i) => med(xs.map((x) => x.cpu[i] as number)).toFixed(0)).join(", ");
+      const cpuCells = procs.map((_, i) => median(xs.map((x) => x.cpu[i] as number)).toFixed(0)).join(", ");
       lines.push(
-        `| ${c} | ${name} | ${rps(name).toFixed(0)} (${span(
+        `| ${c} | ${name} | ${rps(name).toFixed(0)} (${range(
           xs.map((x) => x.rps),
           0,
-        )}) | ${med(xs.map((x) => x.p50)).toFixed(2)} | ${p99(name).toFixed(2)} (${span(
+        )}) | ${median(xs.map((x) => x.p50)).toFixed(2)} | ${p99(name).toFixed(2)} (${range(
           xs.map((x) => x.p99),
           2,
         )}) | ${xs.reduce((n, x) => n + x.errors, 0)} | ${cpuCells} | ${vs(rps(name), rps("ghostunnel pair"))} | ${vs(rps(name), rps("direct"))} | ${vs(p99(name), p99("ghostunnel pair"))} |`,

@@ -13,6 +13,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { readTestbed } from "../tests/e2e/testbed/index.ts";
+import { median, medianIqr } from "./stats.ts";
 
 const { values } = parseArgs({
   options: { rounds: { type: "string", default: "20" }, out: { type: "string" } },
@@ -66,15 +67,6 @@ function run(name: string) {
   return { wallMs, cpuMs: cpu ? Number(cpu.user + cpu.system) / 1000 : Number.NaN, rssMb: out.rssMb };
 }
 
-const quantile = (xs: number[], q: number) => {
-  const s = [...xs].sort((a, b) => a - b);
-  const at = (s.length - 1) * q;
-  const lo = Math.floor(at);
-  return (s[lo] as number) + ((s[Math.ceil(at)] as number) - (s[lo] as number)) * (at - lo);
-};
-const fmt = (xs: number[]) =>
-  `${quantile(xs, 0.5).toFixed(1)} (${quantile(xs, 0.25).toFixed(1)}–${quantile(xs, 0.75).toFixed(1)})`;
-
 try {
   const names = Object.keys(programs);
   const got: Record<string, { wall: number[]; cpu: number[]; rss: number[] }> = {};
@@ -93,7 +85,7 @@ try {
     ...names.map((n) => {
       const g = got[n] as { wall: number[]; cpu: number[]; rss: number[] };
       const size = statSync(join(work, n)).size / 1e6;
-      return `| ${n} | ${fmt(g.wall)} | ${quantile(g.cpu, 0.5).toFixed(1)} | ${quantile(g.rss, 0.5).toFixed(1)} | ${size.toFixed(1)} |`;
+      return `| ${n} | ${medianIqr(g.wall)} | ${median(g.cpu).toFixed(1)} | ${median(g.rss).toFixed(1)} | ${size.toFixed(1)} |`;
     }),
   ];
   const table = `${lines.join("\n")}\n`;

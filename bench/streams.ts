@@ -15,6 +15,7 @@ import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { connectAsync } from "mqtt";
 import { freePort, waitForPort } from "../tests/support/net.ts";
+import { median, range } from "./stats.ts";
 import { BenchRun, exactId } from "./support.ts";
 
 const { values: o } = parseArgs({
@@ -26,13 +27,6 @@ const { values: o } = parseArgs({
     out: { type: "string" },
   },
 });
-const median = (xs: number[]) => {
-  const s = [...xs].sort((a, b) => a - b);
-  const mid = (s.length - 1) / 2;
-  return ((s[Math.floor(mid)] as number) + (s[Math.ceil(mid)] as number)) / 2;
-};
-const spread = (xs: number[]) => `${Math.min(...xs).toFixed(0)}–${Math.max(...xs).toFixed(0)}`;
-
 /** Sends `bytes` and waits for the sink's count: MiB/s. */
 function throughput(port: number, bytes: number): Promise<number> {
   const block = new Uint8Array(1 << 20);
@@ -203,7 +197,7 @@ try {
     "|---|---:|---:|---:|---:|",
     ...Object.entries(tcp).map(
       ([k, v]) =>
-        `| ${k} | ${v.mibs.toFixed(0)} (${spread(tcpRuns[k]?.mibs ?? [])}) | ${ratio(v.mibs, tcp.direct?.mibs)} | ${v.cps.toFixed(0)} (${spread(tcpRuns[k]?.cps ?? [])}) | ${ratio(v.cps, tcp.direct?.cps)} |`,
+        `| ${k} | ${v.mibs.toFixed(0)} (${range(tcpRuns[k]?.mibs ?? [], 0)}) | ${ratio(v.mibs, tcp.direct?.mibs)} | ${v.cps.toFixed(0)} (${range(tcpRuns[k]?.cps ?? [], 0)}) | ${ratio(v.cps, tcp.direct?.cps)} |`,
     ),
     "",
     `svc-proxy pair vs ghostunnel pair: throughput ${ratio(svc?.mibs, gh?.mibs)}×, new connections ${ratio(svc?.cps, gh?.cps)}×.`,
@@ -214,7 +208,7 @@ try {
     "|---|---:|---:|",
     ...Object.entries(mqtt).map(
       ([k, v]) =>
-        `| ${k} | ${v.toFixed(0)} (${spread(mqttRuns[k] ?? [])}) | ${ratio(v, mqtt["direct to mosquitto"])} |`,
+        `| ${k} | ${v.toFixed(0)} (${range(mqttRuns[k] ?? [], 0)}) | ${ratio(v, mqtt["direct to mosquitto"])} |`,
     ),
     "",
   ];

@@ -15,6 +15,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { readTestbed } from "../tests/e2e/testbed/index.ts";
+import { median, medianIqr } from "./stats.ts";
 
 const { values } = parseArgs({
   options: { rounds: { type: "string", default: "30" }, out: { type: "string" } },
@@ -58,16 +59,6 @@ const pairs: [string, string[], string[]][] = [
   ["version", ["kubectl", "version", "--client"], [svc, "version"]],
 ];
 
-const median = (xs: number[]) => quantile(xs, 0.5);
-function quantile(xs: number[], q: number): number {
-  const s = [...xs].sort((a, b) => a - b);
-  const at = (s.length - 1) * q;
-  const lo = Math.floor(at);
-  return (s[lo] as number) + ((s[Math.ceil(at)] as number) - (s[lo] as number)) * (at - lo);
-}
-const fmt = (xs: number[]) =>
-  `${median(xs).toFixed(1)} (${quantile(xs, 0.25).toFixed(1)}–${quantile(xs, 0.75).toFixed(1)})`;
-
 const lines = [
   "| command | kubectl ms | svc ms | svc / kubectl | kubectl CPU ms | svc CPU ms |",
   "|---|---:|---:|---:|---:|---:|",
@@ -89,7 +80,7 @@ try {
       b.cpu.push(y.cpuMs);
     }
     lines.push(
-      `| ${name} | ${fmt(a.wall)} | ${fmt(b.wall)} | **${(median(b.wall) / median(a.wall)).toFixed(2)}** | ${median(a.cpu).toFixed(1)} | ${median(b.cpu).toFixed(1)} |`,
+      `| ${name} | ${medianIqr(a.wall)} | ${medianIqr(b.wall)} | **${(median(b.wall) / median(a.wall)).toFixed(2)}** | ${median(a.cpu).toFixed(1)} | ${median(b.cpu).toFixed(1)} |`,
     );
     process.stderr.write(`${lines.at(-1)}\n`);
   }
