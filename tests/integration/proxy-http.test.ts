@@ -7,6 +7,7 @@ import { connect } from "node:net";
 import { join } from "node:path";
 import { X509Source } from "../../lib/spiffe/x509-source.ts";
 import { writeClusterPki } from "../e2e/testbed/pki.ts";
+import { waitUntil } from "../e2e/testbed/process.ts";
 import {
   type DevApi,
   prodId as ID,
@@ -63,15 +64,6 @@ afterAll(async () => {
 
 const socket = (sa: string) => apis[sa]?.socket as string;
 
-/** `get()` again until `ok` holds, at most 10 s; then the last value, for the assertions to judge. */
-async function eventually<T>(get: () => T | Promise<T>, ok: (value: T) => boolean): Promise<T> {
-  const deadline = Date.now() + 10_000;
-  for (;;) {
-    const value = await get();
-    if (ok(value) || Date.now() > deadline) return value;
-    await Bun.sleep(25);
-  }
-}
 const listener = (o: Record<string, unknown>) => ({
   name: "l",
   address: `127.0.0.1:${o.port}`,
@@ -268,11 +260,11 @@ describe("metrics", () => {
     const responseBytes = replies.reduce((n, r) => n + Buffer.byteLength(r.body), 0);
     expect((await send(dbPort, "/c")).status).toBe(502);
     // The refusal is counted when the server proxy sees the handshake end: wait for it in the scrape.
-    const scrape = await eventually(
-      async () => (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text(),
-      (text) =>
-        text.includes('svc_proxy_denied_total{listener="l",side="source",reason="unauthorized_peer"}'),
-    );
+    let scrape = "";
+    await waitUntil("the refusal in /metrics", async () => {
+      scrape = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
+      return scrape.includes('svc_proxy_denied_total{listener="l",side="source",reason="unauthorized_peer"}');
+    });
     const value = (series: string) =>
       Number(new RegExp(`^${series.replace(/[{}"]/g, (c) => `\\${c}`)} (\\S+)$`, "m").exec(scrape)?.[1]);
     expect(value('svc_proxy_http_requests_total{listener="l",code="200"}')).toBe(2);
@@ -448,10 +440,11 @@ describe("shutdown and key log", () => {
     );
     expect((await send(port, "/")).status).toBe(200);
     // Both hops' secrets: written as each handshake completes.
-    const lines = await eventually(
-      () => readFileSync(keylog, "utf8").trim().split("\n"),
-      (l) => l.length >= 5,
-    );
+    let lines: string[] = [];
+    await waitUntil("both hops' secrets in the key log", () => {
+      lines = readFileSync(keylog, "utf8").trim().split("\n");
+      return lines.length >= 5;
+    });
     expect(lines.length).toBeGreaterThanOrEqual(5);
     for (const l of lines) expect(l).toMatch(/^[A-Z_0-9]+ [0-9a-f]{64} [0-9a-f]{64,96}$/);
     expect(statSync(keylog).mode & 0o777).toBe(0o600);
