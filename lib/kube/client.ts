@@ -26,6 +26,8 @@ export interface KubeClient {
   from: string;
   core: CoreV1Api;
   authorization: AuthorizationV1Api;
+  /** The same client (credentials loaded once) with another deadline for typed calls. */
+  withTimeout(timeoutMs: number): KubeClient;
   /** A raw request to the API server with the client's credentials (for watches). */
   fetch(path: string, init?: { signal?: AbortSignal; method?: string; body?: string }): Promise<Response>;
 }
@@ -84,32 +86,37 @@ export function openKubeClient(kubeconfig?: string, timeoutMs = 10_000): KubeCli
     }
   };
 
-  const httpApi = wrapHttpLibrary({
-    async send(request: RequestContext) {
-      const body = request.getBody();
-      const res = await send(request.getUrl(), {
-        method: request.getHttpMethod().toString(),
-        headers: request.getHeaders(),
-        ...(typeof body === "string" ? { body } : {}),
-        signal: request.getSignal() ?? AbortSignal.timeout(timeoutMs),
-      });
-      const headers: Record<string, string> = {};
-      res.headers.forEach((value, name) => {
-        headers[name] = value;
-      });
-      return new ResponseContext(res.status, headers, {
-        text: () => res.text(),
-        binary: async () => Buffer.from(await res.arrayBuffer()),
-        stream: () => res.body,
-      });
-    },
-  });
-  const configuration = createConfiguration({ baseServer: new ServerConfiguration(server, {}), httpApi });
-  return {
-    server,
-    from,
-    core: new CoreV1Api(configuration),
-    authorization: new AuthorizationV1Api(configuration),
-    fetch: (path, init = {}) => send(`${server}${path}`, { method: init.method ?? "GET", ...init }),
+  // The typed API for one per-call deadline; every deadline shares the credentials loaded above.
+  const withTimeout = (timeoutMs: number): KubeClient => {
+    const httpApi = wrapHttpLibrary({
+      async send(request: RequestContext) {
+        const body = request.getBody();
+        const res = await send(request.getUrl(), {
+          method: request.getHttpMethod().toString(),
+          headers: request.getHeaders(),
+          ...(typeof body === "string" ? { body } : {}),
+          signal: request.getSignal() ?? AbortSignal.timeout(timeoutMs),
+        });
+        const headers: Record<string, string> = {};
+        res.headers.forEach((value, name) => {
+          headers[name] = value;
+        });
+        return new ResponseContext(res.status, headers, {
+          text: () => res.text(),
+          binary: async () => Buffer.from(await res.arrayBuffer()),
+          stream: () => res.body,
+        });
+      },
+    });
+    const configuration = createConfiguration({ baseServer: new ServerConfiguration(server, {}), httpApi });
+    return {
+      server,
+      from,
+      core: new CoreV1Api(configuration),
+      authorization: new AuthorizationV1Api(configuration),
+      fetch: (path, init = {}) => send(`${server}${path}`, { method: init.method ?? "GET", ...init }),
+      withTimeout,
+    };
   };
+  return withTimeout(timeoutMs);
 }

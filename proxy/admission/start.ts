@@ -31,7 +31,7 @@ export async function startAdmission(
   // A review's lookups give up before the API server's webhook timeout (5 s), so that the refusal says
   // why; the cache's list pages may take longer.
   const client = openKubeClient(config.kubeconfig, 3_000);
-  const cacheClient = openKubeClient(config.kubeconfig, 30_000);
+  const cacheClient = client.withTimeout(30_000);
   const alog = log.with({ component: "admission" });
   const cache = new PodCache(cacheClient, {
     synced: (pods, ms) => alog.info("pod cache filled", { pods, list_ms: ms }),
