@@ -2,7 +2,6 @@ import type { Server } from "node:http";
 import { X509Source } from "../lib/spiffe/x509-source.ts";
 import { openKeyLog } from "../lib/tls/keylog.ts";
 import type { HostPort, ListenerConfig, ProxyConfig } from "./config/validate.ts";
-import { startHttpListener } from "./http/listener.ts";
 import type { ListenerDeps, RunningListener } from "./listener.ts";
 import type { Logger } from "./log.ts";
 import { ProxyMetrics } from "./metrics.ts";
@@ -13,7 +12,12 @@ const START: Record<
   ListenerConfig["protocol"],
   (l: ListenerConfig, deps: ListenerDeps) => Promise<RunningListener>
 > = {
-  http: startHttpListener,
+  // Listeners without middlewares relay on Bun's own sockets; the full path (node:http, middlewares) is
+  // loaded only when a listener needs it, or while a key log is written (Bun's sockets cannot log keys).
+  http: async (l, deps) =>
+    l.middlewares.length === 0 && !deps.keylog
+      ? (await import("./relay/listener.ts")).startRelayListener(l, deps)
+      : (await import("./http/listener.ts")).startHttpListener(l, deps),
   tcp: startTcpListener,
   // mqtt-packet costs ~20 ms to import: only proxies with an MQTT listener pay it.
   mqtt: async (l, deps) => (await import("./mqtt/listener.ts")).startMqttListener(l, deps),

@@ -2,9 +2,9 @@ import http from "node:http";
 import https from "node:https";
 import { isIP } from "node:net";
 import type { TLSSocket } from "node:tls";
-import { isSvcError } from "../../lib/errors.ts";
+import { upstreamFailure } from "./failure.ts";
 import { endToEnd, forwardedFor } from "./headers.ts";
-import { type Handler, type ProxyResponse, proxyResponse, type Upstream } from "./types.ts";
+import type { Handler, ProxyResponse, Upstream } from "./types.ts";
 
 /**
  * The end of every chain: sends the request to the target, streaming both bodies, and hands back the
@@ -50,28 +50,4 @@ export function forwarder(o: ForwardOptions): Handler {
       out.on("error", (e) => resolve(upstreamFailure(o.target, e)));
       req.body.pipe(out);
     });
-}
-
-function upstreamFailure(target: URL, e: Error): ProxyResponse {
-  const tls = target.protocol === "https:";
-  const where = target.origin;
-  if (isSvcError(e))
-    return {
-      ...proxyResponse(502, `upstream ${where} refused: ${e.message}`, "target-refused"),
-      failureCode: e.code,
-    };
-  const code = (e as NodeJS.ErrnoException).code;
-  if (e.name === "AbortError") return proxyResponse(502, `request to ${where} aborted`, "target-failed");
-  // Over TLS 1.3 a server that refuses our client certificate can only reset the connection.
-  if (tls && (code === "ECONNRESET" || e.message === "socket hang up")) {
-    return proxyResponse(
-      502,
-      `upstream ${where} closed the connection during or right after the TLS handshake (${code ?? e.message}); it may not allow this proxy's SPIFFE ID (see its log)`,
-      "target-unreachable",
-    );
-  }
-  if (code && /^(ECONNREFUSED|ENOTFOUND|EHOSTUNREACH|ENETUNREACH|EAI_AGAIN|ECONNRESET|EPIPE)$/.test(code)) {
-    return proxyResponse(502, `upstream ${where} unreachable (${code})`, "target-unreachable");
-  }
-  return proxyResponse(502, `upstream ${where} failed: ${e.message}`, "target-failed");
 }

@@ -18,6 +18,9 @@ import { forwarder } from "./forward.ts";
 import { PEER_ID_HEADER } from "./headers.ts";
 import { isBuffered, type ProxyRequest, type ProxyResponse, proxyResponse, type Upstream } from "./types.ts";
 
+// Concurrent streams per HTTP/2 caller connection, announced in SETTINGS (the common default).
+const MAX_STREAMS = 100;
+
 /**
  * One HTTP listener (specification 4.2): client mode takes plaintext and calls the target over SPIFFE
  * mTLS; server mode authenticates callers with SPIFFE mTLS and calls the target in plaintext (or ordinary
@@ -210,6 +213,7 @@ export async function startHttpListener(l: ListenerConfig, deps: ListenerDeps): 
     const secure = http2.createSecureServer({
       ...mtlsServerOptions(policy, ["h2", "http/1.1"]),
       allowHTTP1: true,
+      settings: { maxConcurrentStreams: MAX_STREAMS },
     });
     secure.on("session", (session) =>
       connections.open(

@@ -2,6 +2,7 @@ import {
   type BodyEvent,
   BodyReader,
   type Fields,
+  type Framing,
   framing,
   isToken,
   MessageFramer,
@@ -23,11 +24,15 @@ export interface RequestHead {
   version: "HTTP/1.1" | "HTTP/1.0";
   /** In received order, names as received. */
   headers: Fields;
+  /** How the body is framed: none, a Content-Length, or chunked. */
+  body: Framing;
 }
 
 export type FramerEvent = { type: "head"; head: RequestHead } | BodyEvent;
 
-const REQUEST_LINE = /^([!#$%&'*+\-.^_`|~0-9A-Za-z]+) (\S+) (HTTP\/1\.[01])$/;
+// The target: origin form (/path), absolute form (http://host/path), or * (OPTIONS); visible characters only.
+const REQUEST_LINE =
+  /^([!#$%&'*+\-.^_`|~0-9A-Za-z]+) ((?:\/|https?:\/\/)[\x21-\x7e\x80-\xff]*|\*) (HTTP\/1\.[01])$/;
 
 export class RequestFramer extends MessageFramer<{ type: "head"; head: RequestHead }> {
   protected head(): FramerEvent[] {
@@ -58,6 +63,7 @@ export class RequestFramer extends MessageFramer<{ type: "head"; head: RequestHe
         target: rl[2] as string,
         version: rl[3] as RequestHead["version"],
         headers,
+        body: f,
       },
     };
     if (f.kind === "none") return [head, { type: "end" }];

@@ -1,4 +1,12 @@
-import { type BodyEvent, BodyReader, type Fields, framing, MessageFramer, parseFields } from "./wire.ts";
+import {
+  type BodyEvent,
+  BodyReader,
+  type Fields,
+  type Framing,
+  framing,
+  MessageFramer,
+  parseFields,
+} from "./wire.ts";
 
 /**
  * Incremental HTTP/1.1 response framing (RFC 9112 section 6.3), so that a relay knows each response's
@@ -16,6 +24,8 @@ export interface ResponseHead {
   version: "HTTP/1.1" | "HTTP/1.0";
   headers: Fields;
   interim: boolean;
+  /** How the body is framed; none for interim responses, tunnels, HEAD, 204 and 304. */
+  body: Framing;
 }
 
 export type ResponseEvent = { type: "head"; head: ResponseHead } | BodyEvent | { type: "tunnel" };
@@ -60,16 +70,15 @@ export class ResponseFramer extends MessageFramer<{ type: "head"; head: Response
     if ("error" in fields) return [error(fields.error)];
     const status = Number(sl[2]);
     const interim = status >= 100 && status < 200 && status !== 101;
-    const head: ResponseEvent = {
-      type: "head",
-      head: {
-        status,
-        reason: sl[3] ?? "",
-        version: sl[1] as ResponseHead["version"],
-        headers: fields,
-        interim,
-      },
+    const h: ResponseHead = {
+      status,
+      reason: sl[3] ?? "",
+      version: sl[1] as ResponseHead["version"],
+      headers: fields,
+      interim,
+      body: { kind: "none" },
     };
+    const head: ResponseEvent = { type: "head", head: h };
     if (interim) return [head];
     this.methods.shift();
     if (status === 101 || (method === "CONNECT" && status >= 200 && status < 300))
@@ -77,6 +86,7 @@ export class ResponseFramer extends MessageFramer<{ type: "head"; head: Response
     if (method === "HEAD" || status === 204 || status === 304) return [head, { type: "end" }];
     const f = framing(fields, { kind: "close" });
     if ("error" in f) return [error(f.error)];
+    h.body = f;
     if (f.kind === "none") return [head, { type: "end" }];
     this.body = new BodyReader(f, this.maxHeadBytes);
     return [head];

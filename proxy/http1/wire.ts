@@ -79,6 +79,10 @@ export class WireBuffer {
 }
 
 const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
+// Field values are visible characters, spaces and tabs (RFC 9110 section 5.5); NUL and other controls
+// are read differently by different parsers, so they are refused.
+// biome-ignore lint/suspicious/noControlCharactersInRegex: these are the characters refused
+const CONTROL = /[\x00-\x08\x0a-\x1f\x7f]/;
 
 /** Header field lines to fields; refuses obsolete folding, bare LF, and anything but `token ":" value`. */
 export function parseFields(lines: string[]): Fields | { error: string } {
@@ -89,7 +93,9 @@ export function parseFields(lines: string[]): Fields | { error: string } {
     const colon = line.indexOf(":");
     const name = colon > 0 ? line.slice(0, colon) : "";
     if (!TOKEN.test(name)) return { error: `invalid header line ${JSON.stringify(line.slice(0, 100))}` };
-    fields.push([name, line.slice(colon + 1).trim()]);
+    const value = line.slice(colon + 1).trim();
+    if (CONTROL.test(value)) return { error: `control character in the value of header ${name}` };
+    fields.push([name, value]);
   }
   return fields;
 }
@@ -237,6 +243,11 @@ export abstract class MessageFramer<Head extends { type: string }> {
   protected stopped = false;
 
   constructor(protected readonly maxHeadBytes = 65_536) {}
+
+  /** Bytes received and not yet framed (a head still arriving). */
+  get buffered(): number {
+    return this.buf.length;
+  }
 
   /** Parses the next head if it is complete; may start `this.body`. */
   protected abstract head(): (Head | BodyEvent)[];

@@ -330,8 +330,8 @@ describe("SVID rotation under traffic", () => {
 });
 
 describe("HTTP/2 callers", () => {
-  test("each request on an h2 session carries the caller's SPIFFE ID", async () => {
-    const { serverPort } = await pair();
+  test("on a listener with middlewares (the full path), each request on an h2 session carries the caller's SPIFFE ID; at most 100 streams are announced", async () => {
+    const { serverPort } = await pair({ server: { middlewares: [{ type: "dummy" }] } });
     const source = await X509Source.open({ address: socket("web") });
     const svid = source.getX509Svid();
     const session = connectH2(`https://127.0.0.1:${serverPort}`, {
@@ -353,7 +353,36 @@ describe("HTTP/2 callers", () => {
       });
     const bodies = await Promise.all(["/h2/a", "/h2/b", "/h2/c"].map(get));
     for (const b of bodies) expect(JSON.parse(b).headers["svc-peer-id"]).toBe(ID("web"));
+    expect(session.remoteSettings.maxConcurrentStreams).toBe(100);
     session.close();
+    source.close();
+  });
+
+  test("a relay listener (no middlewares) offers HTTP/1.1 only: an h2-only client is not served, one that offers both gets HTTP/1.1", async () => {
+    const { serverPort } = await pair();
+    const source = await X509Source.open({ address: socket("web") });
+    const svid = source.getX509Svid();
+    const tlsOptions = {
+      cert: svid.certPem,
+      key: svid.keyPem,
+      ca: source.bundles().pem(),
+      checkServerIdentity: () => undefined,
+    };
+    const session = connectH2(`https://127.0.0.1:${serverPort}`, tlsOptions);
+    const refused = await new Promise<Error>((resolve) => session.on("error", resolve));
+    expect(refused.message).toContain("h2 is not supported");
+    const { connect: connectTls } = await import("node:tls");
+    const alpn = await new Promise<string | false | null>((resolve, reject) => {
+      const s = connectTls(
+        { host: "127.0.0.1", port: serverPort, ...tlsOptions, ALPNProtocols: ["h2", "http/1.1"] },
+        () => {
+          resolve(s.alpnProtocol);
+          s.destroy();
+        },
+      );
+      s.on("error", reject);
+    });
+    expect([false, null, "http/1.1"]).toContain(alpn);
     source.close();
   });
 });

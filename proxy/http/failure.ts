@@ -1,0 +1,30 @@
+import { isSvcError } from "../../lib/errors.ts";
+import { type ProxyResponse, proxyResponse } from "./types.ts";
+
+/**
+ * The 502 for an exchange whose target could not be used, on either HTTP path: refused (the SPIFFE check
+ * failed: `failureCode` says why), unreachable, or failed; the text names the target and the cause.
+ */
+export function upstreamFailure(target: URL, e: Error): ProxyResponse {
+  const tls = target.protocol === "https:";
+  const where = target.origin;
+  if (isSvcError(e))
+    return {
+      ...proxyResponse(502, `upstream ${where} refused: ${e.message}`, "target-refused"),
+      failureCode: e.code,
+    };
+  const code = (e as NodeJS.ErrnoException).code;
+  if (e.name === "AbortError") return proxyResponse(502, `request to ${where} aborted`, "target-failed");
+  // Over TLS 1.3 a server that refuses our client certificate can only reset the connection.
+  if (tls && (code === "ECONNRESET" || e.message === "socket hang up")) {
+    return proxyResponse(
+      502,
+      `upstream ${where} closed the connection during or right after the TLS handshake (${code ?? e.message}); it may not allow this proxy's SPIFFE ID (see its log)`,
+      "target-unreachable",
+    );
+  }
+  if (code && /^(ECONNREFUSED|ENOTFOUND|EHOSTUNREACH|ENETUNREACH|EAI_AGAIN|ECONNRESET|EPIPE)$/.test(code)) {
+    return proxyResponse(502, `upstream ${where} unreachable (${code})`, "target-unreachable");
+  }
+  return proxyResponse(502, `upstream ${where} failed: ${e.message}`, "target-failed");
+}

@@ -1,0 +1,469 @@
+import type { Socket } from "bun";
+import type { VerifiedPeer } from "../../lib/spiffe/x509svid.ts";
+import { upstreamFailure } from "../http/failure.ts";
+import { type FramerEvent, RequestFramer, type RequestHead } from "../http1/request-framer.ts";
+import type { ResponseEvent, ResponseHead } from "../http1/response-framer.ts";
+import type { RelayContext } from "./context.ts";
+import {
+  type BodyOut,
+  chunk,
+  connectionTokens,
+  LAST_CHUNK,
+  proxyAnswer,
+  requestHead,
+  responseHead,
+} from "./head.ts";
+import { Outbox } from "./outbox.ts";
+import type { UpstreamConn, UpstreamOwner } from "./upstream.ts";
+
+/**
+ * One caller connection of a relay listener. Requests are framed as they arrive and served one at a
+ * time, in order: the head is rewritten and sent with the body as it comes, then the response head is
+ * rewritten and the response body relayed, then the next request (pipelined ones wait, framed, in
+ * `queue`). Body bytes are never buffered whole; when a side cannot take more, the other side is paused.
+ *
+ * One deadline per connection, checked by the listener's sweep: the handshake and each request (head
+ * and body) must arrive within timeouts.read, each response must be complete within timeouts.write of
+ * the end of its request, and an idle connection is closed after timeouts.idle.
+ */
+type Phase = "handshake" | "idle" | "read" | "write";
+
+const HIGH_WATER = 256 * 1024;
+const HEAD_WEIGHT = 1024;
+
+interface Exchange {
+  head: RequestHead;
+  id: string;
+  started: number;
+  bytesIn: number;
+  bytesOut: number;
+  /** The caller wants the connection kept after this exchange. */
+  keepAlive: boolean;
+  headBytes: Uint8Array;
+  requestBody: BodyOut;
+  requestDone: boolean;
+  upstream: UpstreamConn | undefined;
+  /** What was to be sent before the upstream connection was ready. */
+  pending: Uint8Array[] | undefined;
+  pendingBytes: number;
+  responseStarted: boolean;
+  status: number;
+  /** The response body is re-framed as chunked for the caller. */
+  rechunk: boolean;
+  /** The connection closes after this response (the caller asked, or the body runs to the close). */
+  closeAfter: boolean;
+  /** The upstream connection can serve another exchange afterwards. */
+  reusable: boolean;
+  retried: boolean;
+}
+
+export class CallerConn implements UpstreamOwner {
+  readonly out: Outbox;
+  private readonly framer = new RequestFramer();
+  private readonly queue: FramerEvent[] = [];
+  private queuedBytes = 0;
+  private x: Exchange | undefined;
+  phase: Phase;
+  deadline: number;
+  peer: VerifiedPeer | undefined;
+  closed = false;
+  private closing = false;
+  private paused = false;
+
+  constructor(
+    readonly socket: Socket<CallerConn>,
+    private readonly ctx: RelayContext,
+    tls: boolean,
+  ) {
+    this.out = new Outbox(socket as Socket<unknown>);
+    this.phase = tls ? "handshake" : "idle";
+    this.deadline = Date.now() + (tls ? ctx.timeouts.readMs : ctx.timeouts.idleMs);
+  }
+
+  /** True while no request is in progress, so that a drain may close the connection now. */
+  get idle(): boolean {
+    return this.x === undefined && this.queue.length === 0 && this.framer.buffered === 0;
+  }
+
+  /** The handshake passed (mTLS callers) and the peer was verified. */
+  accepted(peer: VerifiedPeer | undefined): void {
+    this.peer = peer;
+    this.setPhase("idle");
+  }
+
+  received(data: Uint8Array): void {
+    if (this.closing || this.phase === "handshake") return;
+    if (this.phase === "idle") this.setPhase("read");
+    for (const e of this.framer.push(data)) {
+      this.queue.push(e);
+      this.queuedBytes += e.type === "body" ? e.data.length : HEAD_WEIGHT;
+    }
+    this.pump();
+  }
+
+  /** Serves queued events for as long as the current exchange can take them. */
+  private pump(): void {
+    while (this.queue.length > 0 && !this.closing) {
+      const x = this.x;
+      if (x?.requestDone) break; // the next request waits for this response
+      const e = this.queue.shift() as FramerEvent;
+      this.queuedBytes -= e.type === "body" ? e.data.length : HEAD_WEIGHT;
+      if (!x) {
+        if (e.type === "head") this.start(e.head);
+        else if (e.type === "error") this.refuse(e.status, e.reason);
+        continue;
+      }
+      if (e.type === "body")
+        this.toUpstream(x, x.requestBody.kind === "chunked" ? chunk(e.data) : [e.data], e.data.length);
+      else if (e.type === "end") {
+        if (x.requestBody.kind === "chunked") this.toUpstream(x, [LAST_CHUNK], 0);
+        x.requestDone = true;
+        if (!x.responseStarted) this.setPhase("write");
+      } else if (e.type === "error") {
+        // The request broke off in its body: what was sent upstream cannot be completed.
+        this.dropUpstream(x);
+        if (x.responseStarted) this.terminate();
+        else this.answer(x, e.status, e.reason, true);
+      }
+    }
+    this.x?.upstream?.out?.flush();
+    this.flow();
+  }
+
+  private start(head: RequestHead): void {
+    if (head.method === "CONNECT") {
+      this.refuse(501, "CONNECT is not supported by this listener");
+      return;
+    }
+    const named = connectionTokens(head.headers);
+    let callerId: string | undefined;
+    if (!named.has("x-request-id"))
+      for (const [name, value] of head.headers)
+        if (name.length === 12 && name.toLowerCase() === "x-request-id") callerId = value;
+    const id = callerId ?? crypto.randomUUID();
+    const requestBody: BodyOut =
+      head.body.kind === "fixed"
+        ? { kind: "length", length: head.body.length }
+        : head.body.kind === "chunked"
+          ? { kind: "chunked" }
+          : { kind: "none" };
+    const x: Exchange = {
+      head,
+      id,
+      started: performance.now(),
+      bytesIn: 0,
+      bytesOut: 0,
+      keepAlive: head.version === "HTTP/1.1" ? !named.has("close") : named.has("keep-alive"),
+      headBytes: requestHead(head, named, requestBody, {
+        peer: this.peer?.id.uri,
+        requestId: callerId ? undefined : id,
+        remoteAddress: this.socket.remoteAddress,
+      }),
+      requestBody,
+      requestDone: false,
+      upstream: undefined,
+      pending: undefined,
+      pendingBytes: 0,
+      responseStarted: false,
+      status: 0,
+      rechunk: false,
+      closeAfter: false,
+      reusable: false,
+      retried: false,
+    };
+    this.x = x;
+    this.connect(x);
+  }
+
+  private connect(x: Exchange, flush = false): void {
+    const conn = this.ctx.pool.take(this);
+    if (conn) {
+      x.upstream = conn;
+      conn.framer.expect(x.head.method);
+      conn.out?.add(x.headBytes);
+      if (flush) conn.out?.flush();
+      return;
+    }
+    x.pending = [x.headBytes];
+    x.pendingBytes = x.headBytes.length;
+    x.upstream = this.ctx.pool.dial(this);
+  }
+
+  private toUpstream(x: Exchange, pieces: Uint8Array[], bodyBytes: number): void {
+    x.bytesIn += bodyBytes;
+    if (x.pending) {
+      for (const p of pieces) {
+        x.pending.push(p);
+        x.pendingBytes += p.length;
+      }
+    } else for (const p of pieces) x.upstream?.out?.add(p);
+  }
+
+  upstreamReady(conn: UpstreamConn): void {
+    const x = this.x;
+    if (!x || x.upstream !== conn) {
+      this.ctx.pool.release(conn, true);
+      return;
+    }
+    conn.framer.expect(x.head.method);
+    for (const p of x.pending ?? []) conn.out?.add(p);
+    x.pending = undefined;
+    x.pendingBytes = 0;
+    conn.out?.flush();
+    this.flow();
+  }
+
+  upstreamFailed(error: Error): void {
+    const x = this.x;
+    if (!x) return;
+    x.upstream = undefined;
+    const r = upstreamFailure(this.ctx.target, error);
+    if (r.failure === "target-refused")
+      this.ctx.events?.denied("target", r.failureCode ?? "unauthorized_peer");
+    this.ctx.log.warn("upstream failure", {
+      request_id: x.id,
+      status: 502,
+      failure: r.failure,
+      reason: String(r.body).trim(),
+    });
+    this.answer(x, 502, String(r.body).slice("svc-proxy: ".length).trim(), !x.requestDone);
+  }
+
+  upstreamClosed(reason: string | undefined): void {
+    const x = this.x;
+    if (!x) return;
+    const conn = x.upstream;
+    x.upstream = undefined;
+    // A pooled connection the upstream closed as we reused it: a request without a body, sent whole,
+    // is sent again once on a new connection (as HTTP clients do for idempotent retries).
+    if (!x.responseStarted && conn?.reused && !x.retried && x.requestDone && x.requestBody.kind === "none") {
+      x.retried = true;
+      this.connect(x, true);
+      return;
+    }
+    if (x.responseStarted) {
+      this.ctx.log.warn("upstream closed during the response", { request_id: x.id, reason });
+      this.terminate();
+      return;
+    }
+    this.upstreamFailed(Object.assign(new Error(reason ?? "socket hang up"), { code: "ECONNRESET" }));
+  }
+
+  upstreamDrained(): void {
+    this.flow();
+  }
+
+  upstreamEvents(events: ResponseEvent[]): void {
+    for (const e of events) {
+      const x = this.x;
+      if (!x || this.closed) return;
+      switch (e.type) {
+        case "head":
+          if (e.head.interim) this.out.add(responseHead(e.head, { kind: "none" }, false));
+          else this.respond(x, e.head);
+          break;
+        case "body":
+          x.bytesOut += e.data.length;
+          if (x.rechunk) for (const p of chunk(e.data)) this.out.add(p);
+          else this.out.add(e.data);
+          break;
+        case "end":
+          if (x.rechunk) this.out.add(LAST_CHUNK);
+          this.finish(x);
+          break;
+        case "tunnel":
+          this.dropUpstream(x);
+          this.badUpstream(x, "the upstream switched protocols, which an HTTP listener does not carry");
+          break;
+        case "error":
+          this.dropUpstream(x);
+          this.badUpstream(x, e.reason);
+          break;
+      }
+    }
+    this.out.flush();
+    this.flow();
+  }
+
+  private respond(x: Exchange, h: ResponseHead): void {
+    x.responseStarted = true;
+    x.status = h.status;
+    const upstreamNamed = connectionTokens(h.headers);
+    x.reusable =
+      h.body.kind !== "close" &&
+      (h.version === "HTTP/1.1" ? !upstreamNamed.has("close") : upstreamNamed.has("keep-alive"));
+    let body: BodyOut;
+    if (h.body.kind === "fixed") body = { kind: "length", length: h.body.length };
+    else if (h.body.kind === "chunked") body = { kind: "chunked" };
+    else if (h.body.kind === "close") {
+      // A body that runs to the upstream's close: chunked for an HTTP/1.1 caller, to the close otherwise.
+      if (x.head.version === "HTTP/1.1") body = { kind: "chunked" };
+      else {
+        body = { kind: "none" };
+        x.closeAfter = true;
+      }
+    } else body = declaredLength(x, h);
+    x.rechunk = body.kind === "chunked";
+    if (!x.keepAlive) x.closeAfter = true;
+    this.out.add(responseHead(h, body, x.closeAfter));
+  }
+
+  /** The upstream broke the protocol: 502 if nothing was answered yet, else the connection ends. */
+  private badUpstream(x: Exchange, reason: string): void {
+    this.ctx.log.warn("upstream failure", {
+      request_id: x.id,
+      status: 502,
+      failure: "target-failed",
+      reason,
+    });
+    if (x.responseStarted) this.terminate();
+    else this.answer(x, 502, `upstream ${this.ctx.target.origin} failed: ${reason}`, !x.requestDone);
+  }
+
+  /** Answers the current exchange from the proxy and ends it. */
+  private answer(x: Exchange, status: number, message: string, close: boolean): void {
+    x.status = status;
+    x.responseStarted = true;
+    x.closeAfter ||= close || !x.keepAlive;
+    this.out.add(proxyAnswer(status, message, x.closeAfter));
+    this.finish(x);
+  }
+
+  /** A request that cannot be served (malformed, unsupported): answered, then the connection closes. */
+  private refuse(status: number, reason: string): void {
+    this.ctx.log.debug("request refused", { status, reason });
+    this.ctx.events?.request(status, 0, 0, 0);
+    this.out.add(proxyAnswer(status, reason, true));
+    this.out.flush();
+    this.closeSoon();
+  }
+
+  private finish(x: Exchange): void {
+    this.out.flush();
+    const conn = x.upstream;
+    x.upstream = undefined;
+    if (conn) this.ctx.pool.release(conn, x.reusable && x.requestDone);
+    this.x = undefined;
+    const seconds = (performance.now() - x.started) / 1000;
+    this.ctx.events?.request(x.status, seconds, x.bytesIn, x.bytesOut);
+    if (this.ctx.debug)
+      this.ctx.log.debug("request", {
+        request_id: x.id,
+        method: x.head.method,
+        path: x.head.target,
+        status: x.status,
+        seconds,
+        ...(this.peer ? { peer: this.peer.id.uri } : {}),
+      });
+    if (x.closeAfter) {
+      this.closeSoon();
+      return;
+    }
+    this.setPhase(this.queue.length > 0 || this.framer.buffered > 0 ? "read" : "idle");
+    this.pump();
+  }
+
+  private dropUpstream(x: Exchange): void {
+    const conn = x.upstream;
+    x.upstream = undefined;
+    x.pending = undefined;
+    conn?.destroy();
+  }
+
+  private setPhase(phase: Phase): void {
+    this.phase = phase;
+    const t = this.ctx.timeouts;
+    this.deadline = Date.now() + (phase === "idle" ? t.idleMs : phase === "write" ? t.writeMs : t.readMs);
+  }
+
+  /** Called by the sweep once the deadline has passed. */
+  expire(): void {
+    if (this.closed || this.closing) return;
+    const x = this.x;
+    switch (this.phase) {
+      case "handshake":
+        this.terminate();
+        return;
+      case "idle":
+        this.closeSoon();
+        return;
+      case "read":
+        if (x) this.dropUpstream(x);
+        if (x?.responseStarted) this.terminate();
+        else if (x) this.answer(x, 408, `request not received within ${this.ctx.timeouts.readMs} ms`, true);
+        else this.refuse(408, `request not received within ${this.ctx.timeouts.readMs} ms`);
+        return;
+      case "write":
+        if (!x) return;
+        this.dropUpstream(x);
+        if (x.responseStarted) this.terminate();
+        else
+          this.answer(
+            x,
+            504,
+            `upstream ${this.ctx.target.origin} did not answer within ${this.ctx.timeouts.writeMs} ms`,
+            false,
+          );
+        return;
+    }
+  }
+
+  /** Pauses a side that sends faster than the other side takes. */
+  private flow(): void {
+    const x = this.x;
+    const behind = this.queuedBytes + (x?.pendingBytes ?? 0) + (x?.upstream?.out?.queued ?? 0);
+    if (behind > HIGH_WATER && !this.paused) {
+      this.paused = true;
+      this.socket.pause();
+    } else if (behind <= HIGH_WATER && this.paused) {
+      this.paused = false;
+      this.socket.resume();
+    }
+    const up = x?.upstream?.socket;
+    if (up) {
+      if (this.out.queued > HIGH_WATER) up.pause();
+      else up.resume();
+    }
+  }
+
+  drained(): void {
+    if (!this.out.drain()) return;
+    if (this.closing) this.socket.end();
+    else this.flow();
+  }
+
+  /** Closes once what was answered has been written. */
+  closeSoon(): void {
+    this.closing = true;
+    this.queue.length = 0;
+    this.queuedBytes = 0;
+    if (this.x) this.dropUpstream(this.x);
+    if (this.out.queued === 0) this.socket.end();
+  }
+
+  terminate(): void {
+    this.closing = true;
+    if (this.x) this.dropUpstream(this.x);
+    this.socket.terminate();
+  }
+
+  /** The caller's connection closed: an exchange in progress is abandoned. */
+  gone(): void {
+    this.closed = true;
+    const x = this.x;
+    if (!x) return;
+    this.x = undefined;
+    this.dropUpstream(x);
+    if (x.responseStarted)
+      this.ctx.events?.request(x.status, (performance.now() - x.started) / 1000, x.bytesIn, x.bytesOut);
+  }
+}
+
+/** HEAD, 204 and 304 carry no body; the Content-Length the upstream declared is passed on. */
+function declaredLength(x: Exchange, h: ResponseHead): BodyOut {
+  if (x.head.method !== "HEAD" && h.status !== 304) return { kind: "none" };
+  for (const [name, value] of h.headers)
+    if (name.length === 14 && name.toLowerCase() === "content-length" && /^\d{1,15}$/.test(value))
+      return { kind: "length", length: Number(value) };
+  return { kind: "none" };
+}

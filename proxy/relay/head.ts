@@ -1,0 +1,121 @@
+import { PEER_ID_HEADER } from "../http/headers.ts";
+import type { RequestHead } from "../http1/request-framer.ts";
+import type { ResponseHead } from "../http1/response-framer.ts";
+import type { Fields } from "../http1/wire.ts";
+
+/**
+ * The heads the relay writes, as bytes. Hop-by-hop fields, fields that Connection names, and the framing
+ * fields are dropped; framing is written again from what the relay does with the body, so the peer sees
+ * exactly one Content-Length or `Transfer-Encoding: chunked`. The fields the proxy adds (Svc-Peer-ID,
+ * X-Request-Id, X-Forwarded-For) are added after the Connection-named ones are removed, so a caller's
+ * Connection header cannot remove them, and a caller-supplied Svc-Peer-ID never passes.
+ */
+const DROPPED = new Set([
+  "connection",
+  "keep-alive",
+  "proxy-connection",
+  "proxy-authenticate",
+  "proxy-authorization",
+  "te",
+  "trailer",
+  "transfer-encoding",
+  "upgrade",
+  "content-length",
+]);
+
+export type BodyOut = { kind: "none" } | { kind: "length"; length: number } | { kind: "chunked" };
+
+/** The tokens a Connection header lists, lower case. */
+export function connectionTokens(fields: Fields): Set<string> {
+  const out = new Set<string>();
+  for (const [name, value] of fields)
+    if (name.length === 10 && name.toLowerCase() === "connection")
+      for (const t of value.split(",")) {
+        const token = t.trim().toLowerCase();
+        if (token) out.add(token);
+      }
+  return out;
+}
+
+// Fields the proxy writes itself on requests: the caller's Svc-Peer-ID is dropped, X-Forwarded-For merged.
+const REWRITTEN = new Set([PEER_ID_HEADER, "x-forwarded-for"]);
+
+function endToEnd(fields: Fields, named: Set<string>, request: boolean, out: string[]): void {
+  for (const [name, value] of fields) {
+    const key = name.toLowerCase();
+    if (DROPPED.has(key) || named.has(key) || (request && REWRITTEN.has(key))) continue;
+    out.push(name, ": ", value, "\r\n");
+  }
+}
+
+function framingLine(body: BodyOut, out: string[]): void {
+  if (body.kind === "length") out.push("content-length: ", String(body.length), "\r\n");
+  else if (body.kind === "chunked") out.push("transfer-encoding: chunked\r\n");
+}
+
+export interface RequestAdditions {
+  /** The authenticated caller, sent as Svc-Peer-ID (server and central modes). */
+  peer: string | undefined;
+  /** Set when the caller sent no X-Request-Id. */
+  requestId: string | undefined;
+  remoteAddress: string;
+}
+
+/** The request head sent upstream, always HTTP/1.1 and kept alive. */
+export function requestHead(
+  h: RequestHead,
+  named: Set<string>,
+  body: BodyOut,
+  add: RequestAdditions,
+): Uint8Array {
+  const out: string[] = [h.method, " ", h.target, " HTTP/1.1\r\n"];
+  let forwarded = "";
+  if (!named.has("x-forwarded-for"))
+    for (const [name, value] of h.headers)
+      if (name.length === 15 && name.toLowerCase() === "x-forwarded-for") forwarded += `${value}, `;
+  endToEnd(h.headers, named, true, out);
+  if (add.peer) out.push("svc-peer-id: ", add.peer, "\r\n");
+  if (add.requestId) out.push("x-request-id: ", add.requestId, "\r\n");
+  out.push("x-forwarded-for: ", forwarded, add.remoteAddress, "\r\n");
+  framingLine(body, out);
+  out.push("\r\n");
+  return Buffer.from(out.join(""), "latin1");
+}
+
+/** The response head sent to the caller; `close` adds `Connection: close`. */
+export function responseHead(h: ResponseHead, body: BodyOut, close: boolean): Uint8Array {
+  const out: string[] = ["HTTP/1.1 ", String(h.status), " ", h.reason, "\r\n"];
+  endToEnd(h.headers, connectionTokens(h.headers), false, out);
+  if (h.interim) {
+    out.push("\r\n");
+    return Buffer.from(out.join(""), "latin1");
+  }
+  framingLine(body, out);
+  if (close) out.push("connection: close\r\n");
+  out.push("\r\n");
+  return Buffer.from(out.join(""), "latin1");
+}
+
+const REASONS: Record<number, string> = {
+  400: "Bad Request",
+  408: "Request Timeout",
+  431: "Request Header Fields Too Large",
+  501: "Not Implemented",
+  502: "Bad Gateway",
+  504: "Gateway Timeout",
+};
+
+/** A short plain-text response from the proxy itself, as the full path words them. */
+export function proxyAnswer(status: number, message: string, close: boolean): Uint8Array {
+  const body = Buffer.from(`svc-proxy: ${message}\n`, "utf8");
+  const head = `HTTP/1.1 ${status} ${REASONS[status] ?? "Error"}\r\ncontent-type: text/plain; charset=utf-8\r\ncache-control: no-store\r\ncontent-length: ${body.length}\r\n${close ? "connection: close\r\n" : ""}\r\n`;
+  return Buffer.concat([Buffer.from(head, "latin1"), body]);
+}
+
+/** One chunk of a chunked body. */
+export function chunk(data: Uint8Array): Uint8Array[] {
+  return [Buffer.from(`${data.length.toString(16)}\r\n`, "latin1"), data, CRLF];
+}
+
+const CRLF = Buffer.from("\r\n", "latin1");
+export const LAST_CHUNK = Buffer.from("0\r\n\r\n", "latin1");

@@ -1,0 +1,179 @@
+import type { Socket, SocketHandler, TCPSocketListener } from "bun";
+import { SvcError } from "../../lib/errors.ts";
+import { authorizeMatching } from "../../lib/spiffe/authorizer.ts";
+import { bunTlsOptions, verifyBunPeer } from "../../lib/tls/bun-peer.ts";
+import type { ListenerConfig } from "../config/validate.ts";
+import type { ListenerDeps, RunningListener } from "../listener.ts";
+import { CallerConn } from "./caller.ts";
+import type { RelayContext } from "./context.ts";
+import { UpstreamPool } from "./upstream.ts";
+
+/**
+ * An HTTP listener without middlewares, as a relay on Bun's own sockets (docs/proxy-http.md): it parses
+ * request and response heads and body framing only, checks the caller's SPIFFE ID once per connection at
+ * the handshake (server and central modes), and keeps upstream connections in a pool. Listeners with
+ * middlewares, and every HTTP listener while a key log is written, use the full path instead.
+ *
+ * Each accepted TLS connection is given the SVID and bundles in force when it arrives, so rotation
+ * needs no restart of the listening socket.
+ */
+export async function startRelayListener(l: ListenerConfig, deps: ListenerDeps): Promise<RunningListener> {
+  const log = deps.log.with({ listener: l.name });
+  const mtlsIn = l.mode === "server" || l.mode === "central";
+  const pool = new UpstreamPool({
+    target: l.target,
+    keepAlive: !l.disableKeepalive,
+    ...(l.targetMtls
+      ? {
+          spiffe: {
+            source: deps.source,
+            authorize: authorizeMatching(l.targetIds, `listeners.${l.name}.target.spiffe_ids`),
+          },
+        }
+      : {}),
+  });
+  const ctx: RelayContext = {
+    target: l.target,
+    pool,
+    timeouts: l.timeouts,
+    log,
+    debug: log.enabled("debug"),
+    events: deps.events,
+  };
+  const authorizeSource = authorizeMatching(l.sourceIds, `listeners.${l.name}.source.spiffe_ids`);
+  const open = new Set<CallerConn>();
+
+  // One sweep for every connection's deadline, running only while there are connections.
+  const t = l.timeouts;
+  const every = Math.min(1000, Math.max(10, Math.min(t.readMs, t.writeMs, t.idleMs) / 10));
+  let sweep: ReturnType<typeof setInterval> | undefined;
+  const track = (c: CallerConn) => {
+    open.add(c);
+    deps.events?.connection();
+    sweep ??= setInterval(() => {
+      const now = Date.now();
+      for (const conn of open) if (now >= conn.deadline) conn.expire();
+    }, every);
+  };
+  const untrack = (c: CallerConn) => {
+    c.gone();
+    open.delete(c);
+    if (open.size === 0 && sweep) {
+      clearInterval(sweep);
+      sweep = undefined;
+    }
+  };
+
+  // Our SVID and the bundles, read again after each rotation.
+  let tlsOptions = mtlsIn ? serverTls() : undefined;
+  function serverTls() {
+    return { ...bunTlsOptions(deps.source), requestCert: true, rejectUnauthorized: false, isServer: true };
+  }
+  const unsubscribe = mtlsIn
+    ? deps.source.onUpdate(() => {
+        tlsOptions = serverTls();
+      })
+    : () => {};
+
+  const callerHandlers: SocketHandler<CallerConn> = {
+    handshake(socket) {
+      const c = socket.data;
+      try {
+        c.accepted(verifyBunPeer(socket as Socket<unknown>, "server", deps.source, authorizeSource));
+      } catch (e) {
+        const err = e instanceof SvcError ? e : new SvcError("untrusted_peer", (e as Error).message);
+        deps.events?.denied(
+          "source",
+          err.message.startsWith("TLS handshake failed") ? "handshake" : err.code,
+        );
+        log.warn("caller refused", { reason: err.message, code: err.code, remote: socket.remoteAddress });
+        c.terminate();
+      }
+    },
+    data(socket, data) {
+      socket.data.received(data);
+    },
+    drain(socket) {
+      socket.data.drained();
+    },
+    close(socket) {
+      untrack(socket.data);
+    },
+    error() {},
+  };
+
+  let listener: TCPSocketListener<CallerConn | undefined>;
+  try {
+    listener = Bun.listen<CallerConn | undefined>({
+      hostname: l.address.host || "0.0.0.0",
+      port: l.address.port,
+      socket: mtlsIn
+        ? {
+            open(raw) {
+              // The TLS layer on top of the accepted socket; its handlers serve the connection from here.
+              const [, secure] = (raw as unknown as Upgradable).upgradeTLS({
+                tls: tlsOptions,
+                socket: callerHandlers,
+                data: undefined,
+              });
+              const c = new CallerConn(secure, ctx, true);
+              secure.data = c;
+              track(c);
+            },
+            data() {},
+            error() {},
+          }
+        : {
+            open(socket) {
+              const c = new CallerConn(socket as Socket<CallerConn>, ctx, false);
+              socket.data = c;
+              track(c);
+            },
+            data(socket, data) {
+              socket.data?.received(data);
+            },
+            drain(socket) {
+              socket.data?.drained();
+            },
+            close(socket) {
+              if (socket.data) untrack(socket.data);
+            },
+            error() {},
+          },
+    });
+  } catch (e) {
+    pool.close();
+    unsubscribe();
+    const code = (e as NodeJS.ErrnoException).code;
+    throw new SvcError(
+      "usage",
+      `listener ${l.name}: cannot listen on ${l.address.host}:${l.address.port}: ${code === "EADDRINUSE" ? "address already in use" : (e as Error).message}`,
+    );
+  }
+  log.info("listening", {
+    address: `${l.address.host}:${listener.port}`,
+    mode: l.mode,
+    target: l.target.href,
+  });
+
+  return {
+    port: listener.port,
+    async close(drainMs) {
+      listener.stop(false);
+      unsubscribe();
+      for (const c of open) if (c.idle) c.closeSoon();
+      const deadline = Date.now() + drainMs;
+      while ([...open].some((c) => !c.idle) && Date.now() < deadline) await Bun.sleep(20);
+      for (const c of open) c.terminate();
+      pool.close();
+    },
+  };
+}
+
+interface Upgradable {
+  upgradeTLS(o: {
+    tls: unknown;
+    socket: SocketHandler<CallerConn>;
+    data: undefined;
+  }): [Socket<CallerConn>, Socket<CallerConn>];
+}

@@ -1,0 +1,246 @@
+import { isIP } from "node:net";
+import type { Socket, SocketHandler } from "bun";
+import { SvcError } from "../../lib/errors.ts";
+import type { Authorizer } from "../../lib/spiffe/authorizer.ts";
+import type { SvidSource } from "../../lib/spiffe/x509-source.ts";
+import { bunTlsOptions, verifyBunPeer } from "../../lib/tls/bun-peer.ts";
+import type { Upstream as VerifiedUpstream } from "../http/types.ts";
+import { type ResponseEvent, ResponseFramer } from "../http1/response-framer.ts";
+import { Outbox } from "./outbox.ts";
+
+/**
+ * Connections to a listener's target on Bun's own sockets: plaintext, ordinary HTTPS (the system's trust
+ * store and a host name check), or SPIFFE mTLS (our SVID, every bundle as `ca`, then verifyBunPeer and
+ * the `target.spiffe_ids` restriction before a byte is sent). Idle connections are pooled per listener;
+ * one connection serves one exchange at a time. A pooled connection is not used again once the upstream
+ * closed it, once the certificate it was verified with has expired, or after our SVID rotated.
+ */
+export interface UpstreamOwner {
+  upstreamReady(conn: UpstreamConn): void;
+  /** Could not connect, or the upstream was refused at the handshake. */
+  upstreamFailed(error: Error): void;
+  upstreamEvents(events: ResponseEvent[]): void;
+  /** The connection closed or failed after it was ready; `reason` is the error, if any. */
+  upstreamClosed(reason: string | undefined): void;
+  upstreamDrained(): void;
+}
+
+export class UpstreamConn {
+  socket: Socket<UpstreamConn> | undefined;
+  out: Outbox | undefined;
+  readonly framer = new ResponseFramer();
+  owner: UpstreamOwner | undefined;
+  ready = false;
+  closed = false;
+  /** Taken from the pool, so the upstream may have closed it just now. */
+  reused = false;
+  verified: VerifiedUpstream | undefined;
+  /** The verified certificate's end of validity (ms), for mTLS upstreams. */
+  validUntil = Number.POSITIVE_INFINITY;
+  idleSince = 0;
+  lastError: Error | undefined;
+  timer: ReturnType<typeof setTimeout> | undefined;
+
+  constructor(readonly pool: UpstreamPool) {}
+
+  destroy(): void {
+    this.owner = undefined;
+    this.closed = true;
+    this.socket?.terminate();
+  }
+}
+
+const DIAL_TIMEOUT_MS = 10_000;
+const POOL_IDLE_MS = 30_000;
+const MAX_IDLE = 256;
+
+export interface UpstreamOptions {
+  target: URL;
+  /** SPIFFE mTLS to the target, restricted by `authorize`. */
+  spiffe?: { source: SvidSource; authorize: Authorizer };
+  keepAlive: boolean;
+}
+
+export class UpstreamPool {
+  private idle: UpstreamConn[] = [];
+  private readonly host: string;
+  private readonly port: number;
+  readonly tls: boolean;
+  private readonly sweep: ReturnType<typeof setInterval>;
+  private readonly unsubscribe: () => void;
+
+  constructor(private readonly o: UpstreamOptions) {
+    this.tls = o.target.protocol === "https:";
+    this.host = o.target.hostname.replace(/^\[|\]$/g, "");
+    this.port = Number(o.target.port) || (this.tls ? 443 : 80);
+    this.sweep = setInterval(() => this.expire(Date.now() - POOL_IDLE_MS), POOL_IDLE_MS / 2);
+    this.sweep.unref();
+    // New connections present the new SVID; idle ones made with the old one are not used again.
+    this.unsubscribe = o.spiffe
+      ? o.spiffe.source.onUpdate(() => this.expire(Number.POSITIVE_INFINITY))
+      : () => {};
+  }
+
+  /** An idle pooled connection, made ready for `owner`, or undefined when a new one must be dialled. */
+  take(owner: UpstreamOwner): UpstreamConn | undefined {
+    const now = Date.now();
+    for (let conn = this.idle.pop(); conn; conn = this.idle.pop()) {
+      if (conn.closed) continue;
+      if (conn.validUntil <= now) {
+        conn.destroy();
+        continue;
+      }
+      conn.owner = owner;
+      conn.reused = true;
+      return conn;
+    }
+    return undefined;
+  }
+
+  /** Connects; `owner` hears upstreamReady or upstreamFailed. */
+  dial(owner: UpstreamOwner): UpstreamConn {
+    const conn = new UpstreamConn(this);
+    conn.owner = owner;
+    conn.timer = setTimeout(
+      () => this.fail(conn, new SvcError("network", `connect timed out after ${DIAL_TIMEOUT_MS} ms`)),
+      DIAL_TIMEOUT_MS,
+    );
+    const servername = isIP(this.host) ? {} : { serverName: this.host };
+    const tls = this.o.spiffe
+      ? { ...bunTlsOptions(this.o.spiffe.source), rejectUnauthorized: false, ...servername }
+      : this.tls
+        ? { rejectUnauthorized: true, ...servername }
+        : undefined;
+    Bun.connect<UpstreamConn>({
+      hostname: this.host,
+      port: this.port,
+      data: conn,
+      socket: HANDLERS,
+      ...(tls ? { tls } : {}),
+    }).catch((e: Error) => this.fail(conn, e));
+    return conn;
+  }
+
+  /** Back to the pool after a complete exchange, or closed when it cannot be used again. */
+  release(conn: UpstreamConn, reusable: boolean): void {
+    conn.owner = undefined;
+    if (!reusable || !this.o.keepAlive || conn.closed || this.idle.length >= MAX_IDLE) {
+      conn.destroy();
+      return;
+    }
+    conn.idleSince = Date.now();
+    this.idle.push(conn);
+  }
+
+  close(): void {
+    clearInterval(this.sweep);
+    this.unsubscribe();
+    this.expire(Number.POSITIVE_INFINITY);
+  }
+
+  private expire(before: number): void {
+    const keep: UpstreamConn[] = [];
+    for (const conn of this.idle) {
+      if (conn.closed) continue;
+      if (conn.idleSince < before) conn.destroy();
+      else keep.push(conn);
+    }
+    this.idle = keep;
+  }
+
+  ready(conn: UpstreamConn, socket: Socket<UpstreamConn>): void {
+    clearTimeout(conn.timer);
+    if (this.o.spiffe) {
+      try {
+        const peer = verifyBunPeer(
+          socket as Socket<unknown>,
+          "client",
+          this.o.spiffe.source,
+          this.o.spiffe.authorize,
+        );
+        conn.verified = { id: peer.id, chain: peer.chain.map((c) => c.der) };
+        conn.validUntil = Math.min(...peer.chain.map((c) => c.notAfter.getTime()));
+      } catch (e) {
+        this.fail(conn, e as Error);
+        return;
+      }
+    } else if (this.tls && !socket.authorized) {
+      const error = socket.getAuthorizationError() as (Error & { code?: string }) | null;
+      this.fail(
+        conn,
+        new Error(
+          `TLS certificate verification failed (${error?.code ?? error?.message ?? "not authorized"})`,
+        ),
+      );
+      return;
+    }
+    conn.ready = true;
+    conn.owner?.upstreamReady(conn);
+  }
+
+  fail(conn: UpstreamConn, e: Error): void {
+    clearTimeout(conn.timer);
+    if (conn.closed) return;
+    const owner = conn.owner;
+    const wasReady = conn.ready;
+    conn.destroy();
+    if (!owner) return;
+    if (wasReady) owner.upstreamClosed(e.message);
+    else owner.upstreamFailed(e);
+  }
+}
+
+const HANDLERS: SocketHandler<UpstreamConn> = {
+  open(socket) {
+    const conn = socket.data;
+    conn.socket = socket;
+    conn.out = new Outbox(socket as Socket<unknown>);
+    if (conn.closed) socket.terminate();
+    else if (!conn.pool.tls) conn.pool.ready(conn, socket);
+  },
+  handshake(socket) {
+    const conn = socket.data;
+    if (!conn.closed) conn.pool.ready(conn, socket);
+  },
+  data(socket, chunk) {
+    const conn = socket.data;
+    const events = conn.framer.push(chunk);
+    if (conn.owner) conn.owner.upstreamEvents(events);
+    else if (events.length > 0) conn.destroy(); // an answer nobody asked for
+  },
+  drain(socket) {
+    const conn = socket.data;
+    if (conn.out?.drain()) conn.owner?.upstreamDrained();
+  },
+  error(socket, error) {
+    socket.data.lastError = error;
+  },
+  close(socket) {
+    const conn = socket.data;
+    clearTimeout(conn.timer);
+    if (conn.closed) return;
+    const owner = conn.owner;
+    if (!conn.ready) {
+      conn.closed = true;
+      conn.owner = undefined;
+      owner?.upstreamFailed(conn.lastError ?? closedEarly());
+      return;
+    }
+    const events = conn.framer.closed();
+    conn.closed = true;
+    if (events.length > 0) owner?.upstreamEvents(events);
+    // The owner may have finished its exchange with the events above and let go of the connection.
+    if (conn.owner) {
+      conn.owner = undefined;
+      owner?.upstreamClosed(conn.lastError?.message);
+    }
+  },
+  connectError(socket, error) {
+    const conn = socket.data;
+    conn.pool.fail(conn, error);
+  },
+};
+
+function closedEarly(): Error {
+  return Object.assign(new Error("socket hang up"), { code: "ECONNRESET" });
+}
