@@ -120,13 +120,24 @@ export class ProxyMetrics {
   };
 
   forListener(listener: string): ListenerEvents {
+    // Children bound once per listener (and per status code): no label hashing per request.
+    const connections = this.connections.labels({ listener });
+    const duration = this.duration.labels({ listener });
+    const requestBytes = this.bytes.labels({ listener, direction: "request" });
+    const responseBytes = this.bytes.labels({ listener, direction: "response" });
+    const byStatus = new Map<number, { inc(): void }>();
     return {
-      connection: () => this.connections.inc({ listener }),
-      request: (status, seconds, requestBytes, responseBytes) => {
-        this.requests.inc({ listener, code: String(status) });
-        this.duration.observe({ listener }, seconds);
-        if (requestBytes > 0) this.bytes.inc({ listener, direction: "request" }, requestBytes);
-        if (responseBytes > 0) this.bytes.inc({ listener, direction: "response" }, responseBytes);
+      connection: () => connections.inc(),
+      request: (status, seconds, toTarget, toCaller) => {
+        let requests = byStatus.get(status);
+        if (!requests) {
+          requests = this.requests.labels({ listener, code: String(status) });
+          byStatus.set(status, requests);
+        }
+        requests.inc();
+        duration.observe(seconds);
+        if (toTarget > 0) requestBytes.inc(toTarget);
+        if (toCaller > 0) responseBytes.inc(toCaller);
       },
       denied: (side, reason) => this.denied.inc({ listener, side, reason }),
       relayed: (toTarget, toCaller) => {

@@ -30,9 +30,10 @@ export interface RequestHead {
 
 export type FramerEvent = { type: "head"; head: RequestHead } | BodyEvent;
 
-// The target: origin form (/path), absolute form (http://host/path), or * (OPTIONS); visible characters only.
+// The target: origin form (/path), absolute form (http://host/path), authority form (host:port, for
+// CONNECT) or * (OPTIONS); visible characters only.
 const REQUEST_LINE =
-  /^([!#$%&'*+\-.^_`|~0-9A-Za-z]+) ((?:\/|https?:\/\/)[\x21-\x7e\x80-\xff]*|\*) (HTTP\/1\.[01])$/;
+  /^([!#$%&'*+\-.^_`|~0-9A-Za-z]+) ((?:\/|https?:\/\/)[\x21-\x7e\x80-\xff]*|[\w.\-[\]:]+:\d{1,5}|\*) (HTTP\/1\.[01])$/;
 
 export class RequestFramer extends MessageFramer<{ type: "head"; head: RequestHead }> {
   protected head(): FramerEvent[] {

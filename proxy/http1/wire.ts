@@ -14,20 +14,17 @@ export type BodyEvent =
   | { type: "end" }
   | { type: "error"; status: 400 | 431 | 501 | 502; reason: string };
 
-const latin1 = new TextDecoder("latin1");
-
 export class WireBuffer {
-  private buf: Uint8Array = new Uint8Array(0);
+  private buf: Buffer = Buffer.alloc(0);
 
   append(chunk: Uint8Array): void {
     if (this.buf.length === 0) {
-      this.buf = chunk;
+      this.buf = Buffer.isBuffer(chunk)
+        ? chunk
+        : Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);
       return;
     }
-    const out = new Uint8Array(this.buf.length + chunk.length);
-    out.set(this.buf);
-    out.set(chunk, this.buf.length);
-    this.buf = out;
+    this.buf = Buffer.concat([this.buf, chunk]);
   }
 
   get length(): number {
@@ -41,7 +38,7 @@ export class WireBuffer {
   }
 
   clear(): void {
-    this.buf = new Uint8Array(0);
+    this.buf = Buffer.alloc(0);
   }
 
   startsWithCrlf(): boolean {
@@ -50,33 +47,32 @@ export class WireBuffer {
 
   /** A CRLF-ended line: its text, undefined if incomplete, null if longer than `max` or ended by a bare LF. */
   line(max: number): string | null | undefined {
-    const i = this.indexOf([13, 10]);
+    const i = this.buf.indexOf(CRLF);
     if (i < 0) return this.buf.length > max || this.buf.includes(10) ? null : undefined;
     if (i > max) return null;
-    const text = latin1.decode(this.take(i + 2)).slice(0, i);
+    const text = this.buf.toString("latin1", 0, i);
+    this.buf = this.buf.subarray(i + 2);
     return text.includes("\n") ? null : text;
   }
 
   /** The head up to its blank line, as text without the final CRLFCRLF; undefined if incomplete. */
   head(): string | undefined {
-    const end = this.indexOf([13, 10, 13, 10]);
-    return end < 0 ? undefined : latin1.decode(this.take(end + 4)).slice(0, end);
+    const end = this.buf.indexOf(CRLFCRLF);
+    if (end < 0) return undefined;
+    const text = this.buf.toString("latin1", 0, end);
+    this.buf = this.buf.subarray(end + 4);
+    return text;
   }
 
   hasBareLf(): boolean {
-    for (let i = 0; i < this.buf.length; i++)
-      if (this.buf[i] === 10 && (i === 0 || this.buf[i - 1] !== 13)) return true;
+    for (let i = this.buf.indexOf(10); i >= 0; i = this.buf.indexOf(10, i + 1))
+      if (i === 0 || this.buf[i - 1] !== 13) return true;
     return false;
   }
-
-  private indexOf(seq: number[]): number {
-    outer: for (let i = 0; i + seq.length <= this.buf.length; i++) {
-      for (let k = 0; k < seq.length; k++) if (this.buf[i + k] !== seq[k]) continue outer;
-      return i;
-    }
-    return -1;
-  }
 }
+
+const CRLF = Buffer.from("\r\n");
+const CRLFCRLF = Buffer.from("\r\n\r\n");
 
 const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
 // Field values are visible characters, spaces and tabs (RFC 9110 section 5.5); NUL and other controls

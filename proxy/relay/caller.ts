@@ -419,10 +419,11 @@ export class CallerConn implements UpstreamOwner {
       this.paused = false;
       this.socket.resume();
     }
-    const up = x?.upstream?.socket;
-    if (up) {
-      if (this.out.queued > HIGH_WATER) up.pause();
-      else up.resume();
+    const up = x?.upstream;
+    if (up?.socket && up.paused !== this.out.queued > HIGH_WATER) {
+      up.paused = !up.paused;
+      if (up.paused) up.socket.pause();
+      else up.socket.resume();
     }
   }
 

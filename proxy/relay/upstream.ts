@@ -32,6 +32,8 @@ export class UpstreamConn {
   owner: UpstreamOwner | undefined;
   ready = false;
   closed = false;
+  /** Reading is paused because the caller is not taking the response fast enough. */
+  paused = false;
   /** Taken from the pool, so the upstream may have closed it just now. */
   reused = false;
   verified: VerifiedUpstream | undefined;
@@ -124,6 +126,10 @@ export class UpstreamPool {
   /** Back to the pool after a complete exchange, or closed when it cannot be used again. */
   release(conn: UpstreamConn, reusable: boolean): void {
     conn.owner = undefined;
+    if (conn.paused) {
+      conn.paused = false;
+      conn.socket?.resume();
+    }
     if (!reusable || !this.o.keepAlive || conn.closed || this.idle.length >= MAX_IDLE) {
       conn.destroy();
       return;

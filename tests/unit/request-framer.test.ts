@@ -26,6 +26,13 @@ const feed = (...chunks: string[]) => {
 };
 
 describe("HTTP/1.1 request framing", () => {
+  test("the four request target forms are read", () => {
+    const targets = feed(
+      "GET /p HTTP/1.1\r\n\r\nGET http://h/p HTTP/1.1\r\n\r\nCONNECT h.example:443 HTTP/1.1\r\n\r\nOPTIONS * HTTP/1.1\r\n\r\n",
+    ).map((r) => r.split(" ")[1]);
+    expect(targets).toEqual(["/p", "http://h/p", "h.example:443", "*"]);
+  });
+
   test("a request without a body ends at its head", () => {
     expect(feed("GET /a?b=1 HTTP/1.1\r\nHost: x\r\n\r\n")).toEqual([
       'GET /a?b=1 HTTP/1.1 [["Host","x"]] body=""',
@@ -76,6 +83,26 @@ describe("HTTP/1.1 request framing", () => {
 
 describe("HTTP/1.1 request framing refuses what enables smuggling", () => {
   test.each([
+    [
+      "a NUL in a field value",
+      "GET / HTTP/1.1\r\nX-A: a\u0000b\r\n\r\n",
+      "error 400: control character in the value of header X-A",
+    ],
+    [
+      "a DEL in a field value",
+      "GET / HTTP/1.1\r\nX-A: a\u007fb\r\n\r\n",
+      "error 400: control character in the value of header X-A",
+    ],
+    [
+      "a control character in the request target",
+      "GET /a\u0001b HTTP/1.1\r\n\r\n",
+      'error 400: invalid request line "GET /a\\u0001b HTTP/1.1"',
+    ],
+    [
+      "a request target that is none of the four forms",
+      "GET a/b HTTP/1.1\r\n\r\n",
+      'error 400: invalid request line "GET a/b HTTP/1.1"',
+    ],
     [
       "Transfer-Encoding with Content-Length",
       "POST / HTTP/1.1\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n",

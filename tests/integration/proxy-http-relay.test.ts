@@ -1,0 +1,248 @@
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { createServer, type Server } from "node:http";
+import { connect, type Socket } from "node:net";
+import { waitUntil } from "../e2e/testbed/process.ts";
+import { type DevApi, prodId as ID, onlyProd as only, startProdApis, tempDir } from "../support/dev-api.ts";
+import { freePort } from "../support/net.ts";
+import { stopAll } from "../support/proc.ts";
+import { logLines, startSvcProxy } from "../support/proxy.ts";
+
+/**
+ * The relay path of HTTP listeners (no middlewares) on the wire, with raw sockets: what the upstream
+ * receives (raw header lines, as sent), pipelining, framing refusals, and the read timeout on heads.
+ * Real svc-proxy processes; SVIDs from the development Workload API.
+ */
+const dir = tempDir();
+const apis: Record<string, DevApi> = {};
+let upstream: Server;
+let upstreamPort: number;
+/** Every request the upstream received: method, url and raw header lines. */
+const seen: { method: string; url: string; raw: string[] }[] = [];
+
+beforeAll(async () => {
+  Object.assign(apis, await startProdApis(dir, ["web", "api"]));
+  upstreamPort = await freePort();
+  upstream = createServer((req, res) => {
+    req.resume();
+    req.on("end", () => {
+      seen.push({ method: req.method ?? "", url: req.url ?? "", raw: req.rawHeaders });
+      const body = JSON.stringify({ url: req.url, raw: req.rawHeaders });
+      res.writeHead(200, { "content-type": "application/json", "content-length": Buffer.byteLength(body) });
+      res.end(body);
+    });
+  });
+  await new Promise<void>((r) => upstream.listen(upstreamPort, "127.0.0.1", () => r()));
+});
+afterAll(async () => {
+  await stopAll();
+  upstream.close();
+});
+
+const proxyConfig = (sa: string, listener: Record<string, unknown>) => ({
+  spiffe: { workload_socket_path: apis[sa]?.socket },
+  metricsAddr: "0",
+  listeners: [{ name: "l", ...listener }],
+});
+
+/** A client-mode relay in front of the plaintext upstream. */
+async function plainRelay(extra: Record<string, unknown> = {}): Promise<number> {
+  const port = await freePort();
+  await startSvcProxy(
+    proxyConfig("web", {
+      address: `127.0.0.1:${port}`,
+      mode: "client",
+      target: { url: `http://127.0.0.1:${upstreamPort}` },
+      ...extra,
+    }),
+  );
+  return port;
+}
+
+/** A client relay → server relay pair; returns the client's port. */
+async function relayPair(): Promise<number> {
+  const [serverPort, clientPort] = [await freePort(), await freePort()];
+  await startSvcProxy(
+    proxyConfig("api", {
+      address: `127.0.0.1:${serverPort}`,
+      mode: "server",
+      target: { url: `http://127.0.0.1:${upstreamPort}` },
+      source: { spiffe_ids: only("web") },
+    }),
+  );
+  await startSvcProxy(
+    proxyConfig("web", {
+      address: `127.0.0.1:${clientPort}`,
+      mode: "client",
+      target: { url: `https://127.0.0.1:${serverPort}`, spiffe_ids: only("api") },
+    }),
+  );
+  return clientPort;
+}
+
+/** Writes `bytes` and collects everything until the proxy closes the connection (or 10 s pass). */
+function exchange(port: number, bytes: string, keepOpen = false): Promise<string> {
+  return new Promise((resolve) => {
+    let got = "";
+    const s: Socket = connect(port, "127.0.0.1", () => s.write(bytes));
+    s.on("data", (d: Buffer) => {
+      got += d.toString("latin1");
+    });
+    s.on("error", () => {});
+    s.on("close", () => resolve(got));
+    const timer = setTimeout(() => s.destroy(), 10_000);
+    s.on("close", () => clearTimeout(timer));
+    if (keepOpen) s.on("end", () => s.end());
+  });
+}
+
+const statuses = (wire: string) => [...wire.matchAll(/HTTP\/1\.1 (\d{3})/g)].map((m) => Number(m[1]));
+const bodies = (wire: string) =>
+  [...wire.matchAll(/\r\n\r\n(\{.*?\})(?=HTTP\/1\.1|$)/gs)].map((m) => JSON.parse(m[1] as string));
+/** Raw header lines as [name, value] pairs, names lower case. */
+const pairs = (raw: string[]) => raw.flatMap((v, i) => (i % 2 === 0 ? [[v.toLowerCase(), raw[i + 1]]] : []));
+
+describe("headers the proxy adds", () => {
+  test("a Connection header cannot remove Svc-Peer-ID, X-Request-Id or X-Forwarded-For; the upstream sees exactly one Svc-Peer-ID, the caller's", async () => {
+    const port = await relayPair();
+    const wire = await exchange(
+      port,
+      "GET /conn HTTP/1.1\r\nHost: x\r\nSvc-Peer-ID: spiffe://example.org/forged\r\nsvc-peer-id: spiffe://evil/x\r\nConnection: close, Svc-Peer-ID, X-Request-Id, X-Forwarded-For\r\n\r\n",
+    );
+    expect(statuses(wire)).toEqual([200]);
+    const headers = pairs(bodies(wire)[0].raw);
+    // The client proxy's own Svc-Peer-ID (none: client mode) and the server proxy's, the caller's ID.
+    expect(headers.filter(([n]) => n === "svc-peer-id")).toEqual([["svc-peer-id", ID("web")]]);
+    expect(headers.filter(([n]) => n === "x-request-id")).toHaveLength(1);
+    expect(headers.filter(([n]) => n === "x-forwarded-for")).toHaveLength(1);
+    expect(headers.some(([n]) => n === "connection" && /svc-peer-id/i.test(String(headers)))).toBe(false);
+  });
+
+  test("hop-by-hop fields and the fields Connection names are not forwarded; end-to-end ones are, once", async () => {
+    const port = await plainRelay();
+    const wire = await exchange(
+      port,
+      "GET /hop HTTP/1.1\r\nHost: x\r\nKeep-Alive: timeout=5\r\nTE: trailers\r\nX-Secret: 1\r\nConnection: close, X-Secret\r\nX-Kept: a\r\nX-Kept: b\r\n\r\n",
+    );
+    const headers = pairs(bodies(wire)[0].raw).map(([n]) => n);
+    for (const gone of ["keep-alive", "te", "x-secret", "connection"]) expect(headers).not.toContain(gone);
+    expect(headers.filter((n) => n === "x-kept")).toHaveLength(2);
+  });
+});
+
+describe("pipelining and framing", () => {
+  test("pipelined requests are answered in order; a Connection: close one is the last answered", async () => {
+    const port = await plainRelay();
+    const before = seen.length;
+    const wire = await exchange(
+      port,
+      "GET /p1 HTTP/1.1\r\nHost: x\r\n\r\nPOST /p2 HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhelloGET /p3 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\nGET /p4 HTTP/1.1\r\nHost: x\r\n\r\n",
+    );
+    expect(statuses(wire)).toEqual([200, 200, 200]);
+    expect(bodies(wire).map((b) => b.url)).toEqual(["/p1", "/p2", "/p3"]);
+    expect(wire).toContain("connection: close");
+    expect(seen.slice(before).map((r) => r.url)).toEqual(["/p1", "/p2", "/p3"]);
+  });
+
+  test("requests before a malformed one are answered, then a 400, and nothing after it is forwarded", async () => {
+    const port = await plainRelay();
+    const before = seen.length;
+    const wire = await exchange(
+      port,
+      "GET /m1 HTTP/1.1\r\nHost: x\r\n\r\nGET /m2 HTTP/1.1\r\nHost: x\r\nBad Header: y\r\n\r\nGET /m3 HTTP/1.1\r\nHost: x\r\n\r\n",
+    );
+    expect(statuses(wire)).toEqual([200, 400]);
+    expect(wire).toContain("svc-proxy: invalid header line");
+    expect(seen.slice(before).map((r) => r.url)).toEqual(["/m1"]);
+  });
+
+  test.each([
+    ["gzip, chunked", 501],
+    ["chunked, gzip", 501],
+    ["identity", 501],
+    ["chunked\r\nTransfer-Encoding: chunked", 501],
+  ])("Transfer-Encoding %p gets %p and is not forwarded", async (te, status) => {
+    const port = await plainRelay();
+    const before = seen.length;
+    const wire = await exchange(
+      port,
+      `POST /te HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: ${te}\r\n\r\n0\r\n\r\n`,
+    );
+    expect(statuses(wire)).toEqual([status]);
+    expect(seen.length).toBe(before);
+  });
+
+  test.each([
+    [
+      "Content-Length and Transfer-Encoding (CL.TE smuggling)",
+      "Content-Length: 6\r\nTransfer-Encoding: chunked",
+    ],
+    ["two different Content-Lengths", "Content-Length: 6\r\nContent-Length: 7"],
+    ["a space before the colon", "Content-Length : 6"],
+    ["a NUL in a value", "X-A: a\u0000b\r\nContent-Length: 6"],
+    ["obsolete line folding", "X-A: a\r\n b\r\nContent-Length: 6"],
+  ])("%s: 400, and the smuggled request after it is never forwarded", async (_name, fields) => {
+    const port = await plainRelay();
+    const before = seen.length;
+    const wire = await exchange(
+      port,
+      `POST /s1 HTTP/1.1\r\nHost: x\r\n${fields}\r\n\r\n0\r\n\r\nGET /smuggled HTTP/1.1\r\nHost: x\r\n\r\n`,
+    );
+    expect(statuses(wire)).toEqual([400]);
+    expect(seen.slice(before).map((r) => r.url)).not.toContain("/smuggled");
+    expect(seen.length).toBe(before);
+  });
+
+  test("a chunked request body is forwarded whole, re-framed; a CONNECT is refused with 501", async () => {
+    const port = await plainRelay();
+    const wire = await exchange(
+      port,
+      "POST /chunked HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n6;ext=1\r\n world\r\n0\r\nX-Trailer: t\r\n\r\nCONNECT example.org:443 HTTP/1.1\r\nHost: example.org\r\n\r\n",
+    );
+    expect(statuses(wire)).toEqual([200, 501]);
+    const headers = pairs(bodies(wire)[0].raw);
+    expect(headers).toContainEqual(["transfer-encoding", "chunked"]);
+  });
+});
+
+describe("timeouts on the relay", () => {
+  test("timeouts.read covers the head: a caller trickling header lines gets a 408 when it runs out, not after idle", async () => {
+    const port = await plainRelay({ timeouts: { read: "400ms", idle: "60s" } });
+    const s = connect(port, "127.0.0.1");
+    let got = "";
+    s.on("data", (d: Buffer) => {
+      got += d.toString("latin1");
+    });
+    const closed = new Promise<void>((resolve) => s.on("close", () => resolve()));
+    s.write("GET /slow-head HTTP/1.1\r\n");
+    // One header line at a time, each well within the read timeout but never ending the head.
+    const trickle = setInterval(() => {
+      if (!s.destroyed) s.write("X-Trickle: 1\r\n");
+    }, 100);
+    await closed;
+    clearInterval(trickle);
+    expect(got).toStartWith("HTTP/1.1 408");
+    expect(got).toContain("svc-proxy: request not received within 400 ms");
+  });
+
+  test("an unreachable target is a 502 with a log line, and the proxy keeps serving", async () => {
+    const deadPort = await freePort();
+    const port = await freePort();
+    const proxy = await startSvcProxy(
+      proxyConfig("web", {
+        address: `127.0.0.1:${port}`,
+        mode: "client",
+        target: { url: `http://127.0.0.1:${deadPort}` },
+      }),
+    );
+    for (let i = 0; i < 3; i++) {
+      const wire = await exchange(port, "GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+      expect(statuses(wire)).toEqual([502]);
+      expect(wire).toContain(`svc-proxy: upstream http://127.0.0.1:${deadPort} unreachable (ECONNREFUSED)`);
+    }
+    await waitUntil(
+      "three upstream failures logged",
+      () => logLines(proxy).filter((l) => l.msg === "upstream failure").length === 3,
+    );
+    expect(proxy.proc.exitCode).toBeNull();
+  });
+});
