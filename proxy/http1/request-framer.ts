@@ -6,7 +6,7 @@ import {
   framing,
   isToken,
   MessageFramer,
-  parseFields,
+  scanFields,
 } from "./wire.ts";
 
 /**
@@ -22,8 +22,12 @@ export interface RequestHead {
   method: string;
   target: string;
   version: "HTTP/1.1" | "HTTP/1.0";
-  /** In received order, names as received. */
-  headers: Fields;
+  /** Every field, in received order, names as received (parsed on first use). */
+  readonly headers: Fields;
+  /** The fields a relay acts on (framing, Connection, hop-by-hop, and those the proxy writes), as received. */
+  special: Fields;
+  /** The head as received, without its final CRLFCRLF. */
+  raw: Uint8Array;
   /** How the body is framed: none, a Content-Length, or chunked. */
   body: Framing;
 }
@@ -48,14 +52,15 @@ export class RequestFramer extends MessageFramer<{ type: "head"; head: RequestHe
     }
     if (text.length > this.maxHeadBytes)
       return [error(431, `request head larger than ${this.maxHeadBytes} bytes`)];
-    const [requestLine = "", ...lines] = text.split("\r\n");
+    const eol = text.indexOf("\r\n");
+    const requestLine = eol < 0 ? text : text.slice(0, eol);
     if (requestLine.includes("\n")) return [error(400, "bare LF line ending")];
     const rl = REQUEST_LINE.exec(requestLine);
     if (!rl || !isToken(rl[1] as string))
       return [error(400, `invalid request line ${JSON.stringify(requestLine.slice(0, 100))}`)];
-    const headers = parseFields(lines);
-    if ("error" in headers) return [error(400, headers.error)];
-    const f = framing(headers, { kind: "none" });
+    const fields = scanFields(text, eol < 0 ? text.length : eol + 2);
+    if ("error" in fields) return [error(400, fields.error)];
+    const f = framing(fields.special, { kind: "none" });
     if ("error" in f) return [error(f.status, f.error)];
     const head: FramerEvent = {
       type: "head",
@@ -63,7 +68,11 @@ export class RequestFramer extends MessageFramer<{ type: "head"; head: RequestHe
         method: rl[1] as string,
         target: rl[2] as string,
         version: rl[3] as RequestHead["version"],
-        headers,
+        special: fields.special,
+        get headers() {
+          return fields.all();
+        },
+        raw: this.buf.headBytes,
         body: f,
       },
     };

@@ -5,7 +5,7 @@ import {
   type Framing,
   framing,
   MessageFramer,
-  parseFields,
+  scanFields,
 } from "./wire.ts";
 
 /**
@@ -22,7 +22,12 @@ export interface ResponseHead {
   status: number;
   reason: string;
   version: "HTTP/1.1" | "HTTP/1.0";
-  headers: Fields;
+  /** Every field, in received order (parsed on first use). */
+  readonly headers: Fields;
+  /** The fields a relay acts on, as received (see RequestHead). */
+  special: Fields;
+  /** The head as received, without its final CRLFCRLF. */
+  raw: Uint8Array;
   interim: boolean;
   /** How the body is framed; none for interim responses, tunnels, HEAD, 204 and 304. */
   body: Framing;
@@ -63,10 +68,11 @@ export class ResponseFramer extends MessageFramer<{ type: "head"; head: Response
     }
     const method = this.methods[0];
     if (method === undefined) return [error("a response arrived without a request")];
-    const [statusLine = "", ...lines] = text.split("\r\n");
+    const eol = text.indexOf("\r\n");
+    const statusLine = eol < 0 ? text : text.slice(0, eol);
     const sl = STATUS_LINE.exec(statusLine);
     if (!sl) return [error(`invalid status line ${JSON.stringify(statusLine.slice(0, 100))}`)];
-    const fields = parseFields(lines);
+    const fields = scanFields(text, eol < 0 ? text.length : eol + 2);
     if ("error" in fields) return [error(fields.error)];
     const status = Number(sl[2]);
     const interim = status >= 100 && status < 200 && status !== 101;
@@ -74,7 +80,11 @@ export class ResponseFramer extends MessageFramer<{ type: "head"; head: Response
       status,
       reason: sl[3] ?? "",
       version: sl[1] as ResponseHead["version"],
-      headers: fields,
+      special: fields.special,
+      get headers() {
+        return fields.all();
+      },
+      raw: this.buf.headBytes,
       interim,
       body: { kind: "none" },
     };
@@ -84,7 +94,7 @@ export class ResponseFramer extends MessageFramer<{ type: "head"; head: Response
     if (status === 101 || (method === "CONNECT" && status >= 200 && status < 300))
       return [head, { type: "tunnel" }];
     if (method === "HEAD" || status === 204 || status === 304) return [head, { type: "end" }];
-    const f = framing(fields, { kind: "close" });
+    const f = framing(fields.special, { kind: "close" });
     if ("error" in f) return [error(f.error)];
     h.body = f;
     if (f.kind === "none") return [head, { type: "end" }];

@@ -55,11 +55,15 @@ export class WireBuffer {
     return text.includes("\n") ? null : text;
   }
 
+  /** The bytes of the last head(), without the final CRLFCRLF. */
+  headBytes: Uint8Array = new Uint8Array(0);
+
   /** The head up to its blank line, as text without the final CRLFCRLF; undefined if incomplete. */
   head(): string | undefined {
     const end = this.buf.indexOf(CRLFCRLF);
     if (end < 0) return undefined;
     const text = this.buf.toString("latin1", 0, end);
+    this.headBytes = this.buf.subarray(0, end);
     this.buf = this.buf.subarray(end + 4);
     return text;
   }
@@ -98,12 +102,66 @@ export function parseFields(lines: string[]): Fields | { error: string } {
 
 export const isToken = (s: string) => TOKEN.test(s);
 
+// A whole field section (each line ending in CRLF) checked in one pass: `token ":" value` lines whose
+// values hold visible characters, spaces and tabs only.
+const FIELD_SECTION = /^(?:[!#$%&'*+\-.^_`|~0-9A-Za-z]+:[\t\x20-\x7e\x80-\xff]*\r\n)*$/;
+// The fields a relay acts on: framing, Connection and the other hop-by-hop fields, and the ones the proxy
+// writes itself. Every other field is passed on as received, without being picked apart.
+const SPECIAL =
+  /^(connection|content-length|transfer-encoding|keep-alive|proxy-[a-z-]+|te|trailer|upgrade|svc-peer-id|x-forwarded-for|x-request-id):[\t ]*(.*?)[\t ]*$/gim;
+
+/**
+ * The header section of a head (the lines after the start line, without the final CRLFCRLF): checked
+ * as parseFields would, and the fields a relay acts on picked out. `all()` parses every field, on demand.
+ */
+export interface FieldSection {
+  special: Fields;
+  all(): Fields;
+}
+
+export function scanFields(text: string, from: number): FieldSection | { error: string } {
+  const section = from < text.length ? `${text.slice(from)}\r\n` : "";
+  const lines = () => (section ? section.slice(0, -2).split("\r\n") : []);
+  if (!FIELD_SECTION.test(section)) {
+    const detailed = parseFields(lines());
+    return "error" in detailed ? detailed : { error: "invalid header section" };
+  }
+  const special: Fields = [];
+  for (const m of section.matchAll(SPECIAL)) special.push([m[1] as string, m[2] as string]);
+  let all: Fields | undefined;
+  return {
+    special,
+    all: () => {
+      all ??= parseFields(lines()) as Fields;
+      return all;
+    },
+  };
+}
+
 /**
  * Body framing from the fields (RFC 9112 section 6.3). `otherwise` is what a message with neither field
  * has: no body for a request, a close-delimited body for a response. Transfer-Encoding with
  * Content-Length, codings other than chunked, and unparsable or conflicting lengths are refused.
  */
 export function framing(fields: Fields, otherwise: Framing): Framing | { error: string; status: 400 | 501 } {
+  // The common shapes first: no framing field, or one plain Content-Length.
+  let single: string | undefined;
+  let count = 0;
+  for (const [name, value] of fields) {
+    const n = name.length;
+    if (
+      (n === 14 || n === 17) &&
+      (name.toLowerCase() === "content-length" || name.toLowerCase() === "transfer-encoding")
+    ) {
+      count++;
+      single = n === 14 ? value : undefined;
+    }
+  }
+  if (count === 0) return otherwise;
+  if (count === 1 && single !== undefined && /^\d{1,15}$/.test(single)) {
+    const length = Number(single);
+    return length === 0 ? { kind: "none" } : { kind: "fixed", length };
+  }
   const te = fields.filter(([n]) => n.toLowerCase() === "transfer-encoding").map(([, v]) => v);
   const cl = fields.filter(([n]) => n.toLowerCase() === "content-length").map(([, v]) => v);
   if (te.length > 0 && cl.length > 0)
@@ -261,11 +319,13 @@ export abstract class MessageFramer<Head extends { type: string }> {
       const length = this.buf.length;
       const reader = this.body;
       const produced = reader ? reader.step(this.buf) : this.head();
-      events.push(...produced);
-      if (produced.some((e) => this.isFinal(e))) {
-        this.stopped = true;
-        this.buf.clear();
-        return events;
+      for (const e of produced) {
+        events.push(e);
+        if (this.isFinal(e)) {
+          this.stopped = true;
+          this.buf.clear();
+          return events;
+        }
       }
       if (reader?.done) this.body = undefined;
       // No event, no byte taken, no change of reader: the buffer needs more bytes.

@@ -135,10 +135,10 @@ export class CallerConn implements UpstreamOwner {
       this.refuse(501, "CONNECT is not supported by this listener");
       return;
     }
-    const named = connectionTokens(head.headers);
+    const named = connectionTokens(head.special);
     let callerId: string | undefined;
     if (!named.has("x-request-id"))
-      for (const [name, value] of head.headers)
+      for (const [name, value] of head.special)
         if (name.length === 12 && name.toLowerCase() === "x-request-id") callerId = value;
     const id = callerId ?? crypto.randomUUID();
     const requestBody: BodyOut =
@@ -288,7 +288,7 @@ export class CallerConn implements UpstreamOwner {
   private respond(x: Exchange, h: ResponseHead): void {
     x.responseStarted = true;
     x.status = h.status;
-    const upstreamNamed = connectionTokens(h.headers);
+    const upstreamNamed = connectionTokens(h.special);
     x.reusable =
       h.body.kind !== "close" &&
       (h.version === "HTTP/1.1" ? !upstreamNamed.has("close") : upstreamNamed.has("keep-alive"));
@@ -463,7 +463,7 @@ export class CallerConn implements UpstreamOwner {
 /** HEAD, 204 and 304 carry no body; the Content-Length the upstream declared is passed on. */
 function declaredLength(x: Exchange, h: ResponseHead): BodyOut {
   if (x.head.method !== "HEAD" && h.status !== 304) return { kind: "none" };
-  for (const [name, value] of h.headers)
+  for (const [name, value] of h.special)
     if (name.length === 14 && name.toLowerCase() === "content-length" && /^\d{1,15}$/.test(value))
       return { kind: "length", length: Number(value) };
   return { kind: "none" };

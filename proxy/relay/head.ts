@@ -61,6 +61,32 @@ export interface RequestAdditions {
   remoteAddress: string;
 }
 
+/**
+ * Whether a head can be passed on as received, with lines only added: HTTP/1.1, and no field to remove
+ * (framing fields only in their plain single form, and nothing the proxy writes itself).
+ */
+function passable(special: Fields, version: string, keep: string): boolean {
+  if (version !== "HTTP/1.1") return false;
+  let lengths = 0;
+  let codings = 0;
+  for (const [name, value] of special) {
+    const key = name.toLowerCase();
+    if (key === "content-length" && /^\d+$/.test(value)) lengths++;
+    else if (key === "transfer-encoding" && value.toLowerCase() === "chunked") codings++;
+    else if (key !== keep) return false;
+  }
+  return lengths + codings <= 1;
+}
+
+/** The head as received, then the added lines, then the blank line. */
+function extended(raw: Uint8Array, added: string): Uint8Array {
+  return Buffer.concat([raw, Buffer.from(`\r\n${added}\r\n`, "latin1")]);
+}
+
+function has(special: Fields, key: string): boolean {
+  return special.some(([name]) => name.toLowerCase() === key);
+}
+
 /** The request head sent upstream, always HTTP/1.1 and kept alive. */
 export function requestHead(
   h: RequestHead,
@@ -68,6 +94,11 @@ export function requestHead(
   body: BodyOut,
   add: RequestAdditions,
 ): Uint8Array {
+  if (passable(h.special, h.version, "x-request-id")) {
+    let added = add.peer ? `svc-peer-id: ${add.peer}\r\n` : "";
+    if (add.requestId) added += `x-request-id: ${add.requestId}\r\n`;
+    return extended(h.raw, `${added}x-forwarded-for: ${add.remoteAddress}\r\n`);
+  }
   const out: string[] = [h.method, " ", h.target, " HTTP/1.1\r\n"];
   let forwarded = "";
   if (!named.has("x-forwarded-for"))
@@ -84,8 +115,22 @@ export function requestHead(
 
 /** The response head sent to the caller; `close` adds `Connection: close`. */
 export function responseHead(h: ResponseHead, body: BodyOut, close: boolean): Uint8Array {
+  if (h.interim && h.version === "HTTP/1.1" && h.special.length === 0) return extended(h.raw, "");
+  if (!h.interim && passable(h.special, h.version, "")) {
+    let added = close ? "connection: close\r\n" : "";
+    if (body.kind === "chunked" && !has(h.special, "transfer-encoding"))
+      added += "transfer-encoding: chunked\r\n";
+    if (body.kind === "length" && !has(h.special, "content-length"))
+      added += `content-length: ${body.length}\r\n`;
+    if (body.kind === "none" && has(h.special, "transfer-encoding")) return slowResponseHead(h, body, close);
+    return extended(h.raw, added);
+  }
+  return slowResponseHead(h, body, close);
+}
+
+function slowResponseHead(h: ResponseHead, body: BodyOut, close: boolean): Uint8Array {
   const out: string[] = ["HTTP/1.1 ", String(h.status), " ", h.reason, "\r\n"];
-  endToEnd(h.headers, connectionTokens(h.headers), false, out);
+  endToEnd(h.headers, connectionTokens(h.special), false, out);
   if (h.interim) {
     out.push("\r\n");
     return Buffer.from(out.join(""), "latin1");
