@@ -38,7 +38,16 @@ export function forwarder(o: ForwardOptions): Handler {
           ...(tls && !isIP(host) ? { servername: host } : {}),
         },
         (res) => {
-          const upstream = o.identify?.(res.socket as TLSSocket);
+          let upstream: Upstream | undefined;
+          try {
+            upstream = o.identify?.(res.socket as TLSSocket);
+          } catch (e) {
+            // The upstream's certificate expired (or its bundle changed) since the handshake: this
+            // exchange ends with a 502; the process and other exchanges are untouched.
+            res.destroy();
+            resolve(upstreamFailure(o.target, e as Error));
+            return;
+          }
           resolve({
             status: res.statusCode ?? 502,
             headers: endToEnd(res.headers),

@@ -329,6 +329,48 @@ describe("SVID rotation under traffic", () => {
   }, 60_000);
 });
 
+describe("an upstream certificate that expires during an exchange", () => {
+  test.each([
+    ["the full path (a middleware)", [{ type: "dummy" }], 502],
+    ["the relay", [], 200],
+  ])(
+    "%s: the process survives, the slow response is answered (502 when checked again), the next request is served",
+    async (_name, middlewares, status) => {
+      // SVIDs of three seconds: the server's certificate from the handshake expires before the slow answer.
+      const short = await startDevApi({
+        socketPath: join(dir, `short-${status}.sock`),
+        spiffeIds: [ID("api")],
+        caDir: join(dir, "ca"),
+        ttl: "3s",
+      });
+      const [serverPort, clientPort] = [await freePort(), await freePort()];
+      await startSvcProxy({
+        spiffe: { workload_socket_path: short.socket },
+        metricsAddr: "0",
+        listeners: [
+          listener({ port: serverPort, mode: "server", target: { url: `http://127.0.0.1:${upstreamPort}` } }),
+        ],
+      });
+      const client = await startSvcProxy(
+        config("web", [
+          {
+            port: clientPort,
+            mode: "client",
+            target: { url: `https://127.0.0.1:${serverPort}`, spiffe_ids: only("api") },
+            middlewares,
+          },
+        ]),
+      );
+      const r = await send(clientPort, "/slow?delay=4000");
+      expect(r.status).toBe(status);
+      if (status === 502) expect(r.body).toMatch(/refused: invalid X\.509-SVID: .* expired at /);
+      expect((await send(clientPort, "/after")).status).toBe(200);
+      expect(client.proc.exitCode).toBeNull();
+    },
+    30_000,
+  );
+});
+
 describe("HTTP/2 callers", () => {
   test("on a listener with middlewares (the full path), each request on an h2 session carries the caller's SPIFFE ID; at most 100 streams are announced", async () => {
     const { serverPort } = await pair({ server: { middlewares: [{ type: "dummy" }] } });
