@@ -1,10 +1,16 @@
 import {
+  allFields,
   type BodyEvent,
   BodyReader,
+  type Event,
+  FAILED,
   type Fields,
   type Framing,
   framing,
   MessageFramer,
+  type MessageSink,
+  MORE,
+  PROGRESS,
   scanFields,
 } from "./wire.ts";
 
@@ -18,92 +24,119 @@ import {
  * - 101 Switching Protocols, and a 2xx to CONNECT, end HTTP on this connection (`tunnel`).
  * - HEAD, 204 and 304 have no body; otherwise chunked, Content-Length, or the body runs to the close.
  */
-export interface ResponseHead {
-  status: number;
-  reason: string;
-  version: "HTTP/1.1" | "HTTP/1.0";
-  /** Every field, in received order (parsed on first use). */
-  readonly headers: Fields;
-  /** The fields a relay acts on, as received (see RequestHead). */
-  special: Fields;
-  /** The head as received, without its final CRLFCRLF. */
-  raw: Uint8Array;
-  interim: boolean;
-  /** How the body is framed; none for interim responses, tunnels, HEAD, 204 and 304. */
-  body: Framing;
+export class ResponseHead {
+  constructor(
+    readonly status: number,
+    readonly reason: string,
+    readonly version: "HTTP/1.1" | "HTTP/1.0",
+    /** The fields a relay acts on, as received (see RequestHead). */
+    readonly special: Fields,
+    /** The head as received, without its final CRLFCRLF. */
+    readonly raw: Uint8Array,
+    readonly interim: boolean,
+    /** How the body is framed; none for interim responses, tunnels, HEAD, 204 and 304. */
+    public body: Framing,
+    private readonly text: string,
+    private readonly from: number,
+  ) {}
+
+  /** Every field, in received order (parsed on use). */
+  get headers(): Fields {
+    return allFields(this.text, this.from);
+  }
 }
 
-export type ResponseEvent = { type: "head"; head: ResponseHead } | BodyEvent | { type: "tunnel" };
+export type ResponseEvent = Event<ResponseHead> | BodyEvent;
 
 const STATUS_LINE = /^(HTTP\/1\.[01]) (\d{3})(?: (.*))?$/;
+const NONE: Framing = { kind: "none" };
+const CLOSE: Framing = { kind: "close" };
 
-export class ResponseFramer extends MessageFramer<{ type: "head"; head: ResponseHead } | { type: "tunnel" }> {
+export class ResponseFramer extends MessageFramer<ResponseHead> {
   private readonly methods: string[] = [];
 
   /** A request with this method was sent; its response is the next one not yet framed. */
   expect(method: string): void {
-    this.methods.push(method.toUpperCase());
-  }
-
-  protected override isFinal(e: ResponseEvent): boolean {
-    return e.type === "error" || e.type === "tunnel";
+    this.methods.push(method);
   }
 
   /** The upstream closed the connection. */
-  closed(): ResponseEvent[] {
-    if (this.stopped) return [];
+  closed(sink: MessageSink<ResponseHead>): void {
+    if (this.stopped) return;
     this.stopped = true;
-    if (this.body) return this.body.closed();
-    return this.buf.length > 0
-      ? [{ type: "error", status: 502, reason: "connection closed inside a response head" }]
-      : [];
+    if (this.body) this.body.closed(sink as MessageSink<unknown>);
+    else if (this.buf.length > 0) sink.error(502, "connection closed inside a response head");
   }
 
-  protected head(): ResponseEvent[] {
+  /** closed(), as events. */
+  closedEvents(): ResponseEvent[] {
+    const events: ResponseEvent[] = [];
+    this.closed({
+      head: (head) => events.push({ type: "head", head }),
+      body: (data) => events.push({ type: "body", data }),
+      end: () => events.push({ type: "end" }),
+      error: (status, reason) => events.push({ type: "error", status, reason }),
+    });
+    return events;
+  }
+
+  protected head(sink: MessageSink<ResponseHead>): number {
     const text = this.buf.head();
     if (text === undefined) {
       if (this.buf.length > this.maxHeadBytes)
-        return [error(`response head larger than ${this.maxHeadBytes} bytes`)];
-      return [];
+        return fail(sink, `response head larger than ${this.maxHeadBytes} bytes`);
+      return MORE;
     }
     const method = this.methods[0];
-    if (method === undefined) return [error("a response arrived without a request")];
+    if (method === undefined) return fail(sink, "a response arrived without a request");
     const eol = text.indexOf("\r\n");
     const statusLine = eol < 0 ? text : text.slice(0, eol);
     const sl = STATUS_LINE.exec(statusLine);
-    if (!sl) return [error(`invalid status line ${JSON.stringify(statusLine.slice(0, 100))}`)];
-    const fields = scanFields(text, eol < 0 ? text.length : eol + 2);
-    if ("error" in fields) return [error(fields.error)];
+    if (!sl) return fail(sink, `invalid status line ${JSON.stringify(statusLine.slice(0, 100))}`);
+    const from = eol < 0 ? text.length : eol + 2;
+    const special = scanFields(text, from);
+    if ("error" in special) return fail(sink, special.error);
     const status = Number(sl[2]);
     const interim = status >= 100 && status < 200 && status !== 101;
-    const h: ResponseHead = {
+    const version = sl[1] as ResponseHead["version"];
+    const h = new ResponseHead(
       status,
-      reason: sl[3] ?? "",
-      version: sl[1] as ResponseHead["version"],
-      special: fields.special,
-      get headers() {
-        return fields.all();
-      },
-      raw: this.buf.headBytes,
+      sl[3] ?? "",
+      version,
+      special,
+      this.buf.headBytes,
       interim,
-      body: { kind: "none" },
-    };
-    const head: ResponseEvent = { type: "head", head: h };
-    if (interim) return [head];
+      NONE,
+      text,
+      from,
+    );
+    if (interim) {
+      sink.head(h);
+      return PROGRESS;
+    }
     this.methods.shift();
-    if (status === 101 || (method === "CONNECT" && status >= 200 && status < 300))
-      return [head, { type: "tunnel" }];
-    if (method === "HEAD" || status === 204 || status === 304) return [head, { type: "end" }];
-    const f = framing(fields.special, { kind: "close" });
-    if ("error" in f) return [error(f.error)];
+    if (status === 101 || (method.toUpperCase() === "CONNECT" && status >= 200 && status < 300)) {
+      sink.head(h);
+      sink.tunnel?.();
+      return FAILED;
+    }
+    if (method.toUpperCase() === "HEAD" || status === 204 || status === 304) {
+      sink.head(h);
+      sink.end();
+      return PROGRESS;
+    }
+    const f = framing(special, CLOSE);
+    if ("error" in f) return fail(sink, f.error);
     h.body = f;
-    if (f.kind === "none") return [head, { type: "end" }];
-    this.body = new BodyReader(f, this.maxHeadBytes);
-    return [head];
+    sink.head(h);
+    if (f.kind === "none") sink.end();
+    else this.body = new BodyReader(f, this.maxHeadBytes);
+    return PROGRESS;
   }
 }
 
 // The upstream broke the protocol: the relay answers 502 and closes.
-function error(reason: string): ResponseEvent {
-  return { type: "error", status: 502, reason };
+function fail(sink: MessageSink<unknown>, reason: string): number {
+  sink.error(502, reason);
+  return FAILED;
 }

@@ -111,31 +111,26 @@ const SPECIAL =
   /^(connection|content-length|transfer-encoding|keep-alive|proxy-[a-z-]+|te|trailer|upgrade|svc-peer-id|x-forwarded-for|x-request-id):[\t ]*(.*?)[\t ]*$/gim;
 
 /**
- * The header section of a head (the lines after the start line, without the final CRLFCRLF): checked
- * as parseFields would, and the fields a relay acts on picked out. `all()` parses every field, on demand.
+ * The header section of a head (`text` from `from` on: the lines after the start line, without the final
+ * CRLFCRLF), checked as parseFields would check it. Returns the fields a relay acts on, or the reason the
+ * section is refused. Every other field stays unparsed (see allFields).
  */
-export interface FieldSection {
-  special: Fields;
-  all(): Fields;
-}
-
-export function scanFields(text: string, from: number): FieldSection | { error: string } {
+export function scanFields(text: string, from: number): Fields | { error: string } {
   const section = from < text.length ? `${text.slice(from)}\r\n` : "";
-  const lines = () => (section ? section.slice(0, -2).split("\r\n") : []);
   if (!FIELD_SECTION.test(section)) {
-    const detailed = parseFields(lines());
+    const detailed = parseFields(section.slice(0, -2).split("\r\n"));
     return "error" in detailed ? detailed : { error: "invalid header section" };
   }
   const special: Fields = [];
-  for (const m of section.matchAll(SPECIAL)) special.push([m[1] as string, m[2] as string]);
-  let all: Fields | undefined;
-  return {
-    special,
-    all: () => {
-      all ??= parseFields(lines()) as Fields;
-      return all;
-    },
-  };
+  SPECIAL.lastIndex = 0;
+  for (let m = SPECIAL.exec(section); m; m = SPECIAL.exec(section))
+    special.push([m[1] as string, m[2] as string]);
+  return special;
+}
+
+/** Every field of a head whose section scanFields accepted, in received order, names as received. */
+export function allFields(text: string, from: number): Fields {
+  return from < text.length ? (parseFields(text.slice(from).split("\r\n")) as Fields) : [];
 }
 
 /**
@@ -196,102 +191,119 @@ export function framing(fields: Fields, otherwise: Framing): Framing | { error: 
   return otherwise;
 }
 
-type BodyState =
-  | { kind: "fixed"; remaining: number }
-  | { kind: "chunk-size" }
-  | { kind: "chunk-data"; remaining: number }
-  | { kind: "chunk-crlf" }
-  | { kind: "trailers" }
-  | { kind: "close" };
+/** Where a framer delivers what it frames, as it frames it (no event objects on the hot path). */
+export interface MessageSink<Head> {
+  head(head: Head): void;
+  body(data: Uint8Array): void;
+  end(): void;
+  /** Final: nothing more is framed on this connection. */
+  error(status: 400 | 431 | 501 | 502, reason: string): void;
+  /** Final (responses only): the connection stopped carrying HTTP. */
+  tunnel?(): void;
+}
 
-/** Reads one message body from the buffer. `step` returns what it could complete; [] when it needs more. */
+const FIXED = 0;
+const CHUNK_SIZE = 1;
+const CHUNK_DATA = 2;
+const CHUNK_CRLF = 3;
+const TRAILERS = 4;
+const CLOSE = 5;
+/** What BodyReader.step did: nothing (needs more bytes), some progress, or a final error. */
+export const MORE = 0;
+export const PROGRESS = 1;
+export const FAILED = 2;
+
+/** Reads one message body from the buffer, handing data to the sink as it arrives. */
 export class BodyReader {
-  private state: BodyState;
+  private mode: number;
+  private remaining: number;
+  /** True once the body has ended; the buffer then holds the next message's bytes. */
+  done = false;
 
   constructor(
     f: Exclude<Framing, { kind: "none" }>,
     private readonly maxLineBytes: number,
   ) {
-    this.state =
-      f.kind === "fixed"
-        ? { kind: "fixed", remaining: f.length }
-        : f.kind === "chunked"
-          ? { kind: "chunk-size" }
-          : { kind: "close" };
+    this.mode = f.kind === "fixed" ? FIXED : f.kind === "chunked" ? CHUNK_SIZE : CLOSE;
+    this.remaining = f.kind === "fixed" ? f.length : 0;
   }
 
-  /** True once the body has ended; the buffer then holds the next message's bytes. */
-  done = false;
-
-  step(buf: WireBuffer): BodyEvent[] {
-    const s = this.state;
-    switch (s.kind) {
-      case "close":
-        return buf.length === 0 ? [] : [{ type: "body", data: buf.take(buf.length) }];
-      case "fixed":
-      case "chunk-data": {
-        if (buf.length === 0) return [];
-        const n = Math.min(s.remaining, buf.length);
-        const body: BodyEvent = { type: "body", data: buf.take(n) };
-        const remaining = s.remaining - n;
-        if (remaining > 0) {
-          this.state = { ...s, remaining };
-          return [body];
+  step(buf: WireBuffer, sink: MessageSink<unknown>): number {
+    switch (this.mode) {
+      case CLOSE:
+        if (buf.length === 0) return MORE;
+        sink.body(buf.take(buf.length));
+        return PROGRESS;
+      case FIXED:
+      case CHUNK_DATA: {
+        if (buf.length === 0) return MORE;
+        const n = Math.min(this.remaining, buf.length);
+        this.remaining -= n;
+        sink.body(buf.take(n));
+        if (this.remaining > 0) return PROGRESS;
+        if (this.mode === CHUNK_DATA) this.mode = CHUNK_CRLF;
+        else {
+          this.done = true;
+          sink.end();
         }
-        if (s.kind === "chunk-data") {
-          this.state = { kind: "chunk-crlf" };
-          return [body];
-        }
-        this.done = true;
-        return [body, { type: "end" }];
+        return PROGRESS;
       }
-      case "chunk-size": {
+      case CHUNK_SIZE: {
         const line = buf.line(4096);
-        if (line === undefined) return [];
-        if (line === null)
-          return [{ type: "error", status: 400, reason: "chunk size line too long or not ended by CRLF" }];
+        if (line === undefined) return MORE;
+        if (line === null) {
+          sink.error(400, "chunk size line too long or not ended by CRLF");
+          return FAILED;
+        }
         const m = /^([0-9A-Fa-f]{1,15})(;.*)?$/.exec(line);
-        if (!m) return [{ type: "error", status: 400, reason: `invalid chunk size ${JSON.stringify(line)}` }];
-        const size = Number.parseInt(m[1] as string, 16);
-        this.state = size === 0 ? { kind: "trailers" } : { kind: "chunk-data", remaining: size };
-        return [];
+        if (!m) {
+          sink.error(400, `invalid chunk size ${JSON.stringify(line)}`);
+          return FAILED;
+        }
+        this.remaining = Number.parseInt(m[1] as string, 16);
+        this.mode = this.remaining === 0 ? TRAILERS : CHUNK_DATA;
+        return PROGRESS;
       }
-      case "chunk-crlf": {
-        if (buf.length < 2) return [];
-        if (!buf.startsWithCrlf())
-          return [{ type: "error", status: 400, reason: "chunk data not followed by CRLF" }];
+      case CHUNK_CRLF: {
+        if (buf.length < 2) return MORE;
+        if (!buf.startsWithCrlf()) {
+          sink.error(400, "chunk data not followed by CRLF");
+          return FAILED;
+        }
         buf.take(2);
-        this.state = { kind: "chunk-size" };
-        return [];
+        this.mode = CHUNK_SIZE;
+        return PROGRESS;
       }
-      case "trailers": {
+      default: {
         const line = buf.line(this.maxLineBytes);
-        if (line === undefined) return [];
-        if (line === null)
-          return [{ type: "error", status: 431, reason: "trailer section too large or not ended by CRLF" }];
-        if (line !== "") return []; // trailer fields are consumed, not forwarded
+        if (line === undefined) return MORE;
+        if (line === null) {
+          sink.error(431, "trailer section too large or not ended by CRLF");
+          return FAILED;
+        }
+        if (line !== "") return PROGRESS; // trailer fields are consumed, not forwarded
         this.done = true;
-        return [{ type: "end" }];
+        sink.end();
+        return PROGRESS;
       }
     }
   }
 
   /** The connection closed: a close-delimited body ends; any other unfinished body was truncated. */
-  closed(): BodyEvent[] {
-    if (this.done) return [];
+  closed(sink: MessageSink<unknown>): void {
+    if (this.done) return;
     this.done = true;
-    return this.state.kind === "close"
-      ? [{ type: "end" }]
-      : [{ type: "error", status: 502, reason: "connection closed before the end of the body" }];
+    if (this.mode === CLOSE) sink.end();
+    else sink.error(502, "connection closed before the end of the body");
   }
 }
 
 /**
  * The shared drive loop of the request and response framers: parse a head, then its body, then the next
- * head, for as long as the buffered bytes allow. A final event (an error; for responses also a tunnel)
+ * head, for as long as the buffered bytes allow. A final call (an error; for responses also a tunnel)
  * stops framing on the connection for good.
  */
-export abstract class MessageFramer<Head extends { type: string }> {
+export abstract class MessageFramer<Head> {
   protected readonly buf = new WireBuffer();
   protected body: BodyReader | undefined;
   protected stopped = false;
@@ -303,33 +315,42 @@ export abstract class MessageFramer<Head extends { type: string }> {
     return this.buf.length;
   }
 
-  /** Parses the next head if it is complete; may start `this.body`. */
-  protected abstract head(): (Head | BodyEvent)[];
+  /** Parses the next head if it is complete (MORE, PROGRESS or FAILED); may start `this.body`. */
+  protected abstract head(sink: MessageSink<Head>): number;
 
-  protected isFinal(e: Head | BodyEvent): boolean {
-    return e.type === "error";
-  }
-
-  /** Feeds received bytes; returns what they completed, in order. */
-  push(chunk: Uint8Array): (Head | BodyEvent)[] {
-    if (this.stopped) return [];
+  /** Feeds received bytes; the sink hears what they complete, in order. */
+  feed(chunk: Uint8Array, sink: MessageSink<Head>): void {
+    if (this.stopped) return;
     this.buf.append(chunk);
-    const events: (Head | BodyEvent)[] = [];
     for (;;) {
-      const length = this.buf.length;
       const reader = this.body;
-      const produced = reader ? reader.step(this.buf) : this.head();
-      for (const e of produced) {
-        events.push(e);
-        if (this.isFinal(e)) {
-          this.stopped = true;
-          this.buf.clear();
-          return events;
-        }
+      const r = reader ? reader.step(this.buf, sink as MessageSink<unknown>) : this.head(sink);
+      if (r === FAILED || this.stopped) {
+        this.stopped = true;
+        this.buf.clear();
+        return;
       }
       if (reader?.done) this.body = undefined;
-      // No event, no byte taken, no change of reader: the buffer needs more bytes.
-      if (produced.length === 0 && this.buf.length === length && this.body === reader) return events;
+      else if (r === MORE) return;
     }
   }
+
+  /** Feeds received bytes and returns what they completed as events (for tests and simple callers). */
+  push(chunk: Uint8Array): (Event<Head> | BodyEvent)[] {
+    const events: (Event<Head> | BodyEvent)[] = [];
+    this.feed(chunk, collector(events));
+    return events;
+  }
+}
+
+export type Event<Head> = { type: "head"; head: Head } | { type: "tunnel" };
+
+export function collector<Head>(events: (Event<Head> | BodyEvent)[]): Required<MessageSink<Head>> {
+  return {
+    head: (head) => events.push({ type: "head", head }),
+    body: (data) => events.push({ type: "body", data }),
+    end: () => events.push({ type: "end" }),
+    error: (status, reason) => events.push({ type: "error", status, reason }),
+    tunnel: () => events.push({ type: "tunnel" }),
+  };
 }

@@ -2,7 +2,8 @@ import type { Socket } from "bun";
 import type { VerifiedPeer } from "../../lib/spiffe/x509svid.ts";
 import { upstreamFailure } from "../http/failure.ts";
 import { type FramerEvent, RequestFramer, type RequestHead } from "../http1/request-framer.ts";
-import type { ResponseEvent, ResponseHead } from "../http1/response-framer.ts";
+import type { ResponseHead } from "../http1/response-framer.ts";
+import type { MessageSink } from "../http1/wire.ts";
 import type { RelayContext } from "./context.ts";
 import {
   type BodyOut,
@@ -29,6 +30,8 @@ import type { UpstreamConn, UpstreamOwner } from "./upstream.ts";
 type Phase = "handshake" | "idle" | "read" | "write";
 
 const HIGH_WATER = 256 * 1024;
+const END: FramerEvent = { type: "end" };
+const NO_BODY: BodyOut = { kind: "none" };
 const HEAD_WEIGHT = 1024;
 
 interface Exchange {
@@ -94,40 +97,85 @@ export class CallerConn implements UpstreamOwner {
   received(data: Uint8Array): void {
     if (this.closing || this.phase === "handshake") return;
     if (this.phase === "idle") this.setPhase("read");
-    for (const e of this.framer.push(data)) {
-      this.queue.push(e);
-      this.queuedBytes += e.type === "body" ? e.data.length : HEAD_WEIGHT;
-    }
+    this.framer.feed(data, this.requests);
     this.pump();
   }
 
-  /** Serves queued events for as long as the current exchange can take them. */
+  /**
+   * What the request framer completes is served at once when the connection is free for it (no request
+   * waiting for its response, nothing queued before it); otherwise it waits in `queue`.
+   */
+  private readonly requests: MessageSink<RequestHead> = {
+    head: (head) => {
+      if (this.closing) return;
+      if (!this.x && this.queue.length === 0) this.start(head);
+      else this.enqueue({ type: "head", head });
+    },
+    body: (data) => {
+      if (this.closing) return;
+      const x = this.x;
+      if (x && !x.requestDone && this.queue.length === 0) this.forwardBody(x, data);
+      else this.enqueue({ type: "body", data });
+    },
+    end: () => {
+      if (this.closing) return;
+      const x = this.x;
+      if (x && !x.requestDone && this.queue.length === 0) this.requestEnded(x);
+      else this.enqueue(END);
+    },
+    error: (status, reason) => {
+      if (this.closing) return;
+      // An error after a complete request concerns the next one, which waits for the current response.
+      if (this.queue.length === 0 && !this.x?.requestDone) this.requestError(status, reason);
+      else this.enqueue({ type: "error", status, reason });
+    },
+  };
+
+  private enqueue(e: FramerEvent): void {
+    this.queue.push(e);
+    this.queuedBytes += e.type === "body" ? e.data.length : HEAD_WEIGHT;
+  }
+
+  /** Serves queued events for as long as the current exchange can take them, then writes. */
   private pump(): void {
     while (this.queue.length > 0 && !this.closing) {
       const x = this.x;
       if (x?.requestDone) break; // the next request waits for this response
       const e = this.queue.shift() as FramerEvent;
       this.queuedBytes -= e.type === "body" ? e.data.length : HEAD_WEIGHT;
-      if (!x) {
-        if (e.type === "head") this.start(e.head);
-        else if (e.type === "error") this.refuse(e.status, e.reason);
-        continue;
-      }
-      if (e.type === "body")
-        this.toUpstream(x, x.requestBody.kind === "chunked" ? chunk(e.data) : [e.data], e.data.length);
-      else if (e.type === "end") {
-        if (x.requestBody.kind === "chunked") this.toUpstream(x, [LAST_CHUNK], 0);
-        x.requestDone = true;
-        if (!x.responseStarted) this.setPhase("write");
-      } else if (e.type === "error") {
-        // The request broke off in its body: what was sent upstream cannot be completed.
-        this.dropUpstream(x);
-        if (x.responseStarted) this.terminate();
-        else this.answer(x, e.status, e.reason, true);
-      }
+      if (e.type === "head") {
+        if (!x) this.start(e.head);
+      } else if (e.type === "body") {
+        if (x) this.forwardBody(x, e.data);
+      } else if (e.type === "end") {
+        if (x) this.requestEnded(x);
+      } else if (e.type === "error") this.requestError(e.status, e.reason);
     }
     this.x?.upstream?.out?.flush();
     this.flow();
+  }
+
+  private forwardBody(x: Exchange, data: Uint8Array): void {
+    if (x.requestBody.kind === "chunked") this.toUpstream(x, chunk(data), data.length);
+    else this.toUpstream(x, [data], data.length);
+  }
+
+  private requestEnded(x: Exchange): void {
+    if (x.requestBody.kind === "chunked") this.toUpstream(x, [LAST_CHUNK], 0);
+    x.requestDone = true;
+    if (!x.responseStarted) this.setPhase("write");
+  }
+
+  /** A malformed request: refused; one that broke off in its body also loses what was sent upstream. */
+  private requestError(status: number, reason: string): void {
+    const x = this.x;
+    if (!x) {
+      this.refuse(status, reason);
+      return;
+    }
+    this.dropUpstream(x);
+    if (x.responseStarted) this.terminate();
+    else this.answer(x, status, reason, true);
   }
 
   private start(head: RequestHead): void {
@@ -253,34 +301,43 @@ export class CallerConn implements UpstreamOwner {
     this.flow();
   }
 
-  upstreamEvents(events: ResponseEvent[]): void {
-    for (const e of events) {
+  /** What the upstream connection's response framer completes, for the current exchange. */
+  readonly responses: MessageSink<ResponseHead> = {
+    head: (h) => {
       const x = this.x;
       if (!x || this.closed) return;
-      switch (e.type) {
-        case "head":
-          if (e.head.interim) this.out.add(responseHead(e.head, { kind: "none" }, false));
-          else this.respond(x, e.head);
-          break;
-        case "body":
-          x.bytesOut += e.data.length;
-          if (x.rechunk) for (const p of chunk(e.data)) this.out.add(p);
-          else this.out.add(e.data);
-          break;
-        case "end":
-          if (x.rechunk) this.out.add(LAST_CHUNK);
-          this.finish(x);
-          break;
-        case "tunnel":
-          this.dropUpstream(x);
-          this.badUpstream(x, "the upstream switched protocols, which an HTTP listener does not carry");
-          break;
-        case "error":
-          this.dropUpstream(x);
-          this.badUpstream(x, e.reason);
-          break;
-      }
-    }
+      if (h.interim) this.out.add(responseHead(h, NO_BODY, false));
+      else this.respond(x, h);
+    },
+    body: (data) => {
+      const x = this.x;
+      if (!x || this.closed) return;
+      x.bytesOut += data.length;
+      if (x.rechunk) for (const p of chunk(data)) this.out.add(p);
+      else this.out.add(data);
+    },
+    end: () => {
+      const x = this.x;
+      if (!x || this.closed) return;
+      if (x.rechunk) this.out.add(LAST_CHUNK);
+      this.finish(x);
+    },
+    error: (_status, reason) => {
+      const x = this.x;
+      if (!x || this.closed) return;
+      this.dropUpstream(x);
+      this.badUpstream(x, reason);
+    },
+    tunnel: () => {
+      const x = this.x;
+      if (!x || this.closed) return;
+      this.dropUpstream(x);
+      this.badUpstream(x, "the upstream switched protocols, which an HTTP listener does not carry");
+    },
+  };
+
+  /** After each batch of bytes from the upstream: what was framed is written in one write. */
+  upstreamBatchEnd(): void {
     this.out.flush();
     this.flow();
   }

@@ -5,7 +5,8 @@ import type { Authorizer } from "../../lib/spiffe/authorizer.ts";
 import type { SvidSource } from "../../lib/spiffe/x509-source.ts";
 import { bunTlsOptions, verifyBunPeer } from "../../lib/tls/bun-peer.ts";
 import type { Upstream as VerifiedUpstream } from "../http/types.ts";
-import { type ResponseEvent, ResponseFramer } from "../http1/response-framer.ts";
+import { ResponseFramer, type ResponseHead } from "../http1/response-framer.ts";
+import type { MessageSink } from "../http1/wire.ts";
 import { Outbox } from "./outbox.ts";
 
 /**
@@ -19,7 +20,10 @@ export interface UpstreamOwner {
   upstreamReady(conn: UpstreamConn): void;
   /** Could not connect, or the upstream was refused at the handshake. */
   upstreamFailed(error: Error): void;
-  upstreamEvents(events: ResponseEvent[]): void;
+  /** Hears the responses framed on the connection. */
+  readonly responses: MessageSink<ResponseHead>;
+  /** The bytes received were framed (and the sink has heard what they completed). */
+  upstreamBatchEnd(): void;
   /** The connection closed or failed after it was ready; `reason` is the error, if any. */
   upstreamClosed(reason: string | undefined): void;
   upstreamDrained(): void;
@@ -210,9 +214,13 @@ const HANDLERS: SocketHandler<UpstreamConn> = {
   },
   data(socket, chunk) {
     const conn = socket.data;
-    const events = conn.framer.push(chunk);
-    if (conn.owner) conn.owner.upstreamEvents(events);
-    else if (events.length > 0) conn.destroy(); // an answer nobody asked for
+    const owner = conn.owner;
+    if (!owner) {
+      conn.destroy(); // bytes nobody asked for
+      return;
+    }
+    conn.framer.feed(chunk, owner.responses);
+    owner.upstreamBatchEnd();
   },
   drain(socket) {
     const conn = socket.data;
@@ -232,9 +240,11 @@ const HANDLERS: SocketHandler<UpstreamConn> = {
       owner?.upstreamFailed(conn.lastError ?? closedEarly());
       return;
     }
-    const events = conn.framer.closed();
     conn.closed = true;
-    if (events.length > 0) owner?.upstreamEvents(events);
+    if (owner) {
+      conn.framer.closed(owner.responses);
+      owner.upstreamBatchEnd();
+    }
     // The owner may have finished its exchange with the events above and let go of the connection.
     if (conn.owner) {
       conn.owner = undefined;

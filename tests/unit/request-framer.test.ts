@@ -15,7 +15,7 @@ function requests(events: FramerEvent[]): string[] {
       body = "";
     } else if (e.type === "body") body += new TextDecoder().decode(e.data);
     else if (e.type === "end") out.push(`${current} body=${JSON.stringify(body)}`);
-    else out.push(`error ${e.status}: ${e.reason}`);
+    else if (e.type === "error") out.push(`error ${e.status}: ${e.reason}`);
   }
   return out;
 }

@@ -26,7 +26,7 @@ function frame(methods: string[], chunks: string[], close = false): string[] {
   const f = new ResponseFramer();
   for (const m of methods) f.expect(m);
   const events = chunks.flatMap((c) => f.push(bytes(c)));
-  return summary(close ? [...events, ...f.closed()] : events);
+  return summary(close ? [...events, ...f.closedEvents()] : events);
 }
 
 describe("HTTP/1.1 response framing", () => {
