@@ -1,7 +1,7 @@
 import { createServer, type Server } from "node:http";
-import { Counter, Gauge, Histogram, Registry } from "prom-client";
 import type { HostPort } from "./config/validate.ts";
 import type { ListenerEvents } from "./listener.ts";
+import { Counter, Gauge, Histogram, Registry } from "./prometheus.ts";
 
 /**
  * Prometheus metrics at metricsAddr (GET /metrics), labelled by listener. Denials are counted by side and
@@ -164,7 +164,7 @@ export class ProxyMetrics {
     const server = createServer(async (req, res) => {
       if (req.method === "GET" && req.url?.split("?")[0] === "/metrics") {
         res.writeHead(200, { "content-type": this.registry.contentType });
-        res.end(await this.registry.metrics());
+        res.end(this.registry.metrics());
       } else {
         res.writeHead(404, { "content-type": "text/plain" });
         res.end("svc-proxy: only GET /metrics is served here\n");
