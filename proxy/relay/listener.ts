@@ -6,6 +6,7 @@ import type { ListenerConfig } from "../config/validate.ts";
 import type { ListenerDeps, RunningListener } from "../listener.ts";
 import { CallerConn } from "./caller.ts";
 import type { RelayContext } from "./context.ts";
+import { fdBudget } from "./fd-budget.ts";
 import { UpstreamPool } from "./upstream.ts";
 
 /**
@@ -43,6 +44,27 @@ export async function startRelayListener(l: ListenerConfig, deps: ListenerDeps):
   const authorizeSource = authorizeMatching(l.sourceIds, `listeners.${l.name}.source.spiffe_ids`);
   const open = new Set<CallerConn>();
 
+  // Past the descriptor budget a new caller is closed at once; refusals are logged at most every 10 s.
+  const budget = fdBudget();
+  let refused = 0;
+  let refusedLogged = 0;
+  const admit = (socket: { terminate(): void }): boolean => {
+    if (budget.take(2)) return true;
+    socket.terminate();
+    refused++;
+    const now = Date.now();
+    if (now - refusedLogged >= 10_000) {
+      log.warn("file descriptors nearly exhausted: new connections are closed", {
+        refused,
+        sockets: budget.live,
+        limit: budget.limit,
+      });
+      refused = 0;
+      refusedLogged = now;
+    }
+    return false;
+  };
+
   // One sweep for every connection's deadline, running only while there are connections.
   const t = l.timeouts;
   const every = Math.min(1000, Math.max(10, Math.min(t.readMs, t.writeMs, t.idleMs) / 10));
@@ -57,6 +79,7 @@ export async function startRelayListener(l: ListenerConfig, deps: ListenerDeps):
   };
   const untrack = (c: CallerConn) => {
     c.gone();
+    budget.give(2);
     open.delete(c);
     if (open.size === 0 && sweep) {
       clearInterval(sweep);
@@ -110,6 +133,7 @@ export async function startRelayListener(l: ListenerConfig, deps: ListenerDeps):
       socket: mtlsIn
         ? {
             open(raw) {
+              if (!admit(raw)) return;
               // The TLS layer on top of the accepted socket; its handlers serve the connection from here.
               const [, secure] = (raw as unknown as Upgradable).upgradeTLS({
                 tls: tlsOptions,
@@ -125,6 +149,7 @@ export async function startRelayListener(l: ListenerConfig, deps: ListenerDeps):
           }
         : {
             open(socket) {
+              if (!admit(socket)) return;
               const c = new CallerConn(socket as Socket<CallerConn>, ctx, false);
               socket.data = c;
               track(c);
