@@ -115,8 +115,12 @@ export class HistogramChild {
   observe(v: number): void {
     this.sum += v;
     this.count++;
-    const i = this.buckets.findIndex((b) => v <= b);
-    if (i >= 0) this.counts[i] = (this.counts[i] as number) + 1;
+    const b = this.buckets;
+    for (let i = 0; i < b.length; i++)
+      if (v <= (b[i] as number)) {
+        this.counts[i] = (this.counts[i] as number) + 1;
+        return;
+      }
   }
 }
 
