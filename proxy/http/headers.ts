@@ -4,7 +4,7 @@ import type { IncomingHttpHeaders, OutgoingHttpHeaders } from "node:http";
  * Header handling of a forwarding HTTP proxy (RFC 9110 section 7.6.1): hop-by-hop headers, and any header
  * that Connection names, are not forwarded in either direction. HTTP/2 pseudo-headers are dropped.
  */
-const HOP_BY_HOP = [
+export const HOP_BY_HOP = [
   "connection",
   "keep-alive",
   "proxy-connection",

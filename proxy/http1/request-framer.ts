@@ -1,5 +1,4 @@
 import {
-  allFields,
   type BodyEvent,
   BodyReader,
   type Event,
@@ -9,6 +8,7 @@ import {
   framing,
   isToken,
   MessageFramer,
+  MessageHead,
   type MessageSink,
   MORE,
   PROGRESS,
@@ -25,24 +25,18 @@ import {
  * Transfer-Encoding other than chunked, and unparsable or conflicting Content-Length values are all
  * refused.
  */
-export class RequestHead {
+export class RequestHead extends MessageHead {
   constructor(
     readonly method: string,
     readonly target: string,
     readonly version: "HTTP/1.1" | "HTTP/1.0",
-    /** The fields a relay acts on (framing, Connection, hop-by-hop, and those the proxy writes), as received. */
-    readonly special: Fields,
-    /** The head as received, without its final CRLFCRLF. */
-    readonly raw: Uint8Array,
-    /** How the body is framed: none, a Content-Length, or chunked. */
-    readonly body: Framing,
-    private readonly text: string,
-    private readonly from: number,
-  ) {}
-
-  /** Every field, in received order, names as received (parsed on use). */
-  get headers(): Fields {
-    return allFields(this.text, this.from);
+    special: Fields,
+    raw: Uint8Array,
+    body: Framing,
+    text: string,
+    from: number,
+  ) {
+    super(special, raw, body, text, from);
   }
 }
 

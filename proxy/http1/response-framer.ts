@@ -1,5 +1,4 @@
 import {
-  allFields,
   type BodyEvent,
   BodyReader,
   type Event,
@@ -8,6 +7,7 @@ import {
   type Framing,
   framing,
   MessageFramer,
+  MessageHead,
   type MessageSink,
   MORE,
   PROGRESS,
@@ -24,25 +24,19 @@ import {
  * - 101 Switching Protocols, and a 2xx to CONNECT, end HTTP on this connection (`tunnel`).
  * - HEAD, 204 and 304 have no body; otherwise chunked, Content-Length, or the body runs to the close.
  */
-export class ResponseHead {
+export class ResponseHead extends MessageHead {
   constructor(
     readonly status: number,
     readonly reason: string,
     readonly version: "HTTP/1.1" | "HTTP/1.0",
-    /** The fields a relay acts on, as received (see RequestHead). */
-    readonly special: Fields,
-    /** The head as received, without its final CRLFCRLF. */
-    readonly raw: Uint8Array,
+    special: Fields,
+    raw: Uint8Array,
     readonly interim: boolean,
-    /** How the body is framed; none for interim responses, tunnels, HEAD, 204 and 304. */
-    public body: Framing,
-    private readonly text: string,
-    private readonly from: number,
-  ) {}
-
-  /** Every field, in received order (parsed on use). */
-  get headers(): Fields {
-    return allFields(this.text, this.from);
+    body: Framing,
+    text: string,
+    from: number,
+  ) {
+    super(special, raw, body, text, from);
   }
 }
 

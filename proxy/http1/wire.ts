@@ -128,6 +128,25 @@ export function scanFields(text: string, from: number): Fields | { error: string
   return special;
 }
 
+/** What request and response heads share: the fields a relay acts on, the raw head, the body framing. */
+export class MessageHead {
+  constructor(
+    /** The fields a relay acts on (framing, Connection, hop-by-hop, and those the proxy writes), as received. */
+    readonly special: Fields,
+    /** The head as received, without its final CRLFCRLF. */
+    readonly raw: Uint8Array,
+    /** How the body is framed (for responses: none for interim ones, tunnels, HEAD, 204 and 304). */
+    public body: Framing,
+    private readonly text: string,
+    private readonly from: number,
+  ) {}
+
+  /** Every field, in received order, names as received (parsed on use). */
+  get headers(): Fields {
+    return allFields(this.text, this.from);
+  }
+}
+
 /** Every field of a head whose section scanFields accepted, in received order, names as received. */
 export function allFields(text: string, from: number): Fields {
   return from < text.length ? (parseFields(text.slice(from).split("\r\n")) as Fields) : [];

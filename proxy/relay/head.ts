@@ -1,4 +1,4 @@
-import { PEER_ID_HEADER } from "../http/headers.ts";
+import { HOP_BY_HOP, PEER_ID_HEADER } from "../http/headers.ts";
 import type { RequestHead } from "../http1/request-framer.ts";
 import type { ResponseHead } from "../http1/response-framer.ts";
 import type { Fields } from "../http1/wire.ts";
@@ -10,18 +10,7 @@ import type { Fields } from "../http1/wire.ts";
  * X-Request-Id, X-Forwarded-For) are added after the Connection-named ones are removed, so a caller's
  * Connection header cannot remove them, and a caller-supplied Svc-Peer-ID never passes.
  */
-const DROPPED = new Set([
-  "connection",
-  "keep-alive",
-  "proxy-connection",
-  "proxy-authenticate",
-  "proxy-authorization",
-  "te",
-  "trailer",
-  "transfer-encoding",
-  "upgrade",
-  "content-length",
-]);
+const DROPPED = new Set([...HOP_BY_HOP, "content-length"]);
 
 export type BodyOut = { kind: "none" } | { kind: "length"; length: number } | { kind: "chunked" };
 

@@ -259,10 +259,13 @@ describe("file descriptors running out", () => {
       SVC_PROXY_CONFIG: JSON.stringify(config),
     });
     await waitUntil("the proxy listens", () => proxy.stderr().includes('"msg":"listening"'));
+    // Resolves once connected, or once closed: a caller the proxy refuses may be reset before it sees
+    // its connect.
     const open = (): Promise<Socket> =>
       new Promise((resolve) => {
         const s = connect(port, "127.0.0.1", () => resolve(s));
         s.on("error", () => {});
+        s.on("close", () => resolve(s));
       });
     /** The status line of one request on `s`, or "closed" if the proxy closes it without an answer. */
     const ask = (s: Socket): Promise<string> =>
