@@ -247,7 +247,12 @@ export async function startHttpListener(l: ListenerConfig, deps: ListenerDeps): 
   server.on("error", (e) => log.error("listener error", { error: e.message }));
 
   const port = await listen(server, l);
-  log.info("listening", { address: `${l.address.host}:${port}`, mode: l.mode, target: l.target.href });
+  log.info("listening", {
+    address: `${l.address.host}:${port}`,
+    mode: l.mode,
+    target: l.target.href,
+    path: "full",
+  });
 
   return {
     port,

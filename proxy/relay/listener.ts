@@ -179,6 +179,7 @@ export async function startRelayListener(l: ListenerConfig, deps: ListenerDeps):
     address: `${l.address.host}:${listener.port}`,
     mode: l.mode,
     target: l.target.href,
+    path: "relay",
   });
 
   return {

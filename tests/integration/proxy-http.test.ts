@@ -373,7 +373,8 @@ describe("an upstream certificate that expires during an exchange", () => {
 
 describe("HTTP/2 callers", () => {
   test("on a listener with middlewares (the full path), each request on an h2 session carries the caller's SPIFFE ID; at most 100 streams are announced", async () => {
-    const { serverPort } = await pair({ server: { middlewares: [{ type: "dummy" }] } });
+    const { serverPort, server } = await pair({ server: { middlewares: [{ type: "dummy" }] } });
+    expect(logLines(server).find((l) => l.msg === "listening")?.path).toBe("full");
     const source = await X509Source.open({ address: socket("web") });
     const svid = source.getX509Svid();
     const session = connectH2(`https://127.0.0.1:${serverPort}`, {
@@ -401,7 +402,8 @@ describe("HTTP/2 callers", () => {
   });
 
   test("a relay listener (no middlewares) offers HTTP/1.1 only: an h2-only client is not served, one that offers both gets HTTP/1.1", async () => {
-    const { serverPort } = await pair();
+    const { serverPort, server } = await pair();
+    expect(logLines(server).find((l) => l.msg === "listening")?.path).toBe("relay");
     const source = await X509Source.open({ address: socket("web") });
     const svid = source.getX509Svid();
     const tlsOptions = {
