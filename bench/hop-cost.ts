@@ -1,0 +1,83 @@
+/**
+ * Where the CPU time of one HTTP hop goes: one plaintext client-mode hop in front of a Bun upstream,
+ * as svc-proxy's relay listener and as bench/hop-variants.ts doing less and less of its work (bytes only,
+ * plus framing, plus heads). Every variant is its own process; wrk drives each in turn, over --rounds
+ * rounds; the figure is CPU µs (user + system) per request of the hop process, median and range.
+ * Needs `make build` and wrk.
+ *
+ *   bun bench/hop-cost.ts [--seconds 3] [--rounds 4] [--connections 16]
+ */
+import { parseArgs } from "node:util";
+import { type Subprocess, spawn } from "bun";
+import { freePort, waitForPort } from "../tests/support/net.ts";
+import { cpuUs, median, range } from "./stats.ts";
+import { BenchRun, ROOT } from "./support.ts";
+
+const { values: o } = parseArgs({
+  options: {
+    seconds: { type: "string", default: "3" },
+    rounds: { type: "string", default: "4" },
+    connections: { type: "string", default: "16" },
+  },
+});
+
+const run = new BenchRun();
+try {
+  const upstreamPort = await freePort();
+  const upstream = Bun.serve({
+    hostname: "127.0.0.1",
+    port: upstreamPort,
+    fetch: () => new Response("x".repeat(256)),
+  });
+  await run.workloadApis(["client"]);
+  const variants: [string, number, Subprocess][] = [];
+  for (const mode of ["bytes", "framing", "heads"]) {
+    const port = await freePort();
+    variants.push([
+      `Bun socket hop: ${mode}`,
+      port,
+      run.start([
+        process.execPath,
+        `${ROOT}/bench/hop-variants.ts`,
+        mode,
+        String(port),
+        String(upstreamPort),
+      ]),
+    ]);
+  }
+  const proxyPort = await freePort();
+  variants.push([
+    "svc-proxy relay listener",
+    proxyPort,
+    run.svcProxy("client", {
+      name: "hop",
+      address: `127.0.0.1:${proxyPort}`,
+      mode: "client",
+      target: { url: `http://127.0.0.1:${upstreamPort}` },
+    }),
+  ]);
+  for (const [, port] of variants) await waitForPort(port);
+
+  const wrk = async (port: number, pid: number): Promise<number> => {
+    const before = cpuUs(pid);
+    const p = spawn(["wrk", "-t2", `-c${o.connections}`, `-d${o.seconds}s`, `http://127.0.0.1:${port}/`], {
+      stdout: "pipe",
+    });
+    const out = await new Response(p.stdout).text();
+    return (cpuUs(pid) - before) / Number(/(\d+) requests in/.exec(out)?.[1]);
+  };
+  const cpu = new Map<string, number[]>();
+  for (const [, port, proc] of variants) await wrk(port, proc.pid); // warm-up
+  for (let r = 0; r < Number(o.rounds); r++)
+    for (const [name, port, proc] of variants) {
+      const list = cpu.get(name) ?? [];
+      list.push(await wrk(port, proc.pid));
+      cpu.set(name, list);
+    }
+  console.log(`| hop (wrk, ${o.connections} connections, ${o.rounds} rounds) | CPU µs/request |`);
+  console.log("|---|---:|");
+  for (const [name, xs] of cpu) console.log(`| ${name} | ${median(xs).toFixed(1)} (${range(xs, 1)}) |`);
+  upstream.stop(true);
+} finally {
+  await run.stop();
+}

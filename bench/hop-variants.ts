@@ -1,0 +1,114 @@
+/**
+ * A measuring stick for bench/hop-cost.ts, not product code: one plaintext hop on Bun's own sockets that
+ * relays bytes as they come and, by mode, also does part of what the relay listener does per request:
+ *
+ *   bytes    relays bytes only
+ *   framing  also frames each request and response with proxy/http1 (the results are dropped)
+ *   heads    also builds the heads the relay would send, and sends those instead of the received ones
+ *
+ *   bun bench/hop-variants.ts <mode> <listenPort> <targetPort>
+ */
+import type { Socket } from "bun";
+import { RequestFramer, type RequestHead } from "../proxy/http1/request-framer.ts";
+import { ResponseFramer, type ResponseHead } from "../proxy/http1/response-framer.ts";
+import type { MessageSink } from "../proxy/http1/wire.ts";
+import { connectionTokens, requestHead, responseHead } from "../proxy/relay/head.ts";
+
+const [mode = "bytes", listen, target] = process.argv.slice(2);
+const framing = mode !== "bytes";
+const heads = mode === "heads";
+
+interface Hop {
+  upstream: Socket<Hop> | undefined;
+  pending: Uint8Array[];
+  requests: RequestFramer;
+  responses: ResponseFramer;
+  out: Uint8Array[];
+}
+
+const ignore = { body() {}, end() {}, error() {} };
+
+Bun.listen<Hop>({
+  hostname: "127.0.0.1",
+  port: Number(listen),
+  socket: {
+    open(caller) {
+      const hop: Hop = {
+        upstream: undefined,
+        pending: [],
+        requests: new RequestFramer(),
+        responses: new ResponseFramer(),
+        out: [],
+      };
+      caller.data = hop;
+      const fromUpstream: MessageSink<ResponseHead> = {
+        ...ignore,
+        head: (h) => {
+          if (heads)
+            hop.out.push(
+              responseHead(
+                h,
+                h.body.kind === "fixed" ? { kind: "length", length: h.body.length } : { kind: "none" },
+                false,
+              ),
+            );
+        },
+        body: (d) => {
+          if (heads) hop.out.push(d);
+        },
+      };
+      void Bun.connect<Hop>({
+        hostname: "127.0.0.1",
+        port: Number(target),
+        data: hop,
+        socket: {
+          open(up) {
+            hop.upstream = up;
+            for (const c of hop.pending) up.write(c);
+          },
+          data(_up, chunk) {
+            if (framing) hop.responses.feed(chunk, fromUpstream);
+            if (heads) {
+              caller.write(hop.out.length === 1 ? (hop.out[0] as Uint8Array) : Buffer.concat(hop.out));
+              hop.out = [];
+            } else caller.write(chunk);
+          },
+          close() {
+            caller.end();
+          },
+          error() {},
+        },
+      });
+    },
+    data(caller, chunk) {
+      const hop = caller.data;
+      let out: Uint8Array = chunk;
+      if (framing) {
+        const fromCaller: MessageSink<RequestHead> = {
+          ...ignore,
+          head: (h) => {
+            hop.responses.expect(h.method);
+            if (heads)
+              out = requestHead(
+                h,
+                connectionTokens(h.special),
+                { kind: "none" },
+                {
+                  peer: undefined,
+                  requestId: crypto.randomUUID(),
+                  remoteAddress: caller.remoteAddress,
+                },
+              );
+          },
+        };
+        hop.requests.feed(chunk, fromCaller);
+      }
+      if (hop.upstream) hop.upstream.write(out);
+      else hop.pending.push(out);
+    },
+    close(caller) {
+      caller.data.upstream?.end();
+    },
+    error() {},
+  },
+});
