@@ -3,7 +3,6 @@ import { buildInfo } from "../lib/build-info.ts";
 import { type FlagSpec, parseGoFlags, renderFlagHelp } from "../proxy/flags.ts";
 import { createLogger, type Level } from "../proxy/log.ts";
 import { exitWith } from "./exit.ts";
-import { loadReflectMetadata } from "./reflect.ts";
 
 /** svc-proxy: SPIFFE mTLS proxy for HTTP, TCP and MQTT. Flags follow Go conventions (spec 4.1). */
 const FLAGS: FlagSpec[] = [
@@ -67,7 +66,6 @@ async function main(argv: string[]): Promise<void> {
     level: devel ? "debug" : (flags["zap-log-level"] as Level),
     encoder: devel ? "console" : (flags["zap-encoder"] as "json" | "console"),
   });
-  await loadReflectMetadata();
   const { configSource, parseConfigText } = await import("../proxy/config/load.ts");
   const { validateConfig } = await import("../proxy/config/validate.ts");
   const source = configSource(typeof flags.config === "string" ? flags.config : undefined);

@@ -5,7 +5,6 @@ import type { Notarization } from "../../lib/notary/check.ts";
 import { isLevel, LEVEL_HEADER, LEVELS } from "../../lib/notary/levels.ts";
 import { formatReceipt, formatStatement } from "../../lib/notary/print.ts";
 import { ENDPOINT_ENV, parseEndpoint, socketPath } from "../../lib/spiffe/address.ts";
-import { loadReflectMetadata } from "../reflect.ts";
 import { action, checkOutput, repeated } from "./cli.ts";
 import { applyGlobals, globalArgs, spiffeSocket } from "./globals.ts";
 
@@ -136,7 +135,6 @@ export default defineCommand({
     const needsSource = validate || url.protocol === "https:";
     if (needsSource) requireSocket(a["spiffe-socket-path"]);
 
-    await loadReflectMetadata();
     const { exchange } = await import("../../lib/tls/exchange.ts");
     const { checkReceipt, checkStatement } = await import("../../lib/notary/check.ts");
     const source = needsSource

@@ -1,7 +1,6 @@
 import { readFileSync } from "node:fs";
 import { defineCommand } from "citty";
 import { SvcError } from "../../lib/errors.ts";
-import { loadReflectMetadata } from "../reflect.ts";
 import { action, checkOutput } from "./cli.ts";
 
 const verifyArgs = {
@@ -77,7 +76,6 @@ const verify = defineCommand({
       }
     };
     const saved = parseSaved(read(a.file, "FILE").toString("utf8"), a.file);
-    await loadReflectMetadata();
     const { loadBundleFile } = await import("../../lib/spiffe/bundle-file.ts");
     const bundles = loadBundleFile(a.bundle);
     const print = await import("../../lib/notary/print.ts");

@@ -1,10 +1,20 @@
-import "reflect-metadata";
 import { X509Certificate as NativeCert } from "node:crypto";
-import * as x509 from "@peculiar/x509";
+import {
+  children,
+  DerError,
+  expectTag,
+  oidText,
+  readBoolean,
+  readSmallInt,
+  readTime,
+  readTlv,
+  type Tlv,
+} from "./der.ts";
 
 /**
- * One parsed certificate: the facts SVID rules need (from @peculiar/x509, which exposes extensions and
- * their criticality) and a native handle for fast signature checks.
+ * One parsed certificate: the facts SVID rules need, read from the DER by our own strict reader
+ * (extensions and their criticality, which node:crypto does not expose), and a native handle for
+ * signature checks.
  */
 export interface Cert {
   readonly der: Uint8Array;
@@ -16,29 +26,125 @@ export interface Cert {
   /** undefined when the basicConstraints extension is absent. */
   readonly isCA: boolean | undefined;
   readonly pathLength: number | undefined;
-  /** Bit mask of x509.KeyUsageFlags; undefined when the extension is absent. */
+  /** Bit mask of KeyUsage flags; undefined when the extension is absent. */
   readonly keyUsage: number | undefined;
   readonly uriSans: string[];
+  /** Every extension's OID (dotted) and whether it is marked critical. */
+  readonly extensions: readonly { readonly oid: string; readonly critical: boolean }[];
 }
 
-export const KeyUsage = x509.KeyUsageFlags;
+/** RFC 5280 section 4.2.1.3 bits, as flags (bit 0, digitalSignature, is 1). */
+export const KeyUsage = {
+  digitalSignature: 1,
+  nonRepudiation: 2,
+  keyEncipherment: 4,
+  dataEncipherment: 8,
+  keyAgreement: 16,
+  keyCertSign: 32,
+  cRLSign: 64,
+  encipherOnly: 128,
+  decipherOnly: 256,
+} as const;
 
+const OID = { basicConstraints: "2.5.29.19", keyUsage: "2.5.29.15", subjectAltName: "2.5.29.17" };
+
+interface Extensions {
+  isCA: boolean | undefined;
+  pathLength: number | undefined;
+  keyUsage: number | undefined;
+  uriSans: string[];
+  list: { oid: string; critical: boolean }[];
+}
+
+function readBasicConstraints(der: Uint8Array, value: Tlv, x: Extensions): void {
+  const seq = expectTag(readTlv(der, value.start, value.end), 0x30, "basicConstraints");
+  let fields = children(der, seq);
+  x.isCA = false;
+  if (fields[0]?.tag === 0x01) {
+    x.isCA = readBoolean(der, fields[0]);
+    fields = fields.slice(1);
+  }
+  if (fields[0]?.tag === 0x02) {
+    x.pathLength = readSmallInt(der, fields[0]);
+    fields = fields.slice(1);
+  }
+  if (fields.length > 0) throw new DerError("basicConstraints: unexpected field");
+}
+
+function readKeyUsage(der: Uint8Array, value: Tlv, x: Extensions): void {
+  const bits = expectTag(readTlv(der, value.start, value.end), 0x03, "keyUsage");
+  if (bits.end - bits.start < 1 || (der[bits.start] as number) > 7)
+    throw new DerError("keyUsage: malformed BIT STRING");
+  let flags = 0;
+  for (let i = 0; i < 9; i++) {
+    const byte = der[bits.start + 1 + (i >> 3)];
+    if (bits.start + 1 + (i >> 3) < bits.end && byte !== undefined && byte & (0x80 >> (i & 7)))
+      flags |= 1 << i;
+  }
+  x.keyUsage = flags;
+}
+
+function readSubjectAltName(der: Uint8Array, value: Tlv, x: Extensions): void {
+  const seq = expectTag(readTlv(der, value.start, value.end), 0x30, "subjectAltName");
+  for (const name of children(der, seq)) {
+    // uniformResourceIdentifier [6] IA5String, implicitly tagged.
+    if (name.tag === 0x86) x.uriSans.push(Buffer.from(der.subarray(name.start, name.end)).toString("latin1"));
+  }
+}
+
+function readExtensions(der: Uint8Array, wrapper: Tlv): Extensions {
+  const x: Extensions = {
+    isCA: undefined,
+    pathLength: undefined,
+    keyUsage: undefined,
+    uriSans: [],
+    list: [],
+  };
+  const seq = expectTag(readTlv(der, wrapper.start, wrapper.end), 0x30, "extensions");
+  for (const ext of children(der, seq)) {
+    const parts = children(der, expectTag(ext, 0x30, "extension"));
+    const oid = oidText(der, expectTag(parts[0], 0x06, "extension id"));
+    let i = 1;
+    let critical = false;
+    if (parts[i]?.tag === 0x01) critical = readBoolean(der, parts[i++] as Tlv);
+    const value = expectTag(parts[i], 0x04, `extension ${oid} value`);
+    if (parts.length !== i + 1) throw new DerError(`extension ${oid}: unexpected field`);
+    if (x.list.some((e) => e.oid === oid)) throw new DerError(`extension ${oid} appears twice`);
+    x.list.push({ oid, critical });
+    if (oid === OID.basicConstraints) readBasicConstraints(der, value, x);
+    else if (oid === OID.keyUsage) readKeyUsage(der, value, x);
+    else if (oid === OID.subjectAltName) readSubjectAltName(der, value, x);
+  }
+  return x;
+}
+
+/** Parses one DER certificate; throws an Error naming what is malformed. */
 export function parseCert(der: Uint8Array): Cert {
-  const c = new x509.X509Certificate(der);
-  const bc = c.getExtension(x509.BasicConstraintsExtension);
-  const ku = c.getExtension(x509.KeyUsagesExtension);
-  const san = c.getExtension(x509.SubjectAlternativeNameExtension);
+  const cert = expectTag(readTlv(der, 0), 0x30, "certificate");
+  if (cert.end !== der.length) throw new DerError("bytes after the certificate");
+  const tbs = expectTag(children(der, cert)[0], 0x30, "tbsCertificate");
+  const fields = children(der, tbs);
+  // version [0] is optional; then serial, signature, issuer, validity, subject, key, then optional
+  // issuerUniqueID [1], subjectUniqueID [2] and extensions [3].
+  const rest = fields[0]?.tag === 0xa0 ? fields.slice(1) : fields;
+  const validity = children(der, expectTag(rest[3], 0x30, "validity"));
+  const ext = rest.slice(6).find((f) => f.tag === 0xa3);
+  const x = ext
+    ? readExtensions(der, ext)
+    : { isCA: undefined, pathLength: undefined, keyUsage: undefined, uriSans: [], list: [] };
+  const native = new NativeCert(Buffer.from(der));
   return {
     der,
-    native: new NativeCert(Buffer.from(der)),
-    subject: c.subject,
-    issuer: c.issuer,
-    notBefore: c.notBefore,
-    notAfter: c.notAfter,
-    isCA: bc ? bc.ca : undefined,
-    pathLength: bc?.pathLength,
-    keyUsage: ku ? ku.usages : undefined,
-    uriSans: san ? san.names.items.filter((n) => n.type === "url").map((n) => n.value) : [],
+    native,
+    subject: native.subject.replaceAll("\n", ", "),
+    issuer: native.issuer.replaceAll("\n", ", "),
+    notBefore: readTime(der, validity[0] as Tlv),
+    notAfter: readTime(der, validity[1] as Tlv),
+    isCA: x.isCA,
+    pathLength: x.pathLength,
+    keyUsage: x.keyUsage,
+    uriSans: x.uriSans,
+    extensions: x.list,
   };
 }
 

@@ -1,6 +1,6 @@
-import * as grpc from "@grpc/grpc-js";
 import { SvcError } from "../errors.ts";
 import { Backoff } from "./backoff.ts";
+import { type Call, GrpcChannel, GrpcError } from "./grpc-channel.ts";
 import {
   empty,
   type JwtBundlesResponse,
@@ -32,80 +32,65 @@ export interface Watch {
   cancel(): void;
 }
 
-const codec =
-  <T>(c: { encode(v: T): Uint8Array }) =>
-  (v: T) =>
-    Buffer.from(c.encode(v));
+const HEADERS = { "workload.spiffe.io": "true" };
 
 export class WorkloadApiClient {
-  private readonly client: grpc.Client;
+  private readonly channel: GrpcChannel;
 
   constructor(
     readonly target: string,
     private readonly backoff: () => Backoff = () => new Backoff(),
   ) {
-    this.client = new grpc.Client(target, grpc.credentials.createInsecure());
+    this.channel = new GrpcChannel(target, HEADERS);
   }
 
-  private metadata(): grpc.Metadata {
-    const m = new grpc.Metadata();
-    m.set("workload.spiffe.io", "true");
-    return m;
-  }
-
-  private describe(method: string, e: grpc.ServiceError | Error): SvcError {
-    const code = "code" in e && typeof e.code === "number" ? grpc.status[e.code] : undefined;
-    const detail = ("details" in e && e.details ? e.details : e.message).replace(
-      /\. Resolution note: ?$/,
-      "",
-    );
+  private describe(method: string, e: GrpcError): SvcError {
     return new SvcError(
       "workload_api",
-      `Workload API ${method} at ${this.target} failed${code ? ` (${code})` : ""}: ${detail}`,
+      `Workload API ${method} at ${this.target} failed (${e.status}): ${e.details}`,
     );
   }
 
   private watch<T>(method: string, decode: (b: Uint8Array) => T, h: WatchHandlers<T>): Watch {
     let cancelled = false;
-    let call: grpc.ClientReadableStream<T> | undefined;
+    let call: Call | undefined;
     let timer: ReturnType<typeof setTimeout> | undefined;
     const backoff = this.backoff();
     const start = () => {
       if (cancelled) return;
       let received = false;
-      let retried = false;
-      const retry = (error: SvcError) => {
-        if (retried || cancelled) return;
-        retried = true;
-        h.onError(error, true);
-        timer = setTimeout(start, received ? 0 : backoff.delay());
-      };
-      call = this.client.makeServerStreamRequest(
-        `/${SERVICE}/${method}`,
-        codec(empty),
-        (b: Buffer) => decode(b),
-        {},
-        this.metadata(),
-      );
-      call.on("data", (m: T) => {
-        received = true;
-        backoff.reset();
-        h.onMessage(m);
+      let malformed: SvcError | undefined;
+      call = this.channel.call(`/${SERVICE}/${method}`, empty.encode(), {
+        message: (b) => {
+          if (malformed) return;
+          let m: T;
+          try {
+            m = decode(b);
+          } catch (e) {
+            // A message we cannot read: drop the stream and reconnect after the backoff.
+            malformed = this.malformed(method, e);
+            received = false;
+            return call?.cancel();
+          }
+          received = true;
+          backoff.reset();
+          h.onMessage(m);
+        },
+        end: (e) => {
+          if (cancelled) return;
+          if (e && !malformed && (e.status === "INVALID_ARGUMENT" || e.status === "UNIMPLEMENTED")) {
+            return void h.onError(this.describe(method, e), false);
+          }
+          // The server ended the stream or it failed: reconnect (at once if it had been serving us).
+          const error =
+            malformed ??
+            (e
+              ? this.describe(method, e)
+              : new SvcError("workload_api", `Workload API ${method} stream ended by ${this.target}`));
+          h.onError(error, true);
+          timer = setTimeout(start, received ? 0 : backoff.delay());
+        },
       });
-      call.on("error", (e: grpc.ServiceError) => {
-        if (cancelled || e.code === grpc.status.CANCELLED) return;
-        const err = this.describe(method, e);
-        if (e.code === grpc.status.INVALID_ARGUMENT || e.code === grpc.status.UNIMPLEMENTED) {
-          retried = true;
-          h.onError(err, false);
-          return;
-        }
-        retry(err);
-      });
-      // The server ended the stream: reconnect (immediately if it had been serving us).
-      call.on("end", () =>
-        retry(new SvcError("workload_api", `Workload API ${method} stream ended by ${this.target}`)),
-      );
     };
     start();
     return {
@@ -129,25 +114,35 @@ export class WorkloadApiClient {
     return this.watch("FetchJWTBundles", jwtBundlesResponse.decode, h);
   }
 
-  private unary<Req, Res>(
+  private async unary<Req, Res>(
     method: string,
     encode: (r: Req) => Uint8Array,
     decode: (b: Uint8Array) => Res,
     req: Req,
     timeoutMs: number,
   ): Promise<Res> {
-    return new Promise((resolve, reject) => {
-      this.client.makeUnaryRequest(
-        `/${SERVICE}/${method}`,
-        (r: Req) => Buffer.from(encode(r)),
-        (b: Buffer) => decode(b),
-        req,
-        this.metadata(),
-        { deadline: Date.now() + timeoutMs },
-        (e, res) =>
-          e || !res ? reject(this.describe(method, e ?? new Error("empty response"))) : resolve(res),
-      );
-    });
+    let body: Uint8Array;
+    try {
+      body = await this.channel.unary(`/${SERVICE}/${method}`, encode(req), timeoutMs);
+    } catch (e) {
+      throw e instanceof GrpcError ? this.describe(method, e) : e;
+    }
+    return this.decoded(method, decode, body);
+  }
+
+  private malformed(method: string, e: unknown): SvcError {
+    return new SvcError(
+      "workload_api",
+      `Workload API ${method} at ${this.target} sent a malformed message: ${(e as Error).message}`,
+    );
+  }
+
+  private decoded<T>(method: string, decode: (b: Uint8Array) => T, body: Uint8Array): T {
+    try {
+      return decode(body);
+    } catch (e) {
+      throw this.malformed(method, e);
+    }
   }
 
   async fetchJwtSvids(audience: string[], spiffeId = "", timeoutMs = 10_000): Promise<JwtSvidMessage[]> {
@@ -175,23 +170,35 @@ export class WorkloadApiClient {
 
   private first<T>(method: string, decode: (b: Uint8Array) => T, timeoutMs: number): Promise<T> {
     return new Promise((resolve, reject) => {
-      const call = this.client.makeServerStreamRequest(
+      let got = false;
+      const call = this.channel.call(
         `/${SERVICE}/${method}`,
-        codec(empty),
-        (b: Buffer) => decode(b),
-        {},
-        this.metadata(),
+        empty.encode(),
         {
-          deadline: Date.now() + timeoutMs,
+          message: (b) => {
+            if (got) return;
+            got = true;
+            call.cancel();
+            try {
+              resolve(this.decoded(method, decode, b));
+            } catch (e) {
+              reject(e);
+            }
+          },
+          end: (e) => {
+            if (got) return;
+            reject(
+              e
+                ? this.describe(method, e)
+                : new SvcError(
+                    "workload_api",
+                    `Workload API ${method} at ${this.target} ended the stream without a message`,
+                  ),
+            );
+          },
         },
+        timeoutMs,
       );
-      call.once("data", (m: T) => {
-        resolve(m);
-        call.cancel();
-      });
-      call.on("error", (e: grpc.ServiceError) => {
-        if (e.code !== grpc.status.CANCELLED) reject(this.describe(method, e));
-      });
     });
   }
 
@@ -206,6 +213,6 @@ export class WorkloadApiClient {
   }
 
   close(): void {
-    this.client.close();
+    this.channel.close();
   }
 }
