@@ -26,8 +26,11 @@ const { values: o } = parseArgs({
 });
 const CONNECTIONS = [1, 16, 64];
 
-/** Resident set size in MB of a process: now (VmRSS) or its peak (VmHWM). */
-function rssMb(pid: number, field: "VmRSS" | "VmHWM"): number {
+/**
+ * Resident set size in MB of a process: now (VmRSS), its peak (VmHWM), or its anonymous part (RssAnon: the
+ * memory the process itself allocated, without the pages of its executable and libraries).
+ */
+function rssMb(pid: number, field: "VmRSS" | "VmHWM" | "RssAnon"): number {
   const m = new RegExp(`${field}:\\s+(\\d+) kB`).exec(readFileSync(`/proc/${pid}/status`, "utf8"));
   return m ? Number(m[1]) / 1024 : Number.NaN;
 }
@@ -166,6 +169,7 @@ try {
     ["ghostunnel server", ghServer],
   ] as const;
   const idleRss = new Map(proxies.map(([name, p]) => [name, rssMb(p.pid, "VmRSS")]));
+  const idleAnon = new Map(proxies.map(([name, p]) => [name, rssMb(p.pid, "RssAnon")]));
 
   const setups: [string, number, Subprocess[]][] = [
     ["direct", upstream.port as number, []],
@@ -224,14 +228,15 @@ try {
   }
   lines.push(
     "",
-    "Resident memory (VmRSS) when idle after start, after the 64-connection runs, and the peak (VmHWM):",
+    "Resident memory (VmRSS) when idle after start, its anonymous part (RssAnon; the rest are pages of the",
+    "executable, shared by every process of the same binary), after the 64-connection runs, and the peak (VmHWM):",
     "",
-    "| process | idle MB | after 64 connections MB | peak MB |",
-    "|---|---:|---:|---:|",
+    "| process | idle MB | idle anonymous MB | after 64 connections MB | peak MB |",
+    "|---|---:|---:|---:|---:|",
   );
   for (const [name, p] of proxies)
     lines.push(
-      `| ${name} | ${idleRss.get(name)?.toFixed(1)} | ${afterRss.get(name)?.toFixed(1)} | ${rssMb(p.pid, "VmHWM").toFixed(1)} |`,
+      `| ${name} | ${idleRss.get(name)?.toFixed(1)} | ${idleAnon.get(name)?.toFixed(1)} | ${afterRss.get(name)?.toFixed(1)} | ${rssMb(p.pid, "VmHWM").toFixed(1)} |`,
     );
   const report = `${lines.join("\n")}\n`;
   process.stdout.write(report);

@@ -10,7 +10,6 @@ import { validateConfig } from "../proxy/config/validate.ts";
 import { createLogger } from "../proxy/log.ts";
 import { startProxy } from "../proxy/runtime.ts";
 
-await import("reflect-metadata");
 const text = process.env.SVC_PROXY_CONFIG;
 if (!text) throw new Error("set SVC_PROXY_CONFIG to the configuration (JSON) of the proxy to profile");
 const { config } = validateConfig(JSON.parse(text));
