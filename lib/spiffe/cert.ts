@@ -29,9 +29,28 @@ export interface Cert {
   /** Bit mask of KeyUsage flags; undefined when the extension is absent. */
   readonly keyUsage: number | undefined;
   readonly uriSans: string[];
+  readonly dnsSans: string[];
+  /** The GeneralName tags of every other kind of subject alternative name the certificate carries. */
+  readonly otherSanTags: number[];
+  /** undefined when the nameConstraints extension is absent. */
+  readonly nameConstraints: NameConstraints | undefined;
   /** Every extension's OID (dotted) and whether it is marked critical. */
   readonly extensions: readonly { readonly oid: string; readonly critical: boolean }[];
 }
+
+/** One GeneralSubtree base: its GeneralName tag (0x82 dNSName, 0x86 URI, …) and, for those two, its text. */
+export interface NameConstraint {
+  readonly tag: number;
+  readonly value: string;
+}
+export interface NameConstraints {
+  readonly permitted: readonly NameConstraint[];
+  readonly excluded: readonly NameConstraint[];
+}
+
+/** GeneralName tags (RFC 5280 section 4.2.1.6), implicitly tagged. */
+export const DNS_NAME = 0x82;
+export const URI_NAME = 0x86;
 
 /** RFC 5280 section 4.2.1.3 bits, as flags (bit 0, digitalSignature, is 1). */
 export const KeyUsage = {
@@ -46,15 +65,39 @@ export const KeyUsage = {
   decipherOnly: 256,
 } as const;
 
-const OID = { basicConstraints: "2.5.29.19", keyUsage: "2.5.29.15", subjectAltName: "2.5.29.17" };
+export const OID = {
+  subjectKeyIdentifier: "2.5.29.14",
+  keyUsage: "2.5.29.15",
+  subjectAltName: "2.5.29.17",
+  basicConstraints: "2.5.29.19",
+  nameConstraints: "2.5.29.30",
+  authorityKeyIdentifier: "2.5.29.35",
+  extKeyUsage: "2.5.29.37",
+} as const;
 
 interface Extensions {
   isCA: boolean | undefined;
   pathLength: number | undefined;
   keyUsage: number | undefined;
   uriSans: string[];
+  dnsSans: string[];
+  otherSanTags: number[];
+  nameConstraints: NameConstraints | undefined;
   list: { oid: string; critical: boolean }[];
 }
+
+const noExtensions = (): Extensions => ({
+  isCA: undefined,
+  pathLength: undefined,
+  keyUsage: undefined,
+  uriSans: [],
+  dnsSans: [],
+  otherSanTags: [],
+  nameConstraints: undefined,
+  list: [],
+});
+
+const ia5 = (der: Uint8Array, t: Tlv) => Buffer.from(der.subarray(t.start, t.end)).toString("latin1");
 
 function readBasicConstraints(der: Uint8Array, value: Tlv, x: Extensions): void {
   const seq = expectTag(readTlv(der, value.start, value.end), 0x30, "basicConstraints");
@@ -87,19 +130,35 @@ function readKeyUsage(der: Uint8Array, value: Tlv, x: Extensions): void {
 function readSubjectAltName(der: Uint8Array, value: Tlv, x: Extensions): void {
   const seq = expectTag(readTlv(der, value.start, value.end), 0x30, "subjectAltName");
   for (const name of children(der, seq)) {
-    // uniformResourceIdentifier [6] IA5String, implicitly tagged.
-    if (name.tag === 0x86) x.uriSans.push(Buffer.from(der.subarray(name.start, name.end)).toString("latin1"));
+    if (name.tag === URI_NAME) x.uriSans.push(ia5(der, name));
+    else if (name.tag === DNS_NAME) x.dnsSans.push(ia5(der, name));
+    else x.otherSanTags.push(name.tag);
   }
 }
 
+function readSubtrees(der: Uint8Array, t: Tlv): NameConstraint[] {
+  return children(der, t).map((subtree) => {
+    const base = children(der, expectTag(subtree, 0x30, "nameConstraints subtree"))[0];
+    if (!base) throw new DerError("nameConstraints: empty subtree");
+    const text = base.tag === URI_NAME || base.tag === DNS_NAME;
+    return { tag: base.tag, value: text ? ia5(der, base) : "" };
+  });
+}
+
+function readNameConstraints(der: Uint8Array, value: Tlv, x: Extensions): void {
+  const seq = expectTag(readTlv(der, value.start, value.end), 0x30, "nameConstraints");
+  let permitted: NameConstraint[] = [];
+  let excluded: NameConstraint[] = [];
+  for (const part of children(der, seq)) {
+    if (part.tag === 0xa0) permitted = readSubtrees(der, part);
+    else if (part.tag === 0xa1) excluded = readSubtrees(der, part);
+    else throw new DerError("nameConstraints: unexpected field");
+  }
+  x.nameConstraints = { permitted, excluded };
+}
+
 function readExtensions(der: Uint8Array, wrapper: Tlv): Extensions {
-  const x: Extensions = {
-    isCA: undefined,
-    pathLength: undefined,
-    keyUsage: undefined,
-    uriSans: [],
-    list: [],
-  };
+  const x = noExtensions();
   const seq = expectTag(readTlv(der, wrapper.start, wrapper.end), 0x30, "extensions");
   for (const ext of children(der, seq)) {
     const parts = children(der, expectTag(ext, 0x30, "extension"));
@@ -114,6 +173,7 @@ function readExtensions(der: Uint8Array, wrapper: Tlv): Extensions {
     if (oid === OID.basicConstraints) readBasicConstraints(der, value, x);
     else if (oid === OID.keyUsage) readKeyUsage(der, value, x);
     else if (oid === OID.subjectAltName) readSubjectAltName(der, value, x);
+    else if (oid === OID.nameConstraints) readNameConstraints(der, value, x);
   }
   return x;
 }
@@ -129,9 +189,7 @@ export function parseCert(der: Uint8Array): Cert {
   const rest = fields[0]?.tag === 0xa0 ? fields.slice(1) : fields;
   const validity = children(der, expectTag(rest[3], 0x30, "validity"));
   const ext = rest.slice(6).find((f) => f.tag === 0xa3);
-  const x = ext
-    ? readExtensions(der, ext)
-    : { isCA: undefined, pathLength: undefined, keyUsage: undefined, uriSans: [], list: [] };
+  const x = ext ? readExtensions(der, ext) : noExtensions();
   const native = new NativeCert(Buffer.from(der));
   return {
     der,
@@ -144,6 +202,9 @@ export function parseCert(der: Uint8Array): Cert {
     pathLength: x.pathLength,
     keyUsage: x.keyUsage,
     uriSans: x.uriSans,
+    dnsSans: x.dnsSans,
+    otherSanTags: x.otherSanTags,
+    nameConstraints: x.nameConstraints,
     extensions: x.list,
   };
 }

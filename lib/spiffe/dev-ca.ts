@@ -23,6 +23,8 @@ export interface IssueSpec {
   /** Sign with this key/issuer instead of the CA (for intermediates). */
   signer?: { key: CryptoKey; subject: string };
   subject?: string;
+  /** More extensions, as DER values (tests of unusual certificates). */
+  extra?: { oid: string; critical: boolean; value: Uint8Array }[];
 }
 
 export interface Issued {
@@ -168,6 +170,7 @@ export class DevCa {
       extensions.push(
         new x509.SubjectAlternativeNameExtension(spec.uris.map((value) => ({ type: "url", value }))),
       );
+    for (const e of spec.extra ?? []) extensions.push(new x509.Extension(e.oid, e.critical, e.value));
     const cert = await x509.X509CertificateGenerator.create({
       serialNumber: randomSerial(),
       subject,

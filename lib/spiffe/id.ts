@@ -76,9 +76,15 @@ export function parseSpiffeId(input: string): SpiffeId {
   if (typeof input !== "string" || input === "") throw invalid(String(input), "it is empty");
   if (Buffer.byteLength(input) > MAX_ID_BYTES)
     throw invalid(`${input.slice(0, 40)}…`, `longer than ${MAX_ID_BYTES} bytes`);
-  // Scheme is case-insensitive for parsing (section 2.4); the canonical form is lower case.
-  if (input.slice(0, SCHEME.length).toLowerCase() !== SCHEME) {
-    throw invalid(input, "the scheme must be spiffe://");
+  // The scheme and the trust domain are lower case (sections 2.1 and 2.2), as go-spiffe holds them;
+  // folding `SPIFFE://EXAMPLE.ORG` would let two spellings name one workload.
+  if (!input.startsWith(SCHEME)) {
+    throw invalid(
+      input,
+      input.slice(0, SCHEME.length).toLowerCase() === SCHEME
+        ? "the scheme must be spiffe:// in lower case"
+        : "the scheme must be spiffe://",
+    );
   }
   const rest = input.slice(SCHEME.length);
   if (rest.includes("?")) throw invalid(input, "a query is not allowed");
@@ -87,10 +93,7 @@ export function parseSpiffeId(input: string): SpiffeId {
   const authority = slash < 0 ? rest : rest.slice(0, slash);
   const path = slash < 0 ? "" : rest.slice(slash);
   if (authority === "") throw invalid(input, "the trust domain is empty");
-  // Scheme and trust domain are case-insensitive for parsing (section 2.4): A-Z is folded to a-z.
-  const trustDomain = parseTrustDomain(
-    /^[A-Za-z0-9._-]+$/.test(authority) ? authority.toLowerCase() : authority,
-  );
+  const trustDomain = parseTrustDomain(authority);
   parsePath(path, input);
   return { trustDomain, path, uri: `${SCHEME}${trustDomain}${path}` };
 }

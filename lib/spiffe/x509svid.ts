@@ -1,7 +1,18 @@
 import { createPrivateKey, createPublicKey } from "node:crypto";
 import { SvcError } from "../errors.ts";
 import type { BundleSource } from "./bundle.ts";
-import { type Cert, derToPem, isSignedBy, KeyUsage, parseCert, splitDer } from "./cert.ts";
+import {
+  type Cert,
+  DNS_NAME,
+  derToPem,
+  isSignedBy,
+  KeyUsage,
+  type NameConstraint,
+  OID,
+  parseCert,
+  splitDer,
+  URI_NAME,
+} from "./cert.ts";
 import { parseSpiffeId, type SpiffeId } from "./id.ts";
 
 /**
@@ -26,8 +37,19 @@ function svidError(why: string): SvcError {
   return new SvcError("invalid_svid", `invalid X.509-SVID: ${why}`);
 }
 
+// The extensions whose meaning these rules take into account; any other one marked critical is refused,
+// as RFC 5280 section 4.2 requires and Go's x509.Verify (under go-spiffe) does. Policy extensions are
+// not among them: no policy processing is done, so a critical one is refused too.
+const UNDERSTOOD = new Set<string>(Object.values(OID));
+
+function checkCritical(cert: Cert, what: string): void {
+  const unknown = cert.extensions.find((e) => e.critical && !UNDERSTOOD.has(e.oid));
+  if (unknown) throw svidError(`${what} has a critical extension svc does not understand (${unknown.oid})`);
+}
+
 /** The leaf rules shared by our own SVIDs and peers'. Returns the leaf's SPIFFE ID. */
 export function checkLeaf(leaf: Cert): SpiffeId {
+  checkCritical(leaf, "the leaf");
   if (leaf.uriSans.length !== 1) {
     throw svidError(`the leaf has ${leaf.uriSans.length} URI SANs; exactly one is required`);
   }
@@ -49,6 +71,7 @@ export function checkLeaf(leaf: Cert): SpiffeId {
 }
 
 function checkSigning(cert: Cert): void {
+  checkCritical(cert, `signing certificate "${cert.subject}"`);
   if (!cert.isCA) throw svidError(`signing certificate "${cert.subject}" is not a CA`);
   if (cert.keyUsage !== undefined && !(cert.keyUsage & KeyUsage.keyCertSign)) {
     throw svidError(`signing certificate "${cert.subject}" lacks the keyCertSign key usage`);
@@ -93,9 +116,11 @@ export function verifyX509Svid(
   for (let depth = 0; depth < MAX_CHAIN; depth++) {
     const anchor = bundle.authorities.find((a) => isSignedBy(current, a));
     if (anchor) {
+      checkCritical(anchor, `trust anchor "${anchor.subject}"`);
       checkTime(anchor, now, `trust anchor "${anchor.subject}"`);
       checkPathLength([...chain.slice(1), anchor]);
       chain.push(anchor);
+      for (const signer of chain.slice(1)) checkNameConstraints(leaf, signer);
       return { id, chain };
     }
     const next = intermediates.find((c) => !chain.includes(c) && isSignedBy(current, c));
@@ -109,6 +134,59 @@ export function verifyX509Svid(
     "untrusted_peer",
     `certificate of ${id.uri} does not chain to the trust bundle of "${id.trustDomain}"`,
   );
+}
+
+/**
+ * A DNS name or URI host against one constraint (RFC 5280 section 4.2.1.10), case-insensitively. A DNS
+ * constraint covers the name and every subdomain; a URI constraint names one host, or with a leading
+ * period every subdomain of it.
+ */
+function matches(host: string, c: NameConstraint): boolean {
+  const h = host.toLowerCase();
+  const v = c.value.toLowerCase();
+  if (v === "") return c.tag === DNS_NAME;
+  if (v.startsWith(".")) return h.endsWith(v);
+  return h === v || (c.tag === DNS_NAME && h.endsWith(`.${v}`));
+}
+
+/** The leaf's names against one signing certificate's name constraints, as Go's x509.Verify checks them. */
+function checkNameConstraints(leaf: Cert, signer: Cert): void {
+  const nc = signer.nameConstraints;
+  if (!nc) return;
+  const by = `the name constraints of "${signer.subject}"`;
+  for (const c of [...nc.permitted, ...nc.excluded]) {
+    if (c.tag === DNS_NAME || c.tag === URI_NAME) continue;
+    // Constraints on subject names (directoryName) or on kinds of names svc does not read: fail closed when
+    // they could apply.
+    if (c.tag === 0xa4 || leaf.otherSanTags.includes(c.tag)) {
+      throw svidError(`${by} include a kind svc does not check (GeneralName tag 0x${c.tag.toString(16)})`);
+    }
+  }
+  const names: [number, string][] = [
+    ...leaf.dnsSans.map((n): [number, string] => [DNS_NAME, n]),
+    ...leaf.uriSans.map((u): [number, string] => [URI_NAME, u]),
+  ];
+  for (const [tag, name] of names) {
+    const excluded = nc.excluded.filter((c) => c.tag === tag);
+    const permitted = nc.permitted.filter((c) => c.tag === tag);
+    if (excluded.length + permitted.length === 0) continue;
+    const host = tag === URI_NAME ? uriHost(name) : name;
+    const hit = excluded.find((c) => matches(host, c));
+    if (hit) throw svidError(`${name} is excluded by ${by} (${hit.value})`);
+    if (permitted.length > 0 && !permitted.some((c) => matches(host, c))) {
+      throw svidError(`${name} is not permitted by ${by} (${permitted.map((c) => c.value).join(", ")})`);
+    }
+  }
+}
+
+/** The host of a URI SAN; refused when there is none (RFC 5280: such a URI cannot be matched). */
+function uriHost(uri: string): string {
+  const m = /^[a-zA-Z][a-zA-Z0-9+.-]*:\/\/(?:[^@/?#]*@)?(\[[^\]]*\]|[^:/?#]*)/.exec(uri);
+  const host = m?.[1] ?? "";
+  if (host === "" || host.startsWith("[") || /^\d+\.\d+\.\d+\.\d+$/.test(host)) {
+    throw svidError(`the URI ${uri} has no host name to match name constraints against`);
+  }
+  return host;
 }
 
 // Each signing certificate's pathLenConstraint bounds the intermediates below it.
@@ -129,7 +207,10 @@ export function parseX509Svid(chainDer: Uint8Array, keyDer: Uint8Array, hint = "
   const leaf = chain[0];
   if (!leaf) throw svidError("the SVID holds no certificate");
   const id = checkLeaf(leaf);
-  for (const signer of chain.slice(1)) checkSigning(signer);
+  for (const signer of chain.slice(1)) {
+    checkSigning(signer);
+    checkNameConstraints(leaf, signer);
+  }
   const key = createPrivateKey({ key: Buffer.from(keyDer), format: "der", type: "pkcs8" });
   const want = leaf.native.publicKey.export({ type: "spki", format: "der" });
   const have = createPublicKey(key).export({ type: "spki", format: "der" });

@@ -11,13 +11,16 @@ const valid: [string, string, string][] = [
   ["spiffe://trust_domain-1.example/a.b/c-d/e_f", "trust_domain-1.example", "/a.b/c-d/e_f"],
   ["spiffe://192.168.1.1/path", "192.168.1.1", "/path"],
   ["spiffe://example.org/UPPER/Case", "example.org", "/UPPER/Case"],
-  ["SPIFFE://EXAMPLE.org/x", "example.org", "/x"],
   ["spiffe://example.org/...a/b..", "example.org", "/...a/b.."],
 ];
 
 const invalid: [string, RegExp][] = [
   ["", /empty/],
   ["http://example.org/a", /scheme must be spiffe/],
+  ["SPIFFE://example.org/x", /scheme must be spiffe:\/\/ in lower case/],
+  ["Spiffe://example.org/x", /scheme must be spiffe:\/\/ in lower case/],
+  ["spiffe://EXAMPLE.ORG/x", /trust domain must be lower case/],
+  ["spiffe://Example.org/x", /trust domain must be lower case/],
   ["spiffe:/example.org/a", /scheme must be spiffe/],
   ["spiffe://", /trust domain is empty/],
   ["spiffe:///path", /trust domain is empty/],

@@ -129,6 +129,131 @@ describe("X.509-SVID verification of a peer", () => {
   });
 });
 
+// DER building blocks for the extensions below.
+const tlv = (tag: number, ...parts: Uint8Array[]) => {
+  const body = Buffer.concat(parts);
+  const len = body.length < 0x80 ? [body.length] : [0x81, body.length];
+  return Uint8Array.from([tag, ...len, ...body]);
+};
+const ia5 = (tag: number, s: string) => tlv(tag, Buffer.from(s, "latin1"));
+/** NameConstraints from GeneralName bases (URI [6], DNS [2], or any raw one). */
+function nameConstraints(o: {
+  readonly permitted?: readonly Uint8Array[];
+  readonly excluded?: readonly Uint8Array[];
+}) {
+  const subtrees = (bases: readonly Uint8Array[]) => bases.map((b) => tlv(0x30, b));
+  return tlv(
+    0x30,
+    ...(o.permitted ? [tlv(0xa0, ...subtrees(o.permitted))] : []),
+    ...(o.excluded ? [tlv(0xa1, ...subtrees(o.excluded))] : []),
+  );
+}
+const uri = (s: string) => ia5(0x86, s);
+const dns = (s: string) => ia5(0x82, s);
+
+describe("critical extensions and name constraints", () => {
+  async function constrainedChain(value: Uint8Array, uris = [ID], critical = true) {
+    const inter = await ca.issue({
+      uris: [],
+      ttlMs: 60_000,
+      isCA: true,
+      subject: "CN=constrained",
+      extra: [{ oid: "2.5.29.30", critical, value }],
+    });
+    const l = await leaf({ uris, signer: { key: inter.key, subject: inter.subject } });
+    return [l.certDer, inter.certDer];
+  }
+
+  test("an unknown critical extension is refused on the leaf, an intermediate and our own SVID", async () => {
+    const odd = [{ oid: "1.3.6.1.4.1.99999.1", critical: true, value: Uint8Array.from([5, 0]) }];
+    const l = await leaf({ extra: odd });
+    expect(svcError(() => verifyX509Svid([l.certDer], bundles)).message).toBe(
+      "invalid X.509-SVID: the leaf has a critical extension svc does not understand (1.3.6.1.4.1.99999.1)",
+    );
+    expect(() => parseX509Svid(l.certDer, l.keyDer)).toThrow(/critical extension svc does not understand/);
+    // The same extension, not critical, is ignored as RFC 5280 allows.
+    const fine = await leaf({ extra: [{ ...odd[0], critical: false } as (typeof odd)[0]] });
+    expect(verifyX509Svid([fine.certDer], bundles).id.uri).toBe(ID);
+    // Policy extensions are not processed, so a critical one is refused too.
+    const inter = await ca.issue({
+      uris: [],
+      ttlMs: 60_000,
+      isCA: true,
+      subject: "CN=policy",
+      extra: [
+        {
+          oid: "2.5.29.32",
+          critical: true,
+          value: tlv(0x30, tlv(0x30, tlv(0x06, Uint8Array.from([0x55, 0x1d, 0x20, 0])))),
+        },
+      ],
+    });
+    const below = await leaf({ signer: { key: inter.key, subject: inter.subject } });
+    expect(svcError(() => verifyX509Svid([below.certDer, inter.certDer], bundles)).message).toMatch(
+      /signing certificate "CN=policy" has a critical extension svc does not understand \(2\.5\.29\.32\)/,
+    );
+  });
+
+  test.each([
+    ["a permitted URI host", { permitted: [uri("example.org")] }, undefined],
+    ["a permitted subdomain (leading period)", { permitted: [uri(".org")] }, undefined],
+    [
+      "an exact URI constraint on another host",
+      { permitted: [uri("other.org")] },
+      /is not permitted by .*other\.org/,
+    ],
+    [
+      "a URI constraint without a period does not cover subdomains",
+      { permitted: [uri("org")] },
+      /not permitted/,
+    ],
+    [
+      "an excluded URI host",
+      { excluded: [uri("EXAMPLE.org")] },
+      /is excluded by the name constraints of "CN=constrained" \(EXAMPLE\.org\)/,
+    ],
+    ["DNS constraints only (the leaf has no DNS names)", { permitted: [dns("example.com")] }, undefined],
+    [
+      "a directoryName constraint",
+      { permitted: [tlv(0xa4, tlv(0x30))] },
+      /kind svc does not check \(GeneralName tag 0xa4\)/,
+    ],
+    [
+      "an IP constraint (the leaf has no IP names)",
+      { excluded: [tlv(0x87, Uint8Array.from([10, 0, 0, 0, 255, 0, 0, 0]))] },
+      undefined,
+    ],
+  ] as const)("name constraints: %s", async (_, nc, why) => {
+    const chain = await constrainedChain(nameConstraints(nc));
+    if (why) expect(svcError(() => verifyX509Svid(chain, bundles)).message).toMatch(why);
+    else expect(verifyX509Svid(chain, bundles).id.uri).toBe(ID);
+  });
+
+  test("name constraints of the trust anchor itself apply, and to our own SVID's intermediates", async () => {
+    const chain = await constrainedChain(nameConstraints({ permitted: [uri("other.org")] }));
+    const inter = chain[1] as Uint8Array;
+    // Our own SVID handed over with the constrained intermediate.
+    const own = await ca.issue({
+      uris: [],
+      ttlMs: 60_000,
+      isCA: true,
+      subject: "CN=constrained",
+      extra: [
+        { oid: "2.5.29.30", critical: true, value: nameConstraints({ permitted: [uri("other.org")] }) },
+      ],
+    });
+    const mine = await leaf({ signer: { key: own.key, subject: own.subject } });
+    expect(() => parseX509Svid(Buffer.concat([mine.certDer, own.certDer]), mine.keyDer)).toThrow(
+      /not permitted by/,
+    );
+    // An anchor with constraints: the bundle holds the constrained CA itself.
+    const anchored = new BundleSet([new X509Bundle("example.org", [parseCert(inter)])]);
+    expect(svcError(() => verifyX509Svid([chain[0] as Uint8Array], anchored)).message).toMatch(
+      /not permitted by/,
+    );
+  });
+});
+
 describe("our own X.509-SVID from the Workload API", () => {
   test("parses chain and key into PEM for TLS", async () => {
     const l = await leaf();
