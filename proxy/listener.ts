@@ -7,6 +7,14 @@ import type { Logger } from "./log.ts";
 import type { BufferEvents } from "./mqtt/buffer/events.ts";
 import type { Notary } from "./notary/notary.ts";
 
+/**
+ * The reason a refused caller is counted and logged under: `handshake` when the TLS handshake itself
+ * failed (no or an untrusted certificate, as the TLS stack judged it), otherwise the error's code.
+ */
+export function refusalReason(e: { message: string; code: string }): string {
+  return e.message.startsWith("TLS handshake failed") ? "handshake" : e.code;
+}
+
 /** What every listener (http, tcp, mqtt) reports to metrics. */
 export interface ListenerEvents {
   /** A finished HTTP exchange; the byte counts are of the request and response bodies. */

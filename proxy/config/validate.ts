@@ -391,7 +391,7 @@ function checkMiddlewares(
     const path = `${at}.middlewares[${i}]`;
     const protocols = MIDDLEWARE_PROTOCOLS[m.type];
     if (l.protocol === "tcp")
-      problem(`${path}.type`, "tcp listeners take no middlewares (specification 4.3 rule 10)");
+      problem(`${path}.type`, "tcp listeners take no middlewares (they carry bytes, not messages)");
     else if (!protocols.includes(l.protocol))
       problem(`${path}.type`, `${m.type} works on ${protocols.join(", ")} listeners, not ${l.protocol}`);
     if (m.type === "notary-query" && !notaryEnabled)
@@ -419,7 +419,7 @@ function checkMiddlewares(
   });
   if (notaryEnabled && l.mode === "server" && l.middlewares.some((m) => m.type === "openai"))
     warnings.push(
-      `${at}.middlewares: openai on a server listener notarizes nothing: notarization needs an authenticated upstream workload, so a client or central listener (specification 4.3 rule 5)`,
+      `${at}.middlewares: openai on a server listener notarizes nothing: notarization needs an authenticated upstream workload, so a client or central listener`,
     );
   const query = l.middlewares.findIndex((m) => m.type === "notary-query");
   const openai = l.middlewares.findIndex((m) => m.type === "openai");

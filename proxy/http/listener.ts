@@ -11,7 +11,7 @@ import { authenticatePeer, presentedChain } from "../../lib/tls/peer.ts";
 import { createUpstreamAgent } from "../../lib/tls/upstream-agent.ts";
 import { verifyPeerChain } from "../../lib/tls/verified-chains.ts";
 import type { ListenerConfig } from "../config/validate.ts";
-import { type ListenerDeps, listen, type RunningListener } from "../listener.ts";
+import { type ListenerDeps, listen, type RunningListener, refusalReason } from "../listener.ts";
 import { buildChain } from "../middleware/chain.ts";
 import { Connections } from "./connections.ts";
 import { forwarder } from "./forward.ts";
@@ -227,8 +227,12 @@ export async function startHttpListener(l: ListenerConfig, deps: ListenerDeps): 
         if (socket.alpnProtocol !== "h2") trackSocket(socket);
       },
       onReject: (e, socket) => {
-        events?.denied("source", e.message.startsWith("TLS handshake failed") ? "handshake" : e.code);
-        log.warn("caller refused", { reason: e.message, code: e.code, remote: socket?.remoteAddress });
+        events?.denied("source", refusalReason(e));
+        log.warn("caller refused", {
+          reason: e.message,
+          code: refusalReason(e),
+          remote: socket?.remoteAddress,
+        });
       },
     });
     secure.on(

@@ -26,7 +26,7 @@ export async function startNotary(
   } catch (e) {
     throw new SvcError(
       "notary",
-      `notary: the Workload API issues no JWT-SVID to this proxy (the notary needs one, specification 5.1): ${(e as Error).message}`,
+      `notary: the Workload API issues no JWT-SVID to this proxy (the notary signs its statements with one): ${(e as Error).message}`,
     );
   }
   const store = NotaryStore.open(databasePath);

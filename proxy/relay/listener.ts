@@ -3,7 +3,7 @@ import { SvcError } from "../../lib/errors.ts";
 import { authorizeMatching } from "../../lib/spiffe/authorizer.ts";
 import { bunTlsOptions, verifyBunPeer } from "../../lib/tls/bun-peer.ts";
 import type { ListenerConfig } from "../config/validate.ts";
-import type { ListenerDeps, RunningListener } from "../listener.ts";
+import { type ListenerDeps, type RunningListener, refusalReason } from "../listener.ts";
 import { CallerConn } from "./caller.ts";
 import type { RelayContext } from "./context.ts";
 import { fdBudget } from "./fd-budget.ts";
@@ -105,11 +105,12 @@ export async function startRelayListener(l: ListenerConfig, deps: ListenerDeps):
         c.accepted(verifyBunPeer(socket as Socket<unknown>, "server", deps.source, authorizeSource));
       } catch (e) {
         const err = e instanceof SvcError ? e : new SvcError("untrusted_peer", (e as Error).message);
-        deps.events?.denied(
-          "source",
-          err.message.startsWith("TLS handshake failed") ? "handshake" : err.code,
-        );
-        log.warn("caller refused", { reason: err.message, code: err.code, remote: socket.remoteAddress });
+        deps.events?.denied("source", refusalReason(err));
+        log.warn("caller refused", {
+          reason: err.message,
+          code: refusalReason(err),
+          remote: socket.remoteAddress,
+        });
         c.terminate();
       }
     },

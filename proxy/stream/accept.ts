@@ -3,7 +3,7 @@ import { authorizeMatching } from "../../lib/spiffe/authorizer.ts";
 import type { VerifiedPeer } from "../../lib/spiffe/x509svid.ts";
 import { createMtlsServer } from "../../lib/tls/mtls.ts";
 import type { ListenerConfig } from "../config/validate.ts";
-import { type ListenerDeps, listen, type RunningListener } from "../listener.ts";
+import { type ListenerDeps, listen, type RunningListener, refusalReason } from "../listener.ts";
 
 /**
  * The accepting side of a byte-stream listener (tcp, mqtt): plaintext in client mode; SPIFFE mTLS with
@@ -39,8 +39,12 @@ export async function acceptStreams(
         allowHalfOpen: true,
         onConnection: track,
         onReject: (e, socket) => {
-          deps.events?.denied("source", e.message.startsWith("TLS handshake failed") ? "handshake" : e.code);
-          log.warn("caller refused", { reason: e.message, code: e.code, remote: socket?.remoteAddress });
+          deps.events?.denied("source", refusalReason(e));
+          log.warn("caller refused", {
+            reason: e.message,
+            code: refusalReason(e),
+            remote: socket?.remoteAddress,
+          });
         },
       },
     );

@@ -5,7 +5,7 @@ import { waitUntil } from "../e2e/testbed/process.ts";
 import { type DevApi, prodId as ID, onlyProd as only, startProdApis, tempDir } from "../support/dev-api.ts";
 import { freePort } from "../support/net.ts";
 import { BUN, spawnProc, stopAll } from "../support/proc.ts";
-import { logLines, startSvcProxy } from "../support/proxy.ts";
+import { logLines, startSvcProxy, waitForLog } from "../support/proxy.ts";
 
 /**
  * The relay path of HTTP listeners (no middlewares) on the wire, with raw sockets: what the upstream
@@ -100,6 +100,34 @@ const bodies = (wire: string) =>
   [...wire.matchAll(/\r\n\r\n(\{.*?\})(?=HTTP\/1\.1|$)/gs)].map((m) => JSON.parse(m[1] as string));
 /** Raw header lines as [name, value] pairs, names lower case. */
 const pairs = (raw: string[]) => raw.flatMap((v, i) => (i % 2 === 0 ? [[v.toLowerCase(), raw[i + 1]]] : []));
+
+describe("refused callers", () => {
+  test("a TLS caller without a certificate is logged and counted under the same reason, handshake", async () => {
+    const [port, metrics] = [await freePort(), await freePort()];
+    const server = await startSvcProxy({
+      ...proxyConfig("api", {
+        address: `127.0.0.1:${port}`,
+        mode: "server",
+        target: { url: `http://127.0.0.1:${upstreamPort}` },
+        source: { spiffe_ids: only("web") },
+      }),
+      metricsAddr: `127.0.0.1:${metrics}`,
+    });
+    const tls = await import("node:tls");
+    await new Promise<void>((resolve) => {
+      const s = tls.connect({ host: "127.0.0.1", port, rejectUnauthorized: false }, () =>
+        s.write("GET / HTTP/1.1\r\nhost: x\r\n\r\n"),
+      );
+      s.on("error", () => resolve());
+      s.on("close", () => resolve());
+    });
+    const refusal = await waitForLog(server, "caller refused");
+    expect(refusal).toMatchObject({ level: "warn", code: "handshake" });
+    expect(String(refusal?.reason)).toStartWith("TLS handshake failed");
+    const text = await (await fetch(`http://127.0.0.1:${metrics}/metrics`)).text();
+    expect(text).toMatch(/svc_proxy_denied_total\{[^}]*reason="handshake"[^}]*\} 1/);
+  });
+});
 
 describe("headers the proxy adds", () => {
   test("a Connection header cannot remove Svc-Peer-ID, X-Request-Id or X-Forwarded-For; the upstream sees exactly one Svc-Peer-ID, the caller's", async () => {
