@@ -251,7 +251,8 @@ export function validateConfig(raw: unknown): { config: ProxyConfig; warnings: s
       keylog: parts.keylog || undefined,
       notary: { enable: notaryEnabled, databasePath },
       listeners,
-      effective: parsed.output,
+      // The effective configuration shows the address in force: an empty metricsAddr means the default.
+      effective: { ...parsed.output, metricsAddr: parts.metricsAddr ?? parsed.output.metricsAddr },
     },
     warnings,
   };

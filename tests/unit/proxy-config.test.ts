@@ -54,6 +54,7 @@ describe("proxy configuration: defaults (specification 2.5 and 8)", () => {
       host: "",
       port: 7600,
     });
+    expect(validateConfig(base({}, { metricsAddr: "" })).config.effective.metricsAddr).toBe(":7600");
     expect(validateConfig(base({}, { metricsAddr: "0" })).config.metricsAddr).toBeUndefined();
     expect(validateConfig(base({}, { metricsAddr: "127.0.0.1:7600" })).config.metricsAddr).toEqual({
       host: "127.0.0.1",
