@@ -87,6 +87,11 @@ export class ProxyMetrics {
     labelNames: ["listener", "result"],
     registers: [this.registry],
   });
+  readonly workloadApiUp = new Gauge({
+    name: "svc_proxy_workload_api_up",
+    help: "1 while the Workload API stream of X.509-SVIDs delivers; 0 after it failed, until it delivers again (the proxy serves with its last SVID meanwhile)",
+    registers: [this.registry],
+  });
   readonly svidExpiry = new Gauge({
     name: "svc_proxy_svid_expiry_timestamp_seconds",
     help: "When the current X.509-SVID expires (Unix seconds)",

@@ -50,19 +50,34 @@ export async function startProxy(config: ProxyConfig, log: Logger): Promise<Runn
       },
     };
   }
-  let source: X509Source;
+  let source: X509Source | undefined;
   try {
     source = await X509Source.open({
       address: config.workloadApi,
       timeoutMs: 30_000,
-      onError: (e) => log.warn("Workload API", { error: e.message }),
+      onError: (e) => {
+        metrics.workloadApiUp.set(0);
+        let last: string | undefined;
+        try {
+          last = source?.getX509Svid().notAfter.toISOString();
+        } catch {
+          // Expired or closed: nothing to serve with; the plain warning below says what failed.
+        }
+        if (last)
+          log.warn("Workload API unavailable; serving with the last SVID", {
+            error: e.message,
+            expires: last,
+          });
+        else log.warn("Workload API", { error: e.message });
+      },
     });
   } catch (e) {
     await admission?.close();
     throw e;
   }
   const svidChanged = () => {
-    const svid = source.getX509Svid();
+    metrics.workloadApiUp.set(1);
+    const svid = (source as X509Source).getX509Svid();
     metrics.svidExpiry.set(svid.notAfter.getTime() / 1000);
     return svid;
   };

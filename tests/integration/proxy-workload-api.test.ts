@@ -1,0 +1,61 @@
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { join } from "node:path";
+import { waitUntil } from "../e2e/testbed/process.ts";
+import { type DevApi, prodId, startDevApi, tempDir } from "../support/dev-api.ts";
+import { freePort } from "../support/net.ts";
+import type { Proc } from "../support/proc.ts";
+import { stopAll } from "../support/proc.ts";
+import { logLines, startSvcProxy, waitForLog } from "../support/proxy.ts";
+
+/**
+ * A Workload API that goes away and comes back: the proxy keeps serving with its last SVID, says so in a
+ * log line and in svc_proxy_workload_api_up, and takes the new SVID as soon as the API is back.
+ */
+const dir = tempDir();
+const socketPath = join(dir, "agent.sock");
+const api = () => startDevApi({ socketPath, spiffeIds: [prodId("web")], caDir: join(dir, "ca") });
+let dev: DevApi;
+let proxy: Proc;
+let metrics: number;
+
+beforeAll(async () => {
+  dev = await api();
+  metrics = await freePort();
+  proxy = await startSvcProxy({
+    spiffe: { workload_socket_path: dev.socket },
+    metricsAddr: `127.0.0.1:${metrics}`,
+    listeners: [
+      {
+        name: "l",
+        address: `127.0.0.1:${await freePort()}`,
+        mode: "client",
+        target: { url: "http://127.0.0.1:9" },
+      },
+    ],
+  });
+});
+afterAll(stopAll);
+
+const up = async () => {
+  const text = await (await fetch(`http://127.0.0.1:${metrics}/metrics`)).text();
+  return /^svc_proxy_workload_api_up (\d)$/m.exec(text)?.[1];
+};
+
+describe("Workload API outage", () => {
+  test("the proxy serves on its last SVID, says so, and takes a new one once the API is back", async () => {
+    expect(await up()).toBe("1");
+    await dev.proc.stop();
+    const warning = await waitForLog(proxy, "Workload API unavailable; serving with the last SVID");
+    expect(String(warning.expires)).toMatch(/^\d{4}-\d\d-\d\dT/);
+    expect(await up()).toBe("0");
+    const rotationsBefore = logLines(proxy).filter((l) => l.msg === "SVID rotated").length;
+    dev = await api();
+    // The backoff between attempts is at most 30 s; after a short outage it is far below that.
+    await waitUntil(
+      "a new SVID after the API returned",
+      () => logLines(proxy).filter((l) => l.msg === "SVID rotated").length > rotationsBefore,
+      30_000,
+    );
+    expect(await up()).toBe("1");
+  });
+});
