@@ -151,7 +151,9 @@ export default defineCommand({
         ...(source ? { source } : {}),
       });
       const out = process.stdout;
-      if (a.output !== "json") {
+      // With validation on, nothing of the response reaches stdout before the checks pass.
+      const print = () => {
+        if (a.output === "json") return;
         if (a["show-headers"]) {
           out.write(`HTTP/${res.httpVersion} ${res.status} ${res.statusText}\r\n`);
           for (let i = 0; i < res.rawHeaders.length; i += 2)
@@ -159,41 +161,54 @@ export default defineCommand({
           out.write("\r\n");
         }
         out.write(res.body);
-      }
+      };
       if (res.status >= 400) {
         if (a.output === "json") out.write(`${JSON.stringify(summary(res, undefined), null, 2)}\n`);
+        // An error answer is not verified: with validation on, its body goes to stderr as a diagnostic.
+        else if (validate) process.stderr.write(res.body);
+        else print();
         throw new SvcError("http_status", `HTTP error: ${res.status} ${res.statusText} from ${url.href}`);
       }
       let n: Notarization | undefined;
-      if (validate && source) {
-        const bundles = source.bundles();
-        const fetchStatement = async (id: string) => {
-          const r = await exchange(new URL(`/.svc/workload/${id}`, url), {
-            method: "GET",
-            headers: {},
-            source,
-          });
-          return r.status === 200
-            ? (JSON.parse(new TextDecoder().decode(r.body)).statement as string)
-            : undefined;
-        };
-        const statement = await checkStatement(res.headers, bundles, fetchStatement, res.peer);
-        n = { statement };
-        if (!a.silent)
-          process.stderr.write(
-            `svc curl: workload statement ${statement.id} verified: ${statement.claims.sub}\n`,
-          );
-        if (level === "signRequest") {
-          n.receipt = await checkReceipt(
-            res.headers,
-            bundles,
-            statement.id,
-            { method, path: url.pathname + url.search, body: body ?? new Uint8Array() },
-            { status: res.status, body: res.body },
-          );
-          if (!a.silent) process.stderr.write(`svc curl: receipt ${n.receipt.id} verified\n`);
+      try {
+        if (validate && source) {
+          const bundles = source.bundles();
+          const fetchStatement = async (id: string) => {
+            const r = await exchange(new URL(`/.svc/workload/${id}`, url), {
+              method: "GET",
+              headers: {},
+              source,
+            });
+            return r.status === 200
+              ? (JSON.parse(new TextDecoder().decode(r.body)).statement as string)
+              : undefined;
+          };
+          const statement = await checkStatement(res.headers, bundles, fetchStatement, res.peer);
+          n = { statement };
+          if (!a.silent)
+            process.stderr.write(
+              `svc curl: workload statement ${statement.id} verified: ${statement.claims.sub}\n`,
+            );
+          if (level === "signRequest") {
+            n.receipt = await checkReceipt(
+              res.headers,
+              bundles,
+              statement.id,
+              { method, path: url.pathname + url.search, body: body ?? new Uint8Array() },
+              { status: res.status, body: res.body },
+            );
+            if (!a.silent) process.stderr.write(`svc curl: receipt ${n.receipt.id} verified\n`);
+          }
         }
+      } catch (e) {
+        // -o json always prints a result object: what was verified before the failure, and the failure.
+        if (a.output === "json" && e instanceof SvcError)
+          out.write(
+            `${JSON.stringify({ ...summary(res, n), error: { code: e.code, message: e.message } }, null, 2)}\n`,
+          );
+        throw e;
       }
+      print();
       if (a.output === "json") {
         out.write(`${JSON.stringify(summary(res, n), null, 2)}\n`);
         return;

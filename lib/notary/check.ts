@@ -27,7 +27,32 @@ const one = (h: Headers, name: string) => {
   return Array.isArray(v) ? v[0] : v;
 };
 
-export async function checkStatement(
+/** Any fault while checking (a statement that is not JSON, a fetch answer that is not) is that check's failure. */
+async function failingAs<T>(
+  code: "statement" | "receipt",
+  what: string,
+  check: () => Promise<T>,
+): Promise<T> {
+  try {
+    return await check();
+  } catch (e) {
+    if (e instanceof SvcError) throw e;
+    throw new SvcError(code, `${what} verification failed: ${(e as Error).message}`);
+  }
+}
+
+export function checkStatement(
+  headers: Headers,
+  bundles: BundleSource,
+  fetchStatement: (id: string) => Promise<string | undefined>,
+  peer?: SpiffeId,
+): Promise<Notarization["statement"]> {
+  return failingAs("statement", "workload statement", () =>
+    statementOf(headers, bundles, fetchStatement, peer),
+  );
+}
+
+async function statementOf(
   headers: Headers,
   bundles: BundleSource,
   fetchStatement: (id: string) => Promise<string | undefined>,
@@ -51,7 +76,17 @@ export async function checkStatement(
   return { id, jws: jws.trim(), claims: v.claims };
 }
 
-export async function checkReceipt(
+export function checkReceipt(
+  headers: Headers,
+  bundles: BundleSource,
+  statementId: string,
+  sent: Sent,
+  received: { status: number; body: Uint8Array },
+): Promise<NonNullable<Notarization["receipt"]>> {
+  return failingAs("receipt", "receipt", () => receiptOf(headers, bundles, statementId, sent, received));
+}
+
+async function receiptOf(
   headers: Headers,
   bundles: BundleSource,
   statementId: string,

@@ -313,14 +313,16 @@ describe("notary with the openai middleware", () => {
       `http://127.0.0.1:${ports.staleClient}/v1/chat/completions`,
     ]);
     expect(r.code).toBe(4);
-    expect(r.stdout).toContain(`names UID ${STALE_POD_UID}`);
+    // An error answer is not verified, so its body goes to stderr.
+    expect(r.stdout).toBe("");
+    expect(r.stderr).toContain(`names UID ${STALE_POD_UID}`);
     expect(r.stderr).toContain("HTTP error: 502");
   });
 
   test("openai refuses other paths (403) and streaming (400); svc curl exits 4", async () => {
     const other = await svc(["curl", `http://127.0.0.1:${ports.client}/v1/models`]);
     expect(other.code).toBe(4);
-    expect(other.stdout).toContain("only POST /v1/chat/completions");
+    expect(other.stderr).toContain("only POST /v1/chat/completions");
     const stream = await svc([
       "curl",
       "-d",
@@ -328,7 +330,7 @@ describe("notary with the openai middleware", () => {
       `http://127.0.0.1:${ports.client}/v1/chat/completions`,
     ]);
     expect(stream.code).toBe(4);
-    expect(stream.stdout).toContain("streaming");
+    expect(stream.stderr).toContain("streaming");
     const big = await fetch(`http://127.0.0.1:${ports.client}/v1/chat/completions`, {
       method: "POST",
       headers: { "content-type": "application/json" },

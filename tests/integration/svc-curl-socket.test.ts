@@ -13,8 +13,15 @@ let requests = 0;
 const server = Bun.serve({
   hostname: "127.0.0.1",
   port: 0,
-  fetch: () => {
+  fetch: (req) => {
     requests++;
+    const path = new URL(req.url).pathname;
+    // A statement that is not even a JWS, and an error answer.
+    if (path === "/malformed")
+      return new Response("secret\n", {
+        headers: { "svc-workload-id": "abc", "svc-workload-statement": "{not json" },
+      });
+    if (path === "/missing") return new Response("not here\n", { status: 404 });
     return new Response("hello\n");
   },
 });
@@ -82,7 +89,33 @@ describe("svc curl: the Workload API socket", () => {
     const r = await curl(["--spiffe-socket-path", api.socket, `http://127.0.0.1:${server.port}/`]);
     expect(r.err).toContain("but the response has no Svc-Workload-ID header");
     expect(r.code).toBe(2);
-    expect(r.out).toBe("hello\n");
+    // Nothing of an unverified response reaches stdout.
+    expect(r.out).toBe("");
+  });
+
+  test("a malformed statement is a statement failure (exit 2), and nothing reaches stdout", async () => {
+    const url = `http://127.0.0.1:${server.port}/malformed`;
+    const r = await curl(["--spiffe-socket-path", api.socket, url]);
+    expect(r.code).toBe(2);
+    expect(r.out).toBe("");
+    expect(r.err).toStartWith("svc: workload statement verification failed");
+    const json = await curl(["--spiffe-socket-path", api.socket, "-o", "json", url]);
+    expect(json.code).toBe(2);
+    const printed = JSON.parse(json.out);
+    expect(printed.status).toBe(200);
+    expect(printed.error.code).toBe("statement");
+    expect(printed.workload).toBeUndefined();
+  });
+
+  test("an error response goes to stderr when validation is on (exit 4), to stdout without it", async () => {
+    const url = `http://127.0.0.1:${server.port}/missing`;
+    const strict = await curl(["--spiffe-socket-path", api.socket, url]);
+    expect(strict.code).toBe(4);
+    expect(strict.out).toBe("");
+    expect(strict.err).toBe(`not here\nsvc: HTTP error: 404 Not Found from ${url}\n`);
+    const plain = await curl(["--validate=false", url]);
+    expect(plain.code).toBe(4);
+    expect(plain.out).toBe("not here\n");
   });
 
   test("without validation, plain http needs no Workload API at all", async () => {

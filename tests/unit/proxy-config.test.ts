@@ -257,7 +257,9 @@ describe("proxy configuration: every error at once, with path, value and what is
     [
       "middleware on tcp",
       base({ protocol: "tcp", target: { url: "tls://db:5432" }, middlewares: [{ type: "dummy" }] }),
-      ["listeners[0].middlewares[0].type: tcp listeners take no middlewares (they carry bytes, not messages)"],
+      [
+        "listeners[0].middlewares[0].type: tcp listeners take no middlewares (they carry bytes, not messages)",
+      ],
     ],
     [
       "buffer on http",
