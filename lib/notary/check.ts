@@ -47,33 +47,24 @@ export function checkStatement(
   fetchStatement: (id: string) => Promise<string | undefined>,
   peer?: SpiffeId,
 ): Promise<Notarization["statement"]> {
-  return failingAs("statement", "workload statement", () =>
-    statementOf(headers, bundles, fetchStatement, peer),
-  );
-}
-
-async function statementOf(
-  headers: Headers,
-  bundles: BundleSource,
-  fetchStatement: (id: string) => Promise<string | undefined>,
-  peer?: SpiffeId,
-): Promise<Notarization["statement"]> {
-  const id = one(headers, "svc-workload-id");
-  if (!id)
-    throw new SvcError(
-      "statement",
-      "workload statement verification is required (--validate=true) but the response has no Svc-Workload-ID header; the server is not behind an svc-proxy notary (use --validate=false for servers outside the service)",
-    );
-  const jws = one(headers, "svc-workload-statement") ?? (await fetchStatement(id));
-  if (!jws)
-    throw new SvcError("statement", `workload statement verification failed: statement ${id} not found`);
-  const v = await verifyStatement(jws, bundles, id);
-  if (peer && v.issuer.uri !== peer.uri)
-    throw new SvcError(
-      "statement",
-      `workload statement verification failed: issued by ${v.issuer.uri}, but the server is ${peer.uri}`,
-    );
-  return { id, jws: jws.trim(), claims: v.claims };
+  return failingAs("statement", "workload statement", async () => {
+    const id = one(headers, "svc-workload-id");
+    if (!id)
+      throw new SvcError(
+        "statement",
+        "workload statement verification is required (--validate=true) but the response has no Svc-Workload-ID header; the server is not behind an svc-proxy notary (use --validate=false for servers outside the service)",
+      );
+    const jws = one(headers, "svc-workload-statement") ?? (await fetchStatement(id));
+    if (!jws)
+      throw new SvcError("statement", `workload statement verification failed: statement ${id} not found`);
+    const v = await verifyStatement(jws, bundles, id);
+    if (peer && v.issuer.uri !== peer.uri)
+      throw new SvcError(
+        "statement",
+        `workload statement verification failed: issued by ${v.issuer.uri}, but the server is ${peer.uri}`,
+      );
+    return { id, jws: jws.trim(), claims: v.claims };
+  });
 }
 
 export function checkReceipt(
@@ -83,28 +74,20 @@ export function checkReceipt(
   sent: Sent,
   received: { status: number; body: Uint8Array },
 ): Promise<NonNullable<Notarization["receipt"]>> {
-  return failingAs("receipt", "receipt", () => receiptOf(headers, bundles, statementId, sent, received));
-}
-
-async function receiptOf(
-  headers: Headers,
-  bundles: BundleSource,
-  statementId: string,
-  sent: Sent,
-  received: { status: number; body: Uint8Array },
-): Promise<NonNullable<Notarization["receipt"]>> {
-  const id = one(headers, "svc-receipt-id");
-  const jws = one(headers, "svc-receipt");
-  if (!id || !jws)
-    throw new SvcError(
-      "receipt",
-      "receipt verification failed: signRequest was asked for but the response has no Svc-Receipt-ID and Svc-Receipt headers",
-    );
-  const v = await verifyReceipt(jws, bundles, {
-    expectedId: id,
-    statementId,
-    request: sent,
-    response: received,
+  return failingAs("receipt", "receipt", async () => {
+    const id = one(headers, "svc-receipt-id");
+    const jws = one(headers, "svc-receipt");
+    if (!id || !jws)
+      throw new SvcError(
+        "receipt",
+        "receipt verification failed: signRequest was asked for but the response has no Svc-Receipt-ID and Svc-Receipt headers",
+      );
+    const v = await verifyReceipt(jws, bundles, {
+      expectedId: id,
+      statementId,
+      request: sent,
+      response: received,
+    });
+    return { id, jws: jws.trim(), claims: v.claims };
   });
-  return { id, jws: jws.trim(), claims: v.claims };
 }
