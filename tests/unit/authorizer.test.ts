@@ -61,7 +61,7 @@ describe("authorizers", () => {
   });
 
   test("a dot left unescaped matches any character, as in Go", () => {
-    const look = parseSpiffeId("spiffe://exampleXorg/ns/prod/sa/web");
+    const look = parseSpiffeId("spiffe://example-org/ns/prod/sa/web");
     expect(authorizeMatching(["^spiffe://example.org/"])(look).allowed).toBe(true);
     expect(authorizeMatching(["^spiffe://example\\.org/"])(look).allowed).toBe(false);
   });
