@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { waitUntil } from "../e2e/testbed/process.ts";
 import { type DevApi, startProdApis, tempDir } from "../support/dev-api.ts";
 import { type Broker, startBroker } from "../support/mosquitto.ts";
 import { collect, connackOf, mqttClient, rawMqtt } from "../support/mqtt-clients.ts";
@@ -228,11 +229,12 @@ describe("MQTT publish buffer", () => {
     const b = await buffered({ "reconnect-backoff": { initial: "100ms", max: "800ms" } }, { linkUp: false });
     const pub = await mqttClient(b.port, { clientId: "backoff" });
     await pub.publishAsync("b", "held", { qos: 1 });
-    await Bun.sleep(3000);
     const failures = () =>
       logLines(b.client)
         .filter((l) => l.msg === "upstream failed")
         .map((l) => l.retry_in_ms);
+    // Wait for the attempts themselves, not for a time in which they should have happened.
+    await waitUntil("five failed attempts", () => failures().length >= 5, 20_000);
     expect(failures().slice(0, 5)).toEqual([100, 200, 400, 800, 800]);
     const link = await b.linkUp();
     const deadline = Date.now() + 10_000;
