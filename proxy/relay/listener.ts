@@ -98,6 +98,15 @@ export async function startRelayListener(l: ListenerConfig, deps: ListenerDeps):
       })
     : () => {};
 
+  // Bun hands an exception thrown while serving a connection to its error handler: that connection ends
+  // with a log line; the process and every other connection go on. Socket errors (with an errno code)
+  // are followed by close, which does the rest.
+  const failed = (c: CallerConn, e: Error & { code?: string }) => {
+    if (e.code) return;
+    log.warn("caller connection failed", { error: e.message });
+    c.terminate();
+  };
+
   const callerHandlers: SocketHandler<CallerConn> = {
     handshake(socket) {
       const c = socket.data;
@@ -123,7 +132,9 @@ export async function startRelayListener(l: ListenerConfig, deps: ListenerDeps):
     close(socket) {
       untrack(socket.data);
     },
-    error() {},
+    error(socket, e) {
+      failed(socket.data, e);
+    },
   };
 
   let listener: TCPSocketListener<CallerConn | undefined>;
@@ -164,7 +175,9 @@ export async function startRelayListener(l: ListenerConfig, deps: ListenerDeps):
             close(socket) {
               if (socket.data) untrack(socket.data);
             },
-            error() {},
+            error(socket, e) {
+              if (socket.data) failed(socket.data, e);
+            },
           },
     });
   } catch (e) {

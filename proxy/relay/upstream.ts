@@ -228,6 +228,9 @@ const HANDLERS: SocketHandler<UpstreamConn> = {
   },
   error(socket, error) {
     socket.data.lastError = error;
+    // An exception thrown while handling this connection's data (not a socket error): drop the connection,
+    // so that close fails the exchange it served with a 502.
+    if (!(error as Error & { code?: string }).code) socket.terminate();
   },
   close(socket) {
     const conn = socket.data;
