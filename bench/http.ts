@@ -85,7 +85,7 @@ const dir = run.dir;
 try {
   await run.workloadApis(["client", "server"]);
   // Certificates for the relay-ceiling pair, from the same development CA.
-  const { DevCa } = await import("../lib/spiffe/dev-ca.ts");
+  const { DevCa } = await import("../lib/dev/ca.ts");
   const { derToPem } = await import("../lib/spiffe/cert.ts");
   const ca = await DevCa.open("bench.svc", join(dir, "ca"));
   for (const sa of ["client", "server"]) {

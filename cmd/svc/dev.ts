@@ -85,8 +85,8 @@ const workloadApi = defineCommand({
     const path = socketPath(parseEndpoint(a.socket));
     if (!path) throw new SvcError("usage", `--socket: ${a.socket} is not a unix socket address`);
     await loadReflectMetadata();
-    const { DevCa } = await import("../../lib/spiffe/dev-ca.ts");
-    const { DevWorkloadApi } = await import("../../lib/spiffe/workload-server.ts");
+    const { DevCa } = await import("../../lib/dev/ca.ts");
+    const { DevWorkloadApi } = await import("../../lib/dev/workload-api.ts");
     const { parseCert } = await import("../../lib/spiffe/cert.ts");
     const federated = new Map<string, Uint8Array>();
     for (const dir of listFlag(a.federate)) {

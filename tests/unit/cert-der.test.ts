@@ -1,9 +1,9 @@
 import "reflect-metadata";
 import { beforeAll, describe, expect, test } from "bun:test";
 import * as x509 from "@peculiar/x509";
+import { DevCa } from "../../lib/dev/ca.ts";
 import { parseCert } from "../../lib/spiffe/cert.ts";
 import { readTime, readTlv } from "../../lib/spiffe/der.ts";
-import { DevCa } from "../../lib/spiffe/dev-ca.ts";
 
 /**
  * Our DER certificate reader against @peculiar/x509 (a full ASN.1 implementation, kept for the

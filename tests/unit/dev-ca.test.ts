@@ -1,7 +1,7 @@
 import { describe, expect, test } from "bun:test";
 import { readdirSync, statSync } from "node:fs";
 import { join } from "node:path";
-import { DevCa } from "../../lib/spiffe/dev-ca.ts";
+import { DevCa } from "../../lib/dev/ca.ts";
 import { tempDir } from "../support/dev-api.ts";
 
 describe("development CA directory", () => {

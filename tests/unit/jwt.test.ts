@@ -1,6 +1,6 @@
 import { beforeAll, describe, expect, test } from "bun:test";
 import { SignJWT } from "jose";
-import { DevCa } from "../../lib/spiffe/dev-ca.ts";
+import { DevCa } from "../../lib/dev/ca.ts";
 import { JwtBundleSet, validateJwtSvid } from "../../lib/spiffe/jwt.ts";
 
 let ca: DevCa;

@@ -1,11 +1,11 @@
 import { beforeAll, describe, expect, test } from "bun:test";
+import { DevCa } from "../../lib/dev/ca.ts";
 import { contentId, isContentId } from "../../lib/notary/ids.ts";
 import { type SvidSigner, svidSigner } from "../../lib/notary/jws.ts";
 import { bodyDigest, receiptHeaders, signReceipt, verifyReceipt } from "../../lib/notary/receipt.ts";
 import { signStatement, verifyStatement, type WorkloadFacts } from "../../lib/notary/statement.ts";
 import { BundleSet, X509Bundle } from "../../lib/spiffe/bundle.ts";
 import { derToPem, parseCert } from "../../lib/spiffe/cert.ts";
-import { DevCa } from "../../lib/spiffe/dev-ca.ts";
 import { svcErrorOf } from "../support/errors.ts";
 
 const PROXY = "spiffe://example.org/ns/edge/sa/proxy";

@@ -1,7 +1,7 @@
 import { beforeAll, describe, expect, test } from "bun:test";
+import { DevCa } from "../../lib/dev/ca.ts";
 import { BundleSet, X509Bundle } from "../../lib/spiffe/bundle.ts";
 import { parseCert } from "../../lib/spiffe/cert.ts";
-import { DevCa } from "../../lib/spiffe/dev-ca.ts";
 import { verifyPeerChain } from "../../lib/tls/verified-chains.ts";
 import { svcError } from "../support/errors.ts";
 

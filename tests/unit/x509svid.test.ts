@@ -1,7 +1,7 @@
 import { beforeAll, describe, expect, test } from "bun:test";
+import { DevCa, type IssueSpec } from "../../lib/dev/ca.ts";
 import { BundleSet, X509Bundle } from "../../lib/spiffe/bundle.ts";
 import { KeyUsage, parseCert } from "../../lib/spiffe/cert.ts";
-import { DevCa, type IssueSpec } from "../../lib/spiffe/dev-ca.ts";
 import { parseX509Svid, verifyX509Svid } from "../../lib/spiffe/x509svid.ts";
 import { svcError } from "../support/errors.ts";
 

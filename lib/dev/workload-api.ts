@@ -1,9 +1,8 @@
 import { existsSync, mkdirSync, rmSync } from "node:fs";
 import { dirname } from "node:path";
 import * as grpc from "@grpc/grpc-js";
-import type { DevCa, Issued } from "./dev-ca.ts";
-import { parseSpiffeId } from "./id.ts";
-import { JwtBundleSet, validateJwtSvid } from "./jwt.ts";
+import { parseSpiffeId } from "../spiffe/id.ts";
+import { JwtBundleSet, validateJwtSvid } from "../spiffe/jwt.ts";
 import {
   empty,
   type JsonValue,
@@ -16,7 +15,8 @@ import {
   type X509SvidResponse,
   x509BundlesResponse,
   x509SvidResponse,
-} from "./workload-messages.ts";
+} from "../spiffe/workload-messages.ts";
+import type { DevCa, Issued } from "./ca.ts";
 
 /**
  * A development Workload API server: serves SVIDs from a DevCa for fixed SPIFFE IDs on a unix socket,

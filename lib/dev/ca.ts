@@ -3,8 +3,8 @@ import { chmodSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, wr
 import { dirname, join, resolve } from "node:path";
 import * as x509 from "@peculiar/x509";
 import { exportJWK, importPKCS8, type JSONWebKeySet, type JWK, SignJWT } from "jose";
-import { derToPem, pemToDer } from "./cert.ts";
-import { parseSpiffeId, parseTrustDomain } from "./id.ts";
+import { derToPem, pemToDer } from "../spiffe/cert.ts";
+import { parseSpiffeId, parseTrustDomain } from "../spiffe/id.ts";
 
 /**
  * A local certificate authority for development and tests: one self-signed root per trust domain,
