@@ -1,23 +1,15 @@
 import type { MiddlewareInput } from "../config/schema.ts";
-import type { ListenerConfig } from "../config/validate.ts";
-import type { Handler, Middleware } from "../http/types.ts";
-import type { Notary } from "../notary/notary.ts";
+import type { Handler } from "../http/types.ts";
+import type { MiddlewareContext, MiddlewareFactory } from "./context.ts";
 import { dummy } from "./dummy.ts";
 import { notaryQuery } from "./notary-query.ts";
 import { openai } from "./openai.ts";
 
 /**
- * The ordered middleware chain of specification 4.3: the first entry sees the request first and the
- * response last. Middlewares plug in here by type; listeners never know which ones exist.
+ * The ordered middleware chain: the first entry sees the request first and the response last.
+ * Middlewares plug in here by type; listeners never know which ones exist, and middlewares never import
+ * this file (what they are built with is in context.ts).
  */
-export interface MiddlewareContext {
-  listener: ListenerConfig;
-  /** Present when notary.enable is true. */
-  notary?: Notary;
-}
-
-export type MiddlewareFactory = (options: MiddlewareInput, ctx: MiddlewareContext) => Middleware;
-
 const registry = new Map<string, MiddlewareFactory>([
   ["dummy", (o) => dummy(o as Extract<MiddlewareInput, { type: "dummy" }>)],
   ["openai", (o, ctx) => openai(o as Extract<MiddlewareInput, { type: "openai" }>, ctx)],

@@ -1,7 +1,7 @@
 import { isContentId } from "../../lib/notary/ids.ts";
 import { derToPem } from "../../lib/spiffe/cert.ts";
 import { type Middleware, proxyResponse } from "../http/types.ts";
-import type { MiddlewareContext } from "./chain.ts";
+import type { MiddlewareContext } from "./context.ts";
 
 /**
  * The notary query routes (specification 4.3): GET /.svc/workload/{id}, /.svc/certificate/{id},

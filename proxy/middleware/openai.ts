@@ -5,7 +5,7 @@ import type { MiddlewareInput } from "../config/schema.ts";
 import { readBody } from "../http/body.ts";
 import { type Middleware, type ProxyResponse, proxyResponse } from "../http/types.ts";
 import { notarizeExchange } from "../notary/http.ts";
-import type { MiddlewareContext } from "./chain.ts";
+import type { MiddlewareContext } from "./context.ts";
 import { applyModel, REQUEST_MODEL, RESPONSE_MODEL } from "./openai-model.ts";
 
 /**

@@ -1,0 +1,13 @@
+import type { MiddlewareInput } from "../config/schema.ts";
+import type { ListenerConfig } from "../config/validate.ts";
+import type { Middleware } from "../http/types.ts";
+import type { Notary } from "../notary/notary.ts";
+
+/** What a middleware is built with: its listener and, when notary.enable is true, the notary. */
+export interface MiddlewareContext {
+  listener: ListenerConfig;
+  /** Present when notary.enable is true. */
+  notary?: Notary;
+}
+
+export type MiddlewareFactory = (options: MiddlewareInput, ctx: MiddlewareContext) => Middleware;
