@@ -16,6 +16,8 @@ export interface MtlsPolicy {
   source: SvidSource;
   authorize: Authorizer;
   keylog?: KeyLog;
+  /** A caller that has not completed the TLS handshake by then is disconnected (server side). */
+  handshakeTimeoutMs?: number;
 }
 
 const MIN_VERSION = "TLSv1.2";
@@ -62,6 +64,7 @@ export function mtlsServerOptions(policy: MtlsPolicy, alpn?: string[]): tls.TlsO
     requestCert: true,
     rejectUnauthorized: false,
     minVersion: MIN_VERSION,
+    ...(policy.handshakeTimeoutMs ? { handshakeTimeout: policy.handshakeTimeoutMs } : {}),
     ...(alpn ? { ALPNProtocols: alpn } : {}),
   };
 }
@@ -96,9 +99,11 @@ export function attachSpiffeAuth(
       handlers.onReject?.(asSvcError(e), socket);
     }
   });
-  server.on("tlsClientError", (e, socket) =>
-    handlers.onReject?.(new SvcError("untrusted_peer", `TLS handshake failed: ${e.message}`), socket),
-  );
+  // A failed or timed-out handshake: Bun reports it here but leaves the socket open, so close it.
+  server.on("tlsClientError", (e, socket) => {
+    socket?.destroy();
+    handlers.onReject?.(new SvcError("untrusted_peer", `TLS handshake failed: ${e.message}`), socket);
+  });
   return unsubscribe;
 }
 

@@ -28,7 +28,8 @@ export const OVERFLOW_POLICIES = ["reject", "drop-oldest", "drop-newest"] as con
 export const MIDDLEWARE_TYPES = ["notary-query", "openai", "dummy", "buffer"] as const;
 
 export const DEFAULT_METRICS_ADDR = ":7600";
-export const DEFAULT_TIMEOUTS = { read: "15s", write: "60s", idle: "120s" } as const;
+/** handshake bounds the TLS handshake of every mTLS listener (HTTP, TCP and MQTT alike). */
+export const DEFAULT_TIMEOUTS = { read: "15s", write: "60s", idle: "120s", handshake: "10s" } as const;
 export const DEFAULT_BUFFER_MAX_BYTES = 33_554_432;
 
 const Middleware = v.variant(
@@ -70,6 +71,7 @@ export const Listener = v.object({
       read: duration(DEFAULT_TIMEOUTS.read),
       write: duration(DEFAULT_TIMEOUTS.write),
       idle: duration(DEFAULT_TIMEOUTS.idle),
+      handshake: duration(DEFAULT_TIMEOUTS.handshake),
     }),
     {},
   ),

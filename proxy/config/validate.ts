@@ -37,7 +37,7 @@ export interface ListenerConfig {
   targetMtls: boolean;
   sourceIds: string[];
   targetIds: string[];
-  timeouts: { readMs: number; writeMs: number; idleMs: number };
+  timeouts: { readMs: number; writeMs: number; idleMs: number; handshakeMs: number };
   disableKeepalive: boolean;
   middlewares: MiddlewareInput[];
 }
@@ -225,6 +225,7 @@ export function validateConfig(raw: unknown): { config: ProxyConfig; warnings: s
       readMs: timeout(l.timeouts, "read", `${at}.timeouts.read`, problem),
       writeMs: timeout(l.timeouts, "write", `${at}.timeouts.write`, problem),
       idleMs: timeout(l.timeouts, "idle", `${at}.timeouts.idle`, problem),
+      handshakeMs: timeout(l.timeouts, "handshake", `${at}.timeouts.handshake`, problem),
     };
     checkMiddlewares(l, at, notaryEnabled, problem, warnings);
     return {

@@ -207,6 +207,7 @@ export async function startHttpListener(l: ListenerConfig, deps: ListenerDeps): 
     const policy = {
       source: deps.source,
       authorize: sourceAuthorizer,
+      handshakeTimeoutMs: l.timeouts.handshakeMs,
       ...(deps.keylog ? { keylog: deps.keylog } : {}),
     };
     // HTTP/1.1 and HTTP/2 callers: an HTTP/2 connection is accounted as its session.

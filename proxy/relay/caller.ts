@@ -80,7 +80,7 @@ export class CallerConn implements UpstreamOwner {
   ) {
     this.out = new Outbox(socket as Socket<unknown>);
     this.phase = tls ? "handshake" : "idle";
-    this.deadline = Date.now() + (tls ? ctx.timeouts.readMs : ctx.timeouts.idleMs);
+    this.deadline = Date.now() + (tls ? ctx.timeouts.handshakeMs : ctx.timeouts.idleMs);
   }
 
   /** True while no request is in progress, so that a drain may close the connection now. */
@@ -438,9 +438,13 @@ export class CallerConn implements UpstreamOwner {
     if (this.closed || this.closing) return;
     const x = this.x;
     switch (this.phase) {
-      case "handshake":
+      case "handshake": {
+        const reason = `TLS handshake failed: not completed within ${this.ctx.timeouts.handshakeMs} ms`;
+        this.ctx.events?.denied("source", "handshake");
+        this.ctx.log.warn("caller refused", { reason, code: "handshake", remote: this.socket.remoteAddress });
         this.terminate();
         return;
+      }
       case "idle":
         this.closeSoon();
         return;

@@ -6,7 +6,7 @@ import type { UpstreamPool } from "./upstream.ts";
 export interface RelayContext {
   target: URL;
   pool: UpstreamPool;
-  timeouts: { readMs: number; writeMs: number; idleMs: number };
+  timeouts: { readMs: number; writeMs: number; idleMs: number; handshakeMs: number };
   log: Logger;
   /** Debug logging is on: one log line per exchange. */
   debug: boolean;

@@ -67,7 +67,7 @@ export async function startRelayListener(l: ListenerConfig, deps: ListenerDeps):
 
   // One sweep for every connection's deadline, running only while there are connections.
   const t = l.timeouts;
-  const every = Math.min(1000, Math.max(10, Math.min(t.readMs, t.writeMs, t.idleMs) / 10));
+  const every = Math.min(1000, Math.max(10, Math.min(t.readMs, t.writeMs, t.idleMs, t.handshakeMs) / 10));
   let sweep: ReturnType<typeof setInterval> | undefined;
   const track = (c: CallerConn) => {
     open.add(c);

@@ -33,6 +33,7 @@ export async function acceptStreams(
       {
         source: deps.source,
         authorize: authorizeMatching(l.sourceIds, `listeners.${l.name}.source.spiffe_ids`),
+        handshakeTimeoutMs: l.timeouts.handshakeMs,
         ...(deps.keylog ? { keylog: deps.keylog } : {}),
       },
       {

@@ -47,7 +47,7 @@ beforeAll(async () => {
     targetMtls: false,
     sourceIds: [],
     targetIds: [],
-    timeouts: { readMs: 15_000, writeMs: 60_000, idleMs: 120_000 },
+    timeouts: { readMs: 15_000, writeMs: 60_000, idleMs: 120_000, handshakeMs: 10_000 },
     disableKeepalive: false,
     middlewares: [
       { type: "test-first" },

@@ -40,13 +40,25 @@ describe("proxy configuration: defaults (specification 2.5 and 8)", () => {
       middlewares: [],
       targetMtls: true,
     });
-    expect(l?.timeouts).toEqual({ readMs: 15_000, writeMs: 60_000, idleMs: 120_000 });
+    expect(l?.timeouts).toEqual({ readMs: 15_000, writeMs: 60_000, idleMs: 120_000, handshakeMs: 10_000 });
   });
 
   test("zero or omitted timeouts select the default; zero never disables", () => {
-    const { config } = validateConfig(base({ timeouts: { read: "0s", write: "0", idle: "90s" } }));
-    expect(config.listeners[0]?.timeouts).toEqual({ readMs: 15_000, writeMs: 60_000, idleMs: 90_000 });
-    expect(config.effective.listeners[0]?.timeouts).toEqual({ read: "15s", write: "60s", idle: "90s" });
+    const { config } = validateConfig(
+      base({ timeouts: { read: "0s", write: "0", idle: "90s", handshake: "2s" } }),
+    );
+    expect(config.listeners[0]?.timeouts).toEqual({
+      readMs: 15_000,
+      writeMs: 60_000,
+      idleMs: 90_000,
+      handshakeMs: 2_000,
+    });
+    expect(config.effective.listeners[0]?.timeouts).toEqual({
+      read: "15s",
+      write: "60s",
+      idle: "90s",
+      handshake: "2s",
+    });
   });
 
   test('metricsAddr: empty selects ":7600", "0" disables, loopback binds loopback', () => {
