@@ -6,6 +6,7 @@ import { type Readable, Transform } from "node:stream";
 import type { TLSSocket } from "node:tls";
 import { authorizeMatching } from "../../lib/spiffe/authorizer.ts";
 import type { SpiffeId } from "../../lib/spiffe/id.ts";
+import type { VerifiedPeer } from "../../lib/spiffe/x509svid.ts";
 import { attachSpiffeAuth, mtlsServerOptions, peerOf } from "../../lib/tls/mtls.ts";
 import { authenticatePeer, presentedChain } from "../../lib/tls/peer.ts";
 import { createUpstreamAgent } from "../../lib/tls/upstream-agent.ts";
@@ -73,14 +74,19 @@ export async function startHttpListener(l: ListenerConfig, deps: ListenerDeps): 
       (cleanup) => socket.once("close", cleanup),
     );
   // The peer of an HTTP/2 session, verified once from its TLS connection (req.socket is a proxy object).
-  const sessionPeers = new WeakMap<object, SpiffeId | undefined>();
-  const peerFor = (req: IncomingMessage, session: object | undefined): SpiffeId | undefined => {
+  const sessionPeers = new WeakMap<object, VerifiedPeer | undefined>();
+  const peerFor = (req: IncomingMessage, session: object | undefined): VerifiedPeer | undefined => {
     if (!mtlsIn) return undefined;
-    if (!session) return peerOf(req.socket)?.id;
+    if (!session) return peerOf(req.socket);
     if (!sessionPeers.has(session))
-      sessionPeers.set(session, authenticatePeer(req.socket as TLSSocket, deps.source, sourceAuthorizer).id);
+      sessionPeers.set(session, authenticatePeer(req.socket as TLSSocket, deps.source, sourceAuthorizer));
     return sessionPeers.get(session);
   };
+  // A request that arrives after the caller's certificate expired is not served: its connection is closed
+  // (HTTP/1.1) or the stream refused and the session closed (HTTP/2), as a server closes an idle
+  // connection, and the caller retries over a new handshake.
+  const expired = (peer: VerifiedPeer | undefined) =>
+    peer !== undefined && Date.now() > Math.min(...peer.chain.map((c) => c.notAfter.getTime()));
 
   const handle = async (req: IncomingMessage, res: ServerResponse) => {
     const started = performance.now();
@@ -91,15 +97,27 @@ export async function startHttpListener(l: ListenerConfig, deps: ListenerDeps): 
         : undefined;
     const connection = session ?? socket;
     connections.requestStarted(connection);
-    let peer: SpiffeId | undefined;
+    let verified: VerifiedPeer | undefined;
     try {
-      peer = peerFor(req, session);
+      verified = peerFor(req, session);
     } catch (e) {
       log.warn("caller refused", { reason: (e as Error).message });
       res.once("close", () => connections.requestEnded(connection));
       send(res, proxyResponse(403, `caller identity not accepted: ${(e as Error).message}`));
       return;
     }
+    if (expired(verified)) {
+      log.info("caller certificate expired; connection closed", { peer: verified?.id.uri });
+      connections.requestEnded(connection);
+      if (session) {
+        (req as unknown as { stream: http2.ServerHttp2Stream }).stream.close(
+          http2.constants.NGHTTP2_REFUSED_STREAM,
+        );
+        (session as http2.Http2Session).close();
+      } else socket.destroy();
+      return;
+    }
+    const peer: SpiffeId | undefined = verified?.id;
     const id = (req.headers["x-request-id"] as string | undefined) ?? crypto.randomUUID();
     const reqLog = log.with({ request_id: id, ...(peer ? { peer: peer.uri } : {}) });
     const controller = new AbortController();

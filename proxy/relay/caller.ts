@@ -88,10 +88,19 @@ export class CallerConn implements UpstreamOwner {
     return this.x === undefined && this.queue.length === 0 && this.framer.buffered === 0;
   }
 
+  /** When the caller's verified certificate chain stops being valid (mTLS callers). */
+  private peerUntil = Number.POSITIVE_INFINITY;
+
   /** The handshake passed (mTLS callers) and the peer was verified. */
   accepted(peer: VerifiedPeer | undefined): void {
     this.peer = peer;
+    if (peer) this.peerUntil = Math.min(...peer.chain.map((c) => c.notAfter.getTime()));
     this.setPhase("idle");
+  }
+
+  /** The caller's certificate has expired: no new request is served on this connection. */
+  private get peerExpired(): boolean {
+    return Date.now() > this.peerUntil;
   }
 
   received(data: Uint8Array): void {
@@ -179,6 +188,13 @@ export class CallerConn implements UpstreamOwner {
   }
 
   private start(head: RequestHead): void {
+    if (this.peerExpired) {
+      // As an idle connection closed by the server: the caller retries on a new connection, whose
+      // handshake checks a current certificate.
+      this.ctx.log.info("caller certificate expired; connection closed", { peer: this.peer?.id.uri });
+      this.terminate();
+      return;
+    }
     if (head.method === "CONNECT") {
       this.refuse(501, "CONNECT is not supported by this listener");
       return;
@@ -361,7 +377,8 @@ export class CallerConn implements UpstreamOwner {
       }
     } else body = declaredLength(x, h);
     x.rechunk = body.kind === "chunked";
-    if (!x.keepAlive) x.closeAfter = true;
+    // The response in flight when the caller's certificate expires is its last: Connection: close.
+    if (!x.keepAlive || this.peerExpired) x.closeAfter = true;
     this.out.add(responseHead(h, body, x.closeAfter));
   }
 
@@ -431,6 +448,8 @@ export class CallerConn implements UpstreamOwner {
     this.phase = phase;
     const t = this.ctx.timeouts;
     this.deadline = Date.now() + (phase === "idle" ? t.idleMs : phase === "write" ? t.writeMs : t.readMs);
+    // An idle connection also ends when the caller's certificate expires.
+    if (phase === "idle") this.deadline = Math.min(this.deadline, this.peerUntil);
   }
 
   /** Called by the sweep once the deadline has passed. */

@@ -13,6 +13,17 @@ import { type ListenerDeps, listen, type RunningListener, refusalReason } from "
  */
 export type StreamHandler = (socket: Socket, peer: VerifiedPeer | undefined) => void;
 
+/** Runs `fn` at time `when` (ms since the epoch), also beyond setTimeout's 24.8-day limit. */
+function at(when: number, fn: () => void): { cancel(): void } {
+  let timer: ReturnType<typeof setTimeout>;
+  const arm = () => {
+    const left = when - Date.now();
+    timer = left > 0x7fffffff ? setTimeout(arm, 0x7fffffff) : setTimeout(fn, Math.max(0, left));
+  };
+  arm();
+  return { cancel: () => clearTimeout(timer) };
+}
+
 export async function acceptStreams(
   l: ListenerConfig,
   deps: ListenerDeps,
@@ -22,7 +33,17 @@ export async function acceptStreams(
   const open = new Set<Socket>();
   const track = (socket: Socket, peer: VerifiedPeer | undefined) => {
     open.add(socket);
-    socket.once("close", () => open.delete(socket));
+    // The connection ends (FIN, then the relay's own close) once the caller's certificate expires.
+    const expiry = peer
+      ? at(Math.min(...peer.chain.map((c) => c.notAfter.getTime())), () => {
+          log.info("caller certificate expired; connection closed", { peer: peer.id.uri });
+          socket.end();
+        })
+      : undefined;
+    socket.once("close", () => {
+      open.delete(socket);
+      expiry?.cancel();
+    });
     deps.events?.connection();
     handle(socket, peer);
   };
