@@ -32,7 +32,7 @@ export const DEFAULT_METRICS_ADDR = ":7600";
 export const DEFAULT_TIMEOUTS = { read: "15s", write: "60s", idle: "120s", handshake: "10s" } as const;
 export const DEFAULT_BUFFER_MAX_BYTES = 33_554_432;
 
-const Middleware = v.variant(
+export const Middleware = v.variant(
   "type",
   [
     v.object({ type: v.literal("notary-query") }),

@@ -13,6 +13,7 @@ import {
   DEFAULT_TIMEOUTS,
   Listener,
   type ListenerInput,
+  Middleware,
   type MiddlewareInput,
 } from "./schema.ts";
 import { unknownFields } from "./unknown-fields.ts";
@@ -106,7 +107,8 @@ interface Parts {
   keylog?: string;
   notary?: ConfigInput["notary"];
   admission?: ConfigInput["admission"];
-  listeners: [number, ListenerInput][];
+  /** Index in the document, the listener, and where its middlewares stood when some were left out. */
+  listeners: [number, ListenerInput, number[]?][];
 }
 
 // When the whole document does not parse, each section and each listener is parsed on its own, so that
@@ -125,11 +127,51 @@ function wellFormedParts(raw: unknown): Parts {
   parts.admission = section(Config.entries.admission, doc.admission);
   if (Array.isArray(doc.listeners)) {
     doc.listeners.forEach((item, i) => {
-      const l = section(Listener, item);
-      if (l) parts.listeners.push([i, l]);
+      const whole = section(Listener, item);
+      if (whole) {
+        parts.listeners.push([i, whole]);
+        return;
+      }
+      const l = section(Listener, repaired(item));
+      const listed = (item as { middlewares?: unknown } | null)?.middlewares;
+      const positions = Array.isArray(listed)
+        ? listed.flatMap((m, k) => (v.safeParse(Middleware, m).success ? [k] : []))
+        : undefined;
+      if (l) parts.listeners.push([i, l, positions]);
     });
   }
   return parts;
+}
+
+// The fields a listener's rules cannot be checked without: when one of them is malformed, the listener's
+// rules are not run (its schema problem is reported).
+const ESSENTIAL = new Set(["name", "address", "mode", "protocol"]);
+
+/**
+ * A listener whose malformed optional fields are left out (so their defaults apply) and whose malformed
+ * middlewares and SPIFFE ID lists are dropped, so that the rules relating its other fields still run. The
+ * schema has reported what was left out; this only keeps it from hiding the rest.
+ */
+function repaired(item: unknown): unknown {
+  if (typeof item !== "object" || item === null || Array.isArray(item)) return item;
+  const out: Record<string, unknown> = { ...item };
+  const ok = (schema: v.GenericSchema, value: unknown) => v.safeParse(schema, value).success;
+  for (const [key, entry] of Object.entries(Listener.entries)) {
+    const value = out[key];
+    if (ESSENTIAL.has(key) || ok(entry, value)) continue;
+    if (key === "middlewares" && Array.isArray(value)) out[key] = value.filter((m) => ok(Middleware, m));
+    else if (typeof value === "object" && value !== null && !Array.isArray(value)) {
+      // timeouts, source, target, connection: keep the sub-fields that are well formed.
+      const inner = { ...(value as Record<string, unknown>) };
+      const schema = (entry as { wrapped?: v.ObjectSchema<v.ObjectEntries, undefined> }).wrapped ?? entry;
+      const entries = (schema as v.ObjectSchema<v.ObjectEntries, undefined>).entries ?? {};
+      for (const [sub, subSchema] of Object.entries(entries)) {
+        if (!ok(subSchema as v.GenericSchema, inner[sub])) delete inner[sub];
+      }
+      out[key] = inner;
+    } else if (key !== "target") delete out[key];
+  }
+  return out;
 }
 
 export function validateConfig(raw: unknown): { config: ProxyConfig; warnings: string[] } {
@@ -189,7 +231,7 @@ export function validateConfig(raw: unknown): { config: ProxyConfig; warnings: s
     warnings.push("keylog: has no effect without listeners (the admission webhook's TLS is not logged)");
 
   const seen = new Map<string, number>();
-  const listeners = parts.listeners.map(([i, l]) => {
+  const listeners = parts.listeners.map(([i, l, positions]) => {
     const at = `listeners[${i}]`;
     const first = seen.get(l.name);
     if (first !== undefined) {
@@ -216,6 +258,11 @@ export function validateConfig(raw: unknown): { config: ProxyConfig; warnings: s
         `${at}.source.spiffe_ids: has no effect in client mode, where callers connect in plaintext (bind the listener to loopback)`,
       );
     }
+    if (l.mode !== "server" && target && !target.mtls && l.target.spiffe_ids.length > 0) {
+      warnings.push(
+        `${at}.target.spiffe_ids: has no effect: the target ${l.target.url} is not spoken to over SPIFFE mTLS (use https://, tls:// or mqtts:// for that)`,
+      );
+    }
     if (l.mode === "server" && l.target.spiffe_ids.length > 0) {
       warnings.push(
         `${at}.target.spiffe_ids: has no effect in server mode, whose target hop is not SPIFFE mTLS`,
@@ -227,7 +274,7 @@ export function validateConfig(raw: unknown): { config: ProxyConfig; warnings: s
       idleMs: timeout(l.timeouts, "idle", `${at}.timeouts.idle`, problem),
       handshakeMs: timeout(l.timeouts, "handshake", `${at}.timeouts.handshake`, problem),
     };
-    checkMiddlewares(l, at, notaryEnabled, problem, warnings);
+    checkMiddlewares(l, at, notaryEnabled, problem, warnings, positions);
     return {
       name: l.name,
       address: address ?? { host: "", port: 0 },
@@ -388,8 +435,10 @@ function checkMiddlewares(
   notaryEnabled: boolean,
   problem: (p: string, m: string) => void,
   warnings: string[],
+  positions?: number[],
 ): void {
-  l.middlewares.forEach((m, i) => {
+  l.middlewares.forEach((m, k) => {
+    const i = positions?.[k] ?? k;
     const path = `${at}.middlewares[${i}]`;
     const protocols = MIDDLEWARE_PROTOCOLS[m.type];
     if (l.protocol === "tcp")

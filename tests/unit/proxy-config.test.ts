@@ -377,6 +377,48 @@ describe("proxy configuration: every error at once, with path, value and what is
     ]);
   });
 
+  test("a malformed field does not hide the problems of the listener's other fields", () => {
+    expect(
+      problems(
+        base({
+          address: "127.0.0.1:99999",
+          mode: "server",
+          target: { url: "http://127.0.0.1:2" },
+          timeouts: { write: 5, idle: "abc" },
+          source: { spiffe_ids: ["(?=x)"] },
+        }),
+      ),
+    ).toEqual([
+      "listeners[0].timeouts.write: expected a Go duration such as 60s, got 5",
+      'listeners[0].address: invalid address "127.0.0.1:99999" (allowed: host:port, or :port for all interfaces)',
+      'listeners[0].source.spiffe_ids[0]: invalid pattern "(?=x)": error parsing regexp: invalid or unsupported Perl syntax: `(?=` (Go RE2 syntax)',
+      'listeners[0].timeouts.idle: invalid duration "abc": use a Go duration such as 500ms, 30s, 2m or 1h30m',
+    ]);
+    // A middleware of the wrong shape is reported; the well-formed buffer beside it is still checked.
+    expect(
+      problems(
+        base({
+          protocol: "mqtt",
+          target: { url: "mqtts://b:8883" },
+          connection: { disable_keepalive: "yes" },
+          middlewares: [
+            { type: "dummy", message: 5 },
+            {
+              type: "buffer",
+              storage: { "max-ttl": "-1s" },
+              "reconnect-backoff": { initial: "10s", max: "2s" },
+            },
+          ],
+        }),
+      ),
+    ).toEqual([
+      'listeners[0].connection.disable_keepalive: expected true or false, got "yes"',
+      "listeners[0].middlewares[0].message: expected a string, got 5",
+      'listeners[0].middlewares[1].storage.max-ttl: must not be negative, got "-1s"',
+      "listeners[0].middlewares[1].reconnect-backoff.max: 2s is less than reconnect-backoff.initial 10s; max must be at least initial",
+    ]);
+  });
+
   test("the error message lists every problem, one per line", () => {
     let message = "";
     try {
@@ -415,6 +457,11 @@ describe("proxy configuration: warnings", () => {
     const both = base(
       { middlewares: [{ type: "openai" }, { type: "notary-query" }] },
       { notary: { enable: true, database: { path: "/tmp/n.db" } } },
+    );
+    expect(
+      validateConfig(base({ target: { url: "http://api:8080", spiffe_ids: ["^x$"] } })).warnings,
+    ).toContain(
+      "listeners[0].target.spiffe_ids: has no effect: the target http://api:8080 is not spoken to over SPIFFE mTLS (use https://, tls:// or mqtts:// for that)",
     );
     expect(validateConfig(both).warnings).toEqual([
       "listeners[0].middlewares: openai comes before notary-query, so notary queries are refused by openai's path filter (put notary-query first)",
