@@ -1,6 +1,6 @@
 import { type ErrorCode, isSvcError } from "../lib/errors.ts";
 
-/** The one place where error codes become exit statuses. Users see the message, never a stack. */
+/** The one place where error codes become exit statuses. Users see the message; a stack only when asked (SVC_DEBUG=true, --log-stacktrace). */
 // svc curl's statuses are specification section 7: 1 network, 2 statement, 3 receipt, 4 HTTP error.
 const EXIT: Partial<Record<ErrorCode, number>> = {
   usage: 1,
@@ -14,6 +14,7 @@ export function exitWith(program: string, e: unknown): never {
   const debug = process.env.SVC_DEBUG === "true";
   if (isSvcError(e)) {
     process.stderr.write(`${program}: ${e.message}\n`);
+    if (debug && e.stack) process.stderr.write(`${e.stack}\n`);
     process.exit(EXIT[e.code] ?? 1);
   }
   const err = e as Error;

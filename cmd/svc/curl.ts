@@ -104,7 +104,7 @@ export default defineCommand({
   },
   args,
   run: action(args, async (a, rawArgs) => {
-    applyGlobals(a);
+    const log = applyGlobals(a);
     const level = a["notarization-level"];
     if (!isLevel(level))
       throw usage(`--notarization-level ${JSON.stringify(level)}: allowed are ${LEVELS.join(", ")}`);
@@ -144,11 +144,19 @@ export default defineCommand({
         })
       : undefined;
     try {
+      log.debug("request", { method, url: url.href, notarization: validate ? level : "none" });
+      const started = performance.now();
       const res = await exchange(url, {
         method,
         headers,
         ...(body ? { body } : {}),
         ...(source ? { source } : {}),
+      });
+      log.debug("response", {
+        status: res.status,
+        ms: Math.round(performance.now() - started),
+        peer: res.peer?.uri ?? "none",
+        workload_id: res.headers["svc-workload-id"] ?? "none",
       });
       const out = process.stdout;
       // With validation on, nothing of the response reaches stdout before the checks pass.
@@ -174,6 +182,7 @@ export default defineCommand({
         if (validate && source) {
           const bundles = source.bundles();
           const fetchStatement = async (id: string) => {
+            log.debug("fetching the statement", { id });
             const r = await exchange(new URL(`/.svc/workload/${id}`, url), {
               method: "GET",
               headers: {},

@@ -118,6 +118,51 @@ describe("svc curl: the Workload API socket", () => {
     expect(plain.out).toBe("not here\n");
   });
 
+  test("global flags: -v and --log-level log on stderr, --log-format json, bad values are usage errors", async () => {
+    const url = `http://127.0.0.1:${server.port}/`;
+    const quiet = await curl(["--validate=false", url]);
+    expect(quiet.err).toBe("");
+    const verbose = await curl(["--validate=false", "-v", "1", url]);
+    expect(verbose.out).toBe("hello\n");
+    expect(verbose.err).toContain(`svc: debug: request method=GET url=${url} notarization=none`);
+    expect(verbose.err).toMatch(/svc: debug: response status=200 ms=\d+/);
+    const json = await curl(["--validate=false", "--log-level", "debug", "--log-format", "json", url]);
+    const lines = json.err
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l));
+    expect(lines.map((l) => [l.level, l.msg])).toEqual([
+      ["debug", "request"],
+      ["debug", "response"],
+    ]);
+    expect(lines[1].status).toBe(200);
+    for (const [args, message] of [
+      [["--log-format", "xml"], '--log-format "xml": allowed are text, json'],
+      [["--log-level", "loud"], '--log-level "loud": allowed are debug, info, warn, error'],
+      [["-v", "high"], '--verbose "high": expected a whole number (default -2)'],
+    ] as const) {
+      expect(await curl([...args, "--validate=false", url])).toEqual({
+        code: 1,
+        out: "",
+        err: `svc: ${message}\n`,
+      });
+    }
+  });
+
+  test("--log-stacktrace and SVC_DEBUG=true add the stack to an error; without them one line", async () => {
+    const url = `http://127.0.0.1:${server.port}/missing`;
+    const plain = await curl(["--validate=false", url]);
+    expect(plain.err).toBe(`svc: HTTP error: 404 Not Found from ${url}\n`);
+    for (const r of [
+      await curl(["--validate=false", "--log-stacktrace", url]),
+      await curl(["--validate=false", url], { SVC_DEBUG: "true" }),
+    ]) {
+      expect(r.code).toBe(4);
+      expect(r.err).toStartWith(`svc: HTTP error: 404 Not Found from ${url}\n`);
+      expect(r.err).toMatch(/\n\s+at .*curl\.ts/);
+    }
+  });
+
   test("without validation, plain http needs no Workload API at all", async () => {
     const r = await curl([
       "--spiffe-socket-path",
