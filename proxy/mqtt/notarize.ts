@@ -20,7 +20,10 @@ import { encode, PacketDecoder, Reason, userProperty } from "./codec.ts";
  * - PUBACK of a QoS 1 PUBLISH: `svc.workload-id`; `svc.request-id` for logRequest and signRequest;
  *   `svc.receipt-id` for signRequest (the receipt records PUBLISH, the topic, the payload digest and the
  *   PUBACK reason code);
- * - `svc.notary-error` when the level cannot be honoured here (no notary, no authenticated upstream).
+ * - `svc.notary-error` when the level cannot be honoured here (no notary, no authenticated upstream) and
+ *   no proxy further on answered.
+ * The hop that honours a request consumes it (`svc.notarization` is not forwarded) and replaces any answer
+ * properties from upstream with its own: one answer, from the hop that authenticated the upstream.
  * An unknown level is refused (CONNACK or PUBACK reason 0x83 with the allowed values). A statement that
  * cannot be issued (the upstream's pod does not match) fails the CONNACK (0x80, connection closed) or the
  * PUBACK (0x80); the broker may still have the message, as with any failed acknowledgement.
@@ -49,8 +52,28 @@ export interface NotarizerContext {
   log: Logger;
 }
 
-/** What to do with a packet from the client: forward it, or answer it here instead. */
-export type Decision = { forward: true } | { forward: false; reply?: Buffer; close?: boolean };
+/**
+ * What to do with a packet from the client: forward it (as received, or as `raw` when this hop rewrote it),
+ * or answer it here instead.
+ */
+export type Decision = { forward: true; raw?: Buffer } | { forward: false; reply?: Buffer; close?: boolean };
+
+// The answers a notarizing hop gives. An upstream's (another proxy's, or a broker's) are removed from the
+// packets of a request this hop answers, so that the client gets one answer from one hop.
+const ANSWERS = [PROPERTY.workloadId, PROPERTY.requestId, PROPERTY.receiptId, PROPERTY.error];
+
+function withoutAnswers(user: UserProperties | undefined): UserProperties {
+  const out: UserProperties = { ...user };
+  for (const name of ANSWERS) delete out[name];
+  return out;
+}
+
+/** The packet's user properties without the level request, which this hop consumes. */
+function withoutLevel<T extends { properties?: { userProperties?: UserProperties } }>(p: T): T {
+  const user: UserProperties = { ...p.properties?.userProperties };
+  delete user[PROPERTY.level];
+  return { ...p, properties: { ...p.properties, userProperties: user } };
+}
 
 const FORWARD: Decision = { forward: true };
 
@@ -101,9 +124,14 @@ export class MqttNotarizer {
         ),
       };
     this.connackWanted = true;
-    if (this.unavailable) this.connackNote = this.unavailable;
-    else this.connectionLevel = asked;
-    return FORWARD;
+    // A hop that cannot honour the request passes it on: a proxy further on may (see connack).
+    if (this.unavailable) {
+      this.connackNote = this.unavailable;
+      return FORWARD;
+    }
+    // This hop answers it, so no hop further on sees it.
+    this.connectionLevel = asked;
+    return { forward: true, raw: encode(withoutLevel(p), 5) };
   }
 
   publish(raw: Buffer): Decision {
@@ -118,7 +146,9 @@ export class MqttNotarizer {
       };
     }
     const level = asked ?? this.connectionLevel;
-    if (!level || p.qos !== 1) return FORWARD;
+    const forward: Decision =
+      asked === undefined ? FORWARD : { forward: true, raw: encode(withoutLevel(p), 5) };
+    if (!level || p.qos !== 1) return forward;
     this.pending.set(p.messageId ?? 0, {
       level,
       requestId: crypto.randomUUID(),
@@ -126,7 +156,7 @@ export class MqttNotarizer {
       payload: Buffer.isBuffer(p.payload) ? p.payload : Buffer.from(p.payload),
       properties: p.properties?.userProperties ?? {},
     });
-    return FORWARD;
+    return forward;
   }
 
   /** The broker's CONNACK with the statement's ID added; rejects (closing) when none can be issued. */
@@ -134,11 +164,18 @@ export class MqttNotarizer {
     const p = this.fromServer.decode(raw) as IConnackPacket;
     this.connackWanted = false;
     const props = p.properties ?? {};
-    const user: UserProperties = props.userProperties ?? {};
-    props.userProperties = user;
     p.properties = props;
-    if (this.connackNote) user[PROPERTY.error] = this.connackNote;
-    else if ((p.reasonCode ?? 0) < 0x80 && this.c.notary && this.c.upstream) {
+    if (this.connackNote) {
+      // Not honoured here: unless a hop further on answered, say why.
+      const user: UserProperties = props.userProperties ?? {};
+      props.userProperties = user;
+      if (user[PROPERTY.workloadId] === undefined && user[PROPERTY.error] === undefined)
+        user[PROPERTY.error] = this.connackNote;
+      return { raw: encode(p, 5), close: false };
+    }
+    const user = withoutAnswers(props.userProperties);
+    props.userProperties = user;
+    if ((p.reasonCode ?? 0) < 0x80 && this.c.notary && this.c.upstream) {
       try {
         user[PROPERTY.workloadId] = (await this.c.notary.statementFor(this.c.upstream, this.c.origin)).id;
       } catch (e) {
@@ -198,7 +235,10 @@ export class MqttNotarizer {
       {
         ...p,
         reasonCode: status,
-        properties: { ...p.properties, userProperties: { ...p.properties?.userProperties, ...user } },
+        properties: {
+          ...p.properties,
+          userProperties: { ...withoutAnswers(p.properties?.userProperties), ...user },
+        },
       },
       5,
     );

@@ -53,6 +53,8 @@ export function tunnel(
           if (d.close) caller.end(() => finish("notarization level refused"));
           return;
         }
+        toServer.write(d.raw ?? raw);
+        return;
       }
       toServer.write(raw);
     };
@@ -63,7 +65,7 @@ export function tunnel(
         const type = (raw[0] as number) >> 4;
         if (type === PacketType.CONNECT) return onConnect(raw);
         const d = (notarizer as MqttNotarizer).publish(raw);
-        if (d.forward) toServer.write(raw);
+        if (d.forward) toServer.write(d.raw ?? raw);
         else if (d.reply) toCaller.write(d.reply);
       },
       bytes: (b) => {

@@ -89,6 +89,9 @@ describe("MQTT notarization", () => {
     });
     const id = connack.properties?.userProperties?.["svc.workload-id"] as string;
     expect(id).toMatch(/^[A-Za-z0-9_-]{43}$/);
+    // One answer, from the hop that notarizes: the server proxy behind it (no notary) never saw the
+    // request, so no svc.notary-error comes back with the statement.
+    expect(Object.keys(connack.properties?.userProperties ?? {})).toEqual(["svc.workload-id"]);
     const saved = await query("workload", id);
     const v = await verifyStatement(saved.statement as string, loadBundleFile(tb.spire.bundleFile), id);
     expect(v.claims.svc.spiffeId).toBe(workload(tb, "api").spiffeId);
