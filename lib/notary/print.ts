@@ -71,11 +71,17 @@ export function formatReceipt(
     "    Headers:",
     ...map(q.headers, "      "),
     ...body(bodies.request, q.body.length, q.body.sha256),
+    ...(q.forwardedBody
+      ? [`    Forwarded body (${q.forwardedBody.length} bytes, sha256 ${q.forwardedBody.sha256})`]
+      : []),
     "  HTTP Response:",
     `    Status: ${r.status}`,
     "    Headers:",
     ...map(r.headers, "      "),
     ...body(bodies.response, r.body.length, r.body.sha256),
+    ...(r.upstreamBody
+      ? [`    Upstream body (${r.upstreamBody.length} bytes, sha256 ${r.upstreamBody.sha256})`]
+      : []),
     ...raw(c),
     "",
   ].join("\n");

@@ -16,9 +16,21 @@ export interface BodyDigest {
   sha256: string;
 }
 
+/**
+ * `body` is always what the caller sent and received, so that a caller can check it. When a middleware
+ * changed a body on its way (the openai filter removes fields outside its model), the receipt also binds
+ * what passed the other hop: `forwardedBody`, the request as the upstream got it, and `upstreamBody`, the
+ * response as the upstream sent it.
+ */
 export interface ReceiptExchange {
-  request: { method: string; path: string; headers: Record<string, string>; body: BodyDigest };
-  response: { status: number; headers: Record<string, string>; body: BodyDigest };
+  request: {
+    method: string;
+    path: string;
+    headers: Record<string, string>;
+    body: BodyDigest;
+    forwardedBody?: BodyDigest;
+  };
+  response: { status: number; headers: Record<string, string>; body: BodyDigest; upstreamBody?: BodyDigest };
 }
 
 export interface ReceiptClaims {
@@ -121,7 +133,7 @@ export async function verifyReceipt(
     const rec = s[side].body;
     if (d.length !== rec.length || d.sha256 !== rec.sha256)
       throw bad(
-        `the ${side} body does not match: ${d.length} bytes sha256 ${d.sha256}, the receipt records ${rec.length} bytes sha256 ${rec.sha256}`,
+        `the ${side} body does not match: ${side === "request" ? "sent" : "received"} ${d.length} bytes sha256 ${d.sha256}, the receipt records ${rec.length} bytes sha256 ${rec.sha256}`,
       );
   };
   digest("request", r?.body);

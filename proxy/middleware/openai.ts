@@ -85,10 +85,12 @@ export function openai(
     try {
       const headers = await notarizeExchange(ctx.notary, level, origin, res.upstream, {
         req,
-        requestBody: sent,
+        requestBody: body,
+        ...(sent !== body ? { forwardedBody: sent } : {}),
         status: final.status,
         responseHeaders: final.headers as Record<string, string>,
         responseBody: bytes,
+        ...(bytes !== answer ? { upstreamBody: answer } : {}),
       });
       return { ...final, headers: { ...final.headers, ...headers } };
     } catch (e) {

@@ -10,10 +10,16 @@ import type { Notary } from "./notary.ts";
  */
 export interface BufferedExchange {
   req: ProxyRequest;
+  /** The request body as the caller sent it. */
   requestBody: Uint8Array;
+  /** The request body as forwarded, when a middleware changed it. */
+  forwardedBody?: Uint8Array;
   status: number;
   responseHeaders: Record<string, string | string[] | number | undefined>;
+  /** The response body as the caller receives it. */
   responseBody: Uint8Array;
+  /** The response body as the upstream sent it, when a middleware changed it. */
+  upstreamBody?: Uint8Array;
 }
 
 export async function notarizeExchange(
@@ -39,13 +45,16 @@ export async function notarizeExchange(
         path: x.req.path,
         headers: receiptHeaders(x.req.headers),
         body: bodyDigest(x.requestBody),
+        ...(x.forwardedBody ? { forwardedBody: bodyDigest(x.forwardedBody) } : {}),
       },
       response: {
         status: x.status,
         headers: receiptHeaders(x.responseHeaders),
         body: bodyDigest(x.responseBody),
+        ...(x.upstreamBody ? { upstreamBody: bodyDigest(x.upstreamBody) } : {}),
       },
     },
+    // logRequest keeps the bodies as the caller sent and received them, as `body` records them.
     { request: x.requestBody, response: x.responseBody },
   );
   if (receipt) {

@@ -378,6 +378,31 @@ describe("notary with the openai middleware", () => {
     );
   });
 
+  test("an honest signRequest whose body the openai filter changes verifies: the receipt binds both", async () => {
+    const sent = JSON.stringify({
+      model: "test-model",
+      messages: [{ role: "user", content: "hi" }],
+      junk: 1,
+    });
+    const r = await svc([
+      "curl",
+      "-n",
+      "signRequest",
+      "-o",
+      "json",
+      "-d",
+      sent,
+      `http://127.0.0.1:${ports.client}/v1/chat/completions`,
+    ]);
+    expect(r.stderr).not.toContain("verification failed");
+    expect(r.code).toBe(0);
+    const out = JSON.parse(r.stdout);
+    const q = out.receipt.claims.svc.request;
+    // What the caller sent, which it checked, and what the upstream got, without the unknown field.
+    expect(q.body.length).toBe(Buffer.byteLength(sent));
+    expect(q.forwardedBody.length).toBe(Buffer.byteLength(sent) - ',"junk":1'.length);
+  });
+
   test("--print-receipt without signRequest is a usage error", async () => {
     const r = await svc(["curl", "--print-receipt", `http://127.0.0.1:${ports.client}/v1/chat/completions`]);
     expect(r.code).toBe(1);

@@ -147,6 +147,26 @@ describe("receipts", () => {
     },
   };
 
+  test("a body changed on its way: the caller's bytes verify, the forwarded ones are bound too", async () => {
+    const changed = {
+      request: {
+        ...exchange.request,
+        body: bodyDigest('{"model":"m","junk":1}'),
+        forwardedBody: bodyDigest('{"model":"m"}'),
+      },
+      response: { ...exchange.response, upstreamBody: bodyDigest('{"x":1}') },
+    };
+    const r = await signReceipt(PROXY, "https://api", "S".repeat(43), "req-2", changed, signer);
+    const check = (body: string) =>
+      verifyReceipt(r.jws, bundles, { request: { body }, response: { body: "{}" } });
+    expect((await check('{"model":"m","junk":1}')).claims.svc.request.forwardedBody).toEqual(
+      bodyDigest('{"model":"m"}'),
+    );
+    await expect(check('{"model":"m"}')).rejects.toThrow(
+      /^receipt verification failed: the request body does not match: sent 13 bytes sha256 [0-9a-f]{64}, the receipt records 22 bytes/,
+    );
+  });
+
   test("credentials never enter a receipt", () => {
     expect(exchange.request.headers).toEqual({ "content-type": "application/json" });
   });
