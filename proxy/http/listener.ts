@@ -2,7 +2,7 @@ import http, { type IncomingMessage, type ServerResponse } from "node:http";
 import http2 from "node:http2";
 import https from "node:https";
 import type { Socket } from "node:net";
-import { type Readable, Transform } from "node:stream";
+import { pipeline, type Readable, Transform } from "node:stream";
 import type { TLSSocket } from "node:tls";
 import { authorizeMatching } from "../../lib/spiffe/authorizer.ts";
 import type { SpiffeId } from "../../lib/spiffe/id.ts";
@@ -216,7 +216,9 @@ export async function startHttpListener(l: ListenerConfig, deps: ListenerDeps): 
     // A response made without reading the whole request body (a refusal): the rest is read and dropped,
     // or the caller, still sending, would not see the response on this connection.
     if (!req.complete && !body.destroyed) body.resume();
-    send(res, response, bytesOut);
+    send(res, response, bytesOut, (e) =>
+      reqLog.warn("upstream failure", { failure: "response-interrupted", reason: e.message }),
+    );
   };
 
   let server: http.Server | http2.Http2SecureServer;
@@ -289,7 +291,17 @@ export async function startHttpListener(l: ListenerConfig, deps: ListenerDeps): 
   };
 }
 
-function send(res: ServerResponse, r: ProxyResponse, counter?: { n: number }): void {
+/**
+ * Writes a response. A streamed body that fails half way (the target reset, its certificate expired) ends
+ * the caller's connection (HTTP/1.1) or stream (HTTP/2) at once: the caller sees the response cut short
+ * instead of waiting for bytes that will never come.
+ */
+function send(
+  res: ServerResponse,
+  r: ProxyResponse,
+  counter?: { n: number },
+  onBroken?: (e: Error) => void,
+): void {
   res.writeHead(r.status, r.headers);
   if (isBuffered(r.body)) {
     if (counter) counter.n += typeof r.body === "string" ? Buffer.byteLength(r.body) : r.body.length;
@@ -300,6 +312,10 @@ function send(res: ServerResponse, r: ProxyResponse, counter?: { n: number }): v
         counter.n += chunk.length;
       });
     }
-    (r.body as Readable).pipe(res);
+    pipeline(r.body as Readable, res, (e) => {
+      if (!e) return;
+      res.destroy();
+      onBroken?.(e);
+    });
   }
 }
