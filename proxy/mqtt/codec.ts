@@ -34,8 +34,20 @@ export class PacketDecoder {
   }
 }
 
+/**
+ * mqtt-packet writes nothing at all for a packet whose `userProperties` is an empty object, so an empty
+ * one is left out; and a packet it still cannot write is an error, never an empty write.
+ */
 export function encode(packet: Packet, version: MqttVersion): Buffer {
-  return mqtt.generate(packet, { protocolVersion: version });
+  const props = (packet as { properties?: { userProperties?: object } }).properties;
+  let p = packet;
+  if (props?.userProperties && Object.keys(props.userProperties).length === 0) {
+    const { userProperties: _, ...rest } = props;
+    p = { ...packet, properties: rest } as Packet;
+  }
+  const out = mqtt.generate(p, { protocolVersion: version });
+  if (out.length === 0) throw new Error(`cannot encode the ${packet.cmd} packet`);
+  return out;
 }
 
 /** The first value of a user property, if present. */

@@ -1,5 +1,7 @@
 import { describe, expect, test } from "bun:test";
 import fc from "fast-check";
+import type { Packet } from "mqtt-packet";
+import { encode, PacketDecoder } from "../../proxy/mqtt/codec.ts";
 import { MalformedPacket, MqttFramer } from "../../proxy/mqtt/framer.ts";
 
 function encodePacket(type: number, body: Uint8Array): Buffer {
@@ -87,5 +89,24 @@ describe("MQTT framer", () => {
     expect(() => framer.push(encodePacket(3, new Uint8Array(200)).subarray(0, 10))).toThrow(
       "packet of 203 bytes exceeds the 100 byte limit",
     );
+  });
+});
+
+describe("MQTT codec", () => {
+  test("a packet whose user properties end up empty is still written (mqtt-packet would write nothing)", () => {
+    const packet = {
+      cmd: "connect",
+      clientId: "c1",
+      protocolVersion: 5,
+      protocolId: "MQTT",
+      clean: true,
+      keepalive: 0,
+      properties: { userProperties: {} },
+    } as unknown as Packet;
+    const raw = encode(packet, 5);
+    expect(raw.length).toBeGreaterThan(0);
+    const back = new PacketDecoder().decode(raw) as { clientId: string; properties?: object };
+    expect(back.clientId).toBe("c1");
+    expect(back.properties).toBeUndefined();
   });
 });
