@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { connect, createServer, type Server, type Socket } from "node:net";
+import { waitUntil } from "../e2e/testbed/process.ts";
 import { type DevApi, prodId as ID, onlyProd as only, startProdApis, tempDir } from "../support/dev-api.ts";
 import { freePort } from "../support/net.ts";
 import { stopAll } from "../support/proc.ts";
@@ -82,8 +83,12 @@ describe("TCP client → server proxy pair", () => {
     const { clientPort, metricsPort } = await pair();
     const r = await sendAndDigest(clientPort, 8 * 1024 * 1024 + 17);
     expect(r.reply).toBe(r.sent);
-    await Bun.sleep(100);
-    const metrics = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
+    // The byte counts are recorded when the connection closes, which the proxy sees after the caller.
+    let metrics = "";
+    await waitUntil("the closed connection in the metrics", async () => {
+      metrics = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
+      return metrics.includes('direction="request"} 8388625');
+    });
     expect(metrics).toContain('svc_proxy_stream_bytes_total{listener="tcp",direction="request"} 8388625');
     expect(metrics).toContain('svc_proxy_connections_total{listener="tcp"} 1');
   });

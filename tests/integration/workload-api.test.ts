@@ -5,6 +5,7 @@ import { isSvcError } from "../../lib/errors.ts";
 import { JwtBundleSet, validateJwtSvid } from "../../lib/spiffe/jwt.ts";
 import { WorkloadApiClient } from "../../lib/spiffe/workload-client.ts";
 import { X509Source } from "../../lib/spiffe/x509-source.ts";
+import { waitUntil } from "../e2e/testbed/process.ts";
 import { type DevApi, startDevApi, tempDir } from "../support/dev-api.ts";
 import { stopAll } from "../support/proc.ts";
 
@@ -125,9 +126,12 @@ describe("Workload API client against the development server process", () => {
     });
     const before = source.getX509Svid();
     await agent.proc.stop();
-    await Bun.sleep(500);
+    await waitUntil(
+      "the stream's failure reported",
+      () => errors.some((e) => e.includes("UNAVAILABLE")),
+      10_000,
+    );
     expect(source.getX509Svid()).toBe(before);
-    expect(errors.some((e) => e.includes("UNAVAILABLE"))).toBe(true);
     agent = await startDevApi({ socketPath: sock, spiffeIds: [WEB], caDir, ttl: "30s" });
     await nextUpdate(source, 20_000);
     expect(source.getX509Svid().chain[0]?.native.serialNumber).not.toBe(before.chain[0]?.native.serialNumber);
