@@ -5,7 +5,7 @@ import type { KeyLog } from "../lib/tls/keylog.ts";
 import type { ListenerConfig } from "./config/validate.ts";
 import type { Logger } from "./log.ts";
 import type { BufferEvents } from "./mqtt/buffer/events.ts";
-import type { Notary } from "./notary/notary.ts";
+import type { Notary } from "./notary-service/notary.ts";
 
 /**
  * The reason a refused caller is counted and logged under: `handshake` when the TLS handshake itself

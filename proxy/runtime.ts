@@ -5,7 +5,7 @@ import type { HostPort, ListenerConfig, ProxyConfig } from "./config/validate.ts
 import type { ListenerDeps, RunningListener } from "./listener.ts";
 import type { Logger } from "./log.ts";
 import { ProxyMetrics } from "./metrics.ts";
-import { startNotary } from "./notary/start.ts";
+import { startNotary } from "./notary-service/start.ts";
 import { startTcpListener } from "./tcp/listener.ts";
 
 const START: Record<

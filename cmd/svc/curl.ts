@@ -1,9 +1,9 @@
 import { readFileSync, statSync } from "node:fs";
 import { defineCommand } from "citty";
 import { SvcError } from "../../lib/errors.ts";
-import type { Notarization } from "../../lib/notary/check.ts";
-import { isLevel, LEVEL_HEADER, LEVELS } from "../../lib/notary/levels.ts";
-import { formatReceipt, formatStatement } from "../../lib/notary/print.ts";
+import type { Notarization } from "../../lib/notary-objects/check.ts";
+import { isLevel, LEVEL_HEADER, LEVELS } from "../../lib/notary-objects/levels.ts";
+import { formatReceipt, formatStatement } from "../../lib/notary-objects/print.ts";
 import { ENDPOINT_ENV, parseEndpoint, socketPath } from "../../lib/spiffe/address.ts";
 import { action, checkOutput, repeated } from "./cli.ts";
 import { applyGlobals, globalArgs, spiffeSocket } from "./globals.ts";
@@ -136,7 +136,7 @@ export default defineCommand({
     if (needsSource) requireSocket(a["spiffe-socket-path"]);
 
     const { exchange } = await import("../../lib/tls/exchange.ts");
-    const { checkReceipt, checkStatement } = await import("../../lib/notary/check.ts");
+    const { checkReceipt, checkStatement } = await import("../../lib/notary-objects/check.ts");
     const source = needsSource
       ? await (await import("../../lib/spiffe/x509-source.ts")).X509Source.open({
           address: spiffeSocket(a["spiffe-socket-path"]),

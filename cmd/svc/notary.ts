@@ -78,9 +78,9 @@ const verify = defineCommand({
     const saved = parseSaved(read(a.file, "FILE").toString("utf8"), a.file);
     const { loadBundleFile } = await import("../../lib/spiffe/bundle-file.ts");
     const bundles = loadBundleFile(a.bundle);
-    const print = await import("../../lib/notary/print.ts");
+    const print = await import("../../lib/notary-objects/print.ts");
     if (saved.kind === "statement") {
-      const { verifyStatement } = await import("../../lib/notary/statement.ts");
+      const { verifyStatement } = await import("../../lib/notary-objects/statement.ts");
       const v = await verifyStatement(saved.jws, bundles);
       process.stdout.write(
         a.output === "json"
@@ -95,7 +95,7 @@ const verify = defineCommand({
     const response = a["response-body"]
       ? new Uint8Array(read(a["response-body"], "--response-body"))
       : saved.response;
-    const { verifyReceipt } = await import("../../lib/notary/receipt.ts");
+    const { verifyReceipt } = await import("../../lib/notary-objects/receipt.ts");
     const v = await verifyReceipt(saved.jws, bundles, {
       ...(request ? { request: { body: request } } : {}),
       ...(response ? { response: { body: response } } : {}),

@@ -1,7 +1,7 @@
 import type { MiddlewareInput } from "../config/schema.ts";
 import type { ListenerConfig } from "../config/validate.ts";
 import type { Middleware } from "../http/types.ts";
-import type { Notary } from "../notary/notary.ts";
+import type { Notary } from "../notary-service/notary.ts";
 
 /** What a middleware is built with: its listener and, when notary.enable is true, the notary. */
 export interface MiddlewareContext {

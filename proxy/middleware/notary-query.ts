@@ -1,4 +1,4 @@
-import { isContentId } from "../../lib/notary/ids.ts";
+import { isContentId } from "../../lib/notary-objects/ids.ts";
 import { derToPem } from "../../lib/spiffe/cert.ts";
 import { type Middleware, proxyResponse } from "../http/types.ts";
 import type { MiddlewareContext } from "./context.ts";

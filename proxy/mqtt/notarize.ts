@@ -5,11 +5,11 @@ import type {
   IPublishPacket,
   UserProperties,
 } from "mqtt-packet";
-import { isLevel, LEVELS, type Level } from "../../lib/notary/levels.ts";
-import { bodyDigest, receiptHeaders } from "../../lib/notary/receipt.ts";
+import { isLevel, LEVELS, type Level } from "../../lib/notary-objects/levels.ts";
+import { bodyDigest, receiptHeaders } from "../../lib/notary-objects/receipt.ts";
 import type { Upstream } from "../http/types.ts";
 import type { Logger } from "../log.ts";
-import type { Notary } from "../notary/notary.ts";
+import type { Notary } from "../notary-service/notary.ts";
 import { encode, PacketDecoder, Reason, userProperty } from "./codec.ts";
 
 /**

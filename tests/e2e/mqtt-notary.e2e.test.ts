@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { join } from "node:path";
 import type { IConnackPacket, IPubackPacket } from "mqtt-packet";
-import { verifyReceipt } from "../../lib/notary/receipt.ts";
-import { verifyStatement } from "../../lib/notary/statement.ts";
+import { verifyReceipt } from "../../lib/notary-objects/receipt.ts";
+import { verifyStatement } from "../../lib/notary-objects/statement.ts";
 import { loadBundleFile } from "../../lib/spiffe/bundle-file.ts";
 import { connackOf, rawMqtt } from "../support/mqtt-clients.ts";
 import { waitForPort } from "../support/net.ts";

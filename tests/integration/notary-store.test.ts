@@ -1,7 +1,7 @@
 import { afterAll, describe, expect, test } from "bun:test";
 import { rmSync } from "node:fs";
 import { join } from "node:path";
-import { NotaryStore } from "../../proxy/notary/store.ts";
+import { NotaryStore } from "../../proxy/notary-service/store.ts";
 import { tempDir } from "../support/dev-api.ts";
 import { BUN, spawnProc, stopAll } from "../support/proc.ts";
 

@@ -4,7 +4,7 @@
  *
  *   bun tests/support/store-writer.ts <database> <first number>
  */
-import { NotaryStore } from "../../proxy/notary/store.ts";
+import { NotaryStore } from "../../proxy/notary-service/store.ts";
 
 const store = NotaryStore.open(process.argv[2] as string);
 const body = new Uint8Array(64 * 1024).fill(120);

@@ -1,9 +1,9 @@
 import { beforeAll, describe, expect, test } from "bun:test";
 import { DevCa } from "../../lib/dev/ca.ts";
-import { contentId, isContentId } from "../../lib/notary/ids.ts";
-import { type SvidSigner, svidSigner } from "../../lib/notary/jws.ts";
-import { bodyDigest, receiptHeaders, signReceipt, verifyReceipt } from "../../lib/notary/receipt.ts";
-import { signStatement, verifyStatement, type WorkloadFacts } from "../../lib/notary/statement.ts";
+import { contentId, isContentId } from "../../lib/notary-objects/ids.ts";
+import { type SvidSigner, svidSigner } from "../../lib/notary-objects/jws.ts";
+import { bodyDigest, receiptHeaders, signReceipt, verifyReceipt } from "../../lib/notary-objects/receipt.ts";
+import { signStatement, verifyStatement, type WorkloadFacts } from "../../lib/notary-objects/statement.ts";
 import { BundleSet, X509Bundle } from "../../lib/spiffe/bundle.ts";
 import { derToPem, parseCert } from "../../lib/spiffe/cert.ts";
 import { svcErrorOf } from "../support/errors.ts";

@@ -1,5 +1,5 @@
-import type { Level } from "../../lib/notary/levels.ts";
-import { bodyDigest, receiptHeaders } from "../../lib/notary/receipt.ts";
+import type { Level } from "../../lib/notary-objects/levels.ts";
+import { bodyDigest, receiptHeaders } from "../../lib/notary-objects/receipt.ts";
 import type { ProxyRequest, Upstream } from "../http/types.ts";
 import type { Notary } from "./notary.ts";
 

@@ -1,10 +1,10 @@
 import { SvcError } from "../../lib/errors.ts";
 import type { Pod } from "../../lib/kube/pods.ts";
-import { contentId } from "../../lib/notary/ids.ts";
-import { type SvidSigner, svidSigner } from "../../lib/notary/jws.ts";
-import type { Level } from "../../lib/notary/levels.ts";
-import { type ReceiptExchange, signReceipt } from "../../lib/notary/receipt.ts";
-import { type SignedObject, signStatement, type WorkloadFacts } from "../../lib/notary/statement.ts";
+import { contentId } from "../../lib/notary-objects/ids.ts";
+import { type SvidSigner, svidSigner } from "../../lib/notary-objects/jws.ts";
+import type { Level } from "../../lib/notary-objects/levels.ts";
+import { type ReceiptExchange, signReceipt } from "../../lib/notary-objects/receipt.ts";
+import { type SignedObject, signStatement, type WorkloadFacts } from "../../lib/notary-objects/statement.ts";
 import { parseCert } from "../../lib/spiffe/cert.ts";
 import { podIdentity } from "../../lib/spiffe/id.ts";
 import type { SvidSource } from "../../lib/spiffe/x509-source.ts";
