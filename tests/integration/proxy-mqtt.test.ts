@@ -73,21 +73,13 @@ describe("MQTT through a client → server proxy pair", () => {
 
   test("mosquitto_pub and mosquitto_sub through the proxies, 3.1.1 and 5, QoS 1", async () => {
     const topic = `tools/${crypto.randomUUID()}`;
-    const sub = mosquittoTool("mosquitto_sub", [
-      "-h",
-      "127.0.0.1",
-      "-p",
-      String(clientPort),
-      "-V",
-      "mqttv5",
-      "-q",
-      "1",
-      "-t",
-      topic,
-      "-C",
-      "2",
-    ]);
-    await Bun.sleep(500);
+    // A session that outlives its connection: subscribe and exit once the broker acknowledged (-E), so
+    // the messages published next are queued for it, then collect them. No wait for a subscription.
+    const session = ["-h", "127.0.0.1", "-p", String(clientPort), "-V", "mqttv5", "-q", "1", "-c"];
+    const id = ["-i", `tools-${crypto.randomUUID().slice(0, 8)}`, "-x", "60"];
+    expect(await mosquittoTool("mosquitto_sub", [...session, ...id, "-t", topic, "-E"])).toMatchObject({
+      code: 0,
+    });
     for (const [v, msg] of [
       ["mqttv311", "from 3.1.1"],
       ["mqttv5", "from 5"],
@@ -108,7 +100,7 @@ describe("MQTT through a client → server proxy pair", () => {
       ]);
       expect(pub).toMatchObject({ code: 0, stderr: "" });
     }
-    const r = await sub;
+    const r = await mosquittoTool("mosquitto_sub", [...session, ...id, "-t", topic, "-C", "2"]);
     expect(r.code).toBe(0);
     expect(r.stdout).toBe("from 3.1.1\nfrom 5");
   });
