@@ -6,6 +6,7 @@ import { authorizeAny } from "../../lib/spiffe/authorizer.ts";
 import { X509Source } from "../../lib/spiffe/x509-source.ts";
 import { attachSpiffeAuth, mtlsServerOptions } from "../../lib/tls/mtls.ts";
 import { createUpstreamAgent } from "../../lib/tls/upstream-agent.ts";
+import { waitUntil } from "../e2e/testbed/process.ts";
 import { type DevApi, startDevApi, tempDir } from "../support/dev-api.ts";
 import { stopAll } from "../support/proc.ts";
 
@@ -53,19 +54,27 @@ describe("upstream agent", () => {
     const agents = new Set();
     let rotations = 0;
     source.onUpdate(() => rotations++);
-    const until = Date.now() + 4500;
-    while (Date.now() < until) {
+    const nextRotation = () =>
+      new Promise<void>((resolve) => {
+        const off = source.onUpdate(() => {
+          off();
+          resolve();
+        });
+      });
+    // A request after each of three rotations: each goes through the agent of the SVID then in force.
+    for (let i = 0; i < 3; i++) {
+      await nextRotation();
       agents.add(upstream.agent());
       expect(await get()).toBe("ok");
-      await Bun.sleep(100);
     }
-    expect(rotations).toBeGreaterThanOrEqual(3);
     expect(agents.size).toBeGreaterThanOrEqual(3);
     // Rotation goes on (every second) while the sweep (every 5 s) releases idle retired agents: their
-    // number stays bounded instead of growing by one per rotation.
-    await Bun.sleep(6000);
-    expect(rotations).toBeGreaterThanOrEqual(8);
-    expect(upstream.retired()).toBeLessThanOrEqual(2);
+    // number comes back down instead of growing by one per rotation.
+    await waitUntil(
+      "retired agents released after 8 rotations",
+      () => rotations >= 8 && upstream.retired() <= 2,
+      25_000,
+    );
     upstream.close();
     detach();
     server.close();
