@@ -247,7 +247,7 @@ describe("MQTT publish buffer", () => {
     const before = failures().length;
     await link.stop("SIGKILL");
     await pub.publishAsync("b", "after the replay", { qos: 1 });
-    await Bun.sleep(500);
+    await waitUntil("a failed attempt after the replay", () => failures().length > before, 10_000);
     expect(failures()[before]).toBe(100);
     await pub.endAsync();
   }, 30_000);
@@ -256,11 +256,16 @@ describe("MQTT publish buffer", () => {
     const b = await buffered(fast, { timeouts: { idle: "300ms" } });
     const pub = await mqttClient(b.port, { clientId: "idle" });
     await pub.publishAsync("i", "1", { qos: 1 });
-    await Bun.sleep(800);
+    await waitUntil("the idle upstream closed", () =>
+      logLines(b.client).some((l) => l.msg === "upstream idle, closing"),
+    );
     await pub.publishAsync("i", "2", { qos: 1 });
-    await Bun.sleep(200);
+    await waitUntil(
+      "the second message delivered",
+      async () => (await metric(b, 'svc_proxy_mqtt_buffer_delivered_total{listener="mqtt"}')) === 2,
+      10_000,
+    );
     expect(await metric(b, 'svc_proxy_mqtt_buffer_connects_total{listener="mqtt",result="ok"}')).toBe(2);
-    expect(await metric(b, 'svc_proxy_mqtt_buffer_delivered_total{listener="mqtt"}')).toBe(2);
     await pub.endAsync();
   }, 30_000);
 

@@ -227,7 +227,7 @@ export class Delivery {
     clearTimeout(this.idleTimer);
     this.idleTimer = setTimeout(() => {
       if (this.state !== "connected" || this.queue.messages > 0) return;
-      this.d.log.debug("upstream idle, closing", { idle_ms: this.d.options.idleMs });
+      this.d.log.info("upstream idle, closing", { idle_ms: this.d.options.idleMs });
       const s = this.socket;
       this.socket = undefined;
       this.state = "idle";
