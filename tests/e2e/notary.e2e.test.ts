@@ -403,6 +403,45 @@ describe("notary with the openai middleware", () => {
     expect(q.forwardedBody.length).toBe(Buffer.byteLength(sent) - ',"junk":1'.length);
   });
 
+  test("svc curl exits 3 when the statement verifies but the receipt it asked for is missing", async () => {
+    const real = await svc([
+      "curl",
+      "-o",
+      "json",
+      "-d",
+      chat("hi"),
+      `http://127.0.0.1:${ports.client}/v1/chat/completions`,
+    ]);
+    expect(real.code).toBe(0);
+    const { workload } = JSON.parse(real.stdout) as { workload: { id: string; jws: string } };
+    // A server that replays a genuine statement but signs nothing: the receipt check must fail.
+    const replay = Bun.serve({
+      hostname: "127.0.0.1",
+      port: 0,
+      fetch: () =>
+        new Response("{}", {
+          headers: { "svc-workload-id": workload.id, "svc-workload-statement": workload.jws },
+        }),
+    });
+    try {
+      const r = await svc([
+        "curl",
+        "-n",
+        "signRequest",
+        "-d",
+        chat("hi"),
+        `http://127.0.0.1:${replay.port}/v1/chat/completions`,
+      ]);
+      expect(r.code).toBe(3);
+      expect(r.stdout).toBe("");
+      expect(r.stderr).toContain(
+        "receipt verification failed: signRequest was asked for but the response has no Svc-Receipt-ID",
+      );
+    } finally {
+      replay.stop(true);
+    }
+  });
+
   test("--print-receipt without signRequest is a usage error", async () => {
     const r = await svc(["curl", "--print-receipt", `http://127.0.0.1:${ports.client}/v1/chat/completions`]);
     expect(r.code).toBe(1);
