@@ -1,4 +1,7 @@
+import { existsSync, type FSWatcher, watch } from "node:fs";
+import { basename, dirname } from "node:path";
 import { SvcError } from "../errors.ts";
+import { socketPath } from "./address.ts";
 import { Backoff } from "./backoff.ts";
 import { type Call, GrpcChannel, GrpcError } from "./grpc-channel.ts";
 import {
@@ -34,6 +37,28 @@ export interface Watch {
 
 const HEADERS = { "workload.spiffe.io": "true" };
 
+/**
+ * Calls `onCreated` once when the unix socket of `target` is (re)created in its directory; returns the
+ * function that stops watching. Other targets, and directories that cannot be watched, are not watched:
+ * the backoff alone applies.
+ */
+function onSocketCreated(target: string, onCreated: () => void): () => void {
+  const path = socketPath(target.replace(/^unix:(?!\/\/)/, "unix://"));
+  if (!path) return () => {};
+  let watcher: FSWatcher | undefined;
+  try {
+    watcher = watch(dirname(path), (_event, name) => {
+      if (name !== basename(path) || !existsSync(path)) return;
+      watcher?.close();
+      onCreated();
+    });
+    watcher.on("error", () => watcher?.close());
+  } catch {
+    return () => {};
+  }
+  return () => watcher?.close();
+}
+
 export class WorkloadApiClient {
   private readonly channel: GrpcChannel;
 
@@ -56,7 +81,14 @@ export class WorkloadApiClient {
     let call: Call | undefined;
     let timer: ReturnType<typeof setTimeout> | undefined;
     const backoff = this.backoff();
+    let unwatch = () => {};
+    const watchSocket = (target: string, onCreated: () => void) => {
+      unwatch();
+      unwatch = onSocketCreated(target, onCreated);
+    };
     const start = () => {
+      timer = undefined;
+      unwatch();
       if (cancelled) return;
       let received = false;
       let malformed: SvcError | undefined;
@@ -89,6 +121,15 @@ export class WorkloadApiClient {
               : new SvcError("workload_api", `Workload API ${method} stream ended by ${this.target}`));
           h.onError(error, true);
           timer = setTimeout(start, received ? 0 : backoff.delay());
+          // A unix socket that is created again (the agent restarted) is tried at once, not after the
+          // rest of the backoff: the SVID is back as soon as the agent is.
+          watchSocket(this.target, () => {
+            if (cancelled || !timer) return;
+            clearTimeout(timer);
+            // The socket may exist a moment before the agent listens: retry soon, not after 30 s.
+            backoff.reset();
+            start();
+          });
         },
       });
     };
@@ -97,6 +138,7 @@ export class WorkloadApiClient {
       cancel() {
         cancelled = true;
         if (timer) clearTimeout(timer);
+        unwatch();
         call?.cancel();
       },
     };

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { join } from "node:path";
 import * as grpc from "@grpc/grpc-js";
 import { isSvcError } from "../../lib/errors.ts";
+import { Backoff } from "../../lib/spiffe/backoff.ts";
 import { JwtBundleSet, validateJwtSvid } from "../../lib/spiffe/jwt.ts";
 import { WorkloadApiClient } from "../../lib/spiffe/workload-client.ts";
 import { X509Source } from "../../lib/spiffe/x509-source.ts";
@@ -136,6 +137,27 @@ describe("Workload API client against the development server process", () => {
     await nextUpdate(source, 20_000);
     expect(source.getX509Svid().chain[0]?.native.serialNumber).not.toBe(before.chain[0]?.native.serialNumber);
     source.close();
+    await agent.proc.stop();
+  }, 40_000);
+
+  test("an agent that comes back is used at once: its socket appearing cuts the backoff short", async () => {
+    const sock = join(dir, "comeback.sock");
+    let agent = await startDevApi({ socketPath: sock, spiffeIds: [WEB], caDir, ttl: "1h" });
+    // A backoff of a minute: without the socket watch, nothing would arrive within this test's bounds.
+    const client = new WorkloadApiClient(`unix://${sock}`, () => new Backoff(60_000, 60_000));
+    let messages = 0;
+    let failures = 0;
+    const watch = client.watchX509Context({
+      onMessage: () => messages++,
+      onError: () => failures++,
+    });
+    await waitUntil("the first SVID", () => messages === 1, 10_000);
+    await agent.proc.stop();
+    await waitUntil("the stream's failure", () => failures > 0, 10_000);
+    agent = await startDevApi({ socketPath: sock, spiffeIds: [WEB], caDir, ttl: "1h" });
+    await waitUntil("an SVID from the agent that came back", () => messages === 2, 20_000);
+    watch.cancel();
+    client.close();
     await agent.proc.stop();
   }, 40_000);
 
