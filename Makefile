@@ -17,7 +17,7 @@ BUILD_FLAGS := --compile --minify --bytecode --format=esm --splitting \
 
 SOURCES := $(shell find cmd lib proxy -name '*.ts' 2>/dev/null)
 
-.PHONY: FORCE demo all build deps system-deps typecheck lint fmt test test-unit test-integration clean peers testbed-up testbed-down e2e
+.PHONY: FORCE demo all build deps system-deps typecheck lint fmt test test-unit test-integration clean peers testbed-up testbed-down e2e soak
 
 all: build
 
@@ -69,6 +69,11 @@ test-integration: deps system-deps
 
 test: deps system-deps typecheck lint
 	$(BUN_TEST) tests/unit tests/integration
+
+# Identity faults under load through a proxy pair: ten SVID rotations, a 40 s Workload API outage (about a
+# minute in all; CI runs it).
+soak: deps system-deps
+	$(BUN) test --timeout 300000 tests/soak
 
 # Two workloads through a client→server proxy pair, one allowed and one refused (deploy/demo/run.ts).
 demo: build

@@ -41,8 +41,11 @@ export class UpstreamConn {
   /** Taken from the pool, so the upstream may have closed it just now. */
   reused = false;
   verified: VerifiedUpstream | undefined;
-  /** The verified certificate's end of validity (ms), for mTLS upstreams. */
+  /** When the connection stops being usable (ms): the first expiry of the verified peer chain or of the
+   * SVID this proxy presented on it, for mTLS upstreams. */
   validUntil = Number.POSITIVE_INFINITY;
+  /** The SVID generation this connection was made with; a rotation retires it. */
+  generation = 0;
   idleSince = 0;
   lastError: Error | undefined;
   timer: ReturnType<typeof setTimeout> | undefined;
@@ -73,6 +76,8 @@ export class UpstreamPool {
   private readonly port: number;
   readonly tls: boolean;
   private readonly sweep: ReturnType<typeof setInterval>;
+  /** Counts SVID rotations; connections made before the last one are not reused. */
+  private generation = 0;
   private readonly unsubscribe: () => void;
 
   constructor(private readonly o: UpstreamOptions) {
@@ -81,9 +86,13 @@ export class UpstreamPool {
     this.port = Number(o.target.port) || (this.tls ? 443 : 80);
     this.sweep = setInterval(() => this.expire(Date.now() - POOL_IDLE_MS), POOL_IDLE_MS / 2);
     this.sweep.unref();
-    // New connections present the new SVID; idle ones made with the old one are not used again.
+    // New connections present the new SVID; idle ones made with the old one are closed, and busy ones
+    // are not pooled again when their exchange ends (their generation is behind).
     this.unsubscribe = o.spiffe
-      ? o.spiffe.source.onUpdate(() => this.expire(Number.POSITIVE_INFINITY))
+      ? o.spiffe.source.onUpdate(() => {
+          this.generation++;
+          this.expire(Number.POSITIVE_INFINITY);
+        })
       : () => {};
   }
 
@@ -92,7 +101,7 @@ export class UpstreamPool {
     const now = Date.now();
     for (let conn = this.idle.pop(); conn; conn = this.idle.pop()) {
       if (conn.closed) continue;
-      if (conn.validUntil <= now) {
+      if (conn.validUntil <= now || conn.generation !== this.generation) {
         conn.destroy();
         continue;
       }
@@ -107,11 +116,13 @@ export class UpstreamPool {
   dial(owner: UpstreamOwner): UpstreamConn {
     const conn = new UpstreamConn(this);
     conn.owner = owner;
+    conn.generation = this.generation;
     conn.timer = setTimeout(
       () => this.fail(conn, new SvcError("network", `connect timed out after ${DIAL_TIMEOUT_MS} ms`)),
       DIAL_TIMEOUT_MS,
     );
     const servername = isIP(this.host) ? {} : { serverName: this.host };
+    if (this.o.spiffe) conn.validUntil = this.o.spiffe.source.getX509Svid().notAfter.getTime();
     const tls = this.o.spiffe
       ? { ...bunTlsOptions(this.o.spiffe.source), rejectUnauthorized: false, ...servername }
       : this.tls
@@ -134,7 +145,8 @@ export class UpstreamPool {
       conn.paused = false;
       conn.socket?.resume();
     }
-    if (!reusable || !this.o.keepAlive || conn.closed || this.idle.length >= MAX_IDLE) {
+    const stale = conn.generation !== this.generation || conn.validUntil <= Date.now();
+    if (!reusable || !this.o.keepAlive || conn.closed || stale || this.idle.length >= MAX_IDLE) {
       conn.destroy();
       return;
     }
@@ -169,7 +181,7 @@ export class UpstreamPool {
           this.o.spiffe.authorize,
         );
         conn.verified = { id: peer.id, chain: peer.chain.map((c) => c.der) };
-        conn.validUntil = Math.min(...peer.chain.map((c) => c.notAfter.getTime()));
+        conn.validUntil = Math.min(conn.validUntil, ...peer.chain.map((c) => c.notAfter.getTime()));
       } catch (e) {
         this.fail(conn, e as Error);
         return;
