@@ -101,8 +101,8 @@ export function attachSpiffeAuth(
   });
   // A failed or timed-out handshake: Bun reports it here but leaves the socket open, so close it.
   server.on("tlsClientError", (e, socket) => {
-    socket?.destroy();
     handlers.onReject?.(new SvcError("untrusted_peer", `TLS handshake failed: ${e.message}`), socket);
+    socket?.destroy();
   });
   return unsubscribe;
 }

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { connect } from "node:net";
+import { waitUntil } from "../e2e/testbed/process.ts";
 import { type DevApi, onlyProd as only, startProdApis, tempDir } from "../support/dev-api.ts";
 import { freePort } from "../support/net.ts";
 import { type Proc, stopAll } from "../support/proc.ts";
@@ -79,9 +80,14 @@ describe("timeouts.handshake", () => {
   test("a caller that never completes the handshake is disconnected on every kind of listener", async () => {
     const results = await Promise.all(KINDS.map((k) => silentCaller(ports[k] as number)));
     expect(results).toEqual(["closed", "closed", "closed", "closed"]);
-    const refusals = logLines(proxy).filter((l) => l.msg === "caller refused");
-    expect(new Set(refusals.map((l) => l.listener))).toEqual(new Set(KINDS));
-    for (const r of refusals) expect(r.code).toBe("handshake");
+    // The log lines arrive through the proxy's stderr, after the close the caller saw: wait for them.
+    const refusals = () => logLines(proxy).filter((l) => l.msg === "caller refused");
+    await waitUntil(
+      "a refusal logged by every listener",
+      () => new Set(refusals().map((l) => l.listener)).size === 4,
+    );
+    expect(new Set(refusals().map((l) => l.listener))).toEqual(new Set(KINDS));
+    for (const r of refusals()) expect(r.code).toBe("handshake");
     const text = await (await fetch(`http://127.0.0.1:${metrics}/metrics`)).text();
     for (const k of KINDS)
       expect(text).toMatch(
