@@ -3,7 +3,7 @@ import type { IConnectPacket } from "mqtt-packet";
 import type { Logger } from "../log.ts";
 import type { Dialled } from "../stream/dial.ts";
 import type { Carried } from "../stream/serve-caller.ts";
-import { type MqttVersion, PacketDecoder } from "./codec.ts";
+import { encode, type MqttVersion, PacketDecoder, Reason } from "./codec.ts";
 import { MalformedPacket, MqttFramer, PacketType } from "./framer.ts";
 import { MqttNotarizer, type NotarizerContext } from "./notarize.ts";
 import { OrderedWriter } from "./writer.ts";
@@ -37,6 +37,7 @@ export function tunnel(
     const toServer = new OrderedWriter(server, caller, (e) => finish(e.message));
     const toCaller = new OrderedWriter(caller, server, (e) => finish(e.message));
     let version: MqttVersion | undefined;
+    let closing = false;
     let notarizer: MqttNotarizer | undefined;
     const connectDecoder = new PacketDecoder();
 
@@ -95,12 +96,22 @@ export function tunnel(
     const feed = (framer: MqttFramer, from: string) => (chunk: Buffer) => {
       if (from === "caller") result.toTarget += chunk.length;
       else result.toCaller += chunk.length;
+      if (closing) return;
       try {
         framer.push(chunk);
       } catch (e) {
         const reason = `malformed MQTT packet from the ${from}: ${(e as Error).message}`;
         log.warn("connection closed", { reason });
-        finish(reason);
+        if (version !== 5) return finish(reason);
+        // An MQTT 5 caller is told why: DISCONNECT 0x81 (its packet was malformed) or 0x80 (the
+        // target's was), then the connection closes.
+        closing = true;
+        const code = from === "caller" ? Reason.malformed : Reason.unspecified;
+        const disconnect = encode(
+          { cmd: "disconnect", reasonCode: code, properties: { reasonString: reason } },
+          5,
+        );
+        caller.end(disconnect, () => finish(reason));
       }
     };
     caller.on("data", feed(up, "caller"));

@@ -177,5 +177,31 @@ describe("a fault on one exchange or connection of each listener kind", () => {
     );
   });
 
+  test("mqtt 5: a malformed packet is answered with DISCONNECT 0x81 and its reason before the close", async () => {
+    const got = await new Promise<mqttPacket.Packet[]>((resolve) => {
+      const packets: mqttPacket.Packet[] = [];
+      const parser = mqttPacket.parser({ protocolVersion: 5 });
+      parser.on("packet", (p) => packets.push(p));
+      const s = connect(port.mqtt as number, "127.0.0.1", () =>
+        s.write(
+          mqttPacket.generate({ cmd: "connect", clientId: "bad5", protocolVersion: 5 } as never, {
+            protocolVersion: 5,
+          }),
+        ),
+      );
+      s.on("data", (d: Buffer) => {
+        const first = packets.length === 0;
+        parser.parse(d);
+        if (first && packets.length > 0) s.write(Buffer.from([0x30, 0xff, 0xff, 0xff, 0xff, 0x01]));
+      });
+      s.on("error", () => {});
+      s.on("close", () => resolve(packets));
+    });
+    expect(got.map((p) => p.cmd)).toEqual(["connack", "disconnect"]);
+    const disconnect = got[1] as mqttPacket.IDisconnectPacket;
+    expect(disconnect.reasonCode).toBe(0x81);
+    expect(disconnect.properties?.reasonString).toStartWith("malformed MQTT packet from the caller");
+  });
+
   test("after the faults, the process and every listener still serve", everyListenerServes);
 });
