@@ -1,11 +1,16 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { mkdtempSync, rmSync } from "node:fs";
 import { Agent, createServer, request, type Server } from "node:http";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import type { SvidSource } from "../../lib/spiffe/x509-source.ts";
 import type { ListenerConfig } from "../../proxy/config/validate.ts";
 import { startHttpListener } from "../../proxy/http/listener.ts";
 import type { RunningListener } from "../../proxy/listener.ts";
 import { createLogger } from "../../proxy/log.ts";
 import { registerMiddleware } from "../../proxy/middleware/chain.ts";
+import type { Notary } from "../../proxy/notary-service/notary.ts";
+import { NotaryStore } from "../../proxy/notary-service/store.ts";
 import { freePort } from "../support/net.ts";
 
 /**
@@ -132,5 +137,63 @@ describe("middleware chain", () => {
       signal: AbortSignal.timeout(10_000),
     });
     expect(next.status).toBe(400);
+  });
+});
+
+describe("notary-query and openai in one chain (rule: notary-query goes first)", () => {
+  test("after openai, notary queries are refused by its path filter; before it, they are answered", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "svc-chain-notary-"));
+    const store = NotaryStore.open(join(dir, "notary.db"));
+    const receiptId = "R".repeat(43);
+    store.logExchange(
+      {
+        requestId: "r-1",
+        statementId: "S".repeat(43),
+        level: "signRequest",
+        method: "POST",
+        path: "/v1/chat/completions",
+        requestHeaders: {},
+        requestBody: new Uint8Array(),
+        status: 200,
+        responseHeaders: {},
+        responseBody: new Uint8Array(),
+      },
+      { id: receiptId, jws: "x.y.z" },
+    );
+    const notary = { store } as unknown as Notary;
+    const base = {
+      mode: "client" as const,
+      protocol: "http" as const,
+      target: new URL(`http://127.0.0.1:${upstreamPort}`),
+      targetMtls: false,
+      sourceIds: [],
+      targetIds: [],
+      timeouts: { readMs: 15_000, writeMs: 60_000, idleMs: 120_000, handshakeMs: 10_000 },
+      disableKeepalive: false,
+    };
+    const start = async (name: string, middlewares: ListenerConfig["middlewares"]) =>
+      startHttpListener(
+        { ...base, name, address: { host: "127.0.0.1", port: await freePort() }, middlewares },
+        { source: {} as SvidSource, log: createLogger({ level: "error", encoder: "json" }), notary },
+      );
+    const wrong = await start("openai-first", [
+      { type: "openai", allowUnknown: false },
+      { type: "notary-query" },
+    ]);
+    const right = await start("query-first", [
+      { type: "notary-query" },
+      { type: "openai", allowUnknown: false },
+    ]);
+    try {
+      const refused = await fetch(`http://127.0.0.1:${wrong.port}/.svc/receipt/${receiptId}`);
+      expect(refused.status).toBe(403);
+      const answered = await fetch(`http://127.0.0.1:${right.port}/.svc/receipt/${receiptId}`);
+      expect(answered.status).toBe(200);
+      expect(((await answered.json()) as { id: string }).id).toBe(receiptId);
+    } finally {
+      await wrong.close(0);
+      await right.close(0);
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

@@ -22,6 +22,7 @@ const server = Bun.serve({
         headers: { "svc-workload-id": "abc", "svc-workload-statement": "{not json" },
       });
     if (path === "/missing") return new Response("not here\n", { status: 404 });
+    if (path === "/method") return new Response(req.method, { headers: { "x-seen": "yes" } });
     return new Response("hello\n");
   },
 });
@@ -161,6 +162,17 @@ describe("svc curl: the Workload API socket", () => {
       expect(r.err).toStartWith(`svc: HTTP error: 404 Not Found from ${url}\n`);
       expect(r.err).toMatch(/\n\s+at .*curl\.ts/);
     }
+  });
+
+  test("-i shows the status line and headers before the body; -X sets the method", async () => {
+    const url = `http://127.0.0.1:${server.port}/method`;
+    const shown = await curl(["--validate=false", "-i", url]);
+    expect(shown.code).toBe(0);
+    expect(shown.out).toStartWith("HTTP/1.1 200 OK\r\n");
+    expect(shown.out).toContain("\r\nx-seen: yes\r\n");
+    expect(shown.out).toEndWith("\r\n\r\nGET");
+    expect((await curl(["--validate=false", "-X", "PUT", url])).out).toBe("PUT");
+    expect((await curl(["--validate=false", "--request", "delete", url])).out).toBe("DELETE");
   });
 
   test("without validation, plain http needs no Workload API at all", async () => {
