@@ -81,6 +81,9 @@ export class WorkloadApiClient {
     let call: Call | undefined;
     let timer: ReturnType<typeof setTimeout> | undefined;
     const backoff = this.backoff();
+    // After the agent's socket reappears: a fresh default backoff (200 ms up), since the agent may take a
+    // moment to listen on the socket it just created.
+    let comeback: Backoff | undefined;
     let unwatch = () => {};
     const watchSocket = (target: string, onCreated: () => void) => {
       unwatch();
@@ -106,6 +109,7 @@ export class WorkloadApiClient {
           }
           received = true;
           backoff.reset();
+          comeback = undefined;
           h.onMessage(m);
         },
         end: (e) => {
@@ -120,14 +124,14 @@ export class WorkloadApiClient {
               ? this.describe(method, e)
               : new SvcError("workload_api", `Workload API ${method} stream ended by ${this.target}`));
           h.onError(error, true);
-          timer = setTimeout(start, received ? 0 : backoff.delay());
+          timer = setTimeout(start, received ? 0 : (comeback ?? backoff).delay());
           // A unix socket that is created again (the agent restarted) is tried at once, not after the
           // rest of the backoff: the SVID is back as soon as the agent is.
           watchSocket(this.target, () => {
             if (cancelled || !timer) return;
             clearTimeout(timer);
-            // The socket may exist a moment before the agent listens: retry soon, not after 30 s.
             backoff.reset();
+            comeback = new Backoff();
             start();
           });
         },

@@ -43,7 +43,8 @@ const up = async () => {
 
 describe("Workload API outage", () => {
   test("the proxy serves on its last SVID, says so, and takes a new one once the API is back", async () => {
-    expect(await up()).toBe("1");
+    // The metrics endpoint starts after the listeners (which startSvcProxy waits for).
+    await waitUntil("the metrics endpoint", async () => (await up()) === "1", 10_000);
     await dev.proc.stop();
     const warning = await waitForLog(proxy, "Workload API unavailable; serving with the last SVID");
     expect(String(warning.expires)).toMatch(/^\d{4}-\d\d-\d\dT/);
