@@ -19,7 +19,7 @@ const testbed = useTestbed();
 let upstream: Server;
 let upstreamPort: number;
 let lastRequest: Record<string, unknown> = {};
-const ports = { api: 0, stale: 0, client: 0, staleClient: 0, metrics: 0 };
+const ports = { api: 0, stale: 0, client: 0, staleClient: 0, metrics: 0, central: 0 };
 let db: string;
 let work: string;
 
@@ -103,6 +103,15 @@ beforeAll(async () => {
         mode: "client",
         target: { url: `https://127.0.0.1:${ports.stale}` },
         middlewares,
+      },
+      {
+        // Notary queries over SPIFFE mTLS: only pod api-0 may ask (source.spiffe_ids governs /.svc/*).
+        name: "central-query",
+        address: `127.0.0.1:${ports.central}`,
+        mode: "central",
+        target: { url: `https://127.0.0.1:${ports.api}` },
+        source: { spiffe_ids: [exactId(workload(tb, "api").spiffeId)] },
+        middlewares: [{ type: "notary-query" }],
       },
     ],
   });
@@ -296,6 +305,16 @@ describe("notary with the openai middleware", () => {
     );
     const cert = await fetch(`http://127.0.0.1:${ports.client}/.svc/certificate/${claims.svc.certificateID}`);
     expect(((await cert.json()) as { spiffeId: string }).spiffeId).toBe(workload(tb, "api").spiffeId);
+  });
+
+  test("notary-query on a central listener answers only the callers source.spiffe_ids admits", async () => {
+    const url = `https://127.0.0.1:${ports.central}/.svc/receipt/${"A".repeat(43)}`;
+    const allowed = await svc(["curl", "--validate=false", url], "api");
+    expect(allowed.code).toBe(4);
+    expect(allowed.stdout).toContain("notary-query: no receipt with id");
+    const refused = await svc(["curl", "--validate=false", url], "stale");
+    expect(refused.code).toBe(1);
+    expect(refused.stdout).toBe("");
   });
 
   test("notary-query: 404 for an unknown id, 400 for a malformed one", async () => {
