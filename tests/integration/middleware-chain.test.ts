@@ -22,6 +22,8 @@ let upstreamPort: number;
 let listener: RunningListener;
 let refusing: RunningListener;
 const order: string[] = [];
+/** The plaintext client-mode listener the tests start variants of. */
+let config: ListenerConfig;
 
 beforeAll(async () => {
   upstreamPort = await freePort();
@@ -43,7 +45,7 @@ beforeAll(async () => {
       return res;
     });
   }
-  const config: ListenerConfig = {
+  config = {
     name: "chain",
     address: { host: "127.0.0.1", port: await freePort() },
     mode: "client",
@@ -161,19 +163,9 @@ describe("notary-query and openai in one chain (rule: notary-query goes first)",
       { id: receiptId, jws: "x.y.z" },
     );
     const notary = { store } as unknown as Notary;
-    const base = {
-      mode: "client" as const,
-      protocol: "http" as const,
-      target: new URL(`http://127.0.0.1:${upstreamPort}`),
-      targetMtls: false,
-      sourceIds: [],
-      targetIds: [],
-      timeouts: { readMs: 15_000, writeMs: 60_000, idleMs: 120_000, handshakeMs: 10_000 },
-      disableKeepalive: false,
-    };
     const start = async (name: string, middlewares: ListenerConfig["middlewares"]) =>
       startHttpListener(
-        { ...base, name, address: { host: "127.0.0.1", port: await freePort() }, middlewares },
+        { ...config, name, address: { host: "127.0.0.1", port: await freePort() }, middlewares },
         { source: {} as SvidSource, log: createLogger({ level: "error", encoder: "json" }), notary },
       );
     const wrong = await start("openai-first", [
