@@ -22,6 +22,8 @@ export interface ListenerEvents {
   /** `reason` is a short code (unauthorized_peer, untrusted_peer, invalid_svid, handshake). */
   denied(side: "source" | "target", reason: string): void;
   connection(): void;
+  /** A TCP or MQTT connection ended by a fault (malformed, error, target_unreachable). */
+  failed(reason: "malformed" | "error" | "target_unreachable"): void;
   /** Bytes a finished TCP or MQTT connection carried each way. */
   relayed(toTarget: number, toCaller: number): void;
   /** The MQTT publish buffer of this listener. */

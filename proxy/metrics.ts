@@ -57,6 +57,12 @@ export class ProxyMetrics {
     labelNames: ["listener", "direction"],
     registers: [this.registry],
   });
+  private readonly streamFailures = new Counter({
+    name: "svc_proxy_stream_failures_total",
+    help: "TCP and MQTT connections ended by a fault: reason=malformed (an MQTT packet), error (a socket error or reset on either side), target_unreachable (the target could not be reached)",
+    labelNames: ["listener", "reason"],
+    registers: [this.registry],
+  });
   private readonly bufferMessages = new Gauge({
     name: "svc_proxy_mqtt_buffer_messages",
     help: "Messages held in the MQTT publish buffer (all sessions of the listener)",
@@ -149,6 +155,7 @@ export class ProxyMetrics {
         this.relayedBytes.inc({ listener, direction: "request" }, toTarget);
         this.relayedBytes.inc({ listener, direction: "response" }, toCaller);
       },
+      failed: (reason) => this.streamFailures.inc({ listener, reason }),
       buffer: {
         depth: (messages, bytes) => {
           this.bufferMessages.inc({ listener }, messages);

@@ -39,6 +39,7 @@ export function serveCaller(
       connLog.debug("connected", { ...(target.upstream ? { upstream: target.upstream.id.uri } : {}) });
       const r = await carry(caller, target, connLog);
       deps.events?.relayed(r.toTarget, r.toCaller);
+      if (r.reason) deps.events?.failed(r.reason.startsWith("malformed MQTT packet") ? "malformed" : "error");
       connLog.debug("closed", {
         to_target: r.toTarget,
         to_caller: r.toCaller,
@@ -49,6 +50,7 @@ export function serveCaller(
     (e: Error & { code?: string }) => {
       caller.destroy();
       if (e.code && REFUSALS.has(e.code)) deps.events?.denied("target", e.code);
+      else deps.events?.failed("target_unreachable");
       connLog.warn("target failed", { reason: e.message });
     },
   );

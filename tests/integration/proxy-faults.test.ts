@@ -46,7 +46,8 @@ beforeAll(async () => {
     new Promise<void>((r) => echo.listen(0, "127.0.0.1", r)),
   ]);
   const http = `http://127.0.0.1:${(upstream.address() as { port: number }).port}`;
-  for (const k of ["relay", "full", "tcp", "mqtt", "apiTcp", "apiMqtt"]) port[k] = await freePort();
+  for (const k of ["relay", "full", "tcp", "mqtt", "apiTcp", "apiMqtt", "metrics"])
+    port[k] = await freePort();
   await startSvcProxy({
     spiffe: { workload_socket_path: apis.api?.socket },
     metricsAddr: "0",
@@ -71,7 +72,7 @@ beforeAll(async () => {
   });
   web = await startSvcProxy({
     spiffe: { workload_socket_path: apis.web?.socket },
-    metricsAddr: "0",
+    metricsAddr: `127.0.0.1:${port.metrics}`,
     listeners: [
       { name: "relay", mode: "client", address: `127.0.0.1:${port.relay}`, target: { url: http } },
       {
@@ -204,4 +205,10 @@ describe("a fault on one exchange or connection of each listener kind", () => {
   });
 
   test("after the faults, the process and every listener still serve", everyListenerServes);
+
+  test("the faults are counted: the 502, and the MQTT connections ended by malformed packets", async () => {
+    const text = await (await fetch(`http://127.0.0.1:${port.metrics}/metrics`)).text();
+    expect(text).toMatch(/svc_proxy_http_requests_total\{listener="relay",code="502"\} [1-9]/);
+    expect(text).toMatch(/svc_proxy_stream_failures_total\{listener="mqtt",reason="malformed"\} 2/);
+  });
 });
