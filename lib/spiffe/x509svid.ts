@@ -171,6 +171,10 @@ function checkNameConstraints(leaf: Cert, signer: Cert): void {
     const permitted = nc.permitted.filter((c) => c.tag === tag);
     if (excluded.length + permitted.length === 0) continue;
     const host = tag === URI_NAME ? uriHost(name) : name;
+    // A trailing dot or an empty label would make `example.org.` slip past an exclusion of `example.org`.
+    if (host === "" || host.endsWith(".") || host.includes("..")) {
+      throw svidError(`${name} has a host name that cannot be matched against ${by}`);
+    }
     const hit = excluded.find((c) => matches(host, c));
     if (hit) throw svidError(`${name} is excluded by ${by} (${hit.value})`);
     if (permitted.length > 0 && !permitted.some((c) => matches(host, c))) {

@@ -229,6 +229,17 @@ describe("critical extensions and name constraints", () => {
     else expect(verifyX509Svid(chain, bundles).id.uri).toBe(ID);
   });
 
+  test("a host name with a trailing dot cannot slip past an exclusion", async () => {
+    const chain = await constrainedChain(nameConstraints({ excluded: [uri("example.org")] }), [
+      "spiffe://example.org./ns/default/sa/web",
+    ]);
+    // Only reachable when that spelling has a bundle of its own, signed by the same CA (a misconfiguration).
+    const dotted = new BundleSet([new X509Bundle("example.org.", [parseCert(ca.caDer)])]);
+    expect(svcError(() => verifyX509Svid(chain, dotted)).message).toMatch(
+      /has a host name that cannot be matched against the name constraints/,
+    );
+  });
+
   test("name constraints of the trust anchor itself apply, and to our own SVID's intermediates", async () => {
     const chain = await constrainedChain(nameConstraints({ permitted: [uri("other.org")] }));
     const inter = chain[1] as Uint8Array;
