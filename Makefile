@@ -17,7 +17,7 @@ BUILD_FLAGS := --compile --minify --bytecode --format=esm --splitting \
 
 SOURCES := $(shell find cmd lib proxy -name '*.ts' 2>/dev/null)
 
-.PHONY: FORCE demo all build deps system-deps typecheck lint fmt test test-unit test-integration clean peers testbed-up testbed-down e2e soak
+.PHONY: FORCE demo all build deps system-deps typecheck lint fmt test test-unit test-integration clean peers testbed-up testbed-down e2e soak extras image image-test release-snapshot
 
 all: build
 
@@ -29,7 +29,8 @@ node_modules/.installed: package.json package-lock.json
 deps: node_modules/.installed
 
 # System packages the tests use. Installs them as root (Debian), otherwise names them.
-SYSTEM_PACKAGES := openssl mosquitto mosquitto-clients curl bash-completion
+# umoci, skopeo and bubblewrap read and run the image (make image-test); man-db renders the manual pages.
+SYSTEM_PACKAGES := openssl mosquitto mosquitto-clients curl bash-completion umoci skopeo bubblewrap man-db
 system-deps:
 	@missing=""; for p in $(SYSTEM_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
@@ -100,6 +101,25 @@ e2e: deps system-deps peers
 	  if [ $$status = 0 ]; then $(BUN) tests/e2e/testbed/cli.ts down; \
 	  else $(BUN) tests/e2e/testbed/cli.ts down --keep-logs; echo "e2e failed: test bed logs kept in .testbed/logs"; fi; \
 	fi; exit $$status
+
+# Shell completions and manual pages, as the release archives carry them (dist/extras).
+extras: deps
+	$(BUN) release/extras.ts --out dist/extras --version $(VERSION)
+
+# The svc-proxy image without a container engine: an OCI layout in dist/image from dist/svc-proxy and
+# Debian's packages (docs/image.md). image-test unpacks it and runs svc-proxy and a proxy pair inside it.
+image: build
+	$(BUN) release/image.ts --binary dist/svc-proxy --out dist/image --tag $(VERSION)
+
+image-test: image system-deps
+	$(BUN_TEST) tests/image
+
+# GoReleaser's dry run (every archive, SBOM, checksum and the cask; no image build, nothing published),
+# then checks of what it wrote. GORELEASER names the binary (.ci/run installs the pinned one).
+GORELEASER ?= goreleaser
+release-snapshot: deps system-deps
+	$(GORELEASER) release --snapshot --clean --skip=docker
+	$(BUN_TEST) tests/release
 
 clean:
 	rm -rf dist

@@ -1,49 +1,9 @@
 #!/usr/bin/env bun
 import { buildInfo } from "../lib/build-info.ts";
-import { type FlagSpec, parseGoFlags, renderFlagHelp } from "../proxy/flags.ts";
+import { parseGoFlags, renderFlagHelp } from "../proxy/flags.ts";
 import { createLogger, type Level } from "../proxy/log.ts";
 import { exitWith } from "./exit.ts";
-
-/** svc-proxy: SPIFFE mTLS proxy for HTTP, TCP and MQTT. Flags follow Go conventions (spec 4.1). */
-const FLAGS: FlagSpec[] = [
-  {
-    name: "config",
-    kind: "string",
-    usage: "Path to the YAML configuration file; overrides SVC_PROXY_CONFIG",
-  },
-  {
-    name: "check",
-    kind: "bool",
-    usage: "Validate the configuration, print it with every default filled in, and exit",
-  },
-  { name: "version", kind: "bool", usage: "Print the version and exit" },
-  { name: "help", kind: "bool", usage: "Show this help" },
-  {
-    name: "zap-log-level",
-    kind: "string",
-    usage: "Log level",
-    default: "info",
-    values: ["debug", "info", "warn", "error"],
-  },
-  {
-    name: "zap-encoder",
-    kind: "string",
-    usage: "Log encoding",
-    default: "json",
-    values: ["json", "console"],
-  },
-  { name: "zap-devel", kind: "bool", usage: "Development logging: console encoder, debug level" },
-  {
-    name: "zap-stacktrace-level",
-    kind: "string",
-    usage: "Level at and above which stack traces are logged",
-    default: "error",
-    values: ["debug", "info", "warn", "error"],
-  },
-];
-
-const SUMMARY =
-  "svc-proxy -config <path>   (or SVC_PROXY_CONFIG holding YAML or JSON text)\n  Carries HTTP, TCP and MQTT over SPIFFE mutual TLS, and serves the cluster's compartment admission\n  webhook (the admission: block). Configuration changes apply on restart.";
+import { FLAGS, SUMMARY } from "./svc-proxy/flags.ts";
 
 async function main(argv: string[]): Promise<void> {
   const flags = parseGoFlags(

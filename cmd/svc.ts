@@ -2,7 +2,7 @@
 import { SvcError } from "../lib/errors.ts";
 import { parseCommandLine } from "../lib/kube/grammar.ts";
 import { exitWith } from "./exit.ts";
-import { isOwnCommand, subCommands } from "./svc/commands.ts";
+import { isOwnCommand, SVC_DESCRIPTION, subCommands } from "./svc/commands.ts";
 import { readLine } from "./svc/line.ts";
 
 /**
@@ -37,7 +37,7 @@ if (at !== undefined && at > 0)
   );
 const { defineCommand, runMain } = await import("citty");
 const main = defineCommand({
-  meta: { name: "svc", description: "Compartment-aware kubectl for multi-level-security clusters" },
+  meta: { name: "svc", description: SVC_DESCRIPTION },
   subCommands,
 });
 await runMain(main, { rawArgs: at === undefined ? args : [args[at] as string, ...args.slice(at + 1)] }).catch(

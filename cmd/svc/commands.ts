@@ -1,3 +1,6 @@
+/** What svc is, in one line: the help and the manual page print it. */
+export const SVC_DESCRIPTION = "Compartment-aware kubectl for multi-level-security clusters";
+
 /** svc's own commands, loaded lazily so that start-up stays fast. Anything else is kubectl's. */
 export const subCommands = {
   version: () => import("./version.ts").then((m) => m.default),
