@@ -12,6 +12,8 @@ export type ErrorCode =
   | "workload_api"
   | "invalid_jwt"
   | "notary"
+  /** The notary cannot store or vouch now (its database is unreachable, its log failed its check): 503. */
+  | "notary_unavailable"
   | "pod_mismatch"
   | "kube_api"
   | "network"

@@ -111,7 +111,7 @@ export async function startProxy(config: ProxyConfig, log: Logger): Promise<Runn
     if (config.metricsAddr) metricsServer = await serveMetrics(metrics, config.metricsAddr, log);
   } catch (e) {
     for (const running of listeners.values()) await running.close(0);
-    notary?.close();
+    await notary?.close();
     source.close();
     await admission?.close();
     throw e;
@@ -122,7 +122,7 @@ export async function startProxy(config: ProxyConfig, log: Logger): Promise<Runn
       metricsServer?.close();
       await Promise.all([...listeners.values()].map((l) => l.close(drainMs)));
       await admission?.close();
-      notary?.close();
+      await notary?.close();
       keylog?.close();
       source.close();
     },

@@ -8,7 +8,7 @@ const verifyArgs = {
     type: "positional",
     description:
       "A saved statement or receipt: the compact JWS, a notary-query response (/.svc/workload/…, /.svc/receipt/…) or `svc curl -o json` output",
-    required: true,
+    required: false,
   },
   bundle: {
     type: "string",
@@ -17,6 +17,15 @@ const verifyArgs = {
   },
   "request-body": { type: "string", description: "File with the request body a receipt describes" },
   "response-body": { type: "string", description: "File with the response body a receipt describes" },
+  proof: {
+    type: "string",
+    description:
+      "The receipt's inclusion proof (GET /.svc/receipt/{id}/proof): checks it is in the notary log",
+  },
+  database: {
+    type: "string",
+    description: "Instead of FILE, check a whole notary log: an SQLite file or a postgres:// URL",
+  },
   output: { type: "string", alias: "o", description: "Output format: json" },
 } as const;
 
@@ -75,9 +84,22 @@ const verify = defineCommand({
         throw new SvcError("usage", `${flag} ${f}: cannot read it (${(e as NodeJS.ErrnoException).code})`);
       }
     };
-    const saved = parseSaved(read(a.file, "FILE").toString("utf8"), a.file);
     const { loadBundleFile } = await import("../../lib/spiffe/bundle-file.ts");
+    if (a.database !== undefined) {
+      if (a.file || a.proof)
+        throw new SvcError("usage", "--database checks a whole log: give it without FILE and --proof");
+      const { auditLog } = await import("./notary-audit.ts");
+      return auditLog(a.database, loadBundleFile(a.bundle), a.output === "json");
+    }
+    if (!a.file)
+      throw new SvcError(
+        "usage",
+        "FILE is required: a saved statement or receipt (or --database to check a log)",
+      );
+    const saved = parseSaved(read(a.file, "FILE").toString("utf8"), a.file);
     const bundles = loadBundleFile(a.bundle);
+    if (a.proof && saved.kind !== "receipt")
+      throw new SvcError("usage", "--proof goes with a receipt: statements are not proven in the log");
     const print = await import("../../lib/notary-objects/print.ts");
     if (saved.kind === "statement") {
       const { verifyStatement } = await import("../../lib/notary-objects/statement.ts");
@@ -100,9 +122,12 @@ const verify = defineCommand({
       ...(request ? { request: { body: request } } : {}),
       ...(response ? { response: { body: response } } : {}),
     });
+    const inLog = a.proof
+      ? await checkProof(saved.jws, v.id, read(a.proof, "--proof").toString("utf8"), bundles)
+      : undefined;
     if (a.output === "json") {
       process.stdout.write(
-        `${JSON.stringify({ id: v.id, claims: v.claims, bodiesChecked: { request: !!request, response: !!response } }, null, 2)}\n`,
+        `${JSON.stringify({ id: v.id, claims: v.claims, bodiesChecked: { request: !!request, response: !!response }, ...(inLog ? { log: inLog } : {}) }, null, 2)}\n`,
       );
       return;
     }
@@ -112,6 +137,10 @@ const verify = defineCommand({
         ...(response ? { response } : {}),
       }),
     );
+    if (inLog)
+      process.stdout.write(
+        `In the notary log: leaf ${inLog.leafIndex} of ${inLog.treeSize}, tree head signed by ${inLog.signedBy} at ${inLog.signedAt}\n`,
+      );
     if (!request || !response)
       process.stderr.write(
         `svc notary verify: signature and chain verified; the ${!request && !response ? "request and response bodies were" : !request ? "request body was" : "response body was"} not checked (pass --request-body / --response-body)\n`,
@@ -119,10 +148,39 @@ const verify = defineCommand({
   }),
 });
 
+/** Checks a receipt's inclusion proof and the tree head in it; throws SvcError("receipt"). */
+async function checkProof(
+  receiptJws: string,
+  receiptId: string,
+  text: string,
+  bundles: import("../../lib/spiffe/bundle.ts").BundleSource,
+) {
+  let proof: import("../../lib/notary-objects/log.ts").InclusionProof;
+  try {
+    proof = JSON.parse(text);
+  } catch (e) {
+    throw new SvcError("usage", `--proof: not JSON (${(e as Error).message})`);
+  }
+  if (proof?.receiptId !== receiptId)
+    throw new SvcError(
+      "receipt",
+      `inclusion proof verification failed: the proof is for receipt ${JSON.stringify(proof?.receiptId)}, not ${receiptId}`,
+    );
+  const { verifyReceiptInclusion } = await import("../../lib/notary-objects/log.ts");
+  const head = await verifyReceiptInclusion(receiptJws, proof, bundles);
+  return {
+    leafIndex: proof.leafIndex,
+    treeSize: proof.treeSize,
+    signedBy: head.issuer.uri,
+    signedAt: new Date(head.claims.iat * 1000).toISOString(),
+  };
+}
+
 export default defineCommand({
   meta: {
     name: "notary",
-    description: "Work with notary objects: verify saved statements and receipts offline",
+    description:
+      "Work with notary objects: verify saved statements, receipts and proofs offline, or a whole notary log",
   },
   subCommands: { verify },
 });

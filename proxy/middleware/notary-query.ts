@@ -1,3 +1,4 @@
+import { isSvcError } from "../../lib/errors.ts";
 import { isContentId } from "../../lib/notary-objects/ids.ts";
 import { derToPem } from "../../lib/spiffe/cert.ts";
 import { type Middleware, proxyResponse } from "../http/types.ts";
@@ -5,29 +6,45 @@ import type { MiddlewareContext } from "./context.ts";
 
 /**
  * The notary query routes (specification 4.3): GET /.svc/workload/{id}, /.svc/certificate/{id},
- * /.svc/receipt/{id}, answered from the notary database as JSON (docs/notary.md shows the bodies).
+ * /.svc/receipt/{id}, and /.svc/receipt/{id}/proof (the receipt's inclusion proof in the notary log, with
+ * a signed tree head), answered from the notary database as JSON (docs/notary.md shows the bodies).
  * Access is the listener's: whoever passed source.spiffe_ids (rule 4.3.7). Other paths go on.
  */
-const ROUTE = /^\/\.svc\/(workload|certificate|receipt)\/([^/?]*)(\?.*)?$/;
+const ROUTE = /^\/\.svc\/(workload|certificate|receipt)\/([^/?]*)(\/proof)?(\?.*)?$/;
 
 export function notaryQuery(ctx: MiddlewareContext): Middleware {
   return async (req, next) => {
     const m = ROUTE.exec(req.path);
     if (!m) return next(req);
-    const store = ctx.notary?.store;
-    if (!store) return proxyResponse(503, "notary-query: the notary is not enabled (notary.enable)");
+    const notary = ctx.notary;
+    if (!notary) return proxyResponse(503, "notary-query: the notary is not enabled (notary.enable)");
     if (req.method !== "GET" && req.method !== "HEAD") {
       const r = proxyResponse(405, `notary-query: ${req.method} is not allowed; use GET`);
       r.headers.allow = "GET, HEAD";
       return r;
     }
-    const [, kind, id] = m as unknown as [string, string, string];
+    const [, kind, id, proof] = m as unknown as [string, string, string, string | undefined];
+    if (proof && kind !== "receipt")
+      return proxyResponse(
+        404,
+        `notary-query: only receipts have inclusion proofs, not ${kind === "workload" ? "statements" : "certificates"}`,
+      );
     if (!isContentId(id))
       return proxyResponse(
         400,
         `notary-query: malformed ${kind} id ${JSON.stringify(id)}: expected 43 base64url characters`,
       );
-    const found = lookup(store, kind, id);
+    let found: object | undefined;
+    try {
+      notary.checkServing();
+      found = proof
+        ? await notary.proof(id, ctx.listener.target.origin)
+        : await lookup(notary.store, kind, id);
+    } catch (e) {
+      if (!isSvcError(e, "notary_unavailable")) throw e;
+      req.log.error("notary unavailable", { reason: e.message });
+      return proxyResponse(503, `notary-query: unavailable: ${e.message}`);
+    }
     if (!found) return proxyResponse(404, `notary-query: no ${kind} with id ${id}`);
     return {
       status: 200,
@@ -39,9 +56,9 @@ export function notaryQuery(ctx: MiddlewareContext): Middleware {
 
 type Store = NonNullable<MiddlewareContext["notary"]>["store"];
 
-function lookup(store: Store, kind: string, id: string): object | undefined {
+async function lookup(store: Store, kind: string, id: string): Promise<object | undefined> {
   if (kind === "workload") {
-    const s = store.statement(id);
+    const s = await store.statement(id);
     return (
       s && {
         id: s.id,
@@ -53,10 +70,10 @@ function lookup(store: Store, kind: string, id: string): object | undefined {
     );
   }
   if (kind === "certificate") {
-    const c = store.certificate(id);
+    const c = await store.certificate(id);
     return c && { id: c.id, spiffeId: c.spiffeId, notAfter: c.notAfter, pem: derToPem(c.der) };
   }
-  const r = store.receipt(id);
+  const r = await store.receipt(id);
   if (!r) return undefined;
   const x = r.exchange;
   const b64 = (b: Uint8Array) => Buffer.from(b).toString("base64");

@@ -95,6 +95,10 @@ export function openai(
       return { ...final, headers: { ...final.headers, ...headers } };
     } catch (e) {
       if (!isSvcError(e)) throw e;
+      if (e.code === "notary_unavailable") {
+        req.log.error("notary unavailable", { reason: e.message });
+        return { ...proxyResponse(503, `notary: unavailable: ${e.message}`), failureCode: e.code };
+      }
       req.log.warn("notary refused the upstream", { upstream: res.upstream.id.uri, reason: e.message });
       return {
         ...proxyResponse(

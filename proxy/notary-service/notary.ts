@@ -1,8 +1,10 @@
-import { SvcError } from "../../lib/errors.ts";
+import { isSvcError, SvcError } from "../../lib/errors.ts";
 import type { Pod } from "../../lib/kube/pods.ts";
 import { contentId } from "../../lib/notary-objects/ids.ts";
 import { type SvidSigner, svidSigner } from "../../lib/notary-objects/jws.ts";
 import type { Level } from "../../lib/notary-objects/levels.ts";
+import { b64u, type InclusionProof, leafData, signTreeHead } from "../../lib/notary-objects/log.ts";
+import { inclusionPath, leafHash, verifyInclusion } from "../../lib/notary-objects/merkle.ts";
 import { type ReceiptExchange, signReceipt } from "../../lib/notary-objects/receipt.ts";
 import { type SignedObject, signStatement, type WorkloadFacts } from "../../lib/notary-objects/statement.ts";
 import { parseCert } from "../../lib/spiffe/cert.ts";
@@ -45,14 +47,44 @@ export class Notary {
   private readonly revalidateMs: number;
 
   readonly store: NotaryStore;
+  /** Why the notary issues nothing: its log failed the start-up consistency check. */
+  private refusal?: string;
 
   constructor(private readonly d: NotaryDeps) {
     this.store = d.store;
     this.revalidateMs = d.revalidateMs ?? 30_000;
   }
 
+  /** Stops issuing and serving: every notarization and query answers 503 with `reason`. */
+  refuse(reason: string): void {
+    this.refusal = reason;
+  }
+
+  /** Throws SvcError("notary_unavailable") when the notary refuses. */
+  checkServing(): void {
+    if (this.refusal) throw new SvcError("notary_unavailable", this.refusal);
+  }
+
+  /**
+   * A store operation; any failure is the notary being unavailable (the store retries what is
+   * transient), so nothing is issued that was not stored.
+   */
+  private async stored<T>(what: string, op: () => Promise<T>): Promise<T> {
+    this.checkServing();
+    try {
+      return await op();
+    } catch (e) {
+      if (isSvcError(e, "notary_unavailable")) throw e;
+      throw new SvcError(
+        "notary_unavailable",
+        `the notary database could not ${what}: ${(e as Error).message}`,
+      );
+    }
+  }
+
   /** The statement about `upstream` as reached at `origin`; throws SvcError("pod_mismatch" | "kube_api"). */
   async statementFor(upstream: Upstream, origin: string): Promise<SignedObject> {
+    this.checkServing();
     const leaf = upstream.chain[0];
     if (!leaf) throw new SvcError("notary", "the upstream presented no certificate");
     const key = `${contentId(leaf)} ${origin}`;
@@ -112,8 +144,10 @@ export class Notary {
       this.signer(svid),
     );
     const leaf = parseCert(upstream.chain[0] as Uint8Array);
-    this.d.store.putCertificate(facts.certificateID, leaf.der, upstream.id.uri, leaf.notAfter);
-    this.d.store.putStatement(statement.id, statement.jws, upstream.id.uri, facts.certificateID);
+    await this.stored("store the statement", async () => {
+      await this.d.store.putCertificate(facts.certificateID, leaf.der, upstream.id.uri, leaf.notAfter);
+      await this.d.store.putStatement(statement.id, statement.jws, upstream.id.uri, facts.certificateID);
+    });
     this.statements.set(key, { statement, facts, checkedAt: Date.now() });
     this.d.count?.("statement", "ok");
     this.d.log.info("notary: workload statement issued", { id: statement.id, upstream: upstream.id.uri });
@@ -172,6 +206,7 @@ export class Notary {
     bodies: { request: Uint8Array; response: Uint8Array },
   ): Promise<SignedObject | undefined> {
     if (level === "workload") return undefined;
+    this.checkServing();
     const entry = {
       requestId,
       statementId,
@@ -185,7 +220,7 @@ export class Notary {
       responseBody: bodies.response,
     };
     if (level === "logRequest") {
-      this.d.store.logExchange(entry);
+      await this.stored("log the request", () => this.d.store.logExchange(entry));
       this.d.count?.("log", "ok");
       return undefined;
     }
@@ -198,9 +233,41 @@ export class Notary {
       exchange,
       this.signer(svid),
     );
-    this.d.store.logExchange(entry, receipt);
+    await this.stored("store the receipt", () => this.d.store.logExchange(entry, receipt));
     this.d.count?.("receipt", "ok");
     return receipt;
+  }
+
+  /**
+   * The inclusion proof of a receipt against a signed tree head that covers it: the newest kept, or a new
+   * one of the log as it is now, signed and kept. The proof is checked before it is served; undefined
+   * when there is no such receipt.
+   */
+  async proof(receiptId: string, origin: string): Promise<InclusionProof | undefined> {
+    return this.stored("make an inclusion proof", async () => {
+      const store = this.d.store;
+      const [index, receipt] = await Promise.all([
+        store.leafIndex("receipt", receiptId),
+        store.receipt(receiptId),
+      ]);
+      if (index === undefined || !receipt) return undefined;
+      let head = await store.latestTreeHead();
+      if (!head || head.size <= index) {
+        const now = await store.head();
+        const svid = this.d.source.getX509Svid();
+        const jws = await signTreeHead(svid.id.uri, origin, now.size, now.root, this.signer(svid));
+        await store.putTreeHead({ size: now.size, root: now.root, jws });
+        head = { size: now.size, root: now.root, jws };
+        this.d.log.info("notary: tree head signed", { size: now.size, root: b64u(now.root) });
+      }
+      const path = await inclusionPath((l, i) => store.node(l, i), index, head.size);
+      if (!verifyInclusion(leafHash(leafData("receipt", receipt.jws)), index, head.size, path, head.root))
+        throw new SvcError(
+          "notary_unavailable",
+          `the notary log does not prove receipt ${receiptId} against its tree head of size ${head.size}: the log was changed`,
+        );
+      return { receiptId, leafIndex: index, treeSize: head.size, path: path.map(b64u), treeHead: head.jws };
+    });
   }
 
   private signer(svid: X509Svid): SvidSigner {

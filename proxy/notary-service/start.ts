@@ -3,19 +3,22 @@ import type { Pod } from "../../lib/kube/pods.ts";
 import { JwtSvidSource } from "../../lib/spiffe/jwt-source.ts";
 import type { X509Source } from "../../lib/spiffe/x509-source.ts";
 import type { Logger } from "../log.ts";
+import { checkLog } from "./log-check.ts";
 import { Notary, type NotaryDeps } from "./notary.ts";
-import { NotaryStore } from "./store.ts";
+import { SqliteNotaryStore } from "./store-sqlite.ts";
 
 /**
  * Opens what the notary needs, failing at start with a clear message rather than on the first request:
- * the database, cluster API credentials, and a JWT-SVID from the Workload API (specification 5.1).
+ * the database, cluster API credentials, and a JWT-SVID from the Workload API (specification 5.1). Then
+ * checks the notary log; a log that fails the check leaves the notary refusing (503) with the reason,
+ * while the listeners serve everything that needs no notary.
  */
 export async function startNotary(
   databasePath: string,
   source: X509Source,
   log: Logger,
   count?: NotaryDeps["count"],
-): Promise<{ notary: Notary; close(): void }> {
+): Promise<{ notary: Notary; close(): Promise<void> }> {
   // client-node is loaded only by proxies that run a notary or an admission webhook.
   const { openKubeClient } = await import("../../lib/kube/client.ts");
   const kube = openKubeClient();
@@ -29,8 +32,8 @@ export async function startNotary(
       `notary: the Workload API issues no JWT-SVID to this proxy (the notary signs its statements with one): ${(e as Error).message}`,
     );
   }
-  const store = NotaryStore.open(databasePath);
-  log.info("notary", { database: databasePath, cluster: kube.server, credentials: kube.from });
+  const store = SqliteNotaryStore.open(databasePath);
+  log.info("notary", { database: store.location, cluster: kube.server, credentials: kube.from });
   const notary = new Notary({
     store,
     source,
@@ -52,10 +55,15 @@ export async function startNotary(
     log,
     ...(count ? { count } : {}),
   });
-  return {
-    notary,
-    close() {
-      store.close();
-    },
-  };
+  const check = await checkLog(store, source);
+  if (check.problems.length > 0) {
+    log.error("notary: the log failed its consistency check; the notary refuses until it is repaired", {
+      problems: check.problems,
+      size: check.size,
+    });
+    notary.refuse(
+      `the notary log failed its consistency check at start-up (${check.problems[0]}${check.problems.length > 1 ? `, and ${check.problems.length - 1} more` : ""}); see the proxy's log`,
+    );
+  } else log.info("notary: log checked", { size: check.size, tree_heads: check.treeHeads });
+  return { notary, close: () => store.close() };
 }

@@ -10,7 +10,7 @@ import type { RunningListener } from "../../proxy/listener.ts";
 import { createLogger } from "../../proxy/log.ts";
 import { registerMiddleware } from "../../proxy/middleware/chain.ts";
 import type { Notary } from "../../proxy/notary-service/notary.ts";
-import { NotaryStore } from "../../proxy/notary-service/store.ts";
+import { SqliteNotaryStore } from "../../proxy/notary-service/store-sqlite.ts";
 import { freePort } from "../support/net.ts";
 
 /**
@@ -145,9 +145,9 @@ describe("middleware chain", () => {
 describe("notary-query and openai in one chain (rule: notary-query goes first)", () => {
   test("after openai, notary queries are refused by its path filter; before it, they are answered", async () => {
     const dir = mkdtempSync(join(tmpdir(), "svc-chain-notary-"));
-    const store = NotaryStore.open(join(dir, "notary.db"));
+    const store = SqliteNotaryStore.open(join(dir, "notary.db"));
     const receiptId = "R".repeat(43);
-    store.logExchange(
+    await store.logExchange(
       {
         requestId: "r-1",
         statementId: "S".repeat(43),
@@ -162,7 +162,7 @@ describe("notary-query and openai in one chain (rule: notary-query goes first)",
       },
       { id: receiptId, jws: "x.y.z" },
     );
-    const notary = { store } as unknown as Notary;
+    const notary = { store, checkServing() {} } as unknown as Notary;
     const start = async (name: string, middlewares: ListenerConfig["middlewares"]) =>
       startHttpListener(
         { ...config, name, address: { host: "127.0.0.1", port: await freePort() }, middlewares },

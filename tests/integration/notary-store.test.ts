@@ -1,7 +1,7 @@
 import { afterAll, describe, expect, test } from "bun:test";
 import { rmSync } from "node:fs";
 import { join } from "node:path";
-import { NotaryStore } from "../../proxy/notary-service/store.ts";
+import { SqliteNotaryStore } from "../../proxy/notary-service/store-sqlite.ts";
 import { tempDir } from "../support/dev-api.ts";
 import { BUN, spawnProc, stopAll } from "../support/proc.ts";
 
@@ -21,36 +21,38 @@ describe("notary database", () => {
       writer.proc.kill("SIGKILL");
       await writer.exited;
       const committed = Math.max(...writer.lines.map(Number).filter(Number.isFinite));
-      const store = NotaryStore.open(path);
+      const store = SqliteNotaryStore.open(path);
       expect(store.integrityCheck()).toBe("ok");
       // Everything the writer reported as committed is there, with its receipt.
-      expect(store.exchanges(`r-${committed}`)).toHaveLength(1);
-      expect(store.receipt(String(committed).padStart(43, "0"))?.exchange.requestId).toBe(`r-${committed}`);
-      store.close();
+      expect(await store.exchanges(`r-${committed}`)).toHaveLength(1);
+      expect((await store.receipt(String(committed).padStart(43, "0")))?.exchange.requestId).toBe(
+        `r-${committed}`,
+      );
+      await store.close();
     }
   }, 120_000);
 
-  test("a missing parent directory is a clear error; a newer schema is refused", () => {
-    expect(() => NotaryStore.open(join(dir, "no-such-dir", "n.db"))).toThrow(
+  test("a missing parent directory is a clear error; a newer schema is refused", async () => {
+    expect(() => SqliteNotaryStore.open(join(dir, "no-such-dir", "n.db"))).toThrow(
       /notary.database.path: the directory .*no-such-dir of .* does not exist; create it first/,
     );
     const path = join(dir, "future.db");
-    NotaryStore.open(path).close();
+    await SqliteNotaryStore.open(path).close();
     const { Database } = require("bun:sqlite") as typeof import("bun:sqlite");
     const db = new Database(path);
-    db.run(`PRAGMA user_version = ${NotaryStore.VERSION + 1}`);
+    db.run(`PRAGMA user_version = ${SqliteNotaryStore.VERSION + 1}`);
     db.close();
-    expect(() => NotaryStore.open(path)).toThrow(/newer than this build's/);
+    expect(() => SqliteNotaryStore.open(path)).toThrow(/newer than this build's/);
   });
 
-  test("reopening keeps the data and the WAL journal mode", () => {
+  test("reopening keeps the data and the WAL journal mode", async () => {
     const path = join(dir, "reopen.db");
-    const a = NotaryStore.open(path);
-    a.putStatement("S".repeat(43), "a.b.c", "spiffe://t/x", "C".repeat(43));
-    a.close();
-    const b = NotaryStore.open(path);
-    expect(b.statement("S".repeat(43))?.jws).toBe("a.b.c");
-    b.close();
+    const a = SqliteNotaryStore.open(path);
+    await a.putStatement("S".repeat(43), "a.b.c", "spiffe://t/x", "C".repeat(43));
+    await a.close();
+    const b = SqliteNotaryStore.open(path);
+    expect((await b.statement("S".repeat(43)))?.jws).toBe("a.b.c");
+    await b.close();
     const { Database } = require("bun:sqlite") as typeof import("bun:sqlite");
     const db = new Database(path);
     expect((db.query("PRAGMA journal_mode").get() as { journal_mode: string }).journal_mode).toBe("wal");

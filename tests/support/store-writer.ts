@@ -4,12 +4,12 @@
  *
  *   bun tests/support/store-writer.ts <database> <first number>
  */
-import { NotaryStore } from "../../proxy/notary-service/store.ts";
+import { SqliteNotaryStore } from "../../proxy/notary-service/store-sqlite.ts";
 
-const store = NotaryStore.open(process.argv[2] as string);
+const store = SqliteNotaryStore.open(process.argv[2] as string);
 const body = new Uint8Array(64 * 1024).fill(120);
 for (let i = Number(process.argv[3] ?? 1); ; i++) {
-  store.logExchange(
+  await store.logExchange(
     {
       requestId: `r-${i}`,
       statementId: "S".repeat(43),

@@ -1,0 +1,30 @@
+import { SvcError } from "../../lib/errors.ts";
+import type { BundleSource } from "../../lib/spiffe/bundle.ts";
+import { checkLog } from "../../proxy/notary-service/log-check.ts";
+import { SqliteNotaryStore } from "../../proxy/notary-service/store-sqlite.ts";
+
+/**
+ * `svc notary verify --database`: the consistency check svc-proxy runs at start-up, on a notary database
+ * opened read-only: every record against its leaf, the leaves against the signed tree heads. Problems
+ * are printed and make it fail (exit 3).
+ */
+export async function auditLog(location: string, bundles: BundleSource, json: boolean): Promise<void> {
+  const store = SqliteNotaryStore.open(location, { readonly: true });
+  try {
+    const check = await checkLog(store, bundles);
+    if (json) process.stdout.write(`${JSON.stringify({ database: location, ...check }, null, 2)}\n`);
+    else if (check.problems.length === 0)
+      process.stdout.write(
+        `${location}: the notary log is consistent: ${check.size} records, ${check.treeHeads} signed tree heads\n`,
+      );
+    if (check.problems.length > 0) {
+      if (!json) for (const p of check.problems) process.stdout.write(`${p}\n`);
+      throw new SvcError(
+        "receipt",
+        `${location}: the notary log failed its check: ${check.problems.length} problem${check.problems.length === 1 ? "" : "s"}`,
+      );
+    }
+  } finally {
+    await store.close();
+  }
+}

@@ -1,0 +1,124 @@
+import { SvcError } from "../errors.ts";
+import type { BundleSource } from "../spiffe/bundle.ts";
+import { type SvidSigner, signJws, type VerifiedJws, verifyJws } from "./jws.ts";
+import { type Hash, leafHash, verifyInclusion } from "./merkle.ts";
+
+/**
+ * The notary log: every record the notary stores (certificate, workload statement, exchange, receipt) is
+ * a leaf of one Merkle tree (merkle.ts), and the notary signs tree heads — the tree's size and root —
+ * with its X.509-SVID, like its receipts. A receipt's inclusion proof and a signed tree head let anyone
+ * with the trust bundle check offline that the receipt is in the log the notary vouches for; a record
+ * edited or deleted in the database no longer hashes to its leaf.
+ */
+export type LeafKind = "certificate" | "statement" | "exchange" | "receipt";
+export const LEAF_KINDS: readonly LeafKind[] = ["certificate", "statement", "exchange", "receipt"];
+
+/** A leaf's bytes: its kind, a zero byte, then the record (a JWS's text, a certificate's DER, …). */
+export function leafData(kind: LeafKind, record: Uint8Array | string): Uint8Array {
+  const body = typeof record === "string" ? new TextEncoder().encode(record) : record;
+  const out = new Uint8Array(kind.length + 1 + body.length);
+  out.set(new TextEncoder().encode(kind));
+  out.set(body, kind.length + 1);
+  return out;
+}
+
+export const TREE_HEAD_TYP = "svc-tree-head+jws";
+export const TREE_HEAD_AUDIENCE_SUFFIX = "/log";
+
+export interface TreeHeadClaims {
+  iss: string;
+  aud: string[];
+  iat: number;
+  /** Leaves in the tree. */
+  size: number;
+  /** The tree's root, base64url. */
+  root: string;
+}
+
+export const b64u = (h: Uint8Array) => Buffer.from(h).toString("base64url");
+
+function fromB64u(s: unknown, what: string): Hash {
+  if (typeof s !== "string" || !/^[A-Za-z0-9_-]{43}$/.test(s))
+    throw new SvcError(
+      "receipt",
+      `inclusion proof verification failed: ${what} is not a base64url SHA-256 hash`,
+    );
+  return new Uint8Array(Buffer.from(s, "base64url"));
+}
+
+export async function signTreeHead(
+  issuer: string,
+  origin: string,
+  size: number,
+  root: Hash,
+  signer: SvidSigner,
+  now = new Date(),
+): Promise<string> {
+  const claims: TreeHeadClaims = {
+    iss: issuer,
+    aud: [`${origin}${TREE_HEAD_AUDIENCE_SUFFIX}`],
+    iat: Math.floor(now.getTime() / 1000),
+    size,
+    root: b64u(root),
+  };
+  return signJws(claims, signer, TREE_HEAD_TYP);
+}
+
+export async function verifyTreeHead(
+  jws: string,
+  bundles: BundleSource,
+): Promise<VerifiedJws<TreeHeadClaims>> {
+  const v = await verifyJws<TreeHeadClaims>(jws.trim(), bundles, {
+    typ: TREE_HEAD_TYP,
+    audienceSuffix: TREE_HEAD_AUDIENCE_SUFFIX,
+    what: "tree head",
+    code: "receipt",
+  });
+  if (!Number.isSafeInteger(v.claims.size) || v.claims.size < 1)
+    throw new SvcError(
+      "receipt",
+      `tree head verification failed: size ${JSON.stringify(v.claims.size)} is not a positive integer`,
+    );
+  fromB64u(v.claims.root, "the tree head's root");
+  return v;
+}
+
+/** What `GET /.svc/receipt/{id}/proof` answers, and what `svc notary verify --proof` reads. */
+export interface InclusionProof {
+  receiptId: string;
+  leafIndex: number;
+  treeSize: number;
+  /** Sibling hashes from the leaf up, base64url. */
+  path: string[];
+  /** A signed tree head of treeSize leaves. */
+  treeHead: string;
+}
+
+/**
+ * Checks that `receiptJws` is leaf `leafIndex` of the tree a trusted tree head describes. Throws
+ * SvcError("receipt") naming what does not hold. The receipt's own signature is checked separately.
+ */
+export async function verifyReceiptInclusion(
+  receiptJws: string,
+  proof: InclusionProof,
+  bundles: BundleSource,
+): Promise<VerifiedJws<TreeHeadClaims>> {
+  const bad = (why: string) => new SvcError("receipt", `inclusion proof verification failed: ${why}`);
+  if (!proof || typeof proof !== "object") throw bad("the proof is not a JSON object");
+  if (!Array.isArray(proof.path)) throw bad("path is not a list of hashes");
+  if (typeof proof.treeHead !== "string") throw bad("treeHead is missing");
+  const head = await verifyTreeHead(proof.treeHead, bundles);
+  if (proof.treeSize !== head.claims.size)
+    throw bad(
+      `the proof is for a tree of ${proof.treeSize} leaves, the signed tree head has ${head.claims.size}`,
+    );
+  if (!Number.isSafeInteger(proof.leafIndex) || proof.leafIndex < 0 || proof.leafIndex >= head.claims.size)
+    throw bad(`leaf index ${JSON.stringify(proof.leafIndex)} is not in a tree of ${head.claims.size} leaves`);
+  const path = proof.path.map((p, i) => fromB64u(p, `path[${i}]`));
+  const leaf = leafHash(leafData("receipt", receiptJws.trim()));
+  if (!verifyInclusion(leaf, proof.leafIndex, head.claims.size, path, fromB64u(head.claims.root, "root")))
+    throw bad(
+      `the receipt is not leaf ${proof.leafIndex} of the tree of ${head.claims.size} leaves the tree head signs (the log or the receipt was changed)`,
+    );
+  return head;
+}

@@ -1,0 +1,396 @@
+import { Database } from "bun:sqlite";
+import { existsSync } from "node:fs";
+import { dirname } from "node:path";
+import { SvcError } from "../../lib/errors.ts";
+import { type LeafKind, leafData } from "../../lib/notary-objects/log.ts";
+import {
+  append,
+  decodeFrontier,
+  encodeFrontier,
+  type Hash,
+  leafHash,
+  rootOf,
+} from "../../lib/notary-objects/merkle.ts";
+import {
+  type Exchange,
+  exchangeRecord,
+  type LoggedRecord,
+  type NotaryStore,
+  type StoredObject,
+  type TreeHeadRow,
+} from "./store.ts";
+
+/**
+ * The notary database in one SQLite file (bun:sqlite, WAL), for a single replica. WAL with
+ * synchronous=NORMAL never corrupts on a killed process; a committed transaction survives it. Schema
+ * changes are numbered migrations recorded in PRAGMA user_version; migration 2 adds the log and appends
+ * every record already stored to it.
+ */
+const MIGRATIONS: ((db: Database) => void)[] = [
+  (db) =>
+    db.run(`CREATE TABLE certificates (
+     id TEXT PRIMARY KEY, der BLOB NOT NULL, spiffe_id TEXT NOT NULL, not_after INTEGER NOT NULL,
+     created_at INTEGER NOT NULL);
+   CREATE TABLE statements (
+     id TEXT PRIMARY KEY, jws TEXT NOT NULL, subject TEXT NOT NULL, certificate_id TEXT NOT NULL,
+     created_at INTEGER NOT NULL);
+   CREATE TABLE exchanges (
+     id INTEGER PRIMARY KEY AUTOINCREMENT, request_id TEXT NOT NULL, statement_id TEXT NOT NULL,
+     level TEXT NOT NULL, method TEXT NOT NULL, path TEXT NOT NULL, request_headers TEXT NOT NULL,
+     request_body BLOB NOT NULL, status INTEGER NOT NULL, response_headers TEXT NOT NULL,
+     response_body BLOB NOT NULL, created_at INTEGER NOT NULL);
+   CREATE INDEX exchanges_request_id ON exchanges (request_id);
+   CREATE TABLE receipts (
+     id TEXT PRIMARY KEY, jws TEXT NOT NULL, statement_id TEXT NOT NULL, exchange_id INTEGER NOT NULL,
+     created_at INTEGER NOT NULL);`),
+  (db) => {
+    db.run(`CREATE TABLE log_leaves (
+       idx INTEGER PRIMARY KEY, kind TEXT NOT NULL, ref TEXT NOT NULL, hash BLOB NOT NULL);
+     CREATE UNIQUE INDEX log_leaves_record ON log_leaves (kind, ref);
+     CREATE TABLE log_nodes (
+       level INTEGER NOT NULL, idx INTEGER NOT NULL, hash BLOB NOT NULL, PRIMARY KEY (level, idx));
+     CREATE TABLE log_head (
+       id INTEGER PRIMARY KEY CHECK (id = 1), size INTEGER NOT NULL, frontier BLOB NOT NULL);
+     INSERT INTO log_head (id, size, frontier) VALUES (1, 0, x'');
+     CREATE TABLE tree_heads (
+       size INTEGER PRIMARY KEY, root BLOB NOT NULL, jws TEXT NOT NULL, created_at INTEGER NOT NULL);`);
+    // What an earlier version stored joins the log in the order it was written.
+    const rows = db
+      .query(
+        `SELECT 'certificate' AS kind, id AS ref, created_at FROM certificates
+         UNION ALL SELECT 'statement', id, created_at FROM statements
+         UNION ALL SELECT 'exchange', CAST(id AS TEXT), created_at FROM exchanges
+         UNION ALL SELECT 'receipt', id, created_at FROM receipts
+         ORDER BY created_at, kind, ref`,
+      )
+      .all() as { kind: LeafKind; ref: string }[];
+    for (const r of rows) appendLeaf(db, r.kind, r.ref, recordData(db, r.kind, r.ref) as Uint8Array);
+  },
+];
+
+/** Appends a record's leaf inside the caller's transaction. */
+function appendLeaf(db: Database, kind: LeafKind, ref: string, data: Uint8Array): void {
+  const head = db.query("SELECT size, frontier FROM log_head WHERE id = 1").get() as {
+    size: number;
+    frontier: Uint8Array;
+  };
+  const hash = leafHash(data);
+  const next = append(decodeFrontier(head.frontier), head.size, hash);
+  db.query("INSERT INTO log_leaves (idx, kind, ref, hash) VALUES (?, ?, ?, ?)").run(
+    head.size,
+    kind,
+    ref,
+    hash,
+  );
+  const node = db.query("INSERT INTO log_nodes (level, idx, hash) VALUES (?, ?, ?)");
+  for (const n of next.nodes) node.run(n.level, n.index, n.hash);
+  db.query("UPDATE log_head SET size = ?, frontier = ? WHERE id = 1").run(
+    head.size + 1,
+    encodeFrontier(next.frontier),
+  );
+}
+
+/** The leaf bytes of a stored record as it is now, or undefined when it is gone. */
+function recordData(db: Database, kind: LeafKind, ref: string): Uint8Array | undefined {
+  switch (kind) {
+    case "certificate": {
+      const r = db.query("SELECT der FROM certificates WHERE id = ?").get(ref) as { der: Uint8Array } | null;
+      return r ? leafData(kind, r.der) : undefined;
+    }
+    case "statement": {
+      const r = db.query("SELECT jws FROM statements WHERE id = ?").get(ref) as { jws: string } | null;
+      return r ? leafData(kind, r.jws) : undefined;
+    }
+    case "receipt": {
+      const r = db.query("SELECT jws FROM receipts WHERE id = ?").get(ref) as { jws: string } | null;
+      return r ? leafData(kind, r.jws) : undefined;
+    }
+    case "exchange": {
+      const r = db.query("SELECT * FROM exchanges WHERE id = ?").get(Number(ref)) as Row | null;
+      return r ? leafData(kind, exchangeRecord(r.id as number, toExchange(r))) : undefined;
+    }
+  }
+}
+
+export class SqliteNotaryStore implements NotaryStore {
+  private constructor(
+    private readonly db: Database,
+    readonly location: string,
+  ) {}
+
+  /** Opens (creating and upgrading) the database; `readonly` opens an existing one as it is, for audits. */
+  static open(path: string, o: { readonly?: boolean } = {}): SqliteNotaryStore {
+    if (o.readonly) return SqliteNotaryStore.openReadonly(path);
+    if (!existsSync(dirname(path)))
+      throw new SvcError(
+        "usage",
+        `notary.database.path: the directory ${dirname(path)} of ${path} does not exist; create it first`,
+      );
+    let db: Database;
+    try {
+      db = new Database(path, { create: true, strict: true });
+      db.run("PRAGMA journal_mode = WAL");
+      db.run("PRAGMA synchronous = NORMAL");
+      db.run("PRAGMA busy_timeout = 5000");
+      db.run("PRAGMA foreign_keys = ON");
+    } catch (e) {
+      throw new SvcError(
+        "usage",
+        `notary.database.path: cannot open ${path} as a database: ${(e as Error).message}`,
+      );
+    }
+    const store = new SqliteNotaryStore(db, path);
+    store.migrate(path);
+    return store;
+  }
+
+  private static openReadonly(path: string): SqliteNotaryStore {
+    let db: Database;
+    try {
+      db = new Database(path, { readonly: true, strict: true });
+    } catch (e) {
+      throw new SvcError("usage", `${path}: cannot open it as a notary database: ${(e as Error).message}`);
+    }
+    const version = (db.query("PRAGMA user_version").get() as { user_version: number }).user_version;
+    if (version !== MIGRATIONS.length) {
+      db.close();
+      throw new SvcError(
+        "usage",
+        `${path}: schema version ${version}, this build reads ${MIGRATIONS.length}${version < MIGRATIONS.length ? " (start svc-proxy on it once to upgrade it)" : " (use a newer svc)"}`,
+      );
+    }
+    return new SqliteNotaryStore(db, path);
+  }
+
+  /** The schema version this build writes. */
+  static readonly VERSION = MIGRATIONS.length;
+
+  private migrate(path: string): void {
+    const version = (this.db.query("PRAGMA user_version").get() as { user_version: number }).user_version;
+    if (version > MIGRATIONS.length)
+      throw new SvcError(
+        "usage",
+        `notary.database.path: ${path} has schema version ${version}, newer than this build's ${MIGRATIONS.length}; use a newer svc-proxy`,
+      );
+    for (let v = version; v < MIGRATIONS.length; v++) {
+      this.db.transaction(() => {
+        (MIGRATIONS[v] as (db: Database) => void)(this.db);
+        this.db.run(`PRAGMA user_version = ${v + 1}`);
+      })();
+    }
+  }
+
+  async putCertificate(id: string, der: Uint8Array, spiffeId: string, notAfter: Date): Promise<void> {
+    this.db.transaction(() => {
+      const r = this.db
+        .query(
+          "INSERT OR IGNORE INTO certificates (id, der, spiffe_id, not_after, created_at) VALUES (?, ?, ?, ?, ?)",
+        )
+        .run(id, der, spiffeId, Math.floor(notAfter.getTime() / 1000), Date.now());
+      if (r.changes === 1) appendLeaf(this.db, "certificate", id, leafData("certificate", der));
+    })();
+  }
+
+  async putStatement(id: string, jws: string, subject: string, certificateId: string): Promise<void> {
+    this.db.transaction(() => {
+      const r = this.db
+        .query(
+          "INSERT OR IGNORE INTO statements (id, jws, subject, certificate_id, created_at) VALUES (?, ?, ?, ?, ?)",
+        )
+        .run(id, jws, subject, certificateId, Date.now());
+      if (r.changes === 1) appendLeaf(this.db, "statement", id, leafData("statement", jws));
+    })();
+  }
+
+  async logExchange(x: Exchange, receipt?: { id: string; jws: string }): Promise<number> {
+    return this.db.transaction(() => {
+      const row = this.db
+        .query(
+          `INSERT INTO exchanges (request_id, statement_id, level, method, path, request_headers, request_body,
+             status, response_headers, response_body, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+           RETURNING id`,
+        )
+        .get(
+          x.requestId,
+          x.statementId,
+          x.level,
+          x.method,
+          x.path,
+          JSON.stringify(x.requestHeaders),
+          x.requestBody,
+          x.status,
+          JSON.stringify(x.responseHeaders),
+          x.responseBody,
+          Date.now(),
+        ) as { id: number };
+      appendLeaf(this.db, "exchange", String(row.id), leafData("exchange", exchangeRecord(row.id, x)));
+      if (receipt) {
+        this.db
+          .query(
+            "INSERT INTO receipts (id, jws, statement_id, exchange_id, created_at) VALUES (?, ?, ?, ?, ?)",
+          )
+          .run(receipt.id, receipt.jws, x.statementId, row.id, Date.now());
+        appendLeaf(this.db, "receipt", receipt.id, leafData("receipt", receipt.jws));
+      }
+      return row.id;
+    })();
+  }
+
+  async statement(
+    id: string,
+  ): Promise<(StoredObject & { subject: string; certificateId: string }) | undefined> {
+    const r = this.db
+      .query("SELECT id, jws, subject, certificate_id, created_at FROM statements WHERE id = ?")
+      .get(id) as {
+      id: string;
+      jws: string;
+      subject: string;
+      certificate_id: string;
+      created_at: number;
+    } | null;
+    return r
+      ? {
+          id: r.id,
+          jws: r.jws,
+          subject: r.subject,
+          certificateId: r.certificate_id,
+          createdAt: new Date(r.created_at),
+        }
+      : undefined;
+  }
+
+  async certificate(
+    id: string,
+  ): Promise<{ id: string; der: Uint8Array; spiffeId: string; notAfter: Date } | undefined> {
+    const r = this.db
+      .query("SELECT id, der, spiffe_id, not_after FROM certificates WHERE id = ?")
+      .get(id) as {
+      id: string;
+      der: Uint8Array;
+      spiffe_id: string;
+      not_after: number;
+    } | null;
+    return r
+      ? { id: r.id, der: r.der, spiffeId: r.spiffe_id, notAfter: new Date(r.not_after * 1000) }
+      : undefined;
+  }
+
+  async receipt(
+    id: string,
+  ): Promise<(StoredObject & { statementId: string; exchange: Exchange }) | undefined> {
+    const r = this.db
+      .query(
+        `SELECT r.id AS receipt_id, r.jws, r.created_at AS receipt_created_at, x.*
+         FROM receipts r JOIN exchanges x ON x.id = r.exchange_id WHERE r.id = ?`,
+      )
+      .get(id) as Row | null;
+    if (!r) return undefined;
+    return {
+      id: r.receipt_id as string,
+      jws: r.jws as string,
+      statementId: r.statement_id as string,
+      createdAt: new Date(r.receipt_created_at as number),
+      exchange: toExchange(r),
+    };
+  }
+
+  async exchanges(requestId: string): Promise<Exchange[]> {
+    const rows = this.db
+      .query("SELECT * FROM exchanges WHERE request_id = ? ORDER BY id")
+      .all(requestId) as Row[];
+    return rows.map(toExchange);
+  }
+
+  async head(): Promise<{ size: number; root: Hash }> {
+    const h = this.db.query("SELECT size, frontier FROM log_head WHERE id = 1").get() as {
+      size: number;
+      frontier: Uint8Array;
+    };
+    return { size: h.size, root: rootOf(decodeFrontier(h.frontier)) };
+  }
+
+  async leafIndex(kind: LeafKind, ref: string): Promise<number | undefined> {
+    const r = this.db.query("SELECT idx FROM log_leaves WHERE kind = ? AND ref = ?").get(kind, ref) as {
+      idx: number;
+    } | null;
+    return r?.idx;
+  }
+
+  async node(level: number, index: number): Promise<Hash> {
+    const r = (
+      level === 0
+        ? this.db.query("SELECT hash FROM log_leaves WHERE idx = ?").get(index)
+        : this.db.query("SELECT hash FROM log_nodes WHERE level = ? AND idx = ?").get(level, index)
+    ) as { hash: Uint8Array } | null;
+    if (!r) throw new SvcError("notary", `the notary log has no node ${level}/${index}`);
+    return r.hash;
+  }
+
+  async latestTreeHead(): Promise<TreeHeadRow | undefined> {
+    return (this.db.query("SELECT size, root, jws FROM tree_heads ORDER BY size DESC LIMIT 1").get() ??
+      undefined) as TreeHeadRow | undefined;
+  }
+
+  async putTreeHead(h: TreeHeadRow): Promise<void> {
+    this.db
+      .query("INSERT OR IGNORE INTO tree_heads (size, root, jws, created_at) VALUES (?, ?, ?, ?)")
+      .run(h.size, h.root, h.jws, Date.now());
+  }
+
+  async leaves(from: number, limit: number): Promise<LoggedRecord[]> {
+    const rows = this.db
+      .query("SELECT idx, kind, ref, hash FROM log_leaves WHERE idx >= ? ORDER BY idx LIMIT ?")
+      .all(from, limit) as { idx: number; kind: LeafKind; ref: string; hash: Uint8Array }[];
+    return rows.map((r) => ({
+      index: r.idx,
+      kind: r.kind,
+      ref: r.ref,
+      hash: r.hash,
+      data: recordData(this.db, r.kind, r.ref),
+    }));
+  }
+
+  async treeHeads(): Promise<TreeHeadRow[]> {
+    return this.db.query("SELECT size, root, jws FROM tree_heads ORDER BY size").all() as TreeHeadRow[];
+  }
+
+  async unlogged(): Promise<{ kind: LeafKind; ref: string }[]> {
+    return this.db
+      .query(
+        `SELECT 'certificate' AS kind, id AS ref FROM certificates
+           WHERE id NOT IN (SELECT ref FROM log_leaves WHERE kind = 'certificate')
+         UNION ALL SELECT 'statement', id FROM statements
+           WHERE id NOT IN (SELECT ref FROM log_leaves WHERE kind = 'statement')
+         UNION ALL SELECT 'exchange', CAST(id AS TEXT) FROM exchanges
+           WHERE CAST(id AS TEXT) NOT IN (SELECT ref FROM log_leaves WHERE kind = 'exchange')
+         UNION ALL SELECT 'receipt', id FROM receipts
+           WHERE id NOT IN (SELECT ref FROM log_leaves WHERE kind = 'receipt')`,
+      )
+      .all() as { kind: LeafKind; ref: string }[];
+  }
+
+  integrityCheck(): string {
+    return (this.db.query("PRAGMA integrity_check").get() as { integrity_check: string }).integrity_check;
+  }
+
+  async close(): Promise<void> {
+    this.db.close();
+  }
+}
+
+type Row = Record<string, string | number | Uint8Array>;
+
+function toExchange(r: Row): Exchange {
+  return {
+    requestId: r.request_id as string,
+    statementId: r.statement_id as string,
+    level: r.level as string,
+    method: r.method as string,
+    path: r.path as string,
+    requestHeaders: JSON.parse(r.request_headers as string),
+    requestBody: r.request_body as Uint8Array,
+    status: r.status as number,
+    responseHeaders: JSON.parse(r.response_headers as string),
+    responseBody: r.response_body as Uint8Array,
+  };
+}
