@@ -29,8 +29,9 @@ node_modules/.installed: package.json package-lock.json
 deps: node_modules/.installed
 
 # System packages the tests use. Installs them as root (Debian), otherwise names them.
-# umoci, skopeo and bubblewrap read and run the image (make image-test); man-db renders the manual pages.
-SYSTEM_PACKAGES := openssl mosquitto mosquitto-clients curl bash-completion umoci skopeo bubblewrap man-db
+# umoci, skopeo and bubblewrap read and run the image (make image-test); man-db renders the manual pages;
+# postgresql is the notary's shared store in the tests (started on loopback per test file).
+SYSTEM_PACKAGES := openssl mosquitto mosquitto-clients curl bash-completion umoci skopeo bubblewrap man-db postgresql
 system-deps:
 	@missing=""; for p in $(SYSTEM_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \

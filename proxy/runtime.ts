@@ -94,8 +94,8 @@ export async function startProxy(config: ProxyConfig, log: Logger): Promise<Runn
   let metricsServer: Server | undefined;
   let notary: Awaited<ReturnType<typeof startNotary>> | undefined;
   try {
-    if (config.notary.enable && config.notary.databasePath)
-      notary = await startNotary(config.notary.databasePath, source, log, (op, result) =>
+    if (config.notary.enable && config.notary.database)
+      notary = await startNotary(config.notary.database, source, log, (op, result) =>
         metrics.notaryOperation(op, result),
       );
     for (const l of config.listeners) {

@@ -1,15 +1,22 @@
 import { SvcError } from "../../lib/errors.ts";
 import type { BundleSource } from "../../lib/spiffe/bundle.ts";
 import { checkLog } from "../../proxy/notary-service/log-check.ts";
-import { SqliteNotaryStore } from "../../proxy/notary-service/store-sqlite.ts";
+import { openStore } from "../../proxy/notary-service/open-store.ts";
 
 /**
  * `svc notary verify --database`: the consistency check svc-proxy runs at start-up, on a notary database
- * opened read-only: every record against its leaf, the leaves against the signed tree heads. Problems
- * are printed and make it fail (exit 3).
+ * (an SQLite file, opened read-only, or a postgres:// URL with the password in PGPASSWORD): every record
+ * against its leaf, the leaves against the signed tree heads. Problems are printed and make it fail
+ * (exit 3).
  */
 export async function auditLog(location: string, bundles: BundleSource, json: boolean): Promise<void> {
-  const store = SqliteNotaryStore.open(location, { readonly: true });
+  const postgres = /^postgres(ql)?:\/\//.test(location);
+  const store = await openStore(
+    postgres
+      ? { kind: "postgres", url: location, passwordFile: undefined, poolSize: 2 }
+      : { kind: "sqlite", path: location },
+    { readonly: true },
+  );
   try {
     const check = await checkLog(store, bundles);
     if (json) process.stdout.write(`${JSON.stringify({ database: location, ...check }, null, 2)}\n`);

@@ -96,7 +96,15 @@ export const Config = v.object({
   notary: v.optional(
     v.object({
       enable: v.optional(bool(), false),
-      database: v.optional(v.object({ path: v.optional(str("a file path"), "") }), {}),
+      database: v.optional(
+        v.object({
+          path: v.optional(str("a file path"), ""),
+          url: v.optional(str("a postgres:// URL"), ""),
+          password_file: v.optional(str("a file path"), ""),
+          pool_size: v.optional(v.number(`expected a number`), 10),
+        }),
+        {},
+      ),
     }),
     {},
   ),

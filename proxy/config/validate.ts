@@ -57,7 +57,7 @@ export interface ProxyConfig {
   admission: AdmissionConfig | undefined;
   metricsAddr: HostPort | undefined;
   keylog: string | undefined;
-  notary: { enable: boolean; databasePath: string | undefined };
+  notary: { enable: boolean; database: NotaryDatabase | undefined };
   listeners: ListenerConfig[];
   /** The document with defaults filled in, as `-check` prints it. */
   effective: ConfigInput;
@@ -209,11 +209,7 @@ export function validateConfig(raw: unknown): { config: ProxyConfig; warnings: s
 
   if (parts.keylog) writableParent("keylog", parts.keylog, problem);
   const notaryEnabled = parts.notary?.enable ?? false;
-  const databasePath = parts.notary?.database.path || undefined;
-  if (notaryEnabled) {
-    if (!databasePath) problem("notary.database.path", "required when notary.enable is true");
-    else writableParent("notary.database.path", databasePath, problem);
-  }
+  const database = parts.notary ? notaryDatabase(parts.notary.database, notaryEnabled, problem) : undefined;
 
   const doc = (typeof raw === "object" && raw !== null ? raw : {}) as Record<string, unknown>;
   const listed = Array.isArray(doc.listeners) ? doc.listeners.length : 0;
@@ -297,7 +293,7 @@ export function validateConfig(raw: unknown): { config: ProxyConfig; warnings: s
       admission,
       metricsAddr,
       keylog: parts.keylog || undefined,
-      notary: { enable: notaryEnabled, databasePath },
+      notary: { enable: notaryEnabled, database },
       listeners,
       // The effective configuration shows the address in force: an empty metricsAddr means the default.
       effective: { ...parsed.output, metricsAddr: parts.metricsAddr ?? parsed.output.metricsAddr },
@@ -333,6 +329,62 @@ function admissionConfig(
     unlabeledPods: a.unlabeled_pods,
     kubeconfig: a.kubeconfig || undefined,
   };
+}
+
+/** Where the notary keeps its records: an SQLite file (one replica) or PostgreSQL (any number). */
+export type NotaryDatabase =
+  | { kind: "sqlite"; path: string }
+  | { kind: "postgres"; url: string; passwordFile: string | undefined; poolSize: number };
+
+function notaryDatabase(
+  d: NonNullable<ConfigInput["notary"]>["database"],
+  enabled: boolean,
+  problem: (p: string, m: string) => void,
+): NotaryDatabase | undefined {
+  if (d.path && d.url) {
+    problem("notary.database", "path (an SQLite file) and url (PostgreSQL) exclude each other: give one");
+    return undefined;
+  }
+  if (d.password_file && !d.url) problem("notary.database.password_file", "goes with url (PostgreSQL) only");
+  if (!d.url && d.pool_size !== 10) problem("notary.database.pool_size", "goes with url (PostgreSQL) only");
+  if (d.path) {
+    writableParent("notary.database.path", d.path, problem);
+    return { kind: "sqlite", path: d.path };
+  }
+  if (d.url) {
+    let url: URL | undefined;
+    try {
+      url = new URL(d.url);
+    } catch {
+      url = undefined;
+    }
+    // The URL is never echoed whole: it could hold a password.
+    if (!url || !["postgres:", "postgresql:"].includes(url.protocol) || !url.hostname)
+      problem("notary.database.url", "expected postgres://user@host[:port]/database");
+    else if (url.password)
+      problem(
+        "notary.database.url",
+        "holds a password: put it in password_file or the PGPASSWORD environment variable, so that it is never in the configuration or the logs",
+      );
+    else if (url.pathname.length <= 1)
+      problem("notary.database.url", "names no database (postgres://user@host/database)");
+    if (d.password_file && !existsSync(d.password_file))
+      problem("notary.database.password_file", `${JSON.stringify(d.password_file)} does not exist`);
+    if (!Number.isInteger(d.pool_size) || d.pool_size < 1 || d.pool_size > 100)
+      problem("notary.database.pool_size", `${d.pool_size} is not a whole number from 1 to 100`);
+    return {
+      kind: "postgres",
+      url: d.url,
+      passwordFile: d.password_file || undefined,
+      poolSize: d.pool_size,
+    };
+  }
+  if (enabled)
+    problem(
+      "notary.database.path",
+      "required when notary.enable is true (or notary.database.url for PostgreSQL)",
+    );
+  return undefined;
 }
 
 function writableParent(field: string, path: string, problem: (p: string, m: string) => void): void {

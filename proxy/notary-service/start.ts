@@ -2,10 +2,11 @@ import { SvcError } from "../../lib/errors.ts";
 import type { Pod } from "../../lib/kube/pods.ts";
 import { JwtSvidSource } from "../../lib/spiffe/jwt-source.ts";
 import type { X509Source } from "../../lib/spiffe/x509-source.ts";
+import type { NotaryDatabase } from "../config/validate.ts";
 import type { Logger } from "../log.ts";
 import { checkLog } from "./log-check.ts";
 import { Notary, type NotaryDeps } from "./notary.ts";
-import { SqliteNotaryStore } from "./store-sqlite.ts";
+import { openStore } from "./open-store.ts";
 
 /**
  * Opens what the notary needs, failing at start with a clear message rather than on the first request:
@@ -14,7 +15,7 @@ import { SqliteNotaryStore } from "./store-sqlite.ts";
  * while the listeners serve everything that needs no notary.
  */
 export async function startNotary(
-  databasePath: string,
+  database: NotaryDatabase,
   source: X509Source,
   log: Logger,
   count?: NotaryDeps["count"],
@@ -32,7 +33,7 @@ export async function startNotary(
       `notary: the Workload API issues no JWT-SVID to this proxy (the notary signs its statements with one): ${(e as Error).message}`,
     );
   }
-  const store = SqliteNotaryStore.open(databasePath);
+  const store = await openStore(database);
   log.info("notary", { database: store.location, cluster: kube.server, credentials: kube.from });
   const notary = new Notary({
     store,

@@ -30,7 +30,7 @@ describe("proxy configuration: defaults (specification 2.5 and 8)", () => {
     const { config } = validateConfig(base());
     expect(config.metricsAddr).toEqual({ host: "", port: 7600 });
     expect(config.keylog).toBeUndefined();
-    expect(config.notary).toEqual({ enable: false, databasePath: undefined });
+    expect(config.notary).toEqual({ enable: false, database: undefined });
     const l = config.listeners[0];
     expect(l).toMatchObject({
       protocol: "http",
@@ -316,13 +316,61 @@ describe("proxy configuration: every error at once, with path, value and what is
     [
       "notary without a database",
       base({}, { notary: { enable: true } }),
-      ["notary.database.path: required when notary.enable is true"],
+      ["notary.database.path: required when notary.enable is true (or notary.database.url for PostgreSQL)"],
     ],
     [
       "notary database directory missing",
       base({}, { notary: { enable: true, database: { path: "/nonexistent-dir/notary.db" } } }),
       [
         'notary.database.path: directory /nonexistent-dir of "/nonexistent-dir/notary.db" does not exist (it must exist and be writable)',
+      ],
+    ],
+    [
+      "notary database: both a file and a URL",
+      base(
+        {},
+        { notary: { enable: true, database: { path: "/tmp/n.db", url: "postgres://svc@db/notary" } } },
+      ),
+      ["notary.database: path (an SQLite file) and url (PostgreSQL) exclude each other: give one"],
+    ],
+    [
+      "notary database URL with a password, which is not echoed",
+      base({}, { notary: { enable: true, database: { url: "postgres://svc:hunter2@db/notary" } } }),
+      [
+        "notary.database.url: holds a password: put it in password_file or the PGPASSWORD environment variable, so that it is never in the configuration or the logs",
+      ],
+    ],
+    [
+      "notary database URL of another scheme",
+      base({}, { notary: { enable: true, database: { url: "mysql://svc@db/notary" } } }),
+      ["notary.database.url: expected postgres://user@host[:port]/database"],
+    ],
+    [
+      "notary database URL without a database name",
+      base(
+        {},
+        {
+          notary: {
+            enable: true,
+            database: { url: "postgresql://svc@db:5432", pool_size: 0, password_file: "/nonexistent/pw" },
+          },
+        },
+      ),
+      [
+        "notary.database.url: names no database (postgres://user@host/database)",
+        'notary.database.password_file: "/nonexistent/pw" does not exist',
+        "notary.database.pool_size: 0 is not a whole number from 1 to 100",
+      ],
+    ],
+    [
+      "a password file or pool size without a URL",
+      base(
+        {},
+        { notary: { enable: true, database: { path: "/tmp/n.db", password_file: "/tmp/pw", pool_size: 3 } } },
+      ),
+      [
+        "notary.database.password_file: goes with url (PostgreSQL) only",
+        "notary.database.pool_size: goes with url (PostgreSQL) only",
       ],
     ],
     [

@@ -1,0 +1,374 @@
+import { SQL } from "bun";
+import { SvcError } from "../../lib/errors.ts";
+import { type LeafKind, leafData } from "../../lib/notary-objects/log.ts";
+import {
+  append,
+  decodeFrontier,
+  encodeFrontier,
+  type Hash,
+  leafHash,
+  rootOf,
+} from "../../lib/notary-objects/merkle.ts";
+import {
+  type Exchange,
+  exchangeRecord,
+  type LoggedRecord,
+  type NotaryStore,
+  type StoredObject,
+  type TreeHeadRow,
+} from "./store.ts";
+
+/**
+ * The notary database on PostgreSQL (Bun's built-in client), shared by any number of central proxy
+ * replicas: each serves what any of them wrote. Every write is one transaction that first locks the
+ * log's head row, so appends from all replicas form one log. Migrations run under an advisory lock, so
+ * replicas starting together migrate once. Connection failures are retried with backoff for about two
+ * seconds; then the operation fails and the notary answers 503, having issued nothing it did not store.
+ */
+const MIGRATION_LOCK = 0x5_7c_0a_21;
+const MIGRATIONS: string[] = [
+  `CREATE TABLE certificates (
+     id TEXT PRIMARY KEY, der BYTEA NOT NULL, spiffe_id TEXT NOT NULL, not_after BIGINT NOT NULL,
+     created_at BIGINT NOT NULL);
+   CREATE TABLE statements (
+     id TEXT PRIMARY KEY, jws TEXT NOT NULL, subject TEXT NOT NULL, certificate_id TEXT NOT NULL,
+     created_at BIGINT NOT NULL);
+   CREATE TABLE exchanges (
+     id BIGSERIAL PRIMARY KEY, request_id TEXT NOT NULL, statement_id TEXT NOT NULL,
+     level TEXT NOT NULL, method TEXT NOT NULL, path TEXT NOT NULL, request_headers TEXT NOT NULL,
+     request_body BYTEA NOT NULL, status INTEGER NOT NULL, response_headers TEXT NOT NULL,
+     response_body BYTEA NOT NULL, created_at BIGINT NOT NULL);
+   CREATE INDEX exchanges_request_id ON exchanges (request_id);
+   CREATE TABLE receipts (
+     id TEXT PRIMARY KEY, jws TEXT NOT NULL, statement_id TEXT NOT NULL, exchange_id BIGINT NOT NULL,
+     created_at BIGINT NOT NULL);
+   CREATE TABLE log_leaves (
+     idx BIGINT PRIMARY KEY, kind TEXT NOT NULL, ref TEXT NOT NULL, hash BYTEA NOT NULL, UNIQUE (kind, ref));
+   CREATE TABLE log_nodes (
+     level INTEGER NOT NULL, idx BIGINT NOT NULL, hash BYTEA NOT NULL, PRIMARY KEY (level, idx));
+   CREATE TABLE log_head (
+     id INTEGER PRIMARY KEY CHECK (id = 1), size BIGINT NOT NULL, frontier BYTEA NOT NULL);
+   INSERT INTO log_head (id, size, frontier) VALUES (1, 0, ''::bytea);
+   CREATE TABLE tree_heads (
+     size BIGINT PRIMARY KEY, root BYTEA NOT NULL, jws TEXT NOT NULL, created_at BIGINT NOT NULL);`,
+];
+
+/** SQLSTATE classes and client codes of failures worth retrying: the connection, not the statement. */
+function transient(e: unknown): boolean {
+  const err = e as { code?: string; errno?: string };
+  if (
+    typeof err.code === "string" &&
+    /^ERR_POSTGRES_(CONNECTION_|IDLE_TIMEOUT|LIFETIME_TIMEOUT)/.test(err.code)
+  )
+    return true;
+  return typeof err.errno === "string" && /^(08|57P0[123]|40001|40P01|53300)/.test(err.errno);
+}
+
+const RETRY_MS = [50, 100, 200, 400, 800];
+
+type Tx = InstanceType<typeof SQL>;
+type Row = Record<string, unknown>;
+
+export class PostgresNotaryStore implements NotaryStore {
+  private constructor(
+    private readonly sql: Tx,
+    readonly location: string,
+  ) {}
+
+  /** Connects, and migrates under an advisory lock. Throws SvcError("usage") when it cannot. */
+  static async open(o: {
+    url: string;
+    password?: string;
+    poolSize: number;
+    /** Only read: check the schema version instead of migrating (audits). */
+    readonly?: boolean;
+  }): Promise<PostgresNotaryStore> {
+    const u = new URL(o.url);
+    const location = `${u.protocol}//${u.username ? `${u.username}@` : ""}${u.host}${u.pathname}`;
+    const sql = new SQL({
+      url: o.url,
+      ...(o.password !== undefined ? { password: o.password } : {}),
+      max: o.poolSize,
+      idleTimeout: 30,
+      connectionTimeout: 5,
+    });
+    const store = new PostgresNotaryStore(sql, location);
+    try {
+      await store.retrying(() => (o.readonly ? store.checkVersion() : store.migrate()));
+    } catch (e) {
+      await sql.close().catch(() => {});
+      throw new SvcError("usage", `notary.database.url: ${location}: ${(e as Error).message}`);
+    }
+    return store;
+  }
+
+  /** The schema version this build writes. */
+  static readonly VERSION = MIGRATIONS.length;
+
+  private async checkVersion(): Promise<void> {
+    const [row] = await this.sql`SELECT version FROM svc_notary_schema`.catch(() => [undefined]);
+    const version = row ? Number(row.version) : 0;
+    if (version !== MIGRATIONS.length)
+      throw new Error(`schema version ${version}, this build reads ${MIGRATIONS.length}`);
+  }
+
+  private async migrate(): Promise<void> {
+    await this.sql.begin(async (tx) => {
+      await tx`SELECT pg_advisory_xact_lock(${MIGRATION_LOCK})`;
+      await tx`CREATE TABLE IF NOT EXISTS svc_notary_schema (version INTEGER NOT NULL)`;
+      const [row] = await tx`SELECT version FROM svc_notary_schema`;
+      const version = row ? Number(row.version) : 0;
+      if (version > MIGRATIONS.length)
+        throw new Error(
+          `schema version ${version} is newer than this build's ${MIGRATIONS.length}; use a newer svc-proxy`,
+        );
+      for (let v = version; v < MIGRATIONS.length; v++) await tx.unsafe(MIGRATIONS[v] as string);
+      if (!row) await tx`INSERT INTO svc_notary_schema (version) VALUES (${MIGRATIONS.length})`;
+      else await tx`UPDATE svc_notary_schema SET version = ${MIGRATIONS.length}`;
+    });
+  }
+
+  /** Runs `op`, again after a connection failure, with backoff; then gives up with the last error. */
+  private async retrying<T>(op: () => Promise<T>): Promise<T> {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await op();
+      } catch (e) {
+        const wait = RETRY_MS[attempt];
+        if (!transient(e) || wait === undefined) {
+          if (transient(e))
+            throw new SvcError(
+              "notary_unavailable",
+              `PostgreSQL at ${this.location} is unreachable: ${(e as Error).message}`,
+            );
+          throw e;
+        }
+        await Bun.sleep(wait);
+      }
+    }
+  }
+
+  /** A write transaction holding the log's head row, so that appends from every replica form one log. */
+  private write<T>(
+    body: (
+      tx: Tx,
+      appendLeaf: (kind: LeafKind, ref: string, data: Uint8Array) => Promise<void>,
+    ) => Promise<T>,
+  ): Promise<T> {
+    return this.retrying(() =>
+      this.sql.begin(async (tx) => {
+        const [head] = await tx`SELECT size, frontier FROM log_head WHERE id = 1 FOR UPDATE`;
+        let size = Number(head?.size);
+        let frontier = decodeFrontier(head?.frontier as Uint8Array);
+        const appendLeaf = async (kind: LeafKind, ref: string, data: Uint8Array) => {
+          const hash = leafHash(data);
+          const next = append(frontier, size, hash);
+          await tx`INSERT INTO log_leaves (idx, kind, ref, hash) VALUES (${size}, ${kind}, ${ref}, ${hash})`;
+          for (const n of next.nodes)
+            await tx`INSERT INTO log_nodes (level, idx, hash) VALUES (${n.level}, ${n.index}, ${n.hash})`;
+          size += 1;
+          frontier = next.frontier;
+        };
+        const out = await body(tx as unknown as Tx, appendLeaf);
+        await tx`UPDATE log_head SET size = ${size}, frontier = ${encodeFrontier(frontier)} WHERE id = 1`;
+        return out;
+      }),
+    );
+  }
+
+  private read<T>(op: (sql: Tx) => Promise<T>): Promise<T> {
+    return this.retrying(() => op(this.sql));
+  }
+
+  putCertificate(id: string, der: Uint8Array, spiffeId: string, notAfter: Date): Promise<void> {
+    return this.write(async (tx, appendLeaf) => {
+      const inserted = await tx`INSERT INTO certificates (id, der, spiffe_id, not_after, created_at)
+        VALUES (${id}, ${der}, ${spiffeId}, ${Math.floor(notAfter.getTime() / 1000)}, ${Date.now()})
+        ON CONFLICT (id) DO NOTHING RETURNING id`;
+      if (inserted.length === 1) await appendLeaf("certificate", id, leafData("certificate", der));
+    });
+  }
+
+  putStatement(id: string, jws: string, subject: string, certificateId: string): Promise<void> {
+    return this.write(async (tx, appendLeaf) => {
+      const inserted = await tx`INSERT INTO statements (id, jws, subject, certificate_id, created_at)
+        VALUES (${id}, ${jws}, ${subject}, ${certificateId}, ${Date.now()})
+        ON CONFLICT (id) DO NOTHING RETURNING id`;
+      if (inserted.length === 1) await appendLeaf("statement", id, leafData("statement", jws));
+    });
+  }
+
+  logExchange(x: Exchange, receipt?: { id: string; jws: string }): Promise<number> {
+    return this.write(async (tx, appendLeaf) => {
+      if (receipt) {
+        // A retry after a commit whose answer was lost finds the receipt stored: done, nothing twice.
+        const [done] = await tx`SELECT exchange_id FROM receipts WHERE id = ${receipt.id}`;
+        if (done) return Number(done.exchange_id);
+      }
+      const [row] = await tx`INSERT INTO exchanges (request_id, statement_id, level, method, path,
+          request_headers, request_body, status, response_headers, response_body, created_at)
+        VALUES (${x.requestId}, ${x.statementId}, ${x.level}, ${x.method}, ${x.path},
+          ${JSON.stringify(x.requestHeaders)}, ${x.requestBody}, ${x.status},
+          ${JSON.stringify(x.responseHeaders)}, ${x.responseBody}, ${Date.now()})
+        RETURNING id`;
+      const id = Number(row?.id);
+      await appendLeaf("exchange", String(id), leafData("exchange", exchangeRecord(id, x)));
+      if (receipt) {
+        await tx`INSERT INTO receipts (id, jws, statement_id, exchange_id, created_at)
+          VALUES (${receipt.id}, ${receipt.jws}, ${x.statementId}, ${id}, ${Date.now()})`;
+        await appendLeaf("receipt", receipt.id, leafData("receipt", receipt.jws));
+      }
+      return id;
+    });
+  }
+
+  async statement(
+    id: string,
+  ): Promise<(StoredObject & { subject: string; certificateId: string }) | undefined> {
+    const [r] = await this.read((sql) => sql`SELECT * FROM statements WHERE id = ${id}`);
+    return r
+      ? {
+          id: r.id,
+          jws: r.jws,
+          subject: r.subject,
+          certificateId: r.certificate_id,
+          createdAt: new Date(Number(r.created_at)),
+        }
+      : undefined;
+  }
+
+  async certificate(
+    id: string,
+  ): Promise<{ id: string; der: Uint8Array; spiffeId: string; notAfter: Date } | undefined> {
+    const [r] = await this.read((sql) => sql`SELECT * FROM certificates WHERE id = ${id}`);
+    return r
+      ? { id: r.id, der: r.der, spiffeId: r.spiffe_id, notAfter: new Date(Number(r.not_after) * 1000) }
+      : undefined;
+  }
+
+  async receipt(
+    id: string,
+  ): Promise<(StoredObject & { statementId: string; exchange: Exchange }) | undefined> {
+    const [r] = await this.read(
+      (sql) => sql`SELECT r.id AS receipt_id, r.jws, r.created_at AS receipt_created_at, x.*
+        FROM receipts r JOIN exchanges x ON x.id = r.exchange_id WHERE r.id = ${id}`,
+    );
+    if (!r) return undefined;
+    return {
+      id: r.receipt_id,
+      jws: r.jws,
+      statementId: r.statement_id,
+      createdAt: new Date(Number(r.receipt_created_at)),
+      exchange: toExchange(r),
+    };
+  }
+
+  async exchanges(requestId: string): Promise<Exchange[]> {
+    const rows = await this.read(
+      (sql) => sql`SELECT * FROM exchanges WHERE request_id = ${requestId} ORDER BY id`,
+    );
+    return [...rows].map(toExchange);
+  }
+
+  async head(): Promise<{ size: number; root: Hash }> {
+    const [h] = await this.read((sql) => sql`SELECT size, frontier FROM log_head WHERE id = 1`);
+    return { size: Number(h?.size), root: rootOf(decodeFrontier(h?.frontier as Uint8Array)) };
+  }
+
+  async leafIndex(kind: LeafKind, ref: string): Promise<number | undefined> {
+    const [r] = await this.read(
+      (sql) => sql`SELECT idx FROM log_leaves WHERE kind = ${kind} AND ref = ${ref}`,
+    );
+    return r ? Number(r.idx) : undefined;
+  }
+
+  async node(level: number, index: number): Promise<Hash> {
+    const [r] = await this.read((sql) =>
+      level === 0
+        ? sql`SELECT hash FROM log_leaves WHERE idx = ${index}`
+        : sql`SELECT hash FROM log_nodes WHERE level = ${level} AND idx = ${index}`,
+    );
+    if (!r) throw new SvcError("notary", `the notary log has no node ${level}/${index}`);
+    return r.hash as Hash;
+  }
+
+  async latestTreeHead(): Promise<TreeHeadRow | undefined> {
+    const [r] = await this.read(
+      (sql) => sql`SELECT size, root, jws FROM tree_heads ORDER BY size DESC LIMIT 1`,
+    );
+    return r ? { size: Number(r.size), root: r.root, jws: r.jws } : undefined;
+  }
+
+  async putTreeHead(h: TreeHeadRow): Promise<void> {
+    await this.read(
+      (sql) => sql`INSERT INTO tree_heads (size, root, jws, created_at)
+        VALUES (${h.size}, ${h.root}, ${h.jws}, ${Date.now()}) ON CONFLICT (size) DO NOTHING`,
+    );
+  }
+
+  async leaves(from: number, limit: number): Promise<LoggedRecord[]> {
+    const rows = await this.read(
+      (
+        sql,
+      ) => sql`SELECT l.idx, l.kind, l.ref, l.hash, c.der, s.jws AS statement_jws, r.jws AS receipt_jws, x.*
+        FROM log_leaves l
+        LEFT JOIN certificates c ON l.kind = 'certificate' AND c.id = l.ref
+        LEFT JOIN statements s ON l.kind = 'statement' AND s.id = l.ref
+        LEFT JOIN receipts r ON l.kind = 'receipt' AND r.id = l.ref
+        LEFT JOIN exchanges x ON l.kind = 'exchange' AND x.id::text = l.ref
+        WHERE l.idx >= ${from} ORDER BY l.idx LIMIT ${limit}`,
+    );
+    return [...rows].map((r: Row) => {
+      const kind = r.kind as LeafKind;
+      const data =
+        kind === "certificate" && r.der
+          ? leafData(kind, r.der as Uint8Array)
+          : kind === "statement" && r.statement_jws
+            ? leafData(kind, r.statement_jws as string)
+            : kind === "receipt" && r.receipt_jws
+              ? leafData(kind, r.receipt_jws as string)
+              : kind === "exchange" && r.request_id !== null && r.request_id !== undefined
+                ? leafData(kind, exchangeRecord(Number(r.ref), toExchange(r)))
+                : undefined;
+      return { index: Number(r.idx), kind, ref: r.ref as string, hash: r.hash as Hash, data };
+    });
+  }
+
+  async treeHeads(): Promise<TreeHeadRow[]> {
+    const rows = await this.read((sql) => sql`SELECT size, root, jws FROM tree_heads ORDER BY size`);
+    return [...rows].map((r: Row) => ({ size: Number(r.size), root: r.root as Hash, jws: r.jws as string }));
+  }
+
+  async unlogged(): Promise<{ kind: LeafKind; ref: string }[]> {
+    const rows = await this.read(
+      (sql) => sql`SELECT 'certificate' AS kind, id AS ref FROM certificates c
+          WHERE NOT EXISTS (SELECT 1 FROM log_leaves l WHERE l.kind = 'certificate' AND l.ref = c.id)
+        UNION ALL SELECT 'statement', id FROM statements s
+          WHERE NOT EXISTS (SELECT 1 FROM log_leaves l WHERE l.kind = 'statement' AND l.ref = s.id)
+        UNION ALL SELECT 'exchange', id::text FROM exchanges x
+          WHERE NOT EXISTS (SELECT 1 FROM log_leaves l WHERE l.kind = 'exchange' AND l.ref = x.id::text)
+        UNION ALL SELECT 'receipt', id FROM receipts r
+          WHERE NOT EXISTS (SELECT 1 FROM log_leaves l WHERE l.kind = 'receipt' AND l.ref = r.id)`,
+    );
+    return [...rows].map((r: Row) => ({ kind: r.kind as LeafKind, ref: r.ref as string }));
+  }
+
+  async close(): Promise<void> {
+    await this.sql.close();
+  }
+}
+
+function toExchange(r: Row): Exchange {
+  return {
+    requestId: r.request_id as string,
+    statementId: r.statement_id as string,
+    level: r.level as string,
+    method: r.method as string,
+    path: r.path as string,
+    requestHeaders: JSON.parse(r.request_headers as string),
+    requestBody: new Uint8Array(r.request_body as Uint8Array),
+    status: Number(r.status),
+    responseHeaders: JSON.parse(r.response_headers as string),
+    responseBody: new Uint8Array(r.response_body as Uint8Array),
+  };
+}
