@@ -3,7 +3,13 @@ import type { Pod } from "../../lib/kube/pods.ts";
 import { contentId } from "../../lib/notary-objects/ids.ts";
 import { type SvidSigner, svidSigner } from "../../lib/notary-objects/jws.ts";
 import type { Level } from "../../lib/notary-objects/levels.ts";
-import { b64u, type InclusionProof, leafData, signTreeHead } from "../../lib/notary-objects/log.ts";
+import {
+  b64u,
+  type InclusionProof,
+  leafData,
+  signTreeHead,
+  verifyTreeHead,
+} from "../../lib/notary-objects/log.ts";
 import { inclusionPath, leafHash, verifyInclusion } from "../../lib/notary-objects/merkle.ts";
 import { type ReceiptExchange, signReceipt } from "../../lib/notary-objects/receipt.ts";
 import { type SignedObject, signStatement, type WorkloadFacts } from "../../lib/notary-objects/statement.ts";
@@ -252,6 +258,9 @@ export class Notary {
       ]);
       if (index === undefined || !receipt) return undefined;
       let head = await store.latestTreeHead();
+      // One that does not verify now (forged in the database, or signed under an authority since
+      // rotated out of the bundle) is replaced by a new one rather than served.
+      if (head && head.size > index && !(await verifiesNow(head.jws, this.d.source))) head = undefined;
       if (!head || head.size <= index) {
         const now = await store.head();
         const svid = this.d.source.getX509Svid();
@@ -277,5 +286,14 @@ export class Notary {
       this.signers.set(svid, s);
     }
     return s;
+  }
+}
+
+async function verifiesNow(jws: string, bundles: SvidSource): Promise<boolean> {
+  try {
+    await verifyTreeHead(jws, bundles);
+    return true;
+  } catch {
+    return false;
   }
 }

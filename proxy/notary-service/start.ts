@@ -56,7 +56,7 @@ export async function startNotary(
     log,
     ...(count ? { count } : {}),
   });
-  const check = await checkLog(store, source);
+  const check = await checkLog(store, undefined);
   if (check.problems.length > 0) {
     log.error("notary: the log failed its consistency check; the notary refuses until it is repaired", {
       problems: check.problems,

@@ -315,7 +315,7 @@ export class PostgresNotaryStore implements NotaryStore {
         LEFT JOIN certificates c ON l.kind = 'certificate' AND c.id = l.ref
         LEFT JOIN statements s ON l.kind = 'statement' AND s.id = l.ref
         LEFT JOIN receipts r ON l.kind = 'receipt' AND r.id = l.ref
-        LEFT JOIN exchanges x ON l.kind = 'exchange' AND x.id::text = l.ref
+        LEFT JOIN exchanges x ON x.id = (CASE WHEN l.kind = 'exchange' THEN l.ref END)::bigint
         WHERE l.idx >= ${from} ORDER BY l.idx LIMIT ${limit}`,
     );
     return [...rows].map((r: Row) => {

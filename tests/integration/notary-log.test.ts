@@ -215,8 +215,8 @@ describe("the notary log", () => {
     await cut.store.close();
   });
 
-  test("a forged tree head row is reported by its signature", async () => {
-    const { store, db } = await filled("forged-head");
+  test("a forged tree head row is reported by its signature, and never served", async () => {
+    const { store, db, receipts, notary } = await filled("forged-head");
     db.query("INSERT INTO tree_heads (size, root, jws, created_at) VALUES (5, ?, 'a.b.c', 0)").run(
       new Uint8Array(32),
     );
@@ -225,6 +225,16 @@ describe("the notary log", () => {
     expect(problems).toContain(
       "tree head of size 5: the leaves do not hash to its root (the log was changed)",
     );
+    // One with the right root but no valid signature is never served: the notary signs a new one.
+    const r = receipts[11] as { id: string; jws: string };
+    const head = await store.head();
+    db.query("INSERT INTO tree_heads (size, root, jws, created_at) VALUES (?, ?, 'a.b.c', 0)").run(
+      head.size,
+      head.root,
+    );
+    const proof = (await notary.proof(r.id, ORIGIN)) as InclusionProof;
+    expect(proof.treeHead).not.toBe("a.b.c");
+    expect((await verifyReceiptInclusion(r.jws, proof, bundles)).claims.size).toBe(head.size);
     await store.close();
   });
 
