@@ -3,20 +3,24 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { DevCa } from "../../lib/dev/ca.ts";
-import { svidSigner } from "../../lib/notary-objects/jws.ts";
 import { type InclusionProof, verifyReceiptInclusion } from "../../lib/notary-objects/log.ts";
-import { bodyDigest, signReceipt } from "../../lib/notary-objects/receipt.ts";
 import { BundleSet, X509Bundle } from "../../lib/spiffe/bundle.ts";
 import { derToPem, parseCert } from "../../lib/spiffe/cert.ts";
 import type { SvidSource } from "../../lib/spiffe/x509-source.ts";
-import { parseX509Svid, type X509Svid } from "../../lib/spiffe/x509svid.ts";
-import { createLogger } from "../../proxy/log.ts";
+import type { X509Svid } from "../../lib/spiffe/x509svid.ts";
 import { checkLog } from "../../proxy/notary-service/log-check.ts";
-import { Notary } from "../../proxy/notary-service/notary.ts";
-import type { Exchange } from "../../proxy/notary-service/store.ts";
 import { SqliteNotaryStore } from "../../proxy/notary-service/store-sqlite.ts";
 import { tempDir } from "../support/dev-api.ts";
 import { svcErrorOf } from "../support/errors.ts";
+import {
+  exchange,
+  NOTARY,
+  type NotaryIdentity,
+  notaryIdentity,
+  notaryOver,
+  ORIGIN,
+  receiptFor,
+} from "../support/notary-fixtures.ts";
 import { BUN, ROOT } from "../support/proc.ts";
 
 /**
@@ -24,65 +28,22 @@ import { BUN, ROOT } from "../support/proc.ts";
  * edited, deleted or inserted directly in the database found by the consistency check, and by the
  * offline check of a proof; a database of the version before the log joins it on upgrade.
  */
-const NOTARY = "spiffe://example.org/ns/edge/sa/notary";
-const ORIGIN = "https://api.example";
 const dir = tempDir("svc-notary-log-");
+let id: NotaryIdentity;
 let svid: X509Svid;
 let bundles: BundleSet;
-const source = {
-  getX509Svid: () => svid,
-  getX509Bundle: (td: string) => bundles.getX509Bundle(td),
-  bundles: () => bundles,
-  onUpdate: () => () => {},
-} as SvidSource;
+let source: SvidSource;
 
 beforeAll(async () => {
-  const ca = await DevCa.open("example.org");
-  const issued = await ca.issueX509Svid(NOTARY, 3_600_000);
-  svid = parseX509Svid(issued.certDer, issued.keyDer);
-  bundles = new BundleSet([new X509Bundle("example.org", [parseCert(ca.caDer)])]);
+  id = await notaryIdentity();
+  ({ svid, bundles, source } = id);
 });
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-const exchange = (n: number): Exchange => ({
-  requestId: `req-${n}`,
-  statementId: "S".repeat(43),
-  level: "signRequest",
-  method: "POST",
-  path: "/v1/chat/completions",
-  requestHeaders: { "content-type": "application/json" },
-  requestBody: new TextEncoder().encode(`{"n":${n}}`),
-  status: 200,
-  responseHeaders: {},
-  responseBody: new TextEncoder().encode(`{"answer":${n}}`),
-});
-
-/** A notary over `store` whose receipts are real, signed with the notary's SVID. */
-function notaryOver(store: SqliteNotaryStore): Notary {
-  return new Notary({
-    store,
-    source,
-    jwtSvid: async () => "",
-    getPod: async () => undefined,
-    log: createLogger({ level: "error", encoder: "json" }),
-  });
-}
-
 async function addReceipt(store: SqliteNotaryStore, n: number): Promise<{ id: string; jws: string }> {
-  const x = exchange(n);
-  const r = await signReceipt(
-    NOTARY,
-    ORIGIN,
-    x.statementId,
-    x.requestId,
-    {
-      request: { method: x.method, path: x.path, headers: {}, body: bodyDigest(x.requestBody) },
-      response: { status: 200, headers: {}, body: bodyDigest(x.responseBody) },
-    },
-    svidSigner(svid.keyPem, svid.chain),
-  );
-  await store.logExchange(x, r);
-  return { id: r.id, jws: r.jws };
+  const { x, receipt } = await receiptFor(id, n);
+  await store.logExchange(x, receipt);
+  return receipt;
 }
 
 /** A store with a certificate, a statement, 12 signed receipts and 3 logged requests. */
@@ -93,7 +54,7 @@ async function filled(name: string) {
   const receipts = [];
   for (let i = 0; i < 12; i++) receipts.push(await addReceipt(store, i));
   for (let i = 100; i < 103; i++) await store.logExchange(exchange(i));
-  return { store, receipts, notary: notaryOver(store), db: new Database(join(dir, `${name}.db`)) };
+  return { store, receipts, notary: notaryOver(store, id), db: new Database(join(dir, `${name}.db`)) };
 }
 
 describe("the notary log", () => {
@@ -306,7 +267,7 @@ describe("the notary log", () => {
     const store = SqliteNotaryStore.open(path);
     expect((await store.head()).size).toBe(2);
     expect((await checkLog(store, source)).problems).toEqual([]);
-    const proof = (await notaryOver(store).proof("R1", ORIGIN)) as InclusionProof;
+    const proof = (await notaryOver(store, id).proof("R1", ORIGIN)) as InclusionProof;
     expect((await verifyReceiptInclusion("old.receipt.jws", proof, bundles)).claims.size).toBe(2);
     await store.close();
   });

@@ -1,20 +1,19 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { rmSync } from "node:fs";
-import { DevCa } from "../../lib/dev/ca.ts";
-import { svidSigner } from "../../lib/notary-objects/jws.ts";
 import { type InclusionProof, verifyReceiptInclusion } from "../../lib/notary-objects/log.ts";
-import { bodyDigest, signReceipt } from "../../lib/notary-objects/receipt.ts";
-import { BundleSet, X509Bundle } from "../../lib/spiffe/bundle.ts";
-import { parseCert } from "../../lib/spiffe/cert.ts";
-import type { SvidSource } from "../../lib/spiffe/x509-source.ts";
-import { parseX509Svid, type X509Svid } from "../../lib/spiffe/x509svid.ts";
-import { createLogger } from "../../proxy/log.ts";
+import { bodyDigest } from "../../lib/notary-objects/receipt.ts";
 import { checkLog } from "../../proxy/notary-service/log-check.ts";
-import { Notary } from "../../proxy/notary-service/notary.ts";
-import type { Exchange } from "../../proxy/notary-service/store.ts";
 import { PostgresNotaryStore } from "../../proxy/notary-service/store-postgres.ts";
 import { tempDir } from "../support/dev-api.ts";
 import { svcErrorOf } from "../support/errors.ts";
+import {
+  NOTARY,
+  type NotaryIdentity,
+  notaryIdentity,
+  notaryOver,
+  ORIGIN,
+  receiptFor,
+} from "../support/notary-fixtures.ts";
 import { type Postgres, startPostgres } from "../support/postgres.ts";
 import { BUN, spawnProc, stopAll } from "../support/proc.ts";
 
@@ -23,25 +22,13 @@ import { BUN, spawnProc, stopAll } from "../support/proc.ts";
  * migrating at once, appending at once into one log, each serving what the other wrote; the database
  * taken away and given back.
  */
-const NOTARY = "spiffe://example.org/ns/edge/sa/notary";
-const ORIGIN = "https://api.example";
 const dir = tempDir("svc-notary-pg-");
 let pg: Postgres;
-let svid: X509Svid;
-let bundles: BundleSet;
-const source = {
-  getX509Svid: () => svid,
-  getX509Bundle: (td: string) => bundles.getX509Bundle(td),
-  bundles: () => bundles,
-  onUpdate: () => () => {},
-} as SvidSource;
+let id: NotaryIdentity;
 
 beforeAll(async () => {
   pg = await startPostgres(dir);
-  const ca = await DevCa.open("example.org");
-  const issued = await ca.issueX509Svid(NOTARY, 3_600_000);
-  svid = parseX509Svid(issued.certDer, issued.keyDer);
-  bundles = new BundleSet([new X509Bundle("example.org", [parseCert(ca.caDer)])]);
+  id = await notaryIdentity();
 }, 60_000);
 afterAll(async () => {
   await stopAll();
@@ -50,44 +37,6 @@ afterAll(async () => {
 
 const open = (db: string) =>
   PostgresNotaryStore.open({ url: pg.url(db), password: pg.password, poolSize: 4 });
-
-const exchange = (n: number): Exchange => ({
-  requestId: `req-${n}`,
-  statementId: "S".repeat(43),
-  level: "signRequest",
-  method: "POST",
-  path: "/v1/chat/completions",
-  requestHeaders: { "content-type": "application/json", "x-n": String(n) },
-  requestBody: new TextEncoder().encode(`{"n":${n}}`),
-  status: 200,
-  responseHeaders: { "content-type": "application/json" },
-  responseBody: new TextEncoder().encode(`{"answer":${n}}`),
-});
-
-async function receiptFor(n: number) {
-  const x = exchange(n);
-  const r = await signReceipt(
-    NOTARY,
-    ORIGIN,
-    x.statementId,
-    x.requestId,
-    {
-      request: { method: x.method, path: x.path, headers: {}, body: bodyDigest(x.requestBody) },
-      response: { status: 200, headers: {}, body: bodyDigest(x.responseBody) },
-    },
-    svidSigner(svid.keyPem, svid.chain),
-  );
-  return { x, receipt: { id: r.id, jws: r.jws } };
-}
-
-const notaryOver = (store: PostgresNotaryStore) =>
-  new Notary({
-    store,
-    source,
-    jwtSvid: async () => "",
-    getPod: async () => undefined,
-    log: createLogger({ level: "error", encoder: "json" }),
-  });
 
 describe("the notary on PostgreSQL", () => {
   test("six processes starting at once migrate the schema once", async () => {
@@ -105,7 +54,7 @@ describe("the notary on PostgreSQL", () => {
     const lines = await Promise.all(procs.map((p) => p.waitFor((l) => l.startsWith("open"), 30_000)));
     expect(lines).toEqual(Array(6).fill("open 0"));
     const store = await open("startup");
-    expect((await checkLog(store, source)).problems).toEqual([]);
+    expect((await checkLog(store, id.source)).problems).toEqual([]);
     await store.close();
   }, 60_000);
 
@@ -114,7 +63,7 @@ describe("the notary on PostgreSQL", () => {
     const [a, b] = await Promise.all([open("replicas"), open("replicas")]);
     const written = await Promise.all(
       Array.from({ length: 60 }, async (_, n) => {
-        const { x, receipt } = await receiptFor(n);
+        const { x, receipt } = await receiptFor(id, n);
         await (n % 2 === 0 ? a : b).logExchange(x, receipt);
         return receipt;
       }),
@@ -125,28 +74,30 @@ describe("the notary on PostgreSQL", () => {
     ]);
     expect((await a.head()).size).toBe(121);
     expect((await b.head()).root).toEqual((await a.head()).root);
-    const [na, nb] = [notaryOver(a), notaryOver(b)];
+    const [na, nb] = [notaryOver(a, id), notaryOver(b, id)];
     for (const [i, r] of written.entries()) {
       const other = i % 2 === 0 ? nb : na;
       expect((await (i % 2 === 0 ? b : a).receipt(r.id))?.exchange.requestHeaders["x-n"]).toBe(String(i));
       const proof = (await other.proof(r.id, ORIGIN)) as InclusionProof;
-      expect((await verifyReceiptInclusion(r.jws, proof, bundles)).claims.size).toBeGreaterThanOrEqual(121);
+      expect((await verifyReceiptInclusion(r.jws, proof, id.bundles)).claims.size).toBeGreaterThanOrEqual(
+        121,
+      );
     }
-    expect((await checkLog(a, source)).problems).toEqual([]);
+    expect((await checkLog(a, id.source)).problems).toEqual([]);
     await Promise.all([a.close(), b.close()]);
   }, 60_000);
 
   test("a receipt edited in the database is reported by the consistency check", async () => {
     await pg.createDatabase("tampered");
     const store = await open("tampered");
-    const { x, receipt } = await receiptFor(1);
+    const { x, receipt } = await receiptFor(id, 1);
     await store.logExchange(x, receipt);
     const { SQL } = await import("bun");
     const sql = new SQL({ url: pg.url("tampered"), password: pg.password, max: 1 });
     await sql`UPDATE receipts SET jws = ${`${receipt.jws}x`} WHERE id = ${receipt.id}`;
     await sql`UPDATE exchanges SET path = '/other' WHERE request_id = 'req-1'`;
     await sql.close();
-    const problems = (await checkLog(store, source)).problems;
+    const problems = (await checkLog(store, id.source)).problems;
     expect(problems).toEqual([
       expect.stringMatching(/^leaf 0 \(exchange \d+\): the record does not hash to its leaf/),
       expect.stringMatching(
@@ -159,8 +110,8 @@ describe("the notary on PostgreSQL", () => {
   test("with the database gone, writes fail as unavailable after retries; when it is back they succeed", async () => {
     await pg.createDatabase("outage");
     const store = await open("outage");
-    const notary = notaryOver(store);
-    const first = await receiptFor(10);
+    const notary = notaryOver(store, id);
+    const first = await receiptFor(id, 10);
     await store.logExchange(first.x, first.receipt);
     await pg.stop();
     try {
@@ -183,10 +134,10 @@ describe("the notary on PostgreSQL", () => {
     } finally {
       await pg.start();
     }
-    const second = await receiptFor(11);
+    const second = await receiptFor(id, 11);
     await store.logExchange(second.x, second.receipt);
     expect((await store.head()).size).toBe(4);
-    expect((await checkLog(store, source)).problems).toEqual([]);
+    expect((await checkLog(store, id.source)).problems).toEqual([]);
     await store.close();
   }, 60_000);
 

@@ -1,0 +1,77 @@
+import { DevCa } from "../../lib/dev/ca.ts";
+import { svidSigner } from "../../lib/notary-objects/jws.ts";
+import { bodyDigest, signReceipt } from "../../lib/notary-objects/receipt.ts";
+import { BundleSet, X509Bundle } from "../../lib/spiffe/bundle.ts";
+import { parseCert } from "../../lib/spiffe/cert.ts";
+import type { SvidSource } from "../../lib/spiffe/x509-source.ts";
+import { parseX509Svid, type X509Svid } from "../../lib/spiffe/x509svid.ts";
+import { createLogger } from "../../proxy/log.ts";
+import { Notary } from "../../proxy/notary-service/notary.ts";
+import type { Exchange, NotaryStore } from "../../proxy/notary-service/store.ts";
+
+/**
+ * What the notary store tests share: a notary identity from a development CA (a real SVID and bundle),
+ * exchanges, receipts signed with that SVID, and a Notary over a store (its pod lookup unused: these
+ * tests are about the store and the log).
+ */
+export const NOTARY = "spiffe://example.org/ns/edge/sa/notary";
+export const ORIGIN = "https://api.example";
+
+export interface NotaryIdentity {
+  svid: X509Svid;
+  bundles: BundleSet;
+  source: SvidSource;
+}
+
+export async function notaryIdentity(): Promise<NotaryIdentity> {
+  const ca = await DevCa.open("example.org");
+  const issued = await ca.issueX509Svid(NOTARY, 3_600_000);
+  const svid = parseX509Svid(issued.certDer, issued.keyDer);
+  const bundles = new BundleSet([new X509Bundle("example.org", [parseCert(ca.caDer)])]);
+  const source = {
+    getX509Svid: () => svid,
+    getX509Bundle: (td: string) => bundles.getX509Bundle(td),
+    bundles: () => bundles,
+    onUpdate: () => () => {},
+  } as SvidSource;
+  return { svid, bundles, source };
+}
+
+export const exchange = (n: number): Exchange => ({
+  requestId: `req-${n}`,
+  statementId: "S".repeat(43),
+  level: "signRequest",
+  method: "POST",
+  path: "/v1/chat/completions",
+  requestHeaders: { "content-type": "application/json", "x-n": String(n) },
+  requestBody: new TextEncoder().encode(`{"n":${n}}`),
+  status: 200,
+  responseHeaders: { "content-type": "application/json" },
+  responseBody: new TextEncoder().encode(`{"answer":${n}}`),
+});
+
+/** Exchange n with its receipt, signed with the notary's SVID. */
+export async function receiptFor(id: NotaryIdentity, n: number) {
+  const x = exchange(n);
+  const r = await signReceipt(
+    NOTARY,
+    ORIGIN,
+    x.statementId,
+    x.requestId,
+    {
+      request: { method: x.method, path: x.path, headers: {}, body: bodyDigest(x.requestBody) },
+      response: { status: 200, headers: {}, body: bodyDigest(x.responseBody) },
+    },
+    svidSigner(id.svid.keyPem, id.svid.chain),
+  );
+  return { x, receipt: { id: r.id, jws: r.jws } };
+}
+
+export const notaryOver = (store: NotaryStore, id: NotaryIdentity) =>
+  new Notary({
+    store,
+    source: id.source,
+    jwtSvid: async () => "",
+    getPod: async () => undefined,
+    log: createLogger({ level: "error", encoder: "json" }),
+  });
