@@ -11,6 +11,7 @@ import {
 } from "../../lib/notary-objects/merkle.ts";
 import {
   type Exchange,
+  exchangeFromRow,
   exchangeRecord,
   type LoggedRecord,
   type NotaryStore,
@@ -259,7 +260,7 @@ export class PostgresNotaryStore implements NotaryStore {
       jws: r.jws,
       statementId: r.statement_id,
       createdAt: new Date(Number(r.receipt_created_at)),
-      exchange: toExchange(r),
+      exchange: exchangeFromRow(r),
     };
   }
 
@@ -267,7 +268,7 @@ export class PostgresNotaryStore implements NotaryStore {
     const rows = await this.read(
       (sql) => sql`SELECT * FROM exchanges WHERE request_id = ${requestId} ORDER BY id`,
     );
-    return [...rows].map(toExchange);
+    return [...rows].map(exchangeFromRow);
   }
 
   async head(): Promise<{ size: number; root: Hash }> {
@@ -328,7 +329,7 @@ export class PostgresNotaryStore implements NotaryStore {
             : kind === "receipt" && r.receipt_jws
               ? leafData(kind, r.receipt_jws as string)
               : kind === "exchange" && r.request_id !== null && r.request_id !== undefined
-                ? leafData(kind, exchangeRecord(Number(r.ref), toExchange(r)))
+                ? leafData(kind, exchangeRecord(Number(r.ref), exchangeFromRow(r)))
                 : undefined;
       return { index: Number(r.idx), kind, ref: r.ref as string, hash: r.hash as Hash, data };
     });
@@ -356,19 +357,4 @@ export class PostgresNotaryStore implements NotaryStore {
   async close(): Promise<void> {
     await this.sql.close();
   }
-}
-
-function toExchange(r: Row): Exchange {
-  return {
-    requestId: r.request_id as string,
-    statementId: r.statement_id as string,
-    level: r.level as string,
-    method: r.method as string,
-    path: r.path as string,
-    requestHeaders: JSON.parse(r.request_headers as string),
-    requestBody: new Uint8Array(r.request_body as Uint8Array),
-    status: Number(r.status),
-    responseHeaders: JSON.parse(r.response_headers as string),
-    responseBody: new Uint8Array(r.response_body as Uint8Array),
-  };
 }

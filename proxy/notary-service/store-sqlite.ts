@@ -13,6 +13,7 @@ import {
 } from "../../lib/notary-objects/merkle.ts";
 import {
   type Exchange,
+  exchangeFromRow,
   exchangeRecord,
   type LoggedRecord,
   type NotaryStore,
@@ -107,7 +108,7 @@ function recordData(db: Database, kind: LeafKind, ref: string): Uint8Array | und
     }
     case "exchange": {
       const r = db.query("SELECT * FROM exchanges WHERE id = ?").get(Number(ref)) as Row | null;
-      return r ? leafData(kind, exchangeRecord(r.id as number, toExchange(r))) : undefined;
+      return r ? leafData(kind, exchangeRecord(r.id as number, exchangeFromRow(r))) : undefined;
     }
   }
 }
@@ -290,7 +291,7 @@ export class SqliteNotaryStore implements NotaryStore {
       jws: r.jws as string,
       statementId: r.statement_id as string,
       createdAt: new Date(r.receipt_created_at as number),
-      exchange: toExchange(r),
+      exchange: exchangeFromRow(r),
     };
   }
 
@@ -298,7 +299,7 @@ export class SqliteNotaryStore implements NotaryStore {
     const rows = this.db
       .query("SELECT * FROM exchanges WHERE request_id = ? ORDER BY id")
       .all(requestId) as Row[];
-    return rows.map(toExchange);
+    return rows.map(exchangeFromRow);
   }
 
   async head(): Promise<{ size: number; root: Hash }> {
@@ -379,18 +380,3 @@ export class SqliteNotaryStore implements NotaryStore {
 }
 
 type Row = Record<string, string | number | Uint8Array>;
-
-function toExchange(r: Row): Exchange {
-  return {
-    requestId: r.request_id as string,
-    statementId: r.statement_id as string,
-    level: r.level as string,
-    method: r.method as string,
-    path: r.path as string,
-    requestHeaders: JSON.parse(r.request_headers as string),
-    requestBody: r.request_body as Uint8Array,
-    status: r.status as number,
-    responseHeaders: JSON.parse(r.response_headers as string),
-    responseBody: r.response_body as Uint8Array,
-  };
-}

@@ -92,3 +92,19 @@ export function exchangeRecord(id: number, x: Exchange): Uint8Array {
     }),
   );
 }
+
+/** An exchange from a database row (either store's columns have the same names). */
+export function exchangeFromRow(r: Record<string, unknown>): Exchange {
+  return {
+    requestId: r.request_id as string,
+    statementId: r.statement_id as string,
+    level: r.level as string,
+    method: r.method as string,
+    path: r.path as string,
+    requestHeaders: JSON.parse(r.request_headers as string),
+    requestBody: new Uint8Array(r.request_body as Uint8Array),
+    status: Number(r.status),
+    responseHeaders: JSON.parse(r.response_headers as string),
+    responseBody: new Uint8Array(r.response_body as Uint8Array),
+  };
+}
