@@ -1,4 +1,4 @@
-import { chmodSync, chownSync, existsSync, mkdirSync, readdirSync, writeFileSync } from "node:fs";
+import { chmodSync, chownSync, existsSync, mkdirSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { freePort } from "./net.ts";
 import { type Proc, spawnProc } from "./proc.ts";
@@ -41,6 +41,8 @@ const asPostgres = (cmd: string[]) =>
 export async function startPostgres(dir: string): Promise<Postgres> {
   const bin = binDir();
   const home = join(dir, "postgres");
+  // A fresh server each time: a test bed directory outlives a run.
+  rmSync(home, { recursive: true, force: true });
   mkdirSync(home, { recursive: true });
   chmodSync(dir, 0o755);
   const password = Buffer.from(crypto.getRandomValues(new Uint8Array(12))).toString("hex");
