@@ -1,5 +1,5 @@
 import { SQL } from "bun";
-import { SvcError } from "../../lib/errors.ts";
+import { isSvcError, SvcError } from "../../lib/errors.ts";
 import { type LeafKind, leafData } from "../../lib/notary-objects/log.ts";
 import {
   append,
@@ -21,8 +21,9 @@ import {
 
 /**
  * The notary database on PostgreSQL (Bun's built-in client), shared by any number of central proxy
- * replicas: each serves what any of them wrote. Every write is one transaction that first locks the
- * log's head row, so appends from all replicas form one log. Migrations run under an advisory lock, so
+ * replicas: each serves what any of them wrote. Writes are committed in transactions that first lock
+ * the log's head row, so appends from all replicas form one log; writes waiting together share one
+ * transaction (group commit). Migrations run under an advisory lock, so
  * replicas starting together migrate once. Connection failures are retried with backoff for about two
  * seconds; then the operation fails and the notary answers 503, having issued nothing it did not store.
  */
@@ -68,6 +69,17 @@ function transient(e: unknown): boolean {
 const RETRY_MS = [50, 100, 200, 400, 800];
 
 type Tx = InstanceType<typeof SQL>;
+type WriteBody<T> = (
+  tx: Tx,
+  appendLeaf: (kind: LeafKind, ref: string, data: Uint8Array) => Promise<void>,
+) => Promise<T>;
+interface Pending {
+  body: WriteBody<unknown>;
+  resolve: (v: unknown) => void;
+  reject: (e: unknown) => void;
+}
+/** Writes committed together at most (a bound on one transaction's size and time). */
+const MAX_BATCH = 64;
 type Row = Record<string, unknown>;
 
 export class PostgresNotaryStore implements NotaryStore {
@@ -149,28 +161,66 @@ export class PostgresNotaryStore implements NotaryStore {
     }
   }
 
-  /** A write transaction holding the log's head row, so that appends from every replica form one log. */
-  private write<T>(
-    body: (
-      tx: Tx,
-      appendLeaf: (kind: LeafKind, ref: string, data: Uint8Array) => Promise<void>,
-    ) => Promise<T>,
-  ): Promise<T> {
+  /**
+   * A write. Writes waiting together are committed in one transaction (group commit): one lock of the
+   * log's head row, one commit, for all of them; each caller learns its outcome only after that commit.
+   * When a batch fails for a reason other than the connection, its writes are tried one by one, so that
+   * one bad write fails alone.
+   */
+  private write<T>(body: WriteBody<T>): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      this.queue.push({ body, resolve, reject } as Pending);
+      if (!this.flushing) void this.flush();
+    });
+  }
+
+  private readonly queue: Pending[] = [];
+  private flushing = false;
+
+  private async flush(): Promise<void> {
+    this.flushing = true;
+    try {
+      while (this.queue.length > 0) {
+        const batch = this.queue.splice(0, MAX_BATCH);
+        try {
+          const results = await this.commit(batch);
+          for (const [i, w] of batch.entries()) w.resolve(results[i]);
+        } catch (e) {
+          if (batch.length === 1 || transient(e) || isSvcError(e)) for (const w of batch) w.reject(e);
+          else
+            for (const w of batch)
+              await this.commit([w]).then(
+                ([r]) => w.resolve(r),
+                (err) => w.reject(err),
+              );
+        }
+      }
+    } finally {
+      this.flushing = false;
+    }
+  }
+
+  /** One transaction for `batch`: the head row locked, the records written, the leaves and nodes added. */
+  private commit(batch: Pending[]): Promise<unknown[]> {
     return this.retrying(() =>
       this.sql.begin(async (tx) => {
         const [head] = await tx`SELECT size, frontier FROM log_head WHERE id = 1 FOR UPDATE`;
         let size = Number(head?.size);
         let frontier = decodeFrontier(head?.frontier as Uint8Array);
+        const leaves: { idx: number; kind: string; ref: string; hash: Uint8Array }[] = [];
+        const nodes: { level: number; idx: number; hash: Uint8Array }[] = [];
         const appendLeaf = async (kind: LeafKind, ref: string, data: Uint8Array) => {
           const hash = leafHash(data);
           const next = append(frontier, size, hash);
-          await tx`INSERT INTO log_leaves (idx, kind, ref, hash) VALUES (${size}, ${kind}, ${ref}, ${hash})`;
-          for (const n of next.nodes)
-            await tx`INSERT INTO log_nodes (level, idx, hash) VALUES (${n.level}, ${n.index}, ${n.hash})`;
+          leaves.push({ idx: size, kind, ref, hash });
+          for (const n of next.nodes) nodes.push({ level: n.level, idx: n.index, hash: n.hash });
           size += 1;
           frontier = next.frontier;
         };
-        const out = await body(tx as unknown as Tx, appendLeaf);
+        const out: unknown[] = [];
+        for (const w of batch) out.push(await w.body(tx as unknown as Tx, appendLeaf));
+        if (leaves.length > 0) await tx`INSERT INTO log_leaves ${tx(leaves)}`;
+        if (nodes.length > 0) await tx`INSERT INTO log_nodes ${tx(nodes)}`;
         await tx`UPDATE log_head SET size = ${size}, frontier = ${encodeFrontier(frontier)} WHERE id = 1`;
         return out;
       }),
