@@ -172,14 +172,24 @@ export class ProxyMetrics {
     this.notary.inc({ operation, result });
   }
 
-  serve(addr: HostPort): Promise<Server> {
+  /**
+   * GET /metrics, and the probes: /healthz answers 200 while the process serves; /readyz answers 200
+   * when `ready` finds nothing wrong, else 503 with the reason. The server starts once every listener
+   * listens and closes first on shutdown, so a draining proxy is not ready.
+   */
+  serve(addr: HostPort, ready: () => string | undefined = () => undefined): Promise<Server> {
     const server = createServer(async (req, res) => {
-      if (req.method === "GET" && req.url?.split("?")[0] === "/metrics") {
+      const path = req.url?.split("?")[0];
+      if (req.method === "GET" && path === "/metrics") {
         res.writeHead(200, { "content-type": this.registry.contentType });
         res.end(this.registry.metrics());
+      } else if (req.method === "GET" && (path === "/healthz" || path === "/readyz")) {
+        const problem = path === "/readyz" ? ready() : undefined;
+        res.writeHead(problem ? 503 : 200, { "content-type": "text/plain" });
+        res.end(problem ? `not ready: ${problem}\n` : "ok\n");
       } else {
         res.writeHead(404, { "content-type": "text/plain" });
-        res.end("svc-proxy: only GET /metrics is served here\n");
+        res.end("svc-proxy: only GET /metrics, /healthz and /readyz are served here\n");
       }
     });
     return new Promise((resolve, reject) => {

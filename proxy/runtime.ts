@@ -108,7 +108,17 @@ export async function startProxy(config: ProxyConfig, log: Logger): Promise<Runn
       };
       listeners.set(l.name, await START[l.protocol](l, deps));
     }
-    if (config.metricsAddr) metricsServer = await serveMetrics(metrics, config.metricsAddr, log);
+    const svidSource = source;
+    if (config.metricsAddr)
+      // Ready while the SVID is valid; getX509Svid says why not (expired, and the last API error).
+      metricsServer = await serveMetrics(metrics, config.metricsAddr, log, () => {
+        try {
+          svidSource.getX509Svid();
+          return undefined;
+        } catch (e) {
+          return (e as Error).message;
+        }
+      });
   } catch (e) {
     for (const running of listeners.values()) await running.close(0);
     await notary?.close();
@@ -129,8 +139,13 @@ export async function startProxy(config: ProxyConfig, log: Logger): Promise<Runn
   };
 }
 
-async function serveMetrics(metrics: ProxyMetrics, addr: HostPort, log: Logger): Promise<Server> {
-  const server = await metrics.serve(addr);
+async function serveMetrics(
+  metrics: ProxyMetrics,
+  addr: HostPort,
+  log: Logger,
+  ready?: () => string | undefined,
+): Promise<Server> {
+  const server = await metrics.serve(addr, ready);
   const port = (server.address() as { port: number }).port;
   log.info("metrics", { address: `${addr.host}:${port}`, path: "/metrics" });
   return server;

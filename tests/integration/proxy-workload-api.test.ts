@@ -59,4 +59,41 @@ describe("Workload API outage", () => {
     );
     expect(await up()).toBe("1");
   });
+
+  test("/readyz answers 503 with the reason once the SVID expired without a new one, and 200 again after", async () => {
+    const shortPath = join(dir, "short.sock");
+    const short = () =>
+      startDevApi({ socketPath: shortPath, spiffeIds: [prodId("web")], caDir: join(dir, "ca"), ttl: "4s" });
+    let shortApi = await short();
+    const port = await freePort();
+    const p = await startSvcProxy({
+      spiffe: { workload_socket_path: shortApi.socket },
+      metricsAddr: `127.0.0.1:${port}`,
+      listeners: [
+        {
+          name: "l",
+          address: `127.0.0.1:${await freePort()}`,
+          mode: "client",
+          target: { url: "http://127.0.0.1:9" },
+        },
+      ],
+    });
+    const probe = async (path: string) => {
+      const r = await fetch(`http://127.0.0.1:${port}${path}`);
+      return { status: r.status, text: await r.text() };
+    };
+    await waitUntil("the probes", async () => (await probe("/readyz")).status === 200, 10_000);
+    expect(await probe("/healthz")).toEqual({ status: 200, text: "ok\n" });
+    await shortApi.proc.stop();
+    await waitUntil("not ready", async () => (await probe("/readyz")).status === 503, 15_000);
+    expect((await probe("/readyz")).text).toMatch(
+      /^not ready: the X\.509-SVID of spiffe:\/\/example\.org\/ns\/prod\/sa\/web expired at \S+ \(last Workload API error: .+\)\n$/,
+    );
+    expect((await probe("/healthz")).status).toBe(200);
+    expect((await probe("/other")).status).toBe(404);
+    shortApi = await short();
+    await waitUntil("ready again", async () => (await probe("/readyz")).status === 200, 30_000);
+    await p.stop();
+    await shortApi.proc.stop();
+  }, 60_000);
 });
