@@ -2,7 +2,7 @@
 # Builds the e2e test bed's peers from their Go modules into
 #   ${XDG_CACHE_HOME:-~/.cache}/svc-testbed/<name>-<version>/bin
 # skipping what is already built. Prints progress and the time each step took. Nothing is written into
-# the repository. Usage: build-peers.sh [name...]   (names: spire kube-apiserver etcd kwok ghostunnel)
+# the repository. Usage: build-peers.sh [name...]   (names: spire spire-crds kube-apiserver etcd kwok ghostunnel)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=versions.env
@@ -29,6 +29,9 @@ progress() {
   return 0
 }
 
+# A built binary is executable; a fetched manifest (*.yaml) is a plain file.
+present() { case "$1" in *.yaml) [ -f "$1" ] ;; *) [ -x "$1" ] ;; esac; }
+
 # step NAME VERSION BINARY... -- command: builds into $dir/bin unless every BINARY is there already.
 step() {
   local name=$1 version=$2
@@ -38,7 +41,7 @@ step() {
   shift
   dir="$CACHE/$name-$version"
   local missing=0
-  for b in "${bins[@]}"; do [ -x "$dir/bin/$b" ] || missing=1; done
+  for b in "${bins[@]}"; do present "$dir/bin/$b" || missing=1; done
   if [ "$missing" -eq 0 ]; then
     echo "==> $name $version: cached in $dir/bin"
     return 0
@@ -52,7 +55,7 @@ step() {
     return 1
   fi
   for b in "${bins[@]}"; do
-    [ -x "$dir/bin/$b" ] || { echo "==> $name $version: FAILED (no $b was built)" >&2; return 1; }
+    present "$dir/bin/$b" || { echo "==> $name $version: FAILED (no $b was built)" >&2; return 1; }
   done
   echo "==> $name $version: built in $(elapsed "$t0")s"
 }
@@ -86,6 +89,17 @@ build_kwok() {
   mkdir -p "$dir/stages"
   cp "$mod"/kustomize/stage/node/fast/node-*.yaml "$mod"/kustomize/stage/pod/fast/pod-*.yaml "$dir/stages/"
   chmod -R u+w "$dir/stages"
+}
+
+# The SPIRE controller manager's CRDs (ClusterSPIFFEID and friends), so that the test bed's API server
+# validates deploy/kubernetes/spire as a cluster running the controller manager does. Read from its Go
+# module; nothing is built.
+build_spire_crds() {
+  local mod
+  mod=$(go mod download -json "github.com/spiffe/spire-controller-manager@$SPIRE_CONTROLLER_MANAGER_VERSION" |
+    sed -n 's/.*"Dir": "\(.*\)".*/\1/p')
+  [ -n "$mod" ] || return 1
+  cp "$mod"/config/crd/bases/spire.spiffe.io_*.yaml "$dir/bin/" && chmod u+w "$dir"/bin/*.yaml
 }
 
 build_ghostunnel() {
@@ -127,7 +141,7 @@ build_kube() {
     printf 'module svc.test/kube\n\ngo 1.23\n\nrequire k8s.io/kubernetes %s\n\n' "$KUBERNETES_VERSION"
     sed -n 's|^[[:space:]]*\(k8s.io/[a-z0-9-]*\) => ./staging/src/k8s.io/.*|replace \1 => \1 v0.'"$v"'|p' "$gomod"
   } >"$src/go.mod"
-  mkdir -p "$src/kube-apiserver" "$src/kube-controller-manager"
+  mkdir -p "$src/kube-apiserver" "$src/kube-controller-manager" "$src/kube-scheduler"
   cat >"$src/kube-apiserver/main.go" <<'GO'
 package main
 
@@ -152,24 +166,37 @@ import (
 
 func main() { os.Exit(cli.Run(app.NewControllerManagerCommand())) }
 GO
+  cat >"$src/kube-scheduler/main.go" <<'GO'
+package main
+
+import (
+	"os"
+
+	"k8s.io/component-base/cli"
+	"k8s.io/kubernetes/cmd/kube-scheduler/app"
+)
+
+func main() { os.Exit(cli.Run(app.NewSchedulerCommand())) }
+GO
   local pkg=k8s.io/component-base/version rc=0
   # The checksum database answers for few of the k8s.io staging modules here, so k8s.io is exempted.
   (cd "$src" && export GONOSUMDB="$GONOSUMDB,k8s.io" && go mod tidy >&2 &&
-    go build -v -o "$dir/bin/" -ldflags "-X $pkg.gitVersion=$KUBERNETES_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z" ./kube-apiserver ./kube-controller-manager) || rc=$?
+    go build -v -o "$dir/bin/" -ldflags "-X $pkg.gitVersion=$KUBERNETES_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z" ./kube-apiserver ./kube-controller-manager ./kube-scheduler) || rc=$?
   rm -rf "$src"
   return $rc
 }
 
 want=("$@")
-[ ${#want[@]} -gt 0 ] || want=(spire etcd kwok ghostunnel kube-apiserver)
+[ ${#want[@]} -gt 0 ] || want=(spire spire-crds etcd kwok ghostunnel kube-apiserver)
 for w in "${want[@]}"; do
   case "$w" in
     spire) step spire "$SPIRE_VERSION" spire-server spire-agent -- build_spire ;;
     kwok) step kwok "$KWOK_VERSION" kwok -- build_kwok ;;
     ghostunnel) step ghostunnel "$GHOSTUNNEL_VERSION" ghostunnel -- build_ghostunnel ;;
     etcd) step etcd "$ETCD_VERSION" etcd -- build_etcd ;;
-    kube-apiserver | kube) step kube-apiserver "$KUBERNETES_VERSION" kube-apiserver kube-controller-manager -- build_kube ;;
-    *) echo "unknown peer $w (known: spire kube-apiserver etcd kwok ghostunnel)" >&2; exit 2 ;;
+    spire-crds) step spire-controller-manager "$SPIRE_CONTROLLER_MANAGER_VERSION" spire.spiffe.io_clusterspiffeids.yaml -- build_spire_crds ;;
+    kube-apiserver | kube) step kube-apiserver "$KUBERNETES_VERSION" kube-apiserver kube-controller-manager kube-scheduler -- build_kube ;;
+    *) echo "unknown peer $w (known: spire spire-crds kube-apiserver etcd kwok ghostunnel)" >&2; exit 2 ;;
   esac
 done
 echo "==> peers ready in $(elapsed "$started")s under $CACHE"

@@ -314,7 +314,7 @@ export async function startKube(p: Peers, dir: string, logs: string): Promise<Ku
     p.kubeControllerManager,
     [
       `--kubeconfig=${kcmKubeconfig}`,
-      "--controllers=deployment,replicaset,namespace,garbagecollector",
+      "--controllers=deployment,replicaset,namespace,garbagecollector,persistentvolume-binder,pvc-protection,pv-protection",
       "--use-service-account-credentials",
       "--leader-elect=false",
       "--secure-port=0",
@@ -369,9 +369,57 @@ export async function startKube(p: Peers, dir: string, logs: string): Promise<Ku
       ]).trim() === "True",
     60_000,
   );
+  // No node lifecycle controller runs to lift the not-ready taint a new node is created with.
+  kubectl(["taint", "node", NODE, "node.kubernetes.io/not-ready:NoSchedule-"]);
+  pids.scheduler = await startScheduler(
+    p,
+    apiserver,
+    pki.caPem,
+    await pki.clientCert("system:kube-scheduler", []),
+    dir,
+    logs,
+  );
+  // What deploy/kubernetes expects of a cluster: the SPIFFE CSI driver and the SPIRE controller manager's
+  // ClusterSPIFFEID CRD (objects only: no driver or controller runs).
+  kubectl(["apply", "-f", "-"], stringify(CSI_DRIVER));
+  kubectl(["apply", "-f", p.clusterSpiffeIdCrd]);
+  kubectl(["wait", "--for=condition=Established", "--timeout=60s", "crd/clusterspiffeids.spire.spiffe.io"]);
   const admission = await startAdmission(apiserver, pki, dir, logs, kubectl);
   pids.admission = admission.pid;
   return { kubeconfig, apiserver, users, pids, podLog, podPreviousLog, forwardPort, auditLog, admission };
+}
+
+const CSI_DRIVER = {
+  apiVersion: "storage.k8s.io/v1",
+  kind: "CSIDriver",
+  metadata: { name: "csi.spiffe.io" },
+  spec: {
+    attachRequired: false,
+    podInfoOnMount: true,
+    fsGroupPolicy: "None",
+    volumeLifecycleModes: ["Ephemeral"],
+  },
+};
+
+/**
+ * kube-scheduler with its own client certificate (the bootstrap RBAC binds system:kube-scheduler), so
+ * that pods created by controllers are placed on the kwok node as in a real cluster.
+ */
+async function startScheduler(
+  p: Peers,
+  apiserver: string,
+  caPem: string,
+  cert: { cert: string; key: string },
+  dir: string,
+  logs: string,
+): Promise<number> {
+  const kubeconfig = join(dir, "scheduler.kubeconfig");
+  writeFileSync(kubeconfig, clientKubeconfig(apiserver, caPem, cert), { mode: 0o600 });
+  return startDaemon(
+    p.kubeScheduler,
+    [`--kubeconfig=${kubeconfig}`, "--leader-elect=false", "--secure-port=0"],
+    join(logs, "kube-scheduler.log"),
+  );
 }
 
 /** A kubeconfig for one user: a client certificate, or a token. */

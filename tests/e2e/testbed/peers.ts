@@ -22,6 +22,9 @@ export interface Peers {
   spireAgent: string;
   kubeApiserver: string;
   kubeControllerManager: string;
+  kubeScheduler: string;
+  /** The SPIRE controller manager's ClusterSPIFFEID CRD (a manifest, not a binary). */
+  clusterSpiffeIdCrd: string;
   etcd: string;
   kwok: string;
   ghostunnel: string;
@@ -34,6 +37,8 @@ const BUILT_BY: Record<keyof Omit<Peers, "versions">, string> = {
   spireAgent: "spire",
   kubeApiserver: "kube-apiserver",
   kubeControllerManager: "kube-apiserver",
+  kubeScheduler: "kube-apiserver",
+  clusterSpiffeIdCrd: "spire-crds",
   etcd: "etcd",
   kwok: "kwok",
   ghostunnel: "ghostunnel",
@@ -58,6 +63,12 @@ function paths(): Omit<Peers, "versions"> {
     spireAgent: bin("spire", v.SPIRE_VERSION as string, "spire-agent"),
     kubeApiserver: bin("kube-apiserver", v.KUBERNETES_VERSION as string, "kube-apiserver"),
     kubeControllerManager: bin("kube-apiserver", v.KUBERNETES_VERSION as string, "kube-controller-manager"),
+    kubeScheduler: bin("kube-apiserver", v.KUBERNETES_VERSION as string, "kube-scheduler"),
+    clusterSpiffeIdCrd: bin(
+      "spire-controller-manager",
+      v.SPIRE_CONTROLLER_MANAGER_VERSION as string,
+      "spire.spiffe.io_clusterspiffeids.yaml",
+    ),
     etcd: bin("etcd", v.ETCD_VERSION as string, "etcd"),
     kwok: bin("kwok", v.KWOK_VERSION as string, "kwok"),
     ghostunnel: bin("ghostunnel", v.GHOSTUNNEL_VERSION as string, "ghostunnel"),
