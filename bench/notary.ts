@@ -6,62 +6,16 @@
  *
  *   bun bench/notary.ts [--requests 2000] [--out bench/results/notary.md]
  */
-import { chownSync, copyFileSync, mkdirSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
-import { type Subprocess, spawn } from "bun";
-import { readTestbed } from "../tests/e2e/testbed/index.ts";
-import { asWorkload } from "../tests/e2e/testbed/spire.ts";
 import { freePort, waitForPort } from "../tests/support/net.ts";
+import { notaryChain } from "./notary-chain.ts";
 
 const { values: o } = parseArgs({
   options: { requests: { type: "string", default: "2000" }, out: { type: "string" } },
 });
 const N = Number(o.requests);
-const ROOT = new URL("..", import.meta.url).pathname;
-const tb = readTestbed();
-if (!tb) throw new Error("the test bed is not running: make testbed-up");
-const [web, api] = [tb.spire.workloads.web, tb.spire.workloads.api];
-if (!web || !api) throw new Error("test bed workloads web and api missing");
-const procs: Subprocess[] = [];
-const work = join(tb.dir, "home", "bench-notary");
-rmSync(work, { recursive: true, force: true });
-mkdirSync(work, { recursive: true });
-chownSync(work, web.uid, web.uid);
-copyFileSync(tb.kube.kubeconfig, join(work, "kubeconfig"));
-chownSync(join(work, "kubeconfig"), web.uid, web.uid);
-
-const completion = JSON.stringify({
-  id: "c",
-  object: "chat.completion",
-  created: 1,
-  model: "m",
-  choices: [{ index: 0, finish_reason: "stop", message: { role: "assistant", content: "x".repeat(200) } }],
-  usage: { prompt_tokens: 10, completion_tokens: 50, total_tokens: 60 },
-});
-const upstream = Bun.serve({
-  hostname: "127.0.0.1",
-  port: 0,
-  fetch: () => new Response(completion, { headers: { "content-type": "application/json" } }),
-});
-const socket = `unix://${tb.spire.agentSocket}`;
-const proxy = (w: typeof web, config: object) => {
-  const p = spawn(asWorkload(w, [process.execPath, join(ROOT, "cmd/svc-proxy.ts"), "-zap-log-level=error"]), {
-    cwd: ROOT,
-    env: {
-      ...process.env,
-      KUBECONFIG: join(work, "kubeconfig"),
-      SVC_PROXY_CONFIG: JSON.stringify({
-        spiffe: { workload_socket_path: socket },
-        metricsAddr: "0",
-        ...config,
-      }),
-    },
-    stdout: "ignore",
-    stderr: "inherit",
-  });
-  procs.push(p);
-};
+const { web, api, work, upstream, proxy, stop } = notaryChain("bench-notary");
 const [serverPort, plainPort, notaryPort] = [await freePort(), await freePort(), await freePort()];
 const client = (port: number, notary: boolean) =>
   proxy(web, {
@@ -138,7 +92,5 @@ try {
   process.stdout.write(report);
   if (o.out) await Bun.write(o.out, report);
 } finally {
-  for (const p of procs) p.kill("SIGTERM");
-  await Promise.all(procs.map((p) => p.exited));
-  upstream.stop(true);
+  await stop();
 }
