@@ -66,6 +66,11 @@ export class Notary {
     this.refusal = reason;
   }
 
+  /** Serves again after refuse(). */
+  resume(): void {
+    this.refusal = undefined;
+  }
+
   /** Throws SvcError("notary_unavailable") when the notary refuses. */
   checkServing(): void {
     if (this.refusal) throw new SvcError("notary_unavailable", this.refusal);

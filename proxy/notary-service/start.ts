@@ -56,15 +56,42 @@ export async function startNotary(
     log,
     ...(count ? { count } : {}),
   });
-  const check = await checkLog(store, undefined);
-  if (check.problems.length > 0) {
-    log.error("notary: the log failed its consistency check; the notary refuses until it is repaired", {
-      problems: check.problems,
-      size: check.size,
+  const checkThenServe = async () => {
+    const check = await checkLog(store, undefined);
+    if (check.problems.length > 0) {
+      log.error("notary: the log failed its consistency check; the notary refuses until it is repaired", {
+        problems: check.problems,
+        size: check.size,
+      });
+      notary.refuse(
+        `the notary log failed its consistency check at start-up (${check.problems[0]}${check.problems.length > 1 ? `, and ${check.problems.length - 1} more` : ""}); see the proxy's log`,
+      );
+    } else {
+      notary.resume();
+      log.info("notary: log checked", { size: check.size, tree_heads: check.treeHeads });
+    }
+  };
+  const unreachable = store.unavailable();
+  if (unreachable === undefined) await checkThenServe();
+  else {
+    // The listeners start; the notary answers 503 until its database is reachable and its log checked.
+    log.error("notary: the database is unreachable; notarization answers 503 until it is", {
+      database: store.location,
+      reason: unreachable,
     });
-    notary.refuse(
-      `the notary log failed its consistency check at start-up (${check.problems[0]}${check.problems.length > 1 ? `, and ${check.problems.length - 1} more` : ""}); see the proxy's log`,
+    notary.refuse(`the notary's database ${store.location} is unreachable (${unreachable}); still trying`);
+    store.connected.then(
+      () => {
+        log.info("notary: the database is reachable", { database: store.location });
+        return checkThenServe();
+      },
+      (e: Error) => {
+        log.error("notary: the database refused; the notary refuses until the proxy restarts", {
+          reason: e.message,
+        });
+        notary.refuse(e.message);
+      },
     );
-  } else log.info("notary: log checked", { size: check.size, tree_heads: check.treeHeads });
+  }
   return { notary, close: () => store.close() };
 }

@@ -108,11 +108,52 @@ export class PostgresNotaryStore implements NotaryStore {
     const store = new PostgresNotaryStore(sql, location);
     try {
       await store.retrying(() => (o.readonly ? store.checkVersion() : store.migrate()));
+      store.connected = Promise.resolve();
     } catch (e) {
-      await sql.close().catch(() => {});
-      throw new SvcError("usage", `notary.database.url: ${location}: ${(e as Error).message}`);
+      // Unreachable: a proxy keeps trying in the background, its notary answering 503 meanwhile. A
+      // refusal (a wrong password, a newer schema) or an audit ends here.
+      if (o.readonly || !(transient(e) || isSvcError(e, "notary_unavailable"))) {
+        await sql.close().catch(() => {});
+        throw new SvcError("usage", `notary.database.url: ${location}: ${(e as Error).message}`);
+      }
+      store.unreachable = (e as Error).message;
+      store.connected = store.keepConnecting();
     }
     return store;
+  }
+
+  /** Resolves once the schema is in place; rejects when the server refuses for good. */
+  connected: Promise<void> = Promise.resolve();
+  /** Why the store has not been reachable since it was opened; undefined once it was. */
+  private unreachable: string | undefined;
+
+  private async keepConnecting(): Promise<void> {
+    for (let wait = 1000; ; wait = Math.min(wait * 2, 5000)) {
+      await Bun.sleep(wait);
+      try {
+        await this.migrate();
+        this.unreachable = undefined;
+        return;
+      } catch (e) {
+        if (!transient(e)) {
+          this.unreachable = `refused: ${(e as Error).message}`;
+          throw new SvcError("usage", `notary.database.url: ${this.location}: ${(e as Error).message}`);
+        }
+        this.unreachable = (e as Error).message;
+      }
+    }
+  }
+
+  unavailable(): string | undefined {
+    return this.unreachable;
+  }
+
+  private checkReachable(): void {
+    if (this.unreachable !== undefined)
+      throw new SvcError(
+        "notary_unavailable",
+        `PostgreSQL at ${this.location} has not been reachable since the proxy started (${this.unreachable}); still trying`,
+      );
   }
 
   /** The schema version this build writes. */
@@ -168,6 +209,7 @@ export class PostgresNotaryStore implements NotaryStore {
    * one bad write fails alone.
    */
   private write<T>(body: WriteBody<T>): Promise<T> {
+    this.checkReachable();
     return new Promise<T>((resolve, reject) => {
       this.queue.push({ body, resolve, reject } as Pending);
       if (!this.flushing) void this.flush();
@@ -228,6 +270,7 @@ export class PostgresNotaryStore implements NotaryStore {
   }
 
   private read<T>(op: (sql: Tx) => Promise<T>): Promise<T> {
+    this.checkReachable();
     return this.retrying(() => op(this.sql));
   }
 

@@ -114,6 +114,12 @@ function recordData(db: Database, kind: LeafKind, ref: string): Uint8Array | und
 }
 
 export class SqliteNotaryStore implements NotaryStore {
+  readonly connected = Promise.resolve();
+
+  unavailable(): string | undefined {
+    return undefined;
+  }
+
   private constructor(
     private readonly db: Database,
     readonly location: string,

@@ -44,6 +44,13 @@ export interface LoggedRecord {
 export interface NotaryStore {
   /** Where the records are, for logs: a file path or a URL without its password. */
   readonly location: string;
+  /**
+   * Resolves once the store is usable (at once, unless a database server was unreachable at start:
+   * then operations fail as unavailable until it is); rejects when the server refuses for good.
+   */
+  readonly connected: Promise<void>;
+  /** Why the store is not usable yet (its server unreachable since start), or undefined. */
+  unavailable(): string | undefined;
   putCertificate(id: string, der: Uint8Array, spiffeId: string, notAfter: Date): Promise<void>;
   putStatement(id: string, jws: string, subject: string, certificateId: string): Promise<void>;
   /** Records an exchange and, when given, its receipt, in one transaction. Returns the exchange's id. */

@@ -241,12 +241,20 @@ describe("two central notary replicas on one PostgreSQL", () => {
     expect(await logProblems()).toEqual([]);
   }, 600_000);
 
-  test("PostgreSQL stopped for 10 s: notarized requests get 503, none an unstored receipt; other traffic flows; service resumes", async () => {
+  test("PostgreSQL stopped for 10 s: notarized requests get 503, none an unstored receipt; other traffic flows, also through a replica started meanwhile; service resumes", async () => {
     const during: { status: number; id?: string }[] = [];
     const plain: number[] = [];
     await pg.stop();
     const downUntil = Date.now() + 10_000;
+    let restartedDown: { status: number; body: string } | undefined;
     try {
+      // Replica a restarted while the database is down: it starts, serves what needs no notary, and
+      // answers 503 for notarization.
+      await replicas.a.stop();
+      replicas.a = startReplica("a");
+      await waitForPort(ports.a, 60_000);
+      const r = await fetch(`http://127.0.0.1:${ports.toA}/.svc/receipt/${"A".repeat(43)}`);
+      restartedDown = { status: r.status, body: await r.text() };
       for (let n = 0; Date.now() < downUntil; n++) {
         during.push(await notarized(n));
         plain.push((await fetch(`http://127.0.0.1:${via(n)}/health`)).status);
@@ -254,6 +262,8 @@ describe("two central notary replicas on one PostgreSQL", () => {
     } finally {
       await pg.start();
     }
+    expect(restartedDown?.status).toBe(503);
+    expect(restartedDown?.body).toContain("is unreachable");
     console.log(
       `postgres outage: ${during.length} notarized requests answered ${[...new Set(during.map((r) => r.status))].join(", ")}, ${plain.length} plain requests answered ${[...new Set(plain)].join(", ")}`,
     );

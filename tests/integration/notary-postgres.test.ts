@@ -149,4 +149,27 @@ describe("the notary on PostgreSQL", () => {
     expect(e.message).toStartWith(`notary.database.url: postgres://svc@127.0.0.1:${pg.port}/postgres: `);
     expect(e.message).not.toContain("wrong-secret");
   });
+
+  test("a store opened while the server is down answers unavailable, then works once the server is up", async () => {
+    await pg.createDatabase("late");
+    await pg.stop();
+    let store: PostgresNotaryStore;
+    try {
+      store = await open("late");
+      expect(store.unavailable()).toBeDefined();
+      const e = await svcErrorOf(store.head());
+      expect(e.code).toBe("notary_unavailable");
+      expect(e.message).toContain(
+        `PostgreSQL at postgres://svc@127.0.0.1:${pg.port}/late has not been reachable since the proxy started`,
+      );
+    } finally {
+      await pg.start();
+    }
+    await store.connected;
+    expect(store.unavailable()).toBeUndefined();
+    const { x, receipt } = await receiptFor(id, 1);
+    await store.logExchange(x, receipt);
+    expect((await store.head()).size).toBe(2);
+    await store.close();
+  }, 60_000);
 });
