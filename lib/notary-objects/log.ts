@@ -83,6 +83,14 @@ export async function verifyTreeHead(
   return v;
 }
 
+function receiptIssuer(jws: string): string {
+  try {
+    const iss = JSON.parse(Buffer.from(jws.trim().split(".")[1] ?? "", "base64url").toString()).iss;
+    if (typeof iss === "string") return iss;
+  } catch {}
+  throw new SvcError("receipt", "inclusion proof verification failed: the receipt names no issuer (iss)");
+}
+
 /** What `GET /.svc/receipt/{id}/proof` answers, and what `svc notary verify --proof` reads. */
 export interface InclusionProof {
   receiptId: string;
@@ -108,6 +116,11 @@ export async function verifyReceiptInclusion(
   if (!Array.isArray(proof.path)) throw bad("path is not a list of hashes");
   if (typeof proof.treeHead !== "string") throw bad("treeHead is missing");
   const head = await verifyTreeHead(proof.treeHead, bundles);
+  // Any workload of the trust domain can sign a tree head; only the receipt's own issuer vouches for
+  // the log it is in (a notary's replicas share one SPIFFE ID).
+  const issuer = receiptIssuer(receiptJws);
+  if (head.issuer.uri !== issuer)
+    throw bad(`the tree head is signed by ${head.issuer.uri}, not by the receipt's issuer ${issuer}`);
   if (proof.treeSize !== head.claims.size)
     throw bad(
       `the proof is for a tree of ${proof.treeSize} leaves, the signed tree head has ${head.claims.size}`,

@@ -1,18 +1,12 @@
 import { SQL } from "bun";
 import { isSvcError, SvcError } from "../../lib/errors.ts";
 import { type LeafKind, leafData } from "../../lib/notary-objects/log.ts";
-import {
-  append,
-  decodeFrontier,
-  encodeFrontier,
-  type Hash,
-  leafHash,
-  rootOf,
-} from "../../lib/notary-objects/merkle.ts";
+import { append, encodeFrontier, type Hash, leafHash, rootOf } from "../../lib/notary-objects/merkle.ts";
 import {
   type Exchange,
   exchangeFromRow,
   exchangeRecord,
+  headFrontier,
   type LoggedRecord,
   type NotaryStore,
   type StoredObject,
@@ -248,7 +242,7 @@ export class PostgresNotaryStore implements NotaryStore {
       this.sql.begin(async (tx) => {
         const [head] = await tx`SELECT size, frontier FROM log_head WHERE id = 1 FOR UPDATE`;
         let size = Number(head?.size);
-        let frontier = decodeFrontier(head?.frontier as Uint8Array);
+        let frontier = headFrontier(size, head?.frontier as Uint8Array);
         const leaves: { idx: number; kind: string; ref: string; hash: Uint8Array }[] = [];
         const nodes: { level: number; idx: number; hash: Uint8Array }[] = [];
         const appendLeaf = async (kind: LeafKind, ref: string, data: Uint8Array) => {
@@ -366,7 +360,7 @@ export class PostgresNotaryStore implements NotaryStore {
 
   async head(): Promise<{ size: number; root: Hash }> {
     const [h] = await this.read((sql) => sql`SELECT size, frontier FROM log_head WHERE id = 1`);
-    return { size: Number(h?.size), root: rootOf(decodeFrontier(h?.frontier as Uint8Array)) };
+    return { size: Number(h?.size), root: rootOf(headFrontier(Number(h?.size), h?.frontier as Uint8Array)) };
   }
 
   async leafIndex(kind: LeafKind, ref: string): Promise<number | undefined> {

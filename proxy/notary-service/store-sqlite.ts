@@ -3,18 +3,12 @@ import { existsSync } from "node:fs";
 import { dirname } from "node:path";
 import { SvcError } from "../../lib/errors.ts";
 import { type LeafKind, leafData } from "../../lib/notary-objects/log.ts";
-import {
-  append,
-  decodeFrontier,
-  encodeFrontier,
-  type Hash,
-  leafHash,
-  rootOf,
-} from "../../lib/notary-objects/merkle.ts";
+import { append, encodeFrontier, type Hash, leafHash, rootOf } from "../../lib/notary-objects/merkle.ts";
 import {
   type Exchange,
   exchangeFromRow,
   exchangeRecord,
+  headFrontier,
   type LoggedRecord,
   type NotaryStore,
   type StoredObject,
@@ -76,7 +70,7 @@ function appendLeaf(db: Database, kind: LeafKind, ref: string, data: Uint8Array)
     frontier: Uint8Array;
   };
   const hash = leafHash(data);
-  const next = append(decodeFrontier(head.frontier), head.size, hash);
+  const next = append(headFrontier(head.size, head.frontier), head.size, hash);
   db.query("INSERT INTO log_leaves (idx, kind, ref, hash) VALUES (?, ?, ?, ?)").run(
     head.size,
     kind,
@@ -313,7 +307,7 @@ export class SqliteNotaryStore implements NotaryStore {
       size: number;
       frontier: Uint8Array;
     };
-    return { size: h.size, root: rootOf(decodeFrontier(h.frontier)) };
+    return { size: h.size, root: rootOf(headFrontier(h.size, h.frontier)) };
   }
 
   async leafIndex(kind: LeafKind, ref: string): Promise<number | undefined> {

@@ -1,5 +1,6 @@
+import { SvcError } from "../../lib/errors.ts";
 import type { LeafKind } from "../../lib/notary-objects/log.ts";
-import type { Hash } from "../../lib/notary-objects/merkle.ts";
+import { decodeFrontier, type Frontier, frontierFits, type Hash } from "../../lib/notary-objects/merkle.ts";
 
 /**
  * What the notary keeps (certificates, workload statements, exchanges, receipts) and its log: every
@@ -114,4 +115,20 @@ export function exchangeFromRow(r: Record<string, unknown>): Exchange {
     responseHeaders: JSON.parse(r.response_headers as string),
     responseBody: new Uint8Array(r.response_body as Uint8Array),
   };
+}
+
+/** The log head's right edge, refused when it cannot be that of a tree of `size` leaves. */
+export function headFrontier(size: number, bytes: Uint8Array): Frontier {
+  let frontier: Frontier | undefined;
+  try {
+    frontier = decodeFrontier(bytes);
+  } catch {
+    frontier = undefined;
+  }
+  if (!frontier || !Number.isSafeInteger(size) || !frontierFits(frontier, size))
+    throw new SvcError(
+      "notary_unavailable",
+      `the notary log's head is corrupt (its right edge does not fit a tree of ${size} leaves); check the database with svc notary verify --database`,
+    );
+  return frontier;
 }

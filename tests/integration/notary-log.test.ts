@@ -3,11 +3,12 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { DevCa } from "../../lib/dev/ca.ts";
+import { svidSigner } from "../../lib/notary-objects/jws.ts";
 import { type InclusionProof, verifyReceiptInclusion } from "../../lib/notary-objects/log.ts";
 import { BundleSet, X509Bundle } from "../../lib/spiffe/bundle.ts";
 import { derToPem, parseCert } from "../../lib/spiffe/cert.ts";
 import type { SvidSource } from "../../lib/spiffe/x509-source.ts";
-import type { X509Svid } from "../../lib/spiffe/x509svid.ts";
+import { parseX509Svid, type X509Svid } from "../../lib/spiffe/x509svid.ts";
 import { checkLog } from "../../proxy/notary-service/log-check.ts";
 import { SqliteNotaryStore } from "../../proxy/notary-service/store-sqlite.ts";
 import { tempDir } from "../support/dev-api.ts";
@@ -104,6 +105,27 @@ describe("the notary log", () => {
     await expect(verifyReceiptInclusion(r.jws, { ...proof, path: ["x"] }, bundles)).rejects.toThrow(
       "path[0] is not a base64url SHA-256 hash",
     );
+    // Another workload of the trust domain signs a tree head over a log of its own holding the receipt.
+    const other = await id.ca.issueX509Svid("spiffe://example.org/ns/edge/sa/mallory", 3_600_000);
+    const mallory = parseX509Svid(other.certDer, other.keyDer);
+    const { leafData, signTreeHead } = await import("../../lib/notary-objects/log.ts");
+    const { leafHash } = await import("../../lib/notary-objects/merkle.ts");
+    const forged = await signTreeHead(
+      mallory.id.uri,
+      ORIGIN,
+      1,
+      leafHash(leafData("receipt", r.jws)),
+      svidSigner(mallory.keyPem, mallory.chain),
+    );
+    await expect(
+      verifyReceiptInclusion(
+        r.jws,
+        { receiptId: r.id, leafIndex: 0, treeSize: 1, path: [], treeHead: forged },
+        bundles,
+      ),
+    ).rejects.toThrow(
+      `the tree head is signed by spiffe://example.org/ns/edge/sa/mallory, not by the receipt's issuer ${NOTARY}`,
+    );
     await store.close();
   });
 
@@ -174,6 +196,18 @@ describe("the notary log", () => {
     expect(cutProblems).toContain("tree head of size 29: the log has only 27 leaves (leaves were deleted)");
     await store.close();
     await cut.store.close();
+  });
+
+  test("a log head whose right edge does not fit its size is reported, and nothing more is appended to it", async () => {
+    const { store, db } = await filled("bad-head");
+    db.query("UPDATE log_head SET frontier = x'00'").run();
+    expect((await checkLog(store, source)).problems).toContain(
+      "the notary log's head is corrupt (its right edge does not fit a tree of 29 leaves); check the database with svc notary verify --database",
+    );
+    const e = await svcErrorOf(store.logExchange(exchange(500)));
+    expect(e.code).toBe("notary_unavailable");
+    expect(e.message).toContain("the notary log's head is corrupt");
+    await store.close();
   });
 
   test("a forged tree head row is reported by its signature, and never served", async () => {
@@ -247,6 +281,7 @@ describe("the notary log", () => {
 
   test("a database written before the log joins it on upgrade, and its receipts get proofs", async () => {
     const path = join(dir, "v1.db");
+    const old1 = await receiptFor(id, 1);
     const old = new Database(path, { create: true });
     old.run(`CREATE TABLE certificates (
        id TEXT PRIMARY KEY, der BLOB NOT NULL, spiffe_id TEXT NOT NULL, not_after INTEGER NOT NULL, created_at INTEGER NOT NULL);
@@ -261,14 +296,14 @@ describe("the notary log", () => {
      CREATE TABLE receipts (
        id TEXT PRIMARY KEY, jws TEXT NOT NULL, statement_id TEXT NOT NULL, exchange_id INTEGER NOT NULL, created_at INTEGER NOT NULL);
      INSERT INTO exchanges VALUES (1, 'req-1', 'S', 'signRequest', 'POST', '/', '{}', x'00', 200, '{}', x'01', 10);
-     INSERT INTO receipts VALUES ('R1', 'old.receipt.jws', 'S', 1, 11);
+     INSERT INTO receipts VALUES ('R1', '${old1.receipt.jws}', 'S', 1, 11);
      PRAGMA user_version = 1;`);
     old.close();
     const store = SqliteNotaryStore.open(path);
     expect((await store.head()).size).toBe(2);
     expect((await checkLog(store, source)).problems).toEqual([]);
     const proof = (await notaryOver(store, id).proof("R1", ORIGIN)) as InclusionProof;
-    expect((await verifyReceiptInclusion("old.receipt.jws", proof, bundles)).claims.size).toBe(2);
+    expect((await verifyReceiptInclusion(old1.receipt.jws, proof, bundles)).claims.size).toBe(2);
     await store.close();
   });
 });

@@ -18,6 +18,7 @@ export const NOTARY = "spiffe://example.org/ns/edge/sa/notary";
 export const ORIGIN = "https://api.example";
 
 export interface NotaryIdentity {
+  ca: DevCa;
   svid: X509Svid;
   bundles: BundleSet;
   source: SvidSource;
@@ -34,7 +35,7 @@ export async function notaryIdentity(): Promise<NotaryIdentity> {
     bundles: () => bundles,
     onUpdate: () => () => {},
   } as SvidSource;
-  return { svid, bundles, source };
+  return { ca, svid, bundles, source };
 }
 
 export const exchange = (n: number): Exchange => ({
