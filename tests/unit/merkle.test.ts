@@ -1,5 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import { createHash } from "node:crypto";
+import fc from "fast-check";
 import {
   append,
   EMPTY_ROOT,
@@ -112,5 +113,38 @@ describe("the notary log's Merkle tree", () => {
     const { read } = build(1000);
     expect((await inclusionPath(read, 999, 1000)).length).toBeLessThanOrEqual(10);
     expect((await inclusionPath(read, 0, 1000)).length).toBe(10);
+  });
+
+  test("property: a proof verifies only for its own leaf, index, size and root; any changed byte, hash, index or size fails", async () => {
+    const { read, roots, leaves } = build(130);
+    await fc.assert(
+      fc.asyncProperty(
+        fc.integer({ min: 1, max: 130 }),
+        fc.nat(),
+        fc.nat(),
+        fc.nat(),
+        fc.integer({ min: 1, max: 255 }),
+        fc.integer({ min: -3, max: 3 }).filter((d) => d !== 0),
+        async (n, m0, which, at, xor, shift) => {
+          const m = m0 % n;
+          const path = await inclusionPath(read, m, n);
+          const root = roots[n] as Hash;
+          const leaf = leaves[m] as Hash;
+          expect(verifyInclusion(leaf, m, n, path, root)).toBe(true);
+          if (path.length > 0) {
+            const i = which % path.length;
+            const flipped = path.map((p, k) =>
+              k === i ? p.map((b, j) => (j === at % 32 ? b ^ xor : b)) : p,
+            );
+            expect(verifyInclusion(leaf, m, n, flipped, root)).toBe(false);
+          }
+          const otherLeaf = leaves[(m + 1) % 130] as Hash;
+          if (n > 1) expect(verifyInclusion(otherLeaf, m, n, path, root)).toBe(false);
+          expect(verifyInclusion(leaf, m + shift, n, path, root)).toBe(false);
+          expect(verifyInclusion(leaf, m, n, path, roots[(n % 130) + 1] as Hash)).toBe(false);
+        },
+      ),
+      { numRuns: 400, seed: 7 },
+    );
   });
 });
