@@ -9,7 +9,8 @@ import { Counter, Gauge, Histogram, Registry } from "./prometheus.ts";
  */
 export interface AdmissionMetrics {
   review(subresource: string, decision: string, seconds: number): void;
-  cacheMiss(): void;
+  /** A review read an object (of a cached kind) the watch had not delivered yet. */
+  cacheMiss(kind: string): void;
 }
 
 export class ProxyMetrics {
@@ -106,7 +107,7 @@ export class ProxyMetrics {
 
   private readonly admissionReviews = new Counter({
     name: "svc_proxy_admission_reviews_total",
-    help: "Admission reviews answered, by pod subresource and decision (allowed, refused, override, unlabeled)",
+    help: "Admission reviews answered, by subresource (or, for objects, resource) and decision (allowed, refused, override, unlabeled)",
     labelNames: ["subresource", "decision"],
     registers: [this.registry],
   });
@@ -117,8 +118,9 @@ export class ProxyMetrics {
     registers: [this.registry],
   });
   private readonly admissionCacheMisses = new Counter({
-    name: "svc_proxy_admission_pod_cache_misses_total",
-    help: "Reviews of pods the watch had not delivered yet, read from the API server instead",
+    name: "svc_proxy_admission_cache_misses_total",
+    help: "Objects a review needed that the watch had not delivered yet, read from the API server instead, by kind",
+    labelNames: ["kind"],
     registers: [this.registry],
   });
 
@@ -127,7 +129,7 @@ export class ProxyMetrics {
       this.admissionReviews.inc({ subresource, decision });
       this.admissionDuration.observe(seconds);
     },
-    cacheMiss: () => this.admissionCacheMisses.inc(),
+    cacheMiss: (kind) => this.admissionCacheMisses.inc({ kind }),
   };
 
   forListener(listener: string): ListenerEvents {

@@ -6,6 +6,9 @@
  * CEL in deploy/admission/base/policy.yaml; tests/e2e/admission.e2e.test.ts runs one table of labels
  * through both and through this function.
  */
+import { COMPARTMENT_ANNOTATION, COMPARTMENT_LABEL, LEVEL_ANNOTATION } from "./inject.ts";
+import type { Marks } from "./marks-cache.ts";
+
 export const SENSITIVITY_ORDER = ["u", "c", "s", "ts"] as const;
 
 export interface Clearances {
@@ -93,3 +96,59 @@ export function describeClearances(c: Clearances): string {
   const level = c.sensitivity >= 0 ? `up to ${SENSITIVITY_ORDER[c.sensitivity]}` : "none";
   return `compartments ${list(c.compartments)}; countries ${list(c.countries)}; sensitivity ${level}`;
 }
+
+/**
+ * What an object's marks (its label and the two annotations) say, read as one compartment: none, one
+ * compartment (the parts its marks name; the label names all three), or unreadable — a mark of another
+ * shape, or marks that disagree (a label of ALPHA with an annotation naming bravo). Unreadable is refused
+ * wherever it matters: the webhook cannot tell what it is checking.
+ */
+export type MarkedAs =
+  | { kind: "none" }
+  | { kind: "marked"; parts: Partial<Compartment>; shown: string }
+  | { kind: "unreadable"; why: string };
+
+const MARK_READERS: [keyof Marks, string, (v: string) => Partial<Compartment> | undefined, string][] = [
+  ["compartment", COMPARTMENT_LABEL, parseCompartmentLabel, "<COUNTRY>-<SENSITIVITY>-<COMPARTMENT>"],
+  ["level", LEVEL_ANNOTATION, parseLevelNote, "<country>:<sensitivity>"],
+  ["compartmentNote", COMPARTMENT_ANNOTATION, parseCompartmentNote, "<country>:<compartment>"],
+];
+
+const cut = (v: string) => (v.length > 100 ? `${v.slice(0, 100)}…` : v);
+
+export function compartmentOf(marks: Marks): MarkedAs {
+  const parts: Partial<Compartment> = {};
+  const values: string[] = [];
+  for (const [field, key, parse, shape] of MARK_READERS) {
+    const value = marks[field];
+    if (value === undefined) continue;
+    const read = parse(value);
+    if (!read)
+      return {
+        kind: "unreadable",
+        why: `${key}=${JSON.stringify(cut(value))} is not ${shape} (sensitivity TS, S, C or U)`,
+      };
+    for (const part of ["country", "sensitivity", "compartment"] as const) {
+      const v = read[part];
+      if (v === undefined) continue;
+      if (parts[part] !== undefined && parts[part] !== v)
+        return {
+          kind: "unreadable",
+          why: `its marks name two ${part === "country" ? "countries" : `${part}s`} (${parts[part]}, ${v})`,
+        };
+      parts[part] = v;
+    }
+    values.push(field === "compartment" ? value.toUpperCase() : value);
+  }
+  if (values.length === 0) return { kind: "none" };
+  // The label names the compartment whole; without it, the annotations as written.
+  return {
+    kind: "marked",
+    parts,
+    shown: marks.compartment !== undefined ? (values[0] as string) : values.join(", "),
+  };
+}
+
+/** Two marked objects are of one compartment when their marks name the same parts. */
+export const sameCompartment = (a: Partial<Compartment>, b: Partial<Compartment>): boolean =>
+  a.country === b.country && a.sensitivity === b.sensitivity && a.compartment === b.compartment;

@@ -29,7 +29,10 @@ export interface KubeClient {
   /** The same client (credentials loaded once) with another deadline for typed calls. */
   withTimeout(timeoutMs: number): KubeClient;
   /** A raw request to the API server with the client's credentials (for watches). */
-  fetch(path: string, init?: { signal?: AbortSignal; method?: string; body?: string }): Promise<Response>;
+  fetch(
+    path: string,
+    init?: { signal?: AbortSignal; method?: string; body?: string; headers?: Record<string, string> },
+  ): Promise<Response>;
 }
 
 /**

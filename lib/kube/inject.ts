@@ -6,7 +6,8 @@ import { SvcError } from "../errors.ts";
  *   label      svc.io/compartment      <COUNTRY>-<SENSITIVITY>-<COMPARTMENT>
  *   annotation mls.svc.dev/level       <country>:<sensitivity>
  *   annotation mls.svc.dev/compartment <country>:<compartment>
- * An object already labelled for another compartment is refused, naming it.
+ * An object already labelled for another compartment is refused, naming it. A workload's and a Service's
+ * selector also gets the label (see pinSelector), so that it selects only its own compartment's objects.
  */
 export const COMPARTMENT_LABEL = "svc.io/compartment";
 export const LEVEL_ANNOTATION = "mls.svc.dev/level";
@@ -72,6 +73,39 @@ function mark(metaHolder: Obj, marks: MlsMarks, what: string): void {
   meta.annotations = { ...((isObj(meta.annotations) ? meta.annotations : {}) as Obj), ...marks.annotations };
 }
 
+/**
+ * Selectors that pick pods (or a Deployment's ReplicaSets) by label: a Deployment's, ReplicaSet's,
+ * StatefulSet's and DaemonSet's `spec.selector.matchLabels`, a Job's when it sets `manualSelector` (its
+ * generated selector is unique already), and the `spec.selector` map of a ReplicationController and a
+ * Service. One left out keeps the API server's default (a ReplicationController's is its template's labels)
+ * or selects nothing (a Service without a selector).
+ */
+function pinSelector(o: Obj, label: string, what: string): void {
+  const spec = isObj(o.spec) ? o.spec : undefined;
+  if (!spec || !isObj(spec.selector)) return;
+  const kind = String(o.kind);
+  let selector: Obj;
+  if (
+    ["Deployment", "ReplicaSet", "StatefulSet", "DaemonSet"].includes(kind) ||
+    (kind === "Job" && spec.manualSelector === true)
+  ) {
+    if (!isObj(spec.selector.matchLabels)) spec.selector.matchLabels = {};
+    selector = spec.selector.matchLabels as Obj;
+  } else if (
+    (kind === "ReplicationController" || kind === "Service") &&
+    Object.keys(spec.selector).length > 0
+  )
+    selector = spec.selector;
+  else return;
+  const existing = selector[COMPARTMENT_LABEL];
+  if (existing !== undefined && String(existing).toUpperCase() !== label)
+    throw new SvcError(
+      "usage",
+      `the selector of ${what} picks ${COMPARTMENT_LABEL}=${String(existing)}, not the current compartment ${label}; switch context (svc context use) or remove it from the selector`,
+    );
+  selector[COMPARTMENT_LABEL] = label;
+}
+
 /** Injects into one object (a `List` is walked item by item). Returns the same object, changed. */
 export function injectMls(o: Obj, c: Compartment): Obj {
   const marks = mlsMarks(c);
@@ -81,6 +115,7 @@ export function injectMls(o: Obj, c: Compartment): Obj {
   }
   const what = describeObject(o);
   mark(o, marks, what);
+  pinSelector(o, marks.labels[COMPARTMENT_LABEL] as string, what);
   for (const path of TEMPLATE_PATHS[String(o.kind)] ?? []) {
     let node: unknown = o;
     for (const key of path) node = isObj(node) ? node[key] : undefined;

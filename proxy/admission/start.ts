@@ -1,20 +1,62 @@
-import { marksOfPod, PodCache, type PodMarks } from "../../lib/kube/pod-cache.ts";
+import {
+  type CachedKind,
+  type Marks,
+  MarksCache,
+  marksOfMeta,
+  readMeta,
+} from "../../lib/kube/marks-cache.ts";
+import { podSpecOf } from "../../lib/kube/pod-references.ts";
 import type { AdmissionConfig } from "../config/validate.ts";
 import type { Logger } from "../log.ts";
 import type { AdmissionMetrics } from "../metrics.ts";
-import { type AdmissionRequest, clip, DECIDED, review, type UserInfo, type Verdict } from "./review.ts";
+import type { TargetKind } from "./access.ts";
+import type { OwnerLookup, OwnerRef } from "./consistency.ts";
+import { type AdmissionRequest, clip, type UserInfo, type Verdict } from "./request.ts";
+import { review, reviewLabel } from "./review.ts";
 import { startAdmissionServer } from "./server.ts";
 import { readTlsPair, watchTlsPair } from "./tls-files.ts";
 
 /**
- * The admission webhook of svc-proxy (the `admission:` block, docs/admission.md): a pod cache fed by a
- * watch, the override permission asked with a SubjectAccessReview (answers kept for OVERRIDE_TTL_MS),
+ * The admission webhook of svc-proxy (the `admission:` block, docs/admission.md): metadata caches of pods
+ * and of what pods refer to, fed by watches; workloads read directly when a review needs one (scale, an
+ * owner); the override permission asked with a SubjectAccessReview (answers kept for OVERRIDE_TTL_MS);
  * one log line per refusal and per override, and metrics.
  */
 const OVERRIDE_TTL_MS = 10_000;
 /** One deadline for a review's lookups, under the API server's 5 s. */
 const DECIDE_MS = 4_000;
 const OVERRIDE_CACHE_MAX = 10_000;
+/** Objects read directly (not in a cache) for one review, at most: past it the review is refused. */
+const MAX_DIRECT_READS = 16;
+/** A lookup gives up before the review's deadline, so that the refusal says why. */
+const LOOKUP_MS = 3_000;
+const CACHED: CachedKind[] = ["pods", "secrets", "configmaps", "serviceaccounts", "persistentvolumeclaims"];
+
+/** Owner kinds whose compartment the webhook can read, by "group/Kind", with their API path. */
+const OWNER_PATHS: Record<string, string> = {
+  "apps/Deployment": "/apis/apps/v1/namespaces/{ns}/deployments/{name}",
+  "apps/ReplicaSet": "/apis/apps/v1/namespaces/{ns}/replicasets/{name}",
+  "apps/StatefulSet": "/apis/apps/v1/namespaces/{ns}/statefulsets/{name}",
+  "apps/DaemonSet": "/apis/apps/v1/namespaces/{ns}/daemonsets/{name}",
+  "batch/Job": "/apis/batch/v1/namespaces/{ns}/jobs/{name}",
+  "batch/CronJob": "/apis/batch/v1/namespaces/{ns}/cronjobs/{name}",
+  "/ReplicationController": "/api/v1/namespaces/{ns}/replicationcontrollers/{name}",
+};
+const SCALED: Record<string, string> = {
+  deployments: "apps/Deployment",
+  replicasets: "apps/ReplicaSet",
+  statefulsets: "apps/StatefulSet",
+  replicationcontrollers: "/ReplicationController",
+};
+const RESOURCE_OF: Record<string, string> = {
+  Deployment: "deployments",
+  ReplicaSet: "replicasets",
+  StatefulSet: "statefulsets",
+  DaemonSet: "daemonsets",
+  Job: "jobs",
+  CronJob: "cronjobs",
+  ReplicationController: "replicationcontrollers",
+};
 
 export interface RunningAdmission {
   port: number;
@@ -33,23 +75,80 @@ export async function startAdmission(
   const client = openKubeClient(config.kubeconfig, 3_000);
   const cacheClient = client.withTimeout(30_000);
   const alog = log.with({ component: "admission" });
-  const cache = new PodCache(cacheClient, {
-    synced: (pods, ms) => alog.info("pod cache filled", { pods, list_ms: ms }),
-    error: (message, retryMs) => alog.warn("pod cache", { error: message, retry_ms: retryMs }),
-  });
-  cache.start();
+  const caches = new Map(
+    CACHED.map((kind) => [
+      kind,
+      new MarksCache(cacheClient, kind, {
+        synced: (k, objects, ms) => alog.info("cache filled", { kind: k, objects, list_ms: ms }),
+        error: (k, message, retryMs) => alog.warn("cache", { kind: k, error: message, retry_ms: retryMs }),
+      }),
+    ]),
+  );
+  for (const cache of caches.values()) cache.start();
+  const ready = () => [...caches.values()].every((c) => c.ready);
 
-  const podMarks = async (namespace: string, name: string): Promise<PodMarks | null> => {
-    const cached = cache.get(namespace, name);
-    if (cached) return cached;
-    metrics.cacheMiss();
-    // Not seen yet (just created, or the cache is still filling): read it once.
-    const pod = await client.core.readNamespacedPod({ namespace, name }).catch((e: { code?: number }) => {
-      if (e.code === 404) return null;
-      throw e;
-    });
-    return pod === null ? null : marksOfPod(pod.metadata);
+  /** A review's budget of direct reads (see MAX_DIRECT_READS). */
+  const budget = () => {
+    let left = MAX_DIRECT_READS;
+    return () => {
+      if (left-- <= 0)
+        throw new Error(`more than ${MAX_DIRECT_READS} objects of this review are not in the cache yet`);
+    };
   };
+  const cachedMarks = async (kind: CachedKind, namespace: string, name: string, spend: () => void) => {
+    const cached = caches.get(kind)?.get(namespace, name);
+    if (cached) return cached;
+    spend();
+    metrics.cacheMiss(kind);
+    // Not seen yet (just created, or the cache is still filling): read it once.
+    const meta = await readMeta(client, kind, namespace, name, AbortSignal.timeout(LOOKUP_MS));
+    return meta === null ? null : marksOfMeta(meta);
+  };
+  /** A workload read whole (its template is not metadata); null when missing or not the expected UID. */
+  const readWorkload = async (
+    path: string,
+    namespace: string,
+    name: string,
+    spend: () => void,
+    uid?: string,
+  ): Promise<Record<string, unknown> | null> => {
+    spend();
+    const res = await client.fetch(
+      path.replace("{ns}", encodeURIComponent(namespace)).replace("{name}", encodeURIComponent(name)),
+      { signal: AbortSignal.timeout(LOOKUP_MS) },
+    );
+    if (res.status === 404) return null;
+    if (!res.ok) throw new Error(`read ${clip(name)}: ${res.status} ${(await res.text()).slice(0, 200)}`);
+    const o = (await res.json()) as { metadata?: { uid?: string } };
+    return uid && o.metadata?.uid !== uid ? null : (o as Record<string, unknown>);
+  };
+  const targetMarks =
+    (spend: () => void) =>
+    async (kind: TargetKind, namespace: string, name: string): Promise<Marks[] | null> => {
+      if (kind === "pods" || kind === "serviceaccounts") {
+        const m = await cachedMarks(kind, namespace, name, spend);
+        return m === null ? null : [m];
+      }
+      const o = await readWorkload(OWNER_PATHS[SCALED[kind] as string] as string, namespace, name, spend);
+      if (o === null) return null;
+      return [marksOfMeta(o.metadata), marksOfMeta(podSpecOf(kind, o)?.meta)];
+    };
+  const owner =
+    (spend: () => void) =>
+    async (ref: OwnerRef, namespace: string): Promise<OwnerLookup> => {
+      const group = ref.apiVersion.includes("/") ? ref.apiVersion.split("/")[0] : "";
+      const key = `${group}/${ref.kind}`;
+      const path = Object.hasOwn(OWNER_PATHS, key) ? OWNER_PATHS[key] : undefined;
+      if (!path) return { found: "unknown-kind" };
+      const o = await readWorkload(path, namespace, ref.name, spend, ref.uid);
+      if (o === null) return { found: "no" };
+      const template = podSpecOf(RESOURCE_OF[ref.kind] as string, o);
+      return {
+        found: "yes",
+        marks: marksOfMeta(template?.meta ?? o.metadata),
+        what: `${ref.kind} ${clip(namespace)}/${clip(ref.name)}`,
+      };
+    };
 
   const overrides = new Map<string, { allowed: boolean; until: number }>();
   const canOverride = async (user: UserInfo, namespace: string) => {
@@ -85,8 +184,15 @@ export async function startAdmission(
     const started = performance.now();
     let verdict: Verdict;
     try {
+      const spend = budget();
       verdict = await withDeadline(
-        review(request, { podMarks, canOverride, unlabeled: config.unlabeledPods }),
+        review(request, {
+          targetMarks: targetMarks(spend),
+          marks: (kind, namespace, name) => cachedMarks(kind, namespace, name, spend),
+          owner: owner(spend),
+          canOverride,
+          unlabeled: config.unlabeledPods,
+        }),
         DECIDE_MS,
       );
     } catch (e) {
@@ -96,16 +202,15 @@ export async function startAdmission(
         message: `svc admission: cannot decide (${(e as Error).message}); refused`,
       };
     }
-    const sub = typeof request.subResource === "string" ? request.subResource : "";
     // Metric label values stay few: anything else a caller sends is counted as "other".
-    metrics.review(DECIDED.has(sub) ? sub : "other", verdict.decision, (performance.now() - started) / 1000);
+    metrics.review(reviewLabel(request), verdict.decision, (performance.now() - started) / 1000);
     const groups = request.userInfo?.groups;
     const fields = {
       decision: verdict.decision,
       user: clip(request.userInfo?.username),
       groups: Array.isArray(groups) ? groups.slice(0, 50).map((g) => clip(g)) : clip(groups),
-      operation: `${clip(request.operation)} pods/${clip(sub)}`,
-      pod: `${clip(request.namespace)}/${clip(request.name)}`,
+      operation: `${clip(request.operation)} ${clip(request.resource?.resource)}${request.subResource ? `/${clip(request.subResource)}` : ""}`,
+      object: `${clip(request.namespace)}/${clip(request.name)}`,
       compartment: verdict.compartment && clip(verdict.compartment),
       uid: clip(request.uid),
       message: clip(verdict.message, 1000),
@@ -122,11 +227,11 @@ export async function startAdmission(
       address: config.address,
       tls,
       decide,
-      ready: () => cache.ready,
+      ready,
       onBadRequest: (message) => alog.warn("bad admission request", { error: message }),
     });
   } catch (e) {
-    cache.stop();
+    for (const cache of caches.values()) cache.stop();
     throw e;
   }
   const certs = watchTlsPair(
@@ -149,7 +254,7 @@ export async function startAdmission(
     port: server.port,
     async close() {
       certs.close();
-      cache.stop();
+      for (const cache of caches.values()) cache.stop();
       await server.stop();
     },
   };

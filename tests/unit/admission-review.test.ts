@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import { clearancesOf, missingClearances, parseCompartmentLabel } from "../../lib/kube/clearance.ts";
-import type { PodMarks } from "../../lib/kube/pod-cache.ts";
+import type { Marks as PodMarks } from "../../lib/kube/marks-cache.ts";
 import { type AdmissionRequest, type ReviewDeps, review } from "../../proxy/admission/review.ts";
 
 const ALICE = ["system:authenticated", "svc:country:us", "svc:sensitivity:ts", "svc:compartment:alpha"];
@@ -80,8 +80,10 @@ describe("the webhook's review", () => {
     "alpha/mixed": marks("US-TS-ALPHA", undefined, "us:bravo"),
   };
   const deps = (o: Partial<ReviewDeps> & { overrides?: string[] } = {}): ReviewDeps => ({
-    podMarks: async (ns, name) =>
-      Object.hasOwn(pods, `${ns}/${name}`) ? (pods[`${ns}/${name}`] as PodMarks) : null,
+    targetMarks: async (_kind, ns, name) =>
+      Object.hasOwn(pods, `${ns}/${name}`) ? [pods[`${ns}/${name}`] as PodMarks] : null,
+    marks: async () => null,
+    owner: async () => ({ found: "no" }),
     canOverride: async (u) => (o.overrides ?? []).includes(u.username ?? ""),
     unlabeled: o.unlabeled ?? "deny",
   });
@@ -145,9 +147,10 @@ describe("the webhook's review", () => {
     expect(note.message).toContain("another compartment (uk:bravo)");
     expect((await review(req("exec", "level-only"), deps())).allowed).toBe(true);
     expect((await review(req("exec", "odd-note"), deps())).message).toContain('mls.svc.dev/level="us:top"');
+    // A label and an annotation that name two compartments: svc cannot tell which one holds.
     const mixed = await review(req("exec", "mixed"), deps());
     expect(mixed.allowed).toBe(false);
-    expect(mixed.message).toContain("missing: compartment bravo");
+    expect(mixed.message).toContain("marks name two compartments (alpha, bravo)");
   });
 
   test("fields of the wrong type or size are refused, and not echoed at length", async () => {

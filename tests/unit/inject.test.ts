@@ -66,4 +66,57 @@ describe("MLS injection (2.2)", () => {
     };
     expect(() => injectMls(mixed, alpha)).toThrow("the pod template of Deployment d is labelled");
   });
+
+  test("selectors pin the compartment: workloads, a manual Job selector, a ReplicationController, a Service", () => {
+    const sel = (kind: string, selector: unknown, extra: object = {}) =>
+      injectMls({ kind, metadata: { name: "x" }, spec: { selector, ...extra } }, alpha) as {
+        spec: { selector: Record<string, unknown> };
+      };
+    for (const kind of ["Deployment", "ReplicaSet", "StatefulSet", "DaemonSet"])
+      expect(sel(kind, { matchLabels: { app: "web" } }).spec.selector).toEqual({
+        matchLabels: { app: "web", "svc.io/compartment": "US-TS-ALPHA" },
+      });
+    // Expressions are kept; the label is added beside them.
+    expect(
+      sel("Deployment", { matchExpressions: [{ key: "app", operator: "Exists" }] }).spec.selector,
+    ).toEqual({
+      matchExpressions: [{ key: "app", operator: "Exists" }],
+      matchLabels: { "svc.io/compartment": "US-TS-ALPHA" },
+    });
+    expect(
+      sel("Job", { matchLabels: { a: "b" } }, { manualSelector: true }).spec.selector.matchLabels,
+    ).toEqual({
+      a: "b",
+      "svc.io/compartment": "US-TS-ALPHA",
+    });
+    // A generated Job selector is unique; none is added to a Job that leaves it to the API server.
+    expect(sel("Job", { matchLabels: { a: "b" } }).spec.selector).toEqual({ matchLabels: { a: "b" } });
+    expect(sel("Service", { app: "web" }).spec.selector).toEqual({
+      app: "web",
+      "svc.io/compartment": "US-TS-ALPHA",
+    });
+    expect(sel("ReplicationController", { app: "web" }).spec.selector).toEqual({
+      app: "web",
+      "svc.io/compartment": "US-TS-ALPHA",
+    });
+    // A Service without a selector selects nothing: it stays without one.
+    expect(sel("Service", {}).spec.selector).toEqual({});
+    const none = injectMls({ kind: "Service", metadata: { name: "s" }, spec: {} }, alpha) as { spec: object };
+    expect(none.spec).toEqual({});
+  });
+
+  test("a selector that picks another compartment is refused, naming it", () => {
+    expect(() =>
+      injectMls(
+        {
+          kind: "Service",
+          metadata: { name: "s" },
+          spec: { selector: { "svc.io/compartment": "UK-S-BRAVO" } },
+        },
+        alpha,
+      ),
+    ).toThrow(
+      "the selector of Service s picks svc.io/compartment=UK-S-BRAVO, not the current compartment US-TS-ALPHA",
+    );
+  });
 });

@@ -41,13 +41,14 @@ export async function startAdmission(
       patches: [
         {
           target: { kind: "ValidatingWebhookConfiguration", name: "svc-pod-access" },
-          patch: stringify([
-            {
+          // Every entry of the configuration (pod-access, object-access, references) to the one server.
+          patch: stringify(
+            [0, 1, 2].map((i) => ({
               op: "replace",
-              path: "/webhooks/0/clientConfig",
+              path: `/webhooks/${i}/clientConfig`,
               value: { url: `${url}/validate`, caBundle: Buffer.from(pki.caPem).toString("base64") },
-            },
-          ]),
+            })),
+          ),
         },
         {
           patch: stringify({

@@ -1,21 +1,21 @@
-import type { V1Pod } from "@kubernetes/client-node";
 import type { KubeClient } from "./client.ts";
 import { COMPARTMENT_ANNOTATION, COMPARTMENT_LABEL, LEVEL_ANNOTATION } from "./inject.ts";
 
 /**
- * Every pod's compartment marks, kept current by a list and a watch (as a client-go informer does), so
- * that an admission review never waits on the API server. Only the UID and the marks are kept (a few
- * dozen bytes a pod). The watch resumes from the last resource version it saw (bookmarks keep that
- * fresh); when the server says the version is too old (410 Gone), or the list or watch fails, the cache
- * lists again after a backoff, keeping its entries meanwhile: a pod it has not seen yet is looked up
- * directly by the caller.
+ * The compartment marks of every object of one core kind (pods, secrets, configmaps, serviceaccounts,
+ * persistentvolumeclaims), kept current by a list and a watch (as a client-go metadata informer does), so
+ * that an admission review never waits on the API server. Only metadata is asked for (PartialObjectMetadata):
+ * a Secret's data never reaches the webhook. Only the UID and the marks are kept (a few dozen bytes an
+ * object). The watch resumes from the last resource version it saw (bookmarks keep that fresh); when the
+ * server says the version is too old (410 Gone), or the list or watch fails, the cache lists again after a
+ * backoff, keeping its entries meanwhile: an object it has not seen yet is looked up directly by the caller.
  */
-export interface PodEntry extends PodMarks {
+export interface MarksEntry extends Marks {
   uid: string;
 }
 
-/** A pod's compartment marks (2.2): its label and the two annotations, each undefined when absent. */
-export interface PodMarks {
+/** An object's compartment marks (2.2): its label and the two annotations, each undefined when absent. */
+export interface Marks {
   /** The `svc.io/compartment` label. */
   compartment: string | undefined;
   /** `mls.svc.dev/level`. */
@@ -24,20 +24,33 @@ export interface PodMarks {
   compartmentNote: string | undefined;
 }
 
+export interface ObjectMeta {
+  name?: string;
+  namespace?: string;
+  uid?: string;
+  resourceVersion?: string;
+  labels?: Record<string, string>;
+  annotations?: Record<string, string>;
+}
+
 /** A value that is not a string (from a crafted review) is kept as its JSON, which no mark parser reads. */
 const text = (v: unknown) => (v === undefined || typeof v === "string" ? v : JSON.stringify(v));
+const field = (map: unknown, key: string): unknown =>
+  map !== null && typeof map === "object" && Object.hasOwn(map, key)
+    ? (map as Record<string, unknown>)[key]
+    : undefined;
 
-export const marksOfPod = (
-  meta: { labels?: Record<string, string>; annotations?: Record<string, string> } | undefined,
-): PodMarks => ({
-  compartment: text(meta?.labels?.[COMPARTMENT_LABEL]),
-  level: text(meta?.annotations?.[LEVEL_ANNOTATION]),
-  compartmentNote: text(meta?.annotations?.[COMPARTMENT_ANNOTATION]),
+export const marksOfMeta = (meta: unknown): Marks => ({
+  compartment: text(field(field(meta, "labels"), COMPARTMENT_LABEL)),
+  level: text(field(field(meta, "annotations"), LEVEL_ANNOTATION)),
+  compartmentNote: text(field(field(meta, "annotations"), COMPARTMENT_ANNOTATION)),
 });
 
-export interface PodCacheEvents {
-  synced(pods: number, ms: number): void;
-  error(message: string, retryMs: number): void;
+export type CachedKind = "pods" | "secrets" | "configmaps" | "serviceaccounts" | "persistentvolumeclaims";
+
+export interface MarksCacheEvents {
+  synced(kind: CachedKind, objects: number, ms: number): void;
+  error(kind: CachedKind, message: string, retryMs: number): void;
 }
 
 const PAGE = 500;
@@ -46,14 +59,34 @@ const WATCH_SECONDS = 60;
 const SILENCE_MS = (WATCH_SECONDS + 30) * 1000;
 const EXPIRED_AT_ONCE_MS = 10_000;
 const BACKOFF_MS = [500, 1_000, 2_000, 5_000, 10_000, 30_000];
+const METADATA = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1";
+const METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1";
 
-export const entryOf = (pod: V1Pod): PodEntry => ({
-  uid: pod.metadata?.uid ?? "",
-  ...marksOfPod(pod.metadata),
+export const entryOf = (meta: ObjectMeta | undefined): MarksEntry => ({
+  uid: meta?.uid ?? "",
+  ...marksOfMeta(meta),
 });
 
-export class PodCache {
-  private pods = new Map<string, PodEntry>();
+/** One object's metadata read directly (for a cache miss); null when there is no such object. */
+export async function readMeta(
+  client: KubeClient,
+  kind: CachedKind,
+  namespace: string,
+  name: string,
+  signal?: AbortSignal,
+): Promise<ObjectMeta | null> {
+  const res = await client.fetch(
+    `/api/v1/namespaces/${encodeURIComponent(namespace)}/${kind}/${encodeURIComponent(name)}`,
+    { headers: { accept: METADATA }, ...(signal ? { signal } : {}) },
+  );
+  if (res.status === 404) return null;
+  if (!res.ok)
+    throw new Error(`read ${kind} ${namespace}/${name}: ${res.status} ${(await res.text()).slice(0, 200)}`);
+  return ((await res.json()) as { metadata?: ObjectMeta }).metadata ?? {};
+}
+
+export class MarksCache {
+  private objects = new Map<string, MarksEntry>();
   private resourceVersion = "";
   private synced = false;
   /** When the API server last confirmed the cache (a list, a watch event, a watch's normal end). */
@@ -64,7 +97,8 @@ export class PodCache {
 
   constructor(
     private readonly client: KubeClient,
-    private readonly events: PodCacheEvents,
+    readonly kind: CachedKind,
+    private readonly events: MarksCacheEvents,
   ) {}
 
   start(): void {
@@ -85,12 +119,12 @@ export class PodCache {
   }
 
   /**
-   * The pod's entry; undefined when the cache has not heard from the API server for SILENCE_MS (its
-   * list or watch failing), so that the caller reads the pod itself rather than trust an old entry.
+   * The object's entry; undefined when the cache has not heard from the API server for SILENCE_MS (its
+   * list or watch failing), so that the caller reads the object itself rather than trust an old entry.
    */
-  get(namespace: string, name: string): PodEntry | undefined {
+  get(namespace: string, name: string): MarksEntry | undefined {
     if (Date.now() - this.heard > SILENCE_MS) return undefined;
-    return this.pods.get(`${namespace}/${name}`);
+    return this.objects.get(`${namespace}/${name}`);
   }
 
   private async loop(): Promise<void> {
@@ -105,13 +139,13 @@ export class PodCache {
         // A resource version that expires at once after a list is a failure, with a backoff, not a loop;
         // one that expires when a resumed watch starts is routine.
         if (mustList && listed && Date.now() - watching < EXPIRED_AT_ONCE_MS)
-          throw new Error("watch pods: resource version expired (410 Gone) right after a list");
+          throw new Error(`watch ${this.kind}: resource version expired (410 Gone) right after a list`);
         this.failures = 0;
       } catch (e) {
         if (this.stopped.signal.aborted) return;
         const retryMs = BACKOFF_MS[Math.min(this.failures, BACKOFF_MS.length - 1)] as number;
         this.failures++;
-        this.events.error((e as Error).message, retryMs);
+        this.events.error(this.kind, (e as Error).message, retryMs);
         mustList = true;
         await new Promise<void>((resolve) => {
           const wake = () => {
@@ -130,21 +164,27 @@ export class PodCache {
 
   private async list(): Promise<void> {
     const started = performance.now();
-    const next = new Map<string, PodEntry>();
+    const next = new Map<string, MarksEntry>();
     let token: string | undefined;
     do {
-      const page = await this.client.core.listPodForAllNamespaces({
-        limit: PAGE,
-        ...(token ? { _continue: token } : {}),
+      const query = new URLSearchParams({ limit: String(PAGE), ...(token ? { continue: token } : {}) });
+      const res = await this.client.fetch(`/api/v1/${this.kind}?${query}`, {
+        headers: { accept: METADATA_LIST },
+        signal: AbortSignal.any([this.stopped.signal, AbortSignal.timeout(30_000)]),
       });
-      for (const pod of page.items)
-        next.set(`${pod.metadata?.namespace}/${pod.metadata?.name}`, entryOf(pod));
-      token = page.metadata?._continue || undefined;
+      if (!res.ok) throw new Error(`list ${this.kind}: ${res.status} ${(await res.text()).slice(0, 200)}`);
+      const page = (await res.json()) as {
+        items?: { metadata?: ObjectMeta }[];
+        metadata?: { continue?: string; resourceVersion?: string };
+      };
+      for (const o of page.items ?? [])
+        next.set(`${o.metadata?.namespace}/${o.metadata?.name}`, entryOf(o.metadata));
+      token = page.metadata?.continue || undefined;
       this.resourceVersion = page.metadata?.resourceVersion ?? "";
     } while (token);
-    this.pods = next;
+    this.objects = next;
     this.heard = Date.now();
-    this.events.synced(next.size, Math.round(performance.now() - started));
+    this.events.synced(this.kind, next.size, Math.round(performance.now() - started));
     if (!this.synced) {
       this.synced = true;
       for (const resolve of this.readyWaiters.splice(0)) resolve();
@@ -167,16 +207,19 @@ export class PodCache {
     const quiet = () => {
       clearTimeout(timer);
       timer = setTimeout(
-        () => silence.abort(new Error(`watch pods: no data for ${SILENCE_MS / 1000}s`)),
+        () => silence.abort(new Error(`watch ${this.kind}: no data for ${SILENCE_MS / 1000}s`)),
         SILENCE_MS,
       );
     };
     try {
       quiet();
-      const res = await this.client.fetch(`/api/v1/pods?${query}`, { signal: silence.signal });
+      const res = await this.client.fetch(`/api/v1/${this.kind}?${query}`, {
+        signal: silence.signal,
+        headers: { accept: METADATA },
+      });
       if (res.status === 410) return true;
-      if (!res.ok) throw new Error(`watch pods: ${res.status} ${(await res.text()).slice(0, 200)}`);
-      if (!res.body) throw new Error("watch pods: the response has no body");
+      if (!res.ok) throw new Error(`watch ${this.kind}: ${res.status} ${(await res.text()).slice(0, 200)}`);
+      if (!res.body) throw new Error(`watch ${this.kind}: the response has no body`);
       return await this.read(res.body, quiet);
     } catch (e) {
       throw silence.signal.aborted && !this.stopped.signal.aborted ? silence.signal.reason : e;
@@ -211,28 +254,19 @@ export class PodCache {
     if (event.type === "ERROR") {
       const status = event.object as { code?: number; message?: string };
       if (status.code === 410) return true;
-      throw new Error(`watch pods: ${status.message ?? "error event"}`);
+      throw new Error(`watch ${this.kind}: ${status.message ?? "error event"}`);
     }
     if (meta?.resourceVersion) this.resourceVersion = meta.resourceVersion;
     this.heard = Date.now();
     if (event.type === "BOOKMARK" || !meta) return false;
     const key = `${meta.namespace}/${meta.name}`;
-    if (event.type === "DELETED") this.pods.delete(key);
-    else this.pods.set(key, entryOf(event.object as V1Pod));
+    if (event.type === "DELETED") this.objects.delete(key);
+    else this.objects.set(key, entryOf(meta));
     return false;
   }
 }
 
 interface WatchEvent {
   type: "ADDED" | "MODIFIED" | "DELETED" | "BOOKMARK" | "ERROR";
-  object?: {
-    metadata?: {
-      name?: string;
-      namespace?: string;
-      resourceVersion?: string;
-      uid?: string;
-      labels?: Record<string, string>;
-      annotations?: Record<string, string>;
-    };
-  };
+  object?: { metadata?: ObjectMeta };
 }

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { openKubeClient } from "../../lib/kube/client.ts";
-import { PodCache } from "../../lib/kube/pod-cache.ts";
+import { MarksCache } from "../../lib/kube/marks-cache.ts";
 import { useTestbed } from "./support.ts";
 import { kubectlAs } from "./testbed/index.ts";
 import { waitUntil } from "./testbed/process.ts";
@@ -10,23 +10,28 @@ import { waitUntil } from "./testbed/process.ts";
  * current by the watch (additions, relabels, deletions), through @kubernetes/client-node over Bun's fetch.
  */
 const testbed = useTestbed();
-let cache: PodCache;
+let cache: MarksCache;
+let secrets: MarksCache;
 const errors: string[] = [];
 
 beforeAll(async () => {
   const client = openKubeClient(testbed().kube.kubeconfig);
-  cache = new PodCache(client, { synced: () => {}, error: (m) => errors.push(m) });
+  const events = { synced: () => {}, error: (_kind: string, m: string) => errors.push(m) };
+  cache = new MarksCache(client, "pods", events);
+  secrets = new MarksCache(client, "secrets", events);
   cache.start();
-  await cache.whenReady();
+  secrets.start();
+  await Promise.all([cache.whenReady(), secrets.whenReady()]);
 });
 afterAll(() => {
   cache.stop();
+  secrets.stop();
   // A test bed this file started itself may already be stopped (its hook runs first): nothing to clean.
   try {
     kubectlAs(
       testbed(),
       "admin",
-    )(["-n", "alpha", "delete", "pod", "pc-0", "--ignore-not-found", "--wait=false"]);
+    )(["-n", "alpha", "delete", "pod,secret", "pc-0", "--ignore-not-found", "--wait=false"]);
   } catch {}
 });
 
@@ -58,5 +63,31 @@ test("the first list holds the pods that exist; the watch brings additions, rela
   });
   admin(["-n", "alpha", "delete", "pod", "pc-0", "--grace-period=0", "--force"]);
   await waitUntil("the deletion in the cache", () => cache.get("alpha", "pc-0") === undefined);
+  expect(errors).toEqual([]);
+});
+
+test("a Secret's marks are cached from its metadata alone", async () => {
+  const admin = kubectlAs(testbed(), "admin");
+  admin(
+    ["apply", "-f", "-"],
+    JSON.stringify({
+      apiVersion: "v1",
+      kind: "Secret",
+      metadata: { name: "pc-0", namespace: "alpha", labels: { "svc.io/compartment": "US-TS-ALPHA" } },
+      stringData: { password: "not for the webhook" },
+    }),
+  );
+  await waitUntil(
+    "the secret in the cache",
+    () => secrets.get("alpha", "pc-0")?.compartment === "US-TS-ALPHA",
+  );
+  // What is kept is the UID and the marks; the entry holds nothing of the data.
+  expect(JSON.stringify(secrets.get("alpha", "pc-0"))).not.toContain("not for the webhook");
+  expect(Object.keys(secrets.get("alpha", "pc-0") ?? {}).sort()).toEqual([
+    "compartment",
+    "compartmentNote",
+    "level",
+    "uid",
+  ]);
   expect(errors).toEqual([]);
 });

@@ -1,0 +1,101 @@
+import type { CachedKind } from "./marks-cache.ts";
+
+/**
+ * What a pod, or a pod template in any workload, refers to by name in its own namespace: Secrets,
+ * ConfigMaps, its ServiceAccount and PersistentVolumeClaims — through volumes (projected sources and
+ * every in-tree or CSI volume's secret reference included), env and envFrom of every container, init
+ * container and ephemeral container, and imagePullSecrets. The admission webhook compares each one's
+ * compartment with the pod's (docs/admission.md). Pure: no lookups here.
+ */
+export interface Reference {
+  kind: Exclude<CachedKind, "pods">;
+  name: string;
+  /** Where in the spec, for the refusal's text. */
+  via: string;
+}
+
+/** A pod spec with the metadata its pods carry, and where it is in the object. */
+export interface PodSpecAt {
+  place: string;
+  meta: unknown;
+  spec: unknown;
+}
+
+type Obj = Record<string, unknown>;
+const isObj = (v: unknown): v is Obj => v !== null && typeof v === "object" && !Array.isArray(v);
+const get = (o: unknown, ...path: string[]): unknown => {
+  let node = o;
+  for (const key of path) node = isObj(node) && Object.hasOwn(node, key) ? node[key] : undefined;
+  return node;
+};
+const list = (v: unknown): unknown[] => (Array.isArray(v) ? v : []);
+const str = (v: unknown) => (typeof v === "string" && v !== "" ? v : undefined);
+
+/** Where each kind the webhook is sent keeps its pod spec (the path to the template holding it). */
+const TEMPLATE_AT: Record<string, string[]> = {
+  pods: [],
+  deployments: ["spec", "template"],
+  replicasets: ["spec", "template"],
+  statefulsets: ["spec", "template"],
+  daemonsets: ["spec", "template"],
+  jobs: ["spec", "template"],
+  replicationcontrollers: ["spec", "template"],
+  podtemplates: ["template"],
+  cronjobs: ["spec", "jobTemplate", "spec", "template"],
+  controllerrevisions: ["data", "spec", "template"],
+};
+
+export function podSpecOf(resource: string, object: unknown): PodSpecAt | undefined {
+  const path = Object.hasOwn(TEMPLATE_AT, resource) ? TEMPLATE_AT[resource] : undefined;
+  if (!path) return undefined;
+  const holder = get(object, ...path);
+  if (!isObj(holder)) return undefined;
+  return { place: path.join("."), meta: holder.metadata, spec: holder.spec };
+}
+
+export function referencesOf(spec: unknown): Reference[] {
+  const found = new Map<string, Reference>();
+  const add = (kind: Reference["kind"], name: unknown, via: string) => {
+    const n = str(name);
+    if (n && !found.has(`${kind}/${n}`)) found.set(`${kind}/${n}`, { kind, name: n, via });
+  };
+  // The API server fills in "default" before validating admission runs; a template may leave it out.
+  add(
+    "serviceaccounts",
+    str(get(spec, "serviceAccountName")) ?? str(get(spec, "serviceAccount")) ?? "default",
+    "serviceAccountName",
+  );
+  for (const s of list(get(spec, "imagePullSecrets"))) add("secrets", get(s, "name"), "imagePullSecrets");
+  for (const v of list(get(spec, "volumes"))) {
+    const via = `volume ${JSON.stringify(String(get(v, "name")).slice(0, 63))}`;
+    add("secrets", get(v, "secret", "secretName"), via);
+    add("configmaps", get(v, "configMap", "name"), via);
+    add("persistentvolumeclaims", get(v, "persistentVolumeClaim", "claimName"), via);
+    for (const source of list(get(v, "projected", "sources"))) {
+      add("secrets", get(source, "secret", "name"), via);
+      add("configmaps", get(source, "configMap", "name"), via);
+    }
+    // The other volume sources that name a Secret: csi (nodePublishSecretRef), azureFile (secretName),
+    // cephfs, cinder, flexVolume, iscsi, rbd, scaleIO and storageos (secretRef).
+    if (isObj(v))
+      for (const [key, source] of Object.entries(v)) {
+        if (key === "secret" || key === "projected") continue;
+        add("secrets", get(source, "secretRef", "name"), via);
+        add("secrets", get(source, "nodePublishSecretRef", "name"), via);
+        add("secrets", get(source, "secretName"), via);
+      }
+  }
+  for (const group of ["initContainers", "containers", "ephemeralContainers"])
+    for (const c of list(get(spec, group))) {
+      const via = `container ${JSON.stringify(String(get(c, "name")).slice(0, 63))}`;
+      for (const e of list(get(c, "env"))) {
+        add("secrets", get(e, "valueFrom", "secretKeyRef", "name"), `${via} env`);
+        add("configmaps", get(e, "valueFrom", "configMapKeyRef", "name"), `${via} env`);
+      }
+      for (const e of list(get(c, "envFrom"))) {
+        add("secrets", get(e, "secretRef", "name"), `${via} envFrom`);
+        add("configmaps", get(e, "configMapRef", "name"), `${via} envFrom`);
+      }
+    }
+  return [...found.values()];
+}

@@ -1,0 +1,171 @@
+import {
+  clearancesOf,
+  compartmentOf,
+  describeClearances,
+  missingClearances,
+} from "../../lib/kube/clearance.ts";
+import { type Marks, marksOfMeta } from "../../lib/kube/marks-cache.ts";
+import {
+  type AdmissionRequest,
+  clip,
+  type Decision,
+  groupsOf,
+  refuse,
+  shown,
+  str,
+  type UnlabeledRule,
+  type UserInfo,
+  type Verdict,
+} from "./request.ts";
+
+/**
+ * Requests that act on one existing object of a compartment, decided by the requester's clearances
+ * (docs/admission.md): into a pod (exec, attach, port-forward, the pod proxy, kubectl debug), onto a pod
+ * (a binding, an eviction), a workload's scale, and a service account's token. The target's marks are
+ * compared with the requester's groups (lib/kube/clearance.ts); a requester who is not cleared passes only
+ * with the override permission. Anything the webhook cannot tell — a request it was not written for, a
+ * target it cannot find, marks it cannot read — is refused with the reason.
+ */
+export interface AccessDeps {
+  /** The marks of the target (a workload: its own and its pod template's); null when there is none. */
+  targetMarks(kind: TargetKind, namespace: string, name: string): Promise<Marks[] | null>;
+  /** Whether the requester holds `force` on compartmentoverrides.svc.dev in the namespace. */
+  canOverride(user: UserInfo, namespace: string): Promise<boolean>;
+  unlabeled: UnlabeledRule;
+}
+
+export type TargetKind =
+  | "pods"
+  | "serviceaccounts"
+  | "deployments"
+  | "replicasets"
+  | "statefulsets"
+  | "replicationcontrollers";
+
+interface Action {
+  group: string;
+  resource: string;
+  operation: string;
+  target: TargetKind;
+  /** "Cannot <text> <what> in another compartment". */
+  text: string;
+  what: string;
+}
+
+const pod = (operation: string, text: string): Omit<Action, "resource"> => ({
+  group: "",
+  operation,
+  target: "pods",
+  text,
+  what: "pod",
+});
+const scale = (group: string, resource: TargetKind, what: string): Action => ({
+  group,
+  resource,
+  operation: "UPDATE",
+  target: resource,
+  text: "scale",
+  what,
+});
+
+/** By "resource/subresource". */
+const ACTIONS: Record<string, Action> = {
+  "pods/exec": { ...pod("CONNECT", "execute in"), resource: "pods" },
+  "pods/attach": { ...pod("CONNECT", "attach to"), resource: "pods" },
+  "pods/portforward": { ...pod("CONNECT", "forward ports to"), resource: "pods" },
+  "pods/proxy": { ...pod("CONNECT", "proxy to"), resource: "pods" },
+  "pods/ephemeralcontainers": { ...pod("UPDATE", "add a debug container to"), resource: "pods" },
+  "pods/binding": { ...pod("CREATE", "bind"), resource: "pods" },
+  // POST /namespaces/<ns>/bindings: the binding's name is its pod's.
+  "bindings/": { ...pod("CREATE", "bind"), resource: "bindings" },
+  "pods/eviction": { ...pod("CREATE", "evict"), resource: "pods" },
+  "serviceaccounts/token": {
+    group: "",
+    resource: "serviceaccounts",
+    operation: "CREATE",
+    target: "serviceaccounts",
+    text: "request a token for",
+    what: "service account",
+  },
+  "deployments/scale": scale("apps", "deployments", "Deployment"),
+  "replicasets/scale": scale("apps", "replicasets", "ReplicaSet"),
+  "statefulsets/scale": scale("apps", "statefulsets", "StatefulSet"),
+  "replicationcontrollers/scale": scale("", "replicationcontrollers", "ReplicationController"),
+};
+
+/** The "resource/subresource" keys decided here (metric labels). */
+export const ACCESS_DECIDED = new Set(Object.keys(ACTIONS));
+
+export const accessKey = (req: AdmissionRequest): string =>
+  `${str(req.resource?.resource) ?? ""}/${str(req.subResource) ?? ""}`;
+
+export async function decideAccess(req: AdmissionRequest, deps: AccessDeps): Promise<Verdict> {
+  const key = accessKey(req);
+  const action = Object.hasOwn(ACTIONS, key) ? ACTIONS[key] : undefined;
+  const namespace = str(req.namespace);
+  if (
+    !action ||
+    req.resource?.group !== action.group ||
+    req.operation !== action.operation ||
+    !namespace ||
+    !str(req.name)
+  ) {
+    const what = `${shown(req.resource?.resource)}/${shown(req.subResource)} ${shown(req.operation)}`;
+    return refuse(
+      `svc admission: this webhook decides exec, attach, port-forward, proxy, debug, bindings and evictions of pods, scale and service account tokens, not ${what}; check the rules of the ValidatingWebhookConfiguration`,
+    );
+  }
+  // The pod proxy's name is `name`, `name:port` or `scheme:name:port` (as the API server splits it).
+  const name = key === "pods/proxy" ? proxiedPod(req.name as string) : (req.name as string);
+  if (!name) return refuse(`svc admission: cannot read the pod in the proxy request ${shown(req.name)}`);
+  const target = `${action.what} ${clip(namespace)}/${clip(name)}`;
+  // For an update of ephemeral containers the API server sends the stored pod as oldObject.
+  const stored = (req.oldObject as { metadata?: unknown } | null | undefined)?.metadata;
+  const marks =
+    key === "pods/ephemeralcontainers" && stored
+      ? [marksOfMeta(stored)]
+      : await deps.targetMarks(action.target, namespace, name);
+  const user = req.userInfo ?? {};
+  const override = async (because: string, decision: Decision, compartment?: string): Promise<Verdict> =>
+    (await deps.canOverride(user, namespace))
+      ? {
+          allowed: true,
+          decision: "override",
+          message: `compartment override: ${because}`,
+          ...(compartment ? { compartment } : {}),
+        }
+      : { allowed: false, decision, message: because, ...(compartment ? { compartment } : {}) };
+
+  if (marks === null) return override(`svc admission: ${target} not found`, "refused");
+  const read = marks.map(compartmentOf);
+  for (const r of read)
+    if (r.kind === "unreadable")
+      return override(`svc admission: ${target} has compartment marks svc cannot read: ${r.why}`, "refused");
+  const marked = read.flatMap((r) => (r.kind === "marked" ? [r] : []));
+  if (marked.length === 0) {
+    if (deps.unlabeled === "allow")
+      return { allowed: true, decision: "unlabeled", message: `${target} has no compartment label` };
+    return override(
+      `Cannot ${action.text} ${action.what} without a compartment label (${target} has no svc.io/compartment label; this cluster refuses unlabeled ${action.what === "pod" ? "pods" : "objects"})`,
+      "unlabeled",
+    );
+  }
+  const compartment = clip([...new Set(marked.map((m) => m.shown))].join(", "));
+  const clearances = clearancesOf(groupsOf(user));
+  const missing = new Set(marked.flatMap((m) => missingClearances(clearances, m.parts)));
+  if (missing.size === 0)
+    return { allowed: true, decision: "allowed", message: `cleared for ${compartment}`, compartment };
+  return override(
+    `Cannot ${action.text} ${action.what} in another compartment (${compartment}); you are cleared for ${describeClearances(clearances)} (missing: ${[...missing].join(", ")})`,
+    "refused",
+    compartment,
+  );
+}
+
+function proxiedPod(segment: string): string | undefined {
+  const parts = segment.split(":");
+  if (parts.length === 1 || parts.length === 2) return parts[0] || undefined;
+  // An empty scheme is the API server's default (http).
+  if (parts.length === 3 && ["", "http", "https"].includes(parts[0] as string)) return parts[1] || undefined;
+  return undefined;
+}

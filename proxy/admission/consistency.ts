@@ -1,0 +1,205 @@
+import { compartmentOf, type MarkedAs, sameCompartment } from "../../lib/kube/clearance.ts";
+import { type Marks, marksOfMeta } from "../../lib/kube/marks-cache.ts";
+import { podSpecOf, type Reference, referencesOf } from "../../lib/kube/pod-references.ts";
+import {
+  type AdmissionRequest,
+  clip,
+  describe,
+  isControlPlane,
+  refuse,
+  shown,
+  str,
+  type UnlabeledRule,
+  type UserInfo,
+  type Verdict,
+} from "./request.ts";
+
+/**
+ * Objects whose compartment must agree with the objects they name (docs/admission.md), decided for every
+ * requester, the controllers included, since they act on a user's behalf:
+ * - references: a pod, or a pod template of any workload, may name a Secret, ConfigMap, ServiceAccount or
+ *   PersistentVolumeClaim only of its own compartment, or an unmarked one; an unmarked pod naming a marked
+ *   object follows `unlabeled_pods`. A service-account token Secret may only be for a service account of
+ *   its own compartment. A referent that does not exist yet passes (the pods a controller creates from the
+ *   template are decided again then).
+ * - owners: an owner reference added to an object (a controller adopting it, or one written by hand) must
+ *   name an owner of the object's compartment; both unmarked is the same compartment. Compared is what the
+ *   pods will carry: a workload's pod template, else the object's own marks.
+ * The override permission passes both.
+ */
+export interface OwnerRef {
+  apiVersion: string;
+  kind: string;
+  name: string;
+  uid: string;
+}
+
+export type OwnerLookup =
+  | { found: "no" }
+  | { found: "unknown-kind" }
+  | { found: "yes"; marks: Marks; what: string };
+
+export interface ConsistencyDeps {
+  /** The marks of a referent; null when there is no such object. */
+  marks(kind: Reference["kind"], namespace: string, name: string): Promise<Marks | null>;
+  owner(ref: OwnerRef, namespace: string): Promise<OwnerLookup>;
+  canOverride(user: UserInfo, namespace: string): Promise<boolean>;
+  unlabeled: UnlabeledRule;
+}
+
+/** The kinds (resources) reviewed here, on CREATE and UPDATE. */
+export const CONSISTENCY_KINDS = new Set([
+  "pods",
+  "deployments",
+  "replicasets",
+  "statefulsets",
+  "daemonsets",
+  "jobs",
+  "cronjobs",
+  "replicationcontrollers",
+  "podtemplates",
+  "controllerrevisions",
+  "secrets",
+]);
+
+/** Bounds on what one review costs: references decided, owners looked up. */
+const MAX_REFERENCES = 256;
+const MAX_OWNERS = 8;
+const SA_TOKEN_TYPE = "kubernetes.io/service-account-token";
+const SA_NAME_ANNOTATION = "kubernetes.io/service-account.name";
+
+const KINDS: Record<Reference["kind"], string> = {
+  secrets: "Secret",
+  configmaps: "ConfigMap",
+  serviceaccounts: "ServiceAccount",
+  persistentvolumeclaims: "PersistentVolumeClaim",
+};
+
+const named = (m: MarkedAs) => (m.kind === "marked" ? m.shown : "no compartment");
+
+export async function decideConsistency(req: AdmissionRequest, deps: ConsistencyDeps): Promise<Verdict> {
+  const resource = str(req.resource?.resource) ?? "";
+  const namespace = str(req.namespace);
+  const object = req.object as { metadata?: unknown } | null | undefined;
+  if (
+    !namespace ||
+    !object ||
+    typeof object !== "object" ||
+    (req.operation !== "CREATE" && req.operation !== "UPDATE")
+  )
+    return refuse(
+      `svc admission: cannot read the ${shown(req.operation)} of ${shown(resource)}: it needs a namespace and the object`,
+    );
+  const self = describe(req, object);
+  const podSpec = podSpecOf(resource, object);
+  const own = compartmentOf(marksOfMeta(podSpec?.meta ?? object.metadata));
+  if (own.kind === "unreadable")
+    return refuse(`svc admission: ${self} has compartment marks svc cannot read: ${own.why}`);
+  const problems: string[] = [];
+  let unlabeledOnly = true;
+  const problem = (text: string, unlabeled = false) => {
+    problems.push(text);
+    unlabeledOnly &&= unlabeled;
+  };
+
+  const references: Reference[] = podSpec ? referencesOf(podSpec.spec) : [];
+  const meta = object.metadata as { annotations?: Record<string, unknown> } | undefined;
+  if (resource === "secrets" && (object as { type?: unknown }).type === SA_TOKEN_TYPE) {
+    const sa = str(meta?.annotations?.[SA_NAME_ANNOTATION]);
+    if (sa) references.push({ kind: "serviceaccounts", name: sa, via: `annotation ${SA_NAME_ANNOTATION}` });
+  }
+  if (references.length > MAX_REFERENCES)
+    return refuse(
+      `svc admission: ${self} names ${references.length} Secrets, ConfigMaps, ServiceAccounts and claims; at most ${MAX_REFERENCES} are decided`,
+      named(own),
+    );
+  const looked = await Promise.all(references.map((r) => deps.marks(r.kind, namespace, r.name)));
+  for (const [i, r] of references.entries()) {
+    const found = looked[i];
+    if (!found) continue;
+    const theirs = compartmentOf(found);
+    const other = `${KINDS[r.kind]} ${clip(namespace)}/${clip(r.name)}`;
+    if (theirs.kind === "none") continue;
+    if (theirs.kind === "unreadable")
+      problem(`${other} (${r.via}) has compartment marks svc cannot read: ${theirs.why}`);
+    else if (own.kind === "none") {
+      if (deps.unlabeled === "deny")
+        problem(
+          `${self} has no compartment label and names ${other} of compartment ${theirs.shown} (${r.via}); this cluster refuses unlabeled pods that name marked objects`,
+          true,
+        );
+    } else if (!sameCompartment(own.parts, theirs.parts))
+      problem(`${self} (${own.shown}) names ${other} of another compartment (${theirs.shown}) (${r.via})`);
+  }
+
+  // Owners: every reference the object gains (a controller's adoption included); a controller's own
+  // creations carry owners it set from its own template, and are not looked up.
+  if (!(req.operation === "CREATE" && isControlPlane(req.userInfo))) {
+    const before = new Set(ownersOf(req.oldObject).map((o) => o.uid));
+    const gained = ownersOf(object).filter((o) => !before.has(o.uid));
+    if (gained.length > MAX_OWNERS)
+      return refuse(
+        `svc admission: ${self} gains ${gained.length} owners; at most ${MAX_OWNERS} are decided`,
+      );
+    const owners = await Promise.all(gained.map((o) => deps.owner(o, namespace)));
+    for (const [i, o] of gained.entries()) {
+      const found = owners[i] as OwnerLookup;
+      const owner = `${clip(o.kind)} ${clip(namespace)}/${clip(o.name)}`;
+      if (found.found === "no") continue;
+      if (found.found === "unknown-kind") {
+        if (own.kind === "marked")
+          problem(
+            `${self} (${own.shown}) cannot be owned by ${owner}: svc cannot tell the compartment of a ${clip(o.kind)}`,
+          );
+        continue;
+      }
+      const theirs = compartmentOf(found.marks);
+      const same =
+        (own.kind === "none" && theirs.kind === "none") ||
+        (own.kind === "marked" && theirs.kind === "marked" && sameCompartment(own.parts, theirs.parts));
+      if (theirs.kind === "unreadable")
+        problem(`${found.what} has compartment marks svc cannot read: ${theirs.why}`);
+      else if (!same)
+        problem(
+          `${self} (${named(own)}) cannot be owned by ${found.what} of another compartment (${named(theirs)})`,
+        );
+    }
+  }
+
+  if (problems.length === 0)
+    return {
+      allowed: true,
+      decision: "allowed",
+      message: `${self} names only objects of its compartment`,
+      ...(own.kind === "marked" ? { compartment: own.shown } : {}),
+    };
+  const shownProblems =
+    problems.slice(0, 5).join("; ") + (problems.length > 5 ? `; and ${problems.length - 5} more` : "");
+  const message = `svc admission: ${shownProblems}`;
+  const compartment = own.kind === "marked" ? own.shown : undefined;
+  if (await deps.canOverride(req.userInfo ?? {}, namespace))
+    return {
+      allowed: true,
+      decision: "override",
+      message: `compartment override: ${message}`,
+      ...(compartment ? { compartment } : {}),
+    };
+  return {
+    allowed: false,
+    decision: unlabeledOnly ? "unlabeled" : "refused",
+    message,
+    ...(compartment ? { compartment } : {}),
+  };
+}
+
+/** The object's owner references, each field checked for its type; others are skipped. */
+function ownersOf(object: unknown): OwnerRef[] {
+  const refs = (object as { metadata?: { ownerReferences?: unknown } } | null | undefined)?.metadata
+    ?.ownerReferences;
+  if (!Array.isArray(refs)) return [];
+  return refs.flatMap((r) => {
+    const o = r as Record<string, unknown>;
+    const [apiVersion, kind, name, uid] = [str(o?.apiVersion), str(o?.kind), str(o?.name), str(o?.uid)];
+    return apiVersion && kind && name && uid ? [{ apiVersion, kind, name, uid }] : [];
+  });
+}

@@ -1,0 +1,340 @@
+import { describe, expect, test } from "bun:test";
+import { compartmentOf } from "../../lib/kube/clearance.ts";
+import type { Marks } from "../../lib/kube/marks-cache.ts";
+import { podSpecOf, referencesOf } from "../../lib/kube/pod-references.ts";
+import type { OwnerLookup } from "../../proxy/admission/consistency.ts";
+import { type AdmissionRequest, type ReviewDeps, review } from "../../proxy/admission/review.ts";
+
+/**
+ * The webhook's decisions beyond requests into pods (issue 31): bindings, evictions, scale and tokens by
+ * the requester's clearances; references and owners by the object's own compartment.
+ */
+const ALICE = ["svc:country:us", "svc:sensitivity:ts", "svc:compartment:alpha"];
+const ALPHA = "US-TS-ALPHA";
+const BRAVO = "UK-S-BRAVO";
+const m = (compartment?: string, level?: string, compartmentNote?: string): Marks => ({
+  compartment,
+  level,
+  compartmentNote,
+});
+const labels = (c?: string) => (c ? { labels: { "svc.io/compartment": c } } : {});
+
+/** Objects by "kind/name" in namespace shared. */
+const objects: Record<string, Marks> = {
+  "pods/p-alpha": m(ALPHA),
+  "pods/p-bravo": m(BRAVO),
+  "pods/p-none": m(),
+  "serviceaccounts/sa-alpha": m(ALPHA),
+  "serviceaccounts/sa-bravo": m(BRAVO),
+  "serviceaccounts/default": m(),
+  "secrets/s-alpha": m(ALPHA),
+  "secrets/s-bravo": m(BRAVO),
+  "secrets/s-bad": m("BRAVO"),
+  "configmaps/cm-bravo": m(undefined, undefined, "uk:bravo"),
+  "configmaps/kube-root-ca.crt": m(),
+  "persistentvolumeclaims/data-bravo": m(BRAVO),
+  "deployments/d-bravo": m(BRAVO),
+};
+const owners: Record<string, OwnerLookup> = {
+  "rs-alpha": { found: "yes", marks: m(ALPHA), what: "ReplicaSet shared/rs-alpha" },
+  "rs-bravo": { found: "yes", marks: m(BRAVO), what: "ReplicaSet shared/rs-bravo" },
+  "rs-none": { found: "yes", marks: m(), what: "ReplicaSet shared/rs-none" },
+};
+
+const deps = (
+  o: { unlabeled?: "allow" | "deny"; overrides?: string[] } = {},
+): ReviewDeps & {
+  asked: string[];
+} => {
+  const asked: string[] = [];
+  return {
+    asked,
+    targetMarks: async (kind, _ns, name) => {
+      const found = objects[`${kind}/${name}`];
+      return found ? [found, ...(kind === "deployments" ? [m(BRAVO)] : [])] : null;
+    },
+    marks: async (kind, _ns, name) => {
+      asked.push(`${kind}/${name}`);
+      return objects[`${kind}/${name}`] ?? null;
+    },
+    owner: async (ref) => {
+      asked.push(`owner ${ref.kind}/${ref.name}`);
+      if (ref.kind === "Rollout") return { found: "unknown-kind" };
+      return owners[ref.name] ?? { found: "no" };
+    },
+    canOverride: async (u) => (o.overrides ?? []).includes(u.username ?? ""),
+    unlabeled: o.unlabeled ?? "deny",
+  };
+};
+
+const user = (username = "alice", groups = ALICE) => ({ userInfo: { username, groups } });
+
+const access = (
+  resource: string,
+  subResource: string | undefined,
+  operation: string,
+  name: string,
+  group = "",
+  who = user(),
+): AdmissionRequest => ({
+  uid: "u",
+  resource: { group, version: "v1", resource },
+  ...(subResource ? { subResource } : {}),
+  namespace: "shared",
+  name,
+  operation,
+  ...who,
+});
+
+describe("bindings, evictions, scale and tokens are decided by the requester's clearances", () => {
+  test("another compartment's target is refused, naming its compartment and the requester's", async () => {
+    for (const [r, text] of [
+      [access("pods", "binding", "CREATE", "p-bravo"), "Cannot bind pod in another compartment (UK-S-BRAVO)"],
+      [
+        access("bindings", undefined, "CREATE", "p-bravo"),
+        "Cannot bind pod in another compartment (UK-S-BRAVO)",
+      ],
+      [
+        access("pods", "eviction", "CREATE", "p-bravo"),
+        "Cannot evict pod in another compartment (UK-S-BRAVO)",
+      ],
+      [
+        access("deployments", "scale", "UPDATE", "d-bravo", "apps"),
+        "Cannot scale Deployment in another compartment (UK-S-BRAVO)",
+      ],
+      [
+        access("serviceaccounts", "token", "CREATE", "sa-bravo"),
+        "Cannot request a token for service account in another compartment (UK-S-BRAVO)",
+      ],
+    ] as const) {
+      const v = await review(r, deps());
+      expect(v.allowed).toBe(false);
+      expect(v.message).toContain(text);
+      expect(v.message).toContain("you are cleared for compartments alpha");
+    }
+  });
+
+  test("one's own compartment passes; unlabelled targets follow unlabeled_pods; the override passes", async () => {
+    expect((await review(access("pods", "binding", "CREATE", "p-alpha"), deps())).allowed).toBe(true);
+    expect((await review(access("serviceaccounts", "token", "CREATE", "sa-alpha"), deps())).allowed).toBe(
+      true,
+    );
+    expect((await review(access("pods", "eviction", "CREATE", "p-none"), deps())).allowed).toBe(false);
+    expect(
+      (await review(access("pods", "eviction", "CREATE", "p-none"), deps({ unlabeled: "allow" }))).allowed,
+    ).toBe(true);
+    const forced = await review(
+      access("pods", "binding", "CREATE", "p-bravo"),
+      deps({ overrides: ["alice"] }),
+    );
+    expect(forced).toMatchObject({ allowed: true, decision: "override" });
+  });
+
+  test("wrong operations, groups and unknown targets are refused", async () => {
+    for (const r of [
+      access("pods", "binding", "UPDATE", "p-alpha"),
+      access("deployments", "scale", "UPDATE", "d-bravo", ""),
+      access("daemonsets", "scale", "UPDATE", "x", "apps"),
+      access("pods", "binding", "CREATE", "gone"),
+      access("__proto__", "scale", "UPDATE", "x", "apps"),
+    ])
+      expect((await review(r, deps())).allowed).toBe(false);
+  });
+});
+
+const pod = (name: string, compartment: string | undefined, spec: Record<string, unknown>, extra = {}) => ({
+  uid: "u",
+  kind: { group: "", version: "v1", kind: "Pod" },
+  resource: { group: "", version: "v1", resource: "pods" },
+  namespace: "shared",
+  name,
+  operation: "CREATE",
+  ...user(),
+  object: { metadata: { name, ...labels(compartment) }, spec },
+  ...extra,
+});
+
+describe("references: a pod or template names only objects of its own compartment", () => {
+  test("a pod of ALPHA naming BRAVO's Secret, ConfigMap, ServiceAccount or claim is refused, naming both", async () => {
+    for (const spec of [
+      { serviceAccountName: "sa-bravo" },
+      { volumes: [{ name: "v", secret: { secretName: "s-bravo" } }] },
+      { volumes: [{ name: "v", configMap: { name: "cm-bravo" } }] },
+      { volumes: [{ name: "v", persistentVolumeClaim: { claimName: "data-bravo" } }] },
+      { volumes: [{ name: "v", projected: { sources: [{ secret: { name: "s-bravo" } }] } }] },
+      { volumes: [{ name: "v", csi: { driver: "x", nodePublishSecretRef: { name: "s-bravo" } } }] },
+      { imagePullSecrets: [{ name: "s-bravo" }] },
+      {
+        containers: [
+          { name: "c", env: [{ name: "E", valueFrom: { secretKeyRef: { name: "s-bravo", key: "k" } } }] },
+        ],
+      },
+      { initContainers: [{ name: "c", envFrom: [{ configMapRef: { name: "cm-bravo" } }] }] },
+      { ephemeralContainers: [{ name: "c", envFrom: [{ secretRef: { name: "s-bravo" } }] }] },
+    ]) {
+      const v = await review(pod("p", ALPHA, spec) as AdmissionRequest, deps());
+      expect(v.allowed).toBe(false);
+      expect(v.message).toContain("Pod shared/p (US-TS-ALPHA) names");
+      expect(v.message).toMatch(/of another compartment \((UK-S-BRAVO|uk:bravo)\)/);
+    }
+  });
+
+  test("its own compartment's objects, unmarked ones (the default account, kube-root-ca.crt) and missing ones pass", async () => {
+    const spec = {
+      volumes: [
+        { name: "a", secret: { secretName: "s-alpha" } },
+        {
+          name: "b",
+          projected: { sources: [{ configMap: { name: "kube-root-ca.crt" } }, { serviceAccountToken: {} }] },
+        },
+        { name: "c", secret: { secretName: "not-created-yet" } },
+      ],
+    };
+    const d = deps();
+    expect((await review(pod("p", ALPHA, spec) as AdmissionRequest, d)).allowed).toBe(true);
+    expect(d.asked.sort()).toEqual([
+      "configmaps/kube-root-ca.crt",
+      "secrets/not-created-yet",
+      "secrets/s-alpha",
+      "serviceaccounts/default",
+    ]);
+  });
+
+  test("an unmarked pod naming a marked object follows unlabeled_pods; unreadable marks are refused", async () => {
+    const spec = { volumes: [{ name: "v", secret: { secretName: "s-bravo" } }] };
+    const denied = await review(pod("p", undefined, spec) as AdmissionRequest, deps());
+    expect(denied).toMatchObject({ allowed: false, decision: "unlabeled" });
+    expect(denied.message).toContain("of compartment UK-S-BRAVO");
+    expect(
+      (await review(pod("p", undefined, spec) as AdmissionRequest, deps({ unlabeled: "allow" }))).allowed,
+    ).toBe(true);
+    const bad = await review(
+      pod("p", ALPHA, { volumes: [{ name: "v", secret: { secretName: "s-bad" } }] }) as AdmissionRequest,
+      deps({ unlabeled: "allow" }),
+    );
+    expect(bad.allowed).toBe(false);
+    expect(bad.message).toContain("cannot read");
+  });
+
+  test("templates of every workload kind are read; the override passes", async () => {
+    const template = { metadata: labels(ALPHA), spec: { serviceAccountName: "sa-bravo" } };
+    for (const [resource, object] of [
+      ["deployments", { metadata: { name: "w" }, spec: { template } }],
+      ["statefulsets", { metadata: { name: "w" }, spec: { template } }],
+      ["jobs", { metadata: { name: "w" }, spec: { template } }],
+      ["replicationcontrollers", { metadata: { name: "w" }, spec: { template } }],
+      ["podtemplates", { metadata: { name: "w" }, template }],
+      ["cronjobs", { metadata: { name: "w" }, spec: { jobTemplate: { spec: { template } } } }],
+    ] as const) {
+      const r = { ...access(resource, undefined, "CREATE", "w"), object } as AdmissionRequest;
+      expect((await review(r, deps())).message).toContain(
+        "names ServiceAccount shared/sa-bravo of another compartment",
+      );
+      expect((await review(r, deps({ overrides: ["alice"] }))).decision).toBe("override");
+    }
+  });
+
+  test("a service-account token Secret is only for an account of its own compartment", async () => {
+    const secret = (c: string, sa: string) =>
+      ({
+        ...access("secrets", undefined, "CREATE", "tok"),
+        object: {
+          metadata: { name: "tok", ...labels(c), annotations: { "kubernetes.io/service-account.name": sa } },
+          type: "kubernetes.io/service-account-token",
+        },
+      }) as AdmissionRequest;
+    expect((await review(secret(ALPHA, "sa-bravo"), deps())).message).toContain(
+      "names ServiceAccount shared/sa-bravo of another compartment (UK-S-BRAVO)",
+    );
+    expect((await review(secret(ALPHA, "sa-alpha"), deps())).allowed).toBe(true);
+  });
+
+  test("odd shapes are read safely: __proto__ names, non-string names, huge lists are bounded", async () => {
+    const refs = referencesOf({
+      serviceAccountName: 7,
+      volumes: [JSON.parse('{"name":"v","__proto__":{"secretName":"s-bravo"}}'), null, "x"],
+      containers: { length: 5 },
+    });
+    expect(refs.map((r) => `${r.kind}/${r.name}`)).toEqual(["serviceaccounts/default", "secrets/s-bravo"]);
+    const many = {
+      volumes: Array.from({ length: 300 }, (_, i) => ({ name: `v${i}`, secret: { secretName: `s${i}` } })),
+    };
+    const v = await review(pod("p", ALPHA, many) as AdmissionRequest, deps());
+    expect(v.allowed).toBe(false);
+    expect(v.message).toContain("at most 256 are decided");
+    expect(podSpecOf("__proto__", {})).toBeUndefined();
+  });
+});
+
+describe("owners: an object is owned only by an owner of its compartment", () => {
+  const owned = (c: string | undefined, owner: string, kind = "ReplicaSet", extra = {}) =>
+    ({
+      ...pod("p", c, {}),
+      operation: "UPDATE",
+      oldObject: { metadata: { name: "p" } },
+      object: {
+        metadata: {
+          name: "p",
+          ...labels(c),
+          ownerReferences: [
+            { apiVersion: "apps/v1", kind, name: owner, uid: `uid-${owner}`, controller: true },
+          ],
+        },
+        spec: {},
+      },
+      ...extra,
+    }) as AdmissionRequest;
+
+  test("adoption across compartments is refused, whoever asks, the controllers included", async () => {
+    const controller = user("system:serviceaccount:kube-system:replicaset-controller", []);
+    for (const [c, owner] of [
+      [ALPHA, "rs-bravo"],
+      [undefined, "rs-bravo"],
+      [BRAVO, "rs-none"],
+    ] as const) {
+      const v = await review(owned(c, owner, "ReplicaSet", controller), deps());
+      expect(v.allowed).toBe(false);
+      expect(v.message).toContain("cannot be owned by ReplicaSet shared/");
+      expect(v.message).toContain("of another compartment");
+    }
+  });
+
+  test("the same compartment (or both unmarked) passes; an owner that does not exist passes", async () => {
+    expect((await review(owned(ALPHA, "rs-alpha"), deps())).allowed).toBe(true);
+    expect((await review(owned(undefined, "rs-none"), deps())).allowed).toBe(true);
+    expect((await review(owned(ALPHA, "gone"), deps())).allowed).toBe(true);
+  });
+
+  test("an owner of a kind svc cannot read is refused for a marked object, not for an unmarked one", async () => {
+    expect((await review(owned(ALPHA, "r", "Rollout"), deps())).message).toContain(
+      "cannot tell the compartment",
+    );
+    expect((await review(owned(undefined, "r", "Rollout"), deps())).allowed).toBe(true);
+  });
+
+  test("an owner already there is not looked up again; a controller's own creation is not looked up", async () => {
+    const d = deps();
+    const r = owned(ALPHA, "rs-bravo");
+    const kept = { ...r, oldObject: r.object } as AdmissionRequest;
+    expect((await review(kept, d)).allowed).toBe(true);
+    const created = {
+      ...r,
+      operation: "CREATE",
+      oldObject: null,
+      ...user("system:kube-controller-manager", []),
+    };
+    expect((await review(created as AdmissionRequest, d)).allowed).toBe(true);
+    expect(d.asked.filter((a) => a.startsWith("owner"))).toEqual([]);
+  });
+});
+
+describe("an object's marks read as one compartment", () => {
+  test("marks that disagree, or that are malformed, cannot be read", () => {
+    expect(compartmentOf(m(ALPHA, "us:ts", "us:alpha"))).toMatchObject({ kind: "marked", shown: ALPHA });
+    expect(compartmentOf(m(ALPHA, "uk:ts"))).toMatchObject({ kind: "unreadable" });
+    expect(compartmentOf(m(ALPHA, undefined, "us:bravo"))).toMatchObject({ kind: "unreadable" });
+    expect(compartmentOf(m("ALPHA"))).toMatchObject({ kind: "unreadable" });
+    expect(compartmentOf(m())).toEqual({ kind: "none" });
+    expect(compartmentOf(m(undefined, "us:ts"))).toMatchObject({ kind: "marked", shown: "us:ts" });
+  });
+});
