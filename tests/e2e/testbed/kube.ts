@@ -8,10 +8,12 @@ import { freePort, run, startDaemon, waitUntil } from "./process.ts";
 
 /**
  * etcd + kube-apiserver (RBAC, client certificates and static tokens) + kube-controller-manager (the
- * deployment and replica set controllers, each with its own service account) + kwok with one fake node
- * whose pods support exec, logs and port-forward. Users: an admin, a developer cleared for US-TS-ALPHA,
- * one cleared for UK-S-BRAVO, and one cleared for US-TS-ALPHA who holds the compartment override. Their
- * kubeconfig entries carry client certificates whose organisations are their groups.
+ * deployment, replica set, namespace, garbage-collector, PersistentVolume binder and ClusterRole
+ * aggregation controllers, each with its own service account) + kube-scheduler + kwok with one fake node whose pods support exec, logs and
+ * port-forward; the csi.spiffe.io CSIDriver and the ClusterSPIFFEID CRD are installed as objects.
+ * Users: an admin, a developer cleared for US-TS-ALPHA, one cleared for UK-S-BRAVO, and one cleared for
+ * US-TS-ALPHA who holds the compartment override. Their kubeconfig entries carry client certificates whose
+ * organisations are their groups.
  */
 export interface KubeUser {
   name: string;
@@ -117,6 +119,20 @@ function rbac(): string {
       subjects: [{ apiGroup: "rbac.authorization.k8s.io", kind: "Group", name: `svc:compartment:${ns}` }],
     });
   }
+  // A namespace two compartments share, where their developers hold the standard `edit` ClusterRole: only
+  // the compartment rules keep them apart there (tests/e2e/admission-indirection.e2e.test.ts).
+  docs.push({ apiVersion: "v1", kind: "Namespace", metadata: { name: "shared" } });
+  docs.push({
+    apiVersion: "rbac.authorization.k8s.io/v1",
+    kind: "RoleBinding",
+    metadata: { name: "editors", namespace: "shared" },
+    roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name: "edit" },
+    subjects: ["alpha", "bravo"].map((c) => ({
+      apiGroup: "rbac.authorization.k8s.io",
+      kind: "Group",
+      name: `svc:compartment:${c}`,
+    })),
+  });
   // The compartment override (its ClusterRole comes with deploy/admission) for the group svc:overriders.
   docs.push({
     apiVersion: "rbac.authorization.k8s.io/v1",
@@ -314,7 +330,7 @@ export async function startKube(p: Peers, dir: string, logs: string): Promise<Ku
     p.kubeControllerManager,
     [
       `--kubeconfig=${kcmKubeconfig}`,
-      "--controllers=deployment,replicaset,namespace,garbagecollector,persistentvolume-binder,pvc-protection,pv-protection",
+      "--controllers=deployment,replicaset,namespace,garbagecollector,persistentvolume-binder,pvc-protection,pv-protection,clusterrole-aggregation",
       "--use-service-account-credentials",
       "--leader-elect=false",
       "--secure-port=0",
@@ -345,10 +361,30 @@ export async function startKube(p: Peers, dir: string, logs: string): Promise<Ku
     kwokConfigFile,
     kwokConfig(join(p.kwok, "..", "..", "stages"), dir, podLog, podPreviousLog, forwardPort),
   );
+  // kwok plays the node's kubelet, so it acts as one: system:node:<name> in group system:nodes (the
+  // admission policy leaves kubelets out, as it must: they write pod addresses). It also plays the
+  // node's lifecycle, hence cluster-admin on this test bed.
+  const kubelet = `system:node:${NODE}`;
+  kubectl(
+    ["apply", "-f", "-"],
+    stringify({
+      apiVersion: "rbac.authorization.k8s.io/v1",
+      kind: "ClusterRoleBinding",
+      metadata: { name: "testbed-kwok-node" },
+      roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name: "cluster-admin" },
+      subjects: [{ apiGroup: "rbac.authorization.k8s.io", kind: "User", name: kubelet }],
+    }),
+  );
+  const kwokKubeconfig = join(dir, "kwok.kubeconfig");
+  writeFileSync(
+    kwokKubeconfig,
+    clientKubeconfig(apiserver, pki.caPem, await pki.clientCert(kubelet, ["system:nodes"])),
+    { mode: 0o600 },
+  );
   pids.kwok = startDaemon(
     p.kwok,
     [
-      `--kubeconfig=${kubeconfig}`,
+      `--kubeconfig=${kwokKubeconfig}`,
       `--config=${kwokConfigFile}`,
       "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
       "--node-ip=127.0.0.1",
@@ -384,6 +420,12 @@ export async function startKube(p: Peers, dir: string, logs: string): Promise<Ku
   kubectl(["apply", "-f", "-"], stringify(CSI_DRIVER));
   kubectl(["apply", "-f", p.clusterSpiffeIdCrd]);
   kubectl(["wait", "--for=condition=Established", "--timeout=60s", "crd/clusterspiffeids.spire.spiffe.io"]);
+  // The standard `edit` role that namespace `shared` binds is filled in by the aggregation controller.
+  await waitUntil(
+    "the edit ClusterRole aggregated",
+    () => kubectl(["get", "clusterrole", "edit", "-o", "jsonpath={.rules[0].verbs}"]).trim() !== "",
+    60_000,
+  );
   const admission = await startAdmission(apiserver, pki, dir, logs, kubectl);
   pids.admission = admission.pid;
   return { kubeconfig, apiserver, users, pids, podLog, podPreviousLog, forwardPort, auditLog, admission };
