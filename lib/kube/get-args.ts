@@ -1,6 +1,7 @@
 import { SvcError } from "../errors.ts";
 import { type CommandLine, flagSet, flagValue, flagValues, restWords } from "./grammar.ts";
 import { COMPARTMENT_LABEL } from "./inject.ts";
+import { refuseRawIntoPods } from "./raw-path.ts";
 
 /**
  * The words after `get` for `svc get` (4.5) is kubectl get plus the COMPARTMENT column and the compartment filters:
@@ -9,10 +10,9 @@ import { COMPARTMENT_LABEL } from "./inject.ts";
  * - `--current-compartment` (or `--filter-compartment` without a value): only the current compartment;
  *   `--compartment NAME` (or `--filter-compartment=NAME`): only NAME; `--exclude-current-compartment`:
  *   all others. They become label selectors, joined to the user's own `-l`.
+ * `--raw` into a pod, a service or a node is refused (lib/kube/raw-path.ts).
  * `line` is read with svc's get flags (cmd/svc/line.ts).
  */
-/** Subresources that reach into a pod, a service or a node. */
-const INTO = new Set(["proxy", "portforward", "exec", "attach"]);
 
 const FILTERS = ["current-compartment", "compartment", "exclude-current-compartment", "filter-compartment"];
 
@@ -38,11 +38,8 @@ export function getArgs(line: CommandLine, current: string): string[] {
       "use one of --current-compartment, --compartment, --exclude-current-compartment, --filter-compartment",
     );
   const raw = flagValue(line, "raw");
-  if (raw?.split(/[/?]/).some((segment) => INTO.has(segment)))
-    throw new SvcError(
-      "compartment",
-      `get --raw ${raw}: svc does not pass raw requests into pods, services or nodes (${[...INTO].join(", ")}); use svc exec, svc port-forward or svc logs, which are checked`,
-    );
+  // An empty --raw is no --raw to kubectl.
+  if (raw) refuseRawIntoPods("get", raw);
   const selectors = [...flagValues(line, "selector"), ...compartment];
   const output = flagValue(line, "output");
   const table = (output === undefined || output === "wide") && !raw && !flagSet(line, "help");

@@ -65,7 +65,8 @@ const deployment = (name: string, compartment: string, app: string) => ({
   kind: "Deployment",
   metadata: { name, namespace: "alpha", labels: { "svc.io/compartment": compartment } },
   spec: {
-    selector: { matchLabels: { app } },
+    // Pinned, as svc apply writes it and the admission policy wants it.
+    selector: { matchLabels: { app, "svc.io/compartment": compartment } },
     template: {
       metadata: { labels: { app, "svc.io/compartment": compartment } },
       spec: { containers: [{ name: "c", image: "busybox" }] },
@@ -76,7 +77,7 @@ const service = (name: string, compartment: string, app: string) => ({
   apiVersion: "v1",
   kind: "Service",
   metadata: { name, namespace: "alpha", labels: { "svc.io/compartment": compartment } },
-  spec: { selector: { app }, ports: [{ port: 8080 }] },
+  spec: { selector: { app, "svc.io/compartment": compartment }, ports: [{ port: 8080 }] },
 });
 /** A config map with the marks svc apply gives an object of that compartment. */
 const configMap = (name: string, compartment: string) => {
@@ -538,6 +539,40 @@ describe("edit: what the editor changes is checked", () => {
     expect(touching(auditSince(from), "cm-own").map((e) => e.verb)).toEqual(["patch"]);
   });
 
+  test("a process the editor leaves behind cannot change what kubectl saves after svc's check", () => {
+    const [go, done] = ["edit-go", "edit-done"].map((name) => {
+      const path = join(dir, name);
+      expect(Bun.spawnSync(["mkfifo", path]).exitCode).toBe(0);
+      return path;
+    }) as [string, string];
+    const seen = join(dir, "edit-seen");
+    // An acceptable change, then a process left behind that relabels the file it was given once the test
+    // says so.
+    const lingering = editor(
+      "lingering.sh",
+      [
+        `printf '%s\\n' "$1" > '${seen}'`,
+        `sed -i 's/^  k: .*/  k: lingering/' "$1"`,
+        `( read x < '${go}'; sed -i 's/US-TS-ALPHA/UK-S-BRAVO/' "$1"; echo "rewrote $?" > '${done}' ) </dev/null >/dev/null 2>&1 &`,
+      ].join("\n"),
+    );
+    const from = auditSize();
+    const r = svc(["edit", "configmap", "cm-own"], { KUBE_EDITOR: lingering });
+    const late = Bun.spawnSync(["sh", "-c", 'echo go > "$1" && cat "$2"', "sh", go, done], {
+      timeout: 30_000,
+    });
+    expect(`${r.code} ${r.err}`).toBe(`0 ${r.err}`);
+    expect(late.stdout.toString()).toStartWith("rewrote");
+    // The editor worked on svc's private copy, never on kubectl's file; kubectl saved what svc checked.
+    const given = readFileSync(seen, "utf8").trim();
+    expect(given).not.toContain("kubectl-edit-");
+    expect(given).toEndWith(".yaml");
+    const live = JSON.parse(svc(["get", "configmap", "cm-own", "-o", "json"]).out);
+    expect(live.data.k).toBe("lingering");
+    expect(live.metadata.labels["svc.io/compartment"]).toBe(ALPHA);
+    expect(touching(auditSince(from), "cm-own").map((e) => e.verb)).toEqual(["patch"]);
+  });
+
   test("SHELL cannot route around the editor step (kubectl runs it without a shell)", () => {
     const fakeShell = editor("shell.sh", "exit 0");
     const relabel = editor("relabel2.sh", `sed -i 's/US-TS-ALPHA/UK-S-BRAVO/' "$1"`);
@@ -569,6 +604,12 @@ describe("what svc cannot tell is refused, never guessed", () => {
     ["attach pod other-0", "Cannot execute in pod in another compartment"],
     ["debug own-0 -f {dir}/other-pod.yaml --image=busybox", "Cannot execute in pod in another compartment"],
     ["get --raw /api/v1/namespaces/alpha/pods/other-0/proxy/", "--raw"],
+    ["get --raw /api/v1/namespaces/alpha/pods/other-0/%70roxy/", "into pods, services or nodes"],
+    ["get --raw /api/v1/namespaces/alpha/pods/other-0%2Fproxy/", "into pods, services or nodes"],
+    ["get --raw /api/v1/namespaces/alpha/pods/other-0/x/../proxy/", "a . or .. segment"],
+    ["get --raw /api/v1/namespaces/alpha/pods/other-0//proxy/", "an empty segment"],
+    ["get --raw //api/v1/namespaces/alpha/pods/other-0/proxy/", "a host name"],
+    ["delete --raw /api/v1/namespaces/alpha/pods/other-0/proxy/x", "into pods, services or nodes"],
     ["proxy --disable-filter", "svc proxy keeps its filter"],
     ["exec --bogus other-0 -- true", "unknown flag: --bogus"],
     ["exec -f {dir}/other-pod.yaml,{dir}/own-pod.yaml -- true", "exactly one object"],

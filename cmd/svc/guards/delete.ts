@@ -1,13 +1,15 @@
-import { flagSet, restWords } from "../../../lib/kube/grammar.ts";
+import { flagSet, flagValue, restWords } from "../../../lib/kube/grammar.ts";
 import { COMPARTMENT_LABEL, describeObject } from "../../../lib/kube/inject.ts";
 import type { KubeObject } from "../../../lib/kube/lookup.ts";
+import { refuseRawIntoPods } from "../../../lib/kube/raw-path.ts";
 import type { Guarded, GuardInput } from "./guard.ts";
 
 /**
  * `svc delete` (4.5): before kubectl deletes, svc looks the same objects up (`kubectl get` with the same
  * selection) and warns on stderr for each one of another compartment. It warns, it does not stop:
  * deletion is kubectl's, and RBAC decides. `--force` skips the warnings and is still passed to kubectl,
- * where it keeps kubectl's meaning (bypass graceful deletion).
+ * where it keeps kubectl's meaning (bypass graceful deletion). `--raw` sends a DELETE to a path of the
+ * user's choice: one into a pod, a service or a node (through its proxy) is refused, --force or not.
  */
 const DELETE_ONLY = new Set([
   "force",
@@ -24,6 +26,8 @@ const DELETE_ONLY = new Set([
 ]);
 
 export function guardDelete(g: GuardInput): Guarded {
+  const raw = flagValue(g.line, "raw");
+  if (raw) refuseRawIntoPods("delete", raw);
   if (flagSet(g.line, "force")) return {};
   // The same selection, as a get: delete's own flags, the command word and the globals (the lookup adds
   // those itself) taken out.

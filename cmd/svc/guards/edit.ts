@@ -1,6 +1,6 @@
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { extname, join } from "node:path";
 import { SvcError } from "../../../lib/errors.ts";
 import { filenames, flagSet, flagValues } from "../../../lib/kube/grammar.ts";
 import { describeObject } from "../../../lib/kube/inject.ts";
@@ -13,8 +13,9 @@ import { type Guarded, type GuardInput, refuseUnlessOverridden } from "./guard.t
  * command line, so svc stands between kubectl and the editor. It reads the live objects first (for
  * edit-last-applied, their last-applied configuration) and records their compartment marks; kubectl then
  * runs with KUBE_EDITOR set to `svc __edit-guard`, which opens the user's own editor (KUBE_EDITOR, EDITOR,
- * else vi — read as kubectl reads them) and, when it closes, compares the marks of every object in the
- * file with the recorded ones. A change is refused: the editor step fails, so kubectl applies nothing.
+ * else vi — read as kubectl reads them) on a private copy of kubectl's file and, when it closes, compares
+ * the marks of every object in the copy with the recorded ones and hands kubectl exactly the bytes it
+ * checked. A change is refused: the editor step fails, so kubectl applies nothing.
  * kubectl re-opens the editor after some errors; each time the file is compared with the live objects,
  * never with the previous round.
  */
@@ -97,19 +98,61 @@ function editorArgv(editor: string, file: string): string[] {
   return ["sh", "-c", `${editor} ${shellQuote(file)}`];
 }
 
-/** `svc __edit-guard FILE`: the editor kubectl runs (see above). Exits with the editor's status or 1. */
+/**
+ * `svc __edit-guard FILE`: the editor kubectl runs (see above). The user's editor works on a copy of FILE
+ * in a directory only svc's user can enter, made for this round; it is not given kubectl's path. svc
+ * reads the copy once, checks those bytes and, when they pass, writes exactly them to FILE: what the
+ * editor or a process it leaves behind writes afterwards never reaches kubectl. Exits with the editor's
+ * status, 0 with FILE written, or 1 with FILE untouched when svc refuses; the copy is removed, on a
+ * signal too.
+ */
 export async function editGuard(file: string): Promise<never> {
   const recorded = process.env.SVC_EDIT_BASELINE;
   if (!recorded || !file)
     throw new SvcError("usage", "svc __edit-guard is the editor step of svc edit; it is not run by hand");
   const baseline = JSON.parse(recorded) as Baseline;
-  const child = Bun.spawn(editorArgv(process.env.SVC_EDIT_EDITOR || "vi", file), {
+  const dir = mkdtempSync(join(tmpdir(), "svc-edit-copy-"));
+  const remove = () => rmSync(dir, { recursive: true, force: true });
+  for (const [signal, n] of SIGNALS)
+    process.on(signal, () => {
+      remove();
+      process.exit(128 + n);
+    });
+  let status: number;
+  try {
+    chmodSync(dir, 0o700);
+    // The file's suffix (.yaml, .json) is kept so that the editor picks its mode.
+    status = await editCopy(file, join(dir, `edit${extname(file)}`), baseline);
+  } finally {
+    remove();
+  }
+  process.exit(status);
+}
+
+const SIGNALS = [
+  ["SIGHUP", 1],
+  ["SIGINT", 2],
+  ["SIGTERM", 15],
+] as const;
+
+/** The editor on `copy`, then the check; kubectl's `file` gets the checked bytes or nothing. */
+async function editCopy(file: string, copy: string, baseline: Baseline): Promise<number> {
+  writeFileSync(copy, readFileSync(file), { mode: 0o600, flag: "wx" });
+  const child = Bun.spawn(editorArgv(process.env.SVC_EDIT_EDITOR || "vi", copy), {
     stdio: ["inherit", "inherit", "inherit"],
   });
   const status = await child.exited;
-  if (status !== 0) process.exit(status);
+  if (status !== 0) return status;
+  let edited: Buffer;
+  let objects: Record<string, unknown>[];
+  try {
+    edited = readFileSync(copy);
+    objects = parseObjects([{ name: "the edited file", text: utf8(edited) }]);
+  } catch (e) {
+    return refuse(`svc cannot read what was edited (${(e as Error).message}); nothing was saved`);
+  }
   const problems: string[] = [];
-  for (const o of editedObjects(file)) {
+  for (const o of objects) {
     const before = Object.hasOwn(baseline, keyOf(o)) ? baseline[keyOf(o)] : undefined;
     if (!before) {
       problems.push(`svc cannot tell which object being edited ${describeObject(o)} is`);
@@ -118,23 +161,25 @@ export async function editGuard(file: string): Promise<never> {
     const changes = changedMarks(new Map(before) as Marks, marksOf(o));
     if (changes.length > 0) problems.push(`${describeObject(o)}: ${changes.join(", ")}`);
   }
-  if (problems.length === 0) process.exit(0);
-  refuse(
-    `Cannot change the compartment of an object with svc edit (${problems.join("; ")}); nothing was saved`,
-  );
+  if (problems.length > 0)
+    return refuse(
+      `Cannot change the compartment of an object with svc edit (${problems.join("; ")}); nothing was saved`,
+    );
+  writeFileSync(file, edited);
+  return 0;
 }
 
-/** The objects of the edited file, read as kubectl reads them; a file svc cannot read is refused. */
-function editedObjects(file: string): Record<string, unknown>[] {
+/** The edited bytes as text; bytes that are not UTF-8 are refused rather than read as something else. */
+function utf8(bytes: Buffer): string {
   try {
-    return parseObjects([{ name: "the edited file", text: readFileSync(file, "utf8") }]);
-  } catch (e) {
-    return refuse(`svc cannot read what was edited (${(e as Error).message}); nothing was saved`);
+    return new TextDecoder("utf-8", { fatal: true, ignoreBOM: true }).decode(bytes);
+  } catch {
+    throw new Error("the file is not UTF-8");
   }
 }
 
-function refuse(message: string): never {
+function refuse(message: string): number {
   process.stderr.write(`svc: ${message}\n`);
   if (process.env.SVC_EDIT_REPORT) writeFileSync(process.env.SVC_EDIT_REPORT, message);
-  process.exit(1);
+  return 1;
 }
