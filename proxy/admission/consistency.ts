@@ -93,14 +93,15 @@ export async function decideConsistency(req: AdmissionRequest, deps: Consistency
   const self = describe(req, object);
   const podSpec = podSpecOf(resource, object);
   const own = compartmentOf(marksOfMeta(podSpec?.meta ?? object.metadata));
-  if (own.kind === "unreadable")
-    return refuse(`svc admission: ${self} has compartment marks svc cannot read: ${own.why}`);
   const problems: string[] = [];
   let unlabeledOnly = true;
   const problem = (text: string, unlabeled = false) => {
     problems.push(text);
     unlabeledOnly &&= unlabeled;
   };
+  // Marks it cannot read: nothing to compare with; refused, unless the requester holds the override.
+  if (own.kind === "unreadable")
+    return overridden(`${self} has compartment marks svc cannot read: ${own.why}`);
 
   const references: Reference[] = podSpec ? referencesOf(podSpec.spec) : [];
   const meta = object.metadata as { annotations?: Record<string, unknown> } | undefined;
@@ -175,21 +176,20 @@ export async function decideConsistency(req: AdmissionRequest, deps: Consistency
     };
   const shownProblems =
     problems.slice(0, 5).join("; ") + (problems.length > 5 ? `; and ${problems.length - 5} more` : "");
-  const message = `svc admission: ${shownProblems}`;
-  const compartment = own.kind === "marked" ? own.shown : undefined;
-  if (await deps.canOverride(req.userInfo ?? {}, namespace))
-    return {
-      allowed: true,
-      decision: "override",
-      message: `compartment override: ${message}`,
-      ...(compartment ? { compartment } : {}),
-    };
-  return {
-    allowed: false,
-    decision: unlabeledOnly ? "unlabeled" : "refused",
-    message,
-    ...(compartment ? { compartment } : {}),
-  };
+  return overridden(shownProblems, unlabeledOnly ? "unlabeled" : "refused");
+
+  async function overridden(text: string, decision: "refused" | "unlabeled" = "refused"): Promise<Verdict> {
+    const message = `svc admission: ${text}`;
+    const compartment = own.kind === "marked" ? { compartment: own.shown } : {};
+    if (await deps.canOverride(req.userInfo ?? {}, namespace as string))
+      return {
+        allowed: true,
+        decision: "override",
+        message: `compartment override: ${message}`,
+        ...compartment,
+      };
+    return { allowed: false, decision, message, ...compartment };
+  }
 }
 
 /** The object's owner references, each field checked for its type; others are skipped. */

@@ -1,8 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import { stringify } from "yaml";
-import { useTestbed } from "./support.ts";
-import { kubectlAs } from "./testbed/index.ts";
+import { kubectlUser, useTestbed } from "./support.ts";
 import type { KubeState } from "./testbed/kube.ts";
 import { NODE } from "./testbed/kube.ts";
 import { waitUntil } from "./testbed/process.ts";
@@ -23,19 +22,7 @@ const PIN = "svc.io/compartment";
 
 type User = keyof KubeState["users"];
 function kubectl(user: User, args: string[], input?: string, ns = NS) {
-  const tb = testbed();
-  const r = Bun.spawnSync(
-    [
-      "kubectl",
-      `--kubeconfig=${tb.kube.kubeconfig}`,
-      `--context=${tb.kube.users[user].context}`,
-      "-n",
-      ns,
-      ...args,
-    ],
-    { stdin: input ? Buffer.from(input) : "ignore", timeout: 30_000 },
-  );
-  return { code: r.exitCode, out: r.stdout.toString(), err: r.stderr.toString() };
+  return kubectlUser(testbed(), user, ns, args, input);
 }
 const apply = (user: User, o: object, ns = NS) => kubectl(user, ["apply", "-f", "-"], stringify(o), ns);
 const admin = (o: object, ns = NS) => {

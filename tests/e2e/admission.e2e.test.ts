@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { connect } from "node:tls";
 import { stringify } from "yaml";
 import { clearancesOf, missingClearances, parseCompartmentLabel } from "../../lib/kube/clearance.ts";
-import { useTestbed } from "./support.ts";
+import { kubectlUser, useTestbed } from "./support.ts";
 import { kubectlAs } from "./testbed/index.ts";
 import type { KubeState } from "./testbed/kube.ts";
 import { NODE } from "./testbed/kube.ts";
@@ -23,19 +23,7 @@ const BRAVO = "UK-S-BRAVO";
 
 type User = keyof KubeState["users"];
 function kubectl(user: User, args: string[], input?: string) {
-  const tb = testbed();
-  const r = Bun.spawnSync(
-    [
-      "kubectl",
-      `--kubeconfig=${tb.kube.kubeconfig}`,
-      `--context=${tb.kube.users[user].context}`,
-      "-n",
-      NS,
-      ...args,
-    ],
-    { stdin: input ? Buffer.from(input) : "ignore", timeout: 30_000 },
-  );
-  return { code: r.exitCode, out: r.stdout.toString(), err: r.stderr.toString() };
+  return kubectlUser(testbed(), user, NS, args, input);
 }
 
 const pod = (name: string, compartment?: string) =>
@@ -180,7 +168,7 @@ describe("into pods (the webhook)", () => {
     expect(exec.out).toContain("forced");
     await waitUntil("the override in the webhook's log", () =>
       webhookLog().some(
-        (l) => l.msg === "compartment override" && l.user === "olivia" && l.pod === `${NS}/adm-bravo-0`,
+        (l) => l.msg === "compartment override" && l.user === "olivia" && l.object === `${NS}/adm-bravo-0`,
       ),
     );
   });
@@ -531,7 +519,7 @@ describe("writes (the ValidatingAdmissionPolicy)", () => {
       },
       spec: {
         replicas: 2,
-        selector: { matchLabels: { app: "adm-alpha" } },
+        selector: { matchLabels: { app: "adm-alpha", "svc.io/compartment": ALPHA } },
         template: {
           metadata: {
             labels: { app: "adm-alpha", "svc-test": "admission", "svc.io/compartment": ALPHA },

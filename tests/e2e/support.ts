@@ -120,3 +120,25 @@ export function auditSince(tb: Testbed, from: number): AuditEvent[] {
     .filter(Boolean)
     .map((l) => JSON.parse(l) as AuditEvent);
 }
+
+/** Plain kubectl as one of the test bed's users in a namespace; never throws, returns what it printed. */
+export function kubectlUser(
+  tb: Testbed,
+  user: keyof Testbed["kube"]["users"],
+  namespace: string,
+  args: string[],
+  input?: string,
+): { code: number | null; out: string; err: string } {
+  const r = Bun.spawnSync(
+    [
+      "kubectl",
+      `--kubeconfig=${tb.kube.kubeconfig}`,
+      `--context=${tb.kube.users[user].context}`,
+      "-n",
+      namespace,
+      ...args,
+    ],
+    { stdin: input ? Buffer.from(input) : "ignore", timeout: 30_000 },
+  );
+  return { code: r.exitCode, out: r.stdout.toString(), err: r.stderr.toString() };
+}
