@@ -128,7 +128,7 @@ GO
   return $rc
 }
 
-# A wrapper module for kube-apiserver and kube-controller-manager: k8s.io/kubernetes requires its staging modules at v0.0.0 and replaces them with local
+# A wrapper module for kube-apiserver, kube-controller-manager and kube-scheduler: k8s.io/kubernetes requires its staging modules at v0.0.0 and replaces them with local
 # paths, so each one is replaced here with its published v0.<minor>.<patch> (the list is read from that
 # release's own go.mod). Version variables are set as the Kubernetes build does.
 build_kube() {

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join, relative } from "node:path";
-import { parseAllDocuments, stringify } from "yaml";
+import { parse, parseAllDocuments, stringify } from "yaml";
 import { BUN, ROOT } from "../support/proc.ts";
 import { useTestbed } from "./support.ts";
 import { NODE } from "./testbed/kube.ts";
@@ -65,8 +65,11 @@ afterAll(() => {
 interface Container {
   name: string;
   image: string;
+  args?: string[];
+  env?: { name: string; value?: string }[];
   securityContext: unknown;
   readinessProbe?: { httpGet: { path: string } };
+  volumeMounts?: { name: string; mountPath: string }[];
 }
 interface PodSpec {
   securityContext: unknown;
@@ -82,6 +85,13 @@ const rendered = (base: string) => {
     (d) => d.toJS() as { kind: string; metadata: { name: string }; data?: Record<string, string> },
   );
 };
+
+const podSpec = (base: string) =>
+  (
+    rendered(base).find((o) => o.kind === "Deployment") as unknown as {
+      spec: { template: { spec: PodSpec } };
+    }
+  ).spec.template.spec;
 
 describe("deploy/kubernetes", () => {
   test.each(BASES)("%s renders and the API server accepts it (dry run)", (base) => {
@@ -140,6 +150,129 @@ describe("deploy/kubernetes", () => {
       });
     }
   });
+
+  test.each([
+    "sidecar",
+    "central",
+    "central-postgres",
+  ])("%s: every container with the Workload API volume names the agent's socket explicitly", (base) => {
+    const cm = rendered(base).find((o) => o.kind === "ConfigMap");
+    const socket = (
+      parse(cm?.data?.["config.yaml"] as string) as { spiffe: { workload_socket_path: string } }
+    ).spiffe.workload_socket_path;
+    // The name SPIRE's Helm charts and the CSI driver's examples give the socket (docs/kubernetes.md).
+    expect(socket).toBe("unix:///spiffe-workload-api/spire-agent.sock");
+    const pod = podSpec(base);
+    const users = [...(pod.initContainers ?? []), ...pod.containers].filter((c) =>
+      c.volumeMounts?.some((m) => m.name === "spiffe-workload-api"),
+    );
+    expect(users.map((c) => c.name)).toContain("svc-proxy");
+    for (const c of users) {
+      expect(c.volumeMounts).toContainEqual(
+        expect.objectContaining({ name: "spiffe-workload-api", mountPath: "/spiffe-workload-api" }),
+      );
+      // svc-proxy reads it from its configuration; anything else (svc curl) from SPIFFE_ENDPOINT_SOCKET.
+      if (c.name === "svc-proxy") expect(c.args).toEqual(["-config", "/etc/svc-proxy/config.yaml"]);
+      else expect(c.env).toContainEqual({ name: "SPIFFE_ENDPOINT_SOCKET", value: socket });
+    }
+  });
+
+  test.each([
+    "sidecar",
+    "central",
+    "central-postgres",
+  ])("%s: every path svc-proxy reads or writes is on a volume of the right kind", (base) => {
+    const cm = rendered(base).find((o) => o.kind === "ConfigMap");
+    const config = parse(cm?.data?.["config.yaml"] as string) as {
+      spiffe: { workload_socket_path: string };
+      notary?: { database?: { path?: string; password_file?: string } };
+    };
+    const pod = podSpec(base);
+    const proxy = [...(pod.initContainers ?? []), ...pod.containers].find((c) => c.name === "svc-proxy");
+    // The volume a path lies on: the longest mount path it is under, and what backs it.
+    const volumeOf = (path: string) => {
+      const mount = (proxy?.volumeMounts ?? [])
+        .filter((m) => path.startsWith(`${m.mountPath}/`))
+        .sort((a, b) => b.mountPath.length - a.mountPath.length)[0];
+      const volume = pod.volumes.find((v) => (v as { name: string }).name === mount?.name) as
+        | Record<string, { name?: string; claimName?: string; secretName?: string; driver?: string }>
+        | undefined;
+      return { mount, volume };
+    };
+    const configFile = volumeOf(proxy?.args?.[1] ?? "");
+    expect(configFile.volume?.configMap?.name).toBe(cm?.metadata.name);
+    expect(volumeOf(config.spiffe.workload_socket_path.replace("unix://", "")).volume?.csi?.driver).toBe(
+      "csi.spiffe.io",
+    );
+    const db = config.notary?.database;
+    if (db?.path) {
+      const v = volumeOf(db.path);
+      expect(v.volume?.persistentVolumeClaim?.claimName).toBe("svc-central-notary");
+      expect(v.mount).not.toMatchObject({ readOnly: true });
+    }
+    if (db?.password_file)
+      expect(volumeOf(db.password_file).volume?.secret?.secretName).toBe("svc-central-db");
+  });
+
+  test.each([
+    "central",
+    "central-postgres",
+  ])("%s: the NetworkPolicies let in every port it serves and out every port it connects to", (base) => {
+    const objects = rendered(base);
+    const config = parse(objects.find((o) => o.kind === "ConfigMap")?.data?.["config.yaml"] as string) as {
+      metricsAddr: string;
+      listeners: { address: string; target: { url: string } }[];
+      notary?: { database?: { url?: string } };
+    };
+    type Rule = { ports?: { port: number; protocol: string }[] };
+    const policies = objects.filter((o) => o.kind === "NetworkPolicy") as unknown as {
+      spec: { ingress?: Rule[]; egress?: Rule[] };
+    }[];
+    const allows = (rules: Rule[], port: number, protocol = "TCP") =>
+      rules.some((r) => !r.ports || r.ports.some((p) => p.port === port && p.protocol === protocol));
+    const ingress = policies.flatMap((p) => p.spec.ingress ?? []);
+    const egress = policies.flatMap((p) => p.spec.egress ?? []);
+    const portOf = (address: string) => Number(address.slice(address.lastIndexOf(":") + 1));
+    for (const l of config.listeners) expect(allows(ingress, portOf(l.address))).toBe(true);
+    expect(allows(ingress, portOf(config.metricsAddr))).toBe(true);
+    const out = config.listeners.map((l) => new URL(l.target.url));
+    if (config.notary?.database?.url) out.push(new URL(config.notary.database.url));
+    for (const u of out)
+      expect({ to: u.host, allowed: allows(egress, Number(u.port)) }).toEqual({ to: u.host, allowed: true });
+    expect(allows(egress, 53, "UDP")).toBe(true);
+  });
+
+  test("the sidecar, applied for real, runs svc-proxy as a native sidecar of each scheduled replica", () => {
+    const applied = kubectl(["apply", "-k", dir("sidecar")]);
+    expect(applied.err).toBe("");
+    expect(applied.code).toBe(0);
+    // Watches the Deployment until both replicas are available (scheduled, started, ready).
+    const rollout = kubectl(["-n", "svc-example", "rollout", "status", "deployment/app", "--timeout=90s"]);
+    expect(rollout.err).toBe("");
+    expect(rollout.out).toContain("successfully rolled out");
+    const pods = JSON.parse(
+      kubectl(["-n", "svc-example", "get", "pods", "-l", "app.kubernetes.io/name=app", "-o", "json"]).out,
+    ) as {
+      items: {
+        spec: { nodeName: string; initContainers: { name: string; restartPolicy?: string }[] };
+        status: {
+          phase: string;
+          initContainerStatuses: { name: string; started: boolean; ready: boolean }[];
+        };
+      }[];
+    };
+    expect(pods.items.length).toBe(2);
+    for (const p of pods.items) {
+      expect(p.spec.nodeName).toBe(NODE);
+      expect(p.status.phase).toBe("Running");
+      expect(p.spec.initContainers).toContainEqual(
+        expect.objectContaining({ name: "svc-proxy", restartPolicy: "Always" }),
+      );
+      expect(p.status.initContainerStatuses).toContainEqual(
+        expect.objectContaining({ name: "svc-proxy", started: true, ready: true }),
+      );
+    }
+  }, 120_000);
 
   test("the central proxy, applied for real, gets its volume, is scheduled onto the node and runs", async () => {
     // A volume for its claim, as a cluster's storage would provide it.
