@@ -1,6 +1,9 @@
 import type { Server } from "bun";
 import { SvcError } from "../../lib/errors.ts";
 import type { HostPort } from "../config/validate.ts";
+import { userInfoProblem } from "./bounded.ts";
+import { Gate, type GateLimits, type GateLoad, type Ticket } from "./gate.ts";
+import { clip, shown } from "./request.ts";
 import type { AdmissionRequest, Verdict } from "./review.ts";
 import type { TlsPair } from "./tls-files.ts";
 
@@ -15,19 +18,57 @@ export interface AdmissionServerOptions {
   tls: TlsPair;
   decide(request: AdmissionRequest): Promise<Verdict>;
   ready(): boolean;
-  /** A malformed review (answered 400): the API server then applies the failure policy. */
+  /**
+   * A malformed review (answered 400: the API server then applies the failure policy), or one turned away
+   * before it was decided (a review not received in time, too many at once, absurd user info). Those are
+   * what an attacker sends by the hundred: they are reported at most once every REPORT_MS, with a count.
+   */
   onBadRequest(message: string): void;
 }
 
 export const REVIEW_PATH = "/validate";
-/** A review of a pod update holds the object and the old object: a few MB at most. */
+/**
+ * A review of a pod or workload update holds the object and the old object, each at most etcd's 1.5 MiB
+ * (as protobuf; their JSON is larger), with the review around them. Larger bodies are answered 413 by Bun
+ * before they are read.
+ */
 const MAX_BODY = 4 * 1024 * 1024;
-/** Reviews decided at once; beyond, 429 (the API server then applies the failure policy). */
-const MAX_IN_FLIGHT = 512;
+/**
+ * The body must be in this long after the head: the API server writes a review at once, and a body of
+ * MAX_BODY takes tens of milliseconds on a slow link. Past it the connection is closed (408), which leaves
+ * the API server 3 of its 5 seconds.
+ */
+const BODY_MS = 2_000;
+/**
+ * Bun.serve's idle timeout (seconds), checked by a sweep every 4 s: a kept-alive connection is closed 8 to
+ * 12 s after its last answer if no next head has come in (bytes of a head arriving slowly do not count),
+ * and a review is cut 8 to 12 s after its head, past the body's and the decision's own deadlines. A new
+ * connection's first head has a fixed 8 to 12 s in Bun that nothing here changes (docs/admission.md).
+ */
+const IDLE_S = 10;
+/** Bounds on work in progress (gate.ts); docs/admission.md explains the numbers. */
+export const GATE_LIMITS: GateLimits = {
+  uploadsPerAddress: 32,
+  uploads: 1024,
+  bytesPerAddress: 16 * 1024 * 1024,
+  bytes: 32 * 1024 * 1024,
+  // The webhook cannot tell the API server's address from another. It sends bursts (a ReplicaSet creating
+  // hundreds of pods, each a review, decided in well under a millisecond each): one address may have half
+  // of all the reviews being decided.
+  decidingPerAddress: 256,
+  deciding: 512,
+};
+/** Reviews turned away at the door are reported once per this interval at most. */
+const REPORT_MS = 10_000;
+/** The API server's request UID is a UUID; the review's apiVersion is echoed when it is this short. */
+const MAX_UID = 256;
+const MAX_API_VERSION = 64;
 
 export interface AdmissionServer {
   port: number;
   useCertificate(tls: TlsPair): void;
+  /** Uploads, bytes and reviews held now (for tests and diagnostics). */
+  load(): GateLoad;
   stop(): Promise<void>;
 }
 
@@ -48,54 +89,112 @@ function refuseTakenPort(address: HostPort): void {
 }
 
 export function startAdmissionServer(o: AdmissionServerOptions): AdmissionServer {
-  const plain = (status: number, text: string) =>
-    new Response(`${text}\n`, { status, headers: { "content-type": "text/plain; charset=utf-8" } });
-  const fetch = async (req: Request): Promise<Response> => {
+  const plain = (status: number, text: string, close = false) =>
+    new Response(`${text}\n`, {
+      status,
+      headers: {
+        "content-type": "text/plain; charset=utf-8",
+        // Bun sends the answer and closes at once, without waiting for a body it was not asked to read.
+        ...(close ? { connection: "close" } : {}),
+      },
+    });
+  const gate = new Gate(GATE_LIMITS);
+  const note = throttled(o.onBadRequest, REPORT_MS);
+  const fetch = async (req: Request, server: Server<undefined>): Promise<Response> => {
     const path = new URL(req.url).pathname;
     if (req.method === "GET" && path === "/healthz") return plain(200, "ok");
     if (req.method === "GET" && path === "/readyz")
       return o.ready() ? plain(200, "ok") : plain(503, "pod cache not filled yet");
-    if (path !== REVIEW_PATH) return plain(404, `svc-proxy admission: POST ${REVIEW_PATH} only`);
-    if (req.method !== "POST") return plain(405, `svc-proxy admission: POST ${REVIEW_PATH} only`);
-    if (inFlight >= MAX_IN_FLIGHT) return plain(429, "svc-proxy admission: too many reviews at once");
-    inFlight++;
+    const body = announced(req);
+    if (path !== REVIEW_PATH) return plain(404, `svc-proxy admission: POST ${REVIEW_PATH} only`, body > 0);
+    if (req.method !== "POST") return plain(405, `svc-proxy admission: POST ${REVIEW_PATH} only`, body > 0);
+    return receive(req, clientAddress(server.requestIP(req)?.address), body);
+  };
+
+  /** The body, within BODY_MS and the gate's bounds; then the review is answered. */
+  const receive = async (req: Request, address: string, bytes: number): Promise<Response> => {
+    let dropped = (_why: string) => {};
+    const drop = new Promise<{ why: string }>((resolve) => {
+      dropped = (why) => resolve({ why });
+    });
+    const ticket = gate.enter(address, bytes, (why) => dropped(why));
+    if (typeof ticket === "string") {
+      note(`review from ${address} answered 429: ${ticket}`);
+      return plain(429, `svc-proxy admission: ${ticket}`, true);
+    }
+    const late = setTimeout(() => ticket.drop(`not received within ${BODY_MS / 1000}s of its head`), BODY_MS);
     try {
-      return await answer(req);
+      const read = req.json().then(
+        (value: unknown) => ({ value }),
+        (error: Error) => ({ error }),
+      );
+      const first = await Promise.race([read, drop]);
+      // Dropped, or dropped just as its body came in: the connection closes with the answer.
+      if ("why" in first || !ticket.received()) {
+        const why = "why" in first ? first.why : "dropped";
+        note(`review from ${address} ${why}; connection closed`);
+        return plain(408, `svc-proxy admission: review ${why}; connection closed`, true);
+      }
+      if ("error" in first) {
+        if (req.signal.aborted) {
+          note(`review from ${address}: the connection closed before its body was in`);
+          return plain(400, "svc-proxy admission: the body is not JSON");
+        }
+        o.onBadRequest(`body is not JSON: ${clip(first.error.message, 200)}`);
+        return plain(400, "svc-proxy admission: the body is not JSON");
+      }
+      return await answer(first.value, ticket, address);
     } finally {
-      inFlight--;
+      clearTimeout(late);
+      ticket.done();
     }
   };
-  let inFlight = 0;
-  const answer = async (req: Request): Promise<Response> => {
-    let review: { apiVersion?: string; kind?: string; request?: AdmissionRequest };
-    try {
-      review = (await req.json()) as typeof review;
-    } catch (e) {
-      o.onBadRequest(`body is not JSON: ${(e as Error).message}`);
-      return plain(400, "svc-proxy admission: the body is not JSON");
-    }
+
+  const answer = async (value: unknown, ticket: Ticket, address: string): Promise<Response> => {
+    const review = value as { apiVersion?: unknown; kind?: unknown; request?: AdmissionRequest } | null;
     const request = review?.request;
     if (review?.kind !== "AdmissionReview" || typeof request?.uid !== "string") {
-      o.onBadRequest(`not an AdmissionReview with request.uid (kind ${JSON.stringify(review?.kind)})`);
+      o.onBadRequest(`not an AdmissionReview with request.uid (kind ${shown(review?.kind)})`);
       return plain(400, "svc-proxy admission: expected an AdmissionReview with request.uid");
     }
-    const verdict = await o.decide(request);
-    return Response.json({
-      apiVersion: review.apiVersion ?? "admission.k8s.io/v1",
-      kind: "AdmissionReview",
-      response: {
-        uid: request.uid,
-        allowed: verdict.allowed,
-        ...(verdict.allowed ? {} : { status: { code: 403, reason: "Forbidden", message: verdict.message } }),
-      },
-    });
+    if (request.uid.length > MAX_UID) {
+      o.onBadRequest(`request.uid has ${request.uid.length} characters (at most ${MAX_UID})`);
+      return plain(400, `svc-proxy admission: request.uid is longer than ${MAX_UID} characters`);
+    }
+    const v = review.apiVersion;
+    const reply = (verdict: Verdict) =>
+      Response.json({
+        apiVersion: typeof v === "string" && v.length <= MAX_API_VERSION ? v : "admission.k8s.io/v1",
+        kind: "AdmissionReview",
+        response: {
+          uid: request.uid,
+          allowed: verdict.allowed,
+          ...(verdict.allowed
+            ? {}
+            : { status: { code: 403, reason: "Forbidden", message: verdict.message } }),
+        },
+      });
+    // Refused before anything is asked, hashed, forwarded or logged for it.
+    const absurd = userInfoProblem(request.userInfo);
+    if (absurd) {
+      note(`review ${clip(request.uid)} from ${address}: ${absurd}`);
+      return reply({ allowed: false, decision: "refused", message: absurd });
+    }
+    const full = ticket.decide();
+    if (full) {
+      note(`review from ${address} answered 429: ${full}`);
+      return plain(429, `svc-proxy admission: ${full}`);
+    }
+    return reply(await o.decide(request));
   };
+
   const serve = (tls: TlsPair, port: number): Server<undefined> =>
     Bun.serve({
       hostname: o.address.host || "0.0.0.0",
       port,
       reusePort: true,
       maxRequestBodySize: MAX_BODY,
+      idleTimeout: IDLE_S,
       tls,
       fetch,
       error: (e) => {
@@ -113,8 +212,56 @@ export function startAdmissionServer(o: AdmissionServerOptions): AdmissionServer
       server = serve(tls, port);
       void previous.stop();
     },
+    load: () => gate.load(),
     async stop() {
       await server.stop();
     },
+  };
+}
+
+/** Bytes a request says its body has: its Content-Length, or MAX_BODY when it is sent in chunks. */
+function announced(req: Request): number {
+  const length = req.headers.get("content-length");
+  if (length !== null) {
+    const n = Number(length);
+    return Number.isSafeInteger(n) && n >= 0 ? Math.min(n, MAX_BODY) : MAX_BODY;
+  }
+  return req.headers.has("transfer-encoding") ? MAX_BODY : 0;
+}
+
+/** The client's address as the bounds count it: an IPv4 client of a dual-stack socket as IPv4. */
+function clientAddress(address: string | undefined): string {
+  if (!address) return "unknown";
+  return address.startsWith("::ffff:") && address.includes(".") ? address.slice(7) : address;
+}
+
+/**
+ * Calls `report` at most once per `everyMs`: the first message at once, the others counted and summed up
+ * (with the latest of them) when the interval is over.
+ */
+function throttled(report: (message: string) => void, everyMs: number): (message: string) => void {
+  let last = Number.NEGATIVE_INFINITY;
+  let left = 0;
+  let latest = "";
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const summary = () => {
+    timer = undefined;
+    report(`${left} more turned away in the last ${everyMs / 1000}s; the latest: ${latest}`);
+    last = performance.now();
+    left = 0;
+  };
+  return (message) => {
+    const now = performance.now();
+    if (now - last >= everyMs && left === 0) {
+      report(message);
+      last = now;
+      return;
+    }
+    left++;
+    latest = message;
+    if (!timer) {
+      timer = setTimeout(summary, Math.max(0, last + everyMs - now));
+      timer.unref();
+    }
   };
 }
