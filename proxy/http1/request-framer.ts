@@ -1,3 +1,4 @@
+import { emptyParts, latin1, readRequestHead } from "./head-bytes.ts";
 import {
   type BodyEvent,
   BodyReader,
@@ -28,15 +29,24 @@ import {
 export class RequestHead extends MessageHead {
   constructor(
     readonly method: string,
-    readonly target: string,
+    /** The target, or undefined when it is read from the head's bytes at targetStart..targetEnd on use. */
+    private targetText: string | undefined,
+    private readonly targetStart: number,
+    private readonly targetEnd: number,
     readonly version: "HTTP/1.1" | "HTTP/1.0",
     special: Fields,
-    raw: Uint8Array,
+    src: Buffer,
+    start: number,
+    end: number,
     body: Framing,
-    text: string,
     from: number,
   ) {
-    super(special, raw, body, text, from);
+    super(special, src, start, end, body, from);
+  }
+
+  get target(): string {
+    this.targetText ??= latin1(this.src, this.start + this.targetStart, this.start + this.targetEnd);
+    return this.targetText;
   }
 }
 
@@ -48,37 +58,80 @@ const REQUEST_LINE =
   /^([!#$%&'*+\-.^_`|~0-9A-Za-z]+) ((?:\/|https?:\/\/)[\x21-\x7e\x80-\xff]*|[\w.\-[\]:]+:\d{1,5}|\*) (HTTP\/1\.[01])$/;
 
 export class RequestFramer extends MessageFramer<RequestHead> {
+  private readonly parts = emptyParts();
+
   protected head(sink: MessageSink<RequestHead>): number {
     // Empty lines before a request line are ignored (RFC 9112 section 2.2).
-    while (this.buf.length >= 2 && this.buf.startsWithCrlf()) this.buf.take(2);
-    const text = this.buf.head();
-    if (text === undefined) {
+    while (this.buf.length >= 2 && this.buf.startsWithCrlf()) this.buf.skip(2);
+    const end = this.buf.headEnd();
+    if (end < 0) {
       if (this.buf.length > this.maxHeadBytes)
         return fail(sink, 431, `request head larger than ${this.maxHeadBytes} bytes`);
       if (this.buf.hasBareLf()) return fail(sink, 400, "bare LF line ending");
       return MORE;
     }
-    if (text.length > this.maxHeadBytes)
+    const src = this.buf.bytes;
+    const start = this.buf.start;
+    this.buf.skip(end + 4 - start);
+    if (end - start > this.maxHeadBytes)
       return fail(sink, 431, `request head larger than ${this.maxHeadBytes} bytes`);
-    const eol = text.indexOf("\r\n");
-    const requestLine = eol < 0 ? text : text.slice(0, eol);
-    if (requestLine.includes("\n")) return fail(sink, 400, "bare LF line ending");
-    const rl = REQUEST_LINE.exec(requestLine);
-    if (!rl || !isToken(rl[1] as string))
-      return fail(sink, 400, `invalid request line ${JSON.stringify(requestLine.slice(0, 100))}`);
-    const from = eol < 0 ? text.length : eol + 2;
-    const special = scanFields(text, from);
-    if ("error" in special) return fail(sink, 400, special.error);
-    const f = framing(special, NONE);
+    const p = this.parts;
+    const head = readRequestHead(src, start, end, p)
+      ? new RequestHead(
+          p.method,
+          undefined,
+          p.targetStart,
+          p.targetEnd,
+          p.version,
+          p.special,
+          src,
+          start,
+          end,
+          NONE,
+          p.from,
+        )
+      : readRequestText(src, start, end);
+    if (!(head instanceof RequestHead)) return fail(sink, head.status, head.error);
+    const f = framing(head.special, NONE);
     if ("error" in f) return fail(sink, f.status, f.error);
-    const version = rl[3] as RequestHead["version"];
-    sink.head(
-      new RequestHead(rl[1] as string, rl[2] as string, version, special, this.buf.headBytes, f, text, from),
-    );
+    head.body = f;
+    sink.head(head);
     if (f.kind === "none") sink.end();
     else this.body = new BodyReader(f, this.maxHeadBytes);
     return PROGRESS;
   }
+}
+
+/** A head the byte reader left to the string reader: read, or refused with the reason. */
+export function readRequestText(
+  src: Buffer,
+  start: number,
+  end: number,
+): RequestHead | { status: 400; error: string } {
+  const text = src.toString("latin1", start, end);
+  const eol = text.indexOf("\r\n");
+  const requestLine = eol < 0 ? text : text.slice(0, eol);
+  if (requestLine.includes("\n")) return { status: 400, error: "bare LF line ending" };
+  const rl = REQUEST_LINE.exec(requestLine);
+  if (!rl || !isToken(rl[1] as string))
+    return { status: 400, error: `invalid request line ${JSON.stringify(requestLine.slice(0, 100))}` };
+  const from = eol < 0 ? text.length : eol + 2;
+  const special = scanFields(text, from);
+  if ("error" in special) return { status: 400, error: special.error };
+  const version = rl[3] as RequestHead["version"];
+  return new RequestHead(
+    rl[1] as string,
+    rl[2] as string,
+    0,
+    0,
+    version,
+    special,
+    src,
+    start,
+    end,
+    NONE,
+    from,
+  );
 }
 
 const NONE: Framing = { kind: "none" };

@@ -1,3 +1,4 @@
+import { emptyParts, type HeadParts, latin1, readResponseHead } from "./head-bytes.ts";
 import {
   type BodyEvent,
   BodyReader,
@@ -27,16 +28,28 @@ import {
 export class ResponseHead extends MessageHead {
   constructor(
     readonly status: number,
-    readonly reason: string,
+    /** The reason phrase, or undefined when it is read from the head's bytes from reasonStart on use. */
+    private reasonText: string | undefined,
+    private readonly reasonStart: number,
     readonly version: "HTTP/1.1" | "HTTP/1.0",
     special: Fields,
-    raw: Uint8Array,
+    src: Buffer,
+    start: number,
+    end: number,
     readonly interim: boolean,
     body: Framing,
-    text: string,
     from: number,
   ) {
-    super(special, raw, body, text, from);
+    super(special, src, start, end, body, from);
+  }
+
+  get reason(): string {
+    if (this.reasonText === undefined) {
+      // The status line ends at the header section's CRLF, or at the head's end when it has no fields.
+      const eol = this.start + this.from === this.end ? this.end : this.start + this.from - 2;
+      this.reasonText = this.reasonStart < 0 ? "" : latin1(this.src, this.start + this.reasonStart, eol);
+    }
+    return this.reasonText;
   }
 }
 
@@ -48,6 +61,8 @@ const CLOSE: Framing = { kind: "close" };
 
 export class ResponseFramer extends MessageFramer<ResponseHead> {
   private readonly methods: string[] = [];
+  /** What the head being read holds (reused from head to head). */
+  private readonly parts: HeadParts & { reasonText?: string } = emptyParts();
 
   /** A request with this method was sent; its response is the next one not yet framed. */
   expect(method: string): void {
@@ -75,34 +90,37 @@ export class ResponseFramer extends MessageFramer<ResponseHead> {
   }
 
   protected head(sink: MessageSink<ResponseHead>): number {
-    const text = this.buf.head();
-    if (text === undefined) {
+    const end = this.buf.headEnd();
+    if (end < 0) {
       if (this.buf.length > this.maxHeadBytes)
         return fail(sink, `response head larger than ${this.maxHeadBytes} bytes`);
       return MORE;
     }
+    const src = this.buf.bytes;
+    const start = this.buf.start;
+    this.buf.skip(end + 4 - start);
     const method = this.methods[0];
     if (method === undefined) return fail(sink, "a response arrived without a request");
-    const eol = text.indexOf("\r\n");
-    const statusLine = eol < 0 ? text : text.slice(0, eol);
-    const sl = STATUS_LINE.exec(statusLine);
-    if (!sl) return fail(sink, `invalid status line ${JSON.stringify(statusLine.slice(0, 100))}`);
-    const from = eol < 0 ? text.length : eol + 2;
-    const special = scanFields(text, from);
-    if ("error" in special) return fail(sink, special.error);
-    const status = Number(sl[2]);
+    const p = this.parts;
+    p.reasonText = undefined;
+    const read = readResponseHead(src, start, end, p)
+      ? p
+      : readResponseText(src.toString("latin1", start, end), p);
+    if (typeof read === "string") return fail(sink, read);
+    const status = p.status;
     const interim = status >= 100 && status < 200 && status !== 101;
-    const version = sl[1] as ResponseHead["version"];
     const h = new ResponseHead(
       status,
-      sl[3] ?? "",
-      version,
-      special,
-      this.buf.headBytes,
+      p.reasonText,
+      p.reasonStart,
+      p.version,
+      p.special,
+      src,
+      start,
+      end,
       interim,
       NONE,
-      text,
-      from,
+      p.from,
     );
     if (interim) {
       sink.head(h);
@@ -119,7 +137,7 @@ export class ResponseFramer extends MessageFramer<ResponseHead> {
       sink.end();
       return PROGRESS;
     }
-    const f = framing(special, CLOSE);
+    const f = framing(p.special, CLOSE);
     if ("error" in f) return fail(sink, f.error);
     h.body = f;
     sink.head(h);
@@ -127,6 +145,23 @@ export class ResponseFramer extends MessageFramer<ResponseHead> {
     else this.body = new BodyReader(f, this.maxHeadBytes);
     return PROGRESS;
   }
+}
+
+/** A head the byte reader left to the string reader: its parts, or why it is refused. */
+export function readResponseText(text: string, p: HeadParts & { reasonText?: string }): HeadParts | string {
+  const eol = text.indexOf("\r\n");
+  const statusLine = eol < 0 ? text : text.slice(0, eol);
+  const sl = STATUS_LINE.exec(statusLine);
+  if (!sl) return `invalid status line ${JSON.stringify(statusLine.slice(0, 100))}`;
+  const from = eol < 0 ? text.length : eol + 2;
+  const special = scanFields(text, from);
+  if ("error" in special) return special.error;
+  p.special = special;
+  p.status = Number(sl[2]);
+  p.version = sl[1] as ResponseHead["version"];
+  p.reasonText = sl[3] ?? "";
+  p.from = from;
+  return p;
 }
 
 // The upstream broke the protocol: the relay answers 502 and closes.

@@ -14,67 +14,94 @@ export type BodyEvent =
   | { type: "end" }
   | { type: "error"; status: 400 | 431 | 501 | 502; reason: string };
 
+/**
+ * The bytes received and not yet framed: the last chunk (or the chunks a head spans, joined), read from
+ * `pos` on. A head's end is searched once per chunk, from where the last search stopped.
+ */
 export class WireBuffer {
-  private buf: Buffer = Buffer.alloc(0);
+  private buf: Buffer = EMPTY;
+  /** Where the unread bytes start in `buf`. */
+  private pos = 0;
+  /** Where the next search for a head's end starts (in `buf`): bytes before it hold none. */
+  private scanned = 0;
 
   append(chunk: Uint8Array): void {
-    if (this.buf.length === 0) {
-      this.buf = Buffer.isBuffer(chunk)
-        ? chunk
-        : Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);
+    const b = Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);
+    if (this.pos >= this.buf.length) {
+      this.buf = b;
+      this.pos = 0;
+      this.scanned = 0;
       return;
     }
-    this.buf = Buffer.concat([this.buf, chunk]);
+    this.buf = Buffer.concat([this.buf.subarray(this.pos), b]);
+    this.scanned = Math.max(0, this.scanned - this.pos);
+    this.pos = 0;
   }
 
   get length(): number {
-    return this.buf.length;
+    return this.buf.length - this.pos;
+  }
+
+  /** The buffer the unread bytes are in, and where they start (for readers of a head in place). */
+  get bytes(): Buffer {
+    return this.buf;
+  }
+
+  get start(): number {
+    return this.pos;
   }
 
   take(n: number): Uint8Array {
-    const out = this.buf.subarray(0, n);
-    this.buf = this.buf.subarray(n);
+    const b = this.buf;
+    const out = this.pos === 0 && n === b.length ? b : b.subarray(this.pos, this.pos + n);
+    this.skip(n);
     return out;
   }
 
+  /** Drops `n` unread bytes. */
+  skip(n: number): void {
+    this.pos += n;
+    if (this.pos >= this.buf.length) this.clear();
+  }
+
   clear(): void {
-    this.buf = Buffer.alloc(0);
+    this.buf = EMPTY;
+    this.pos = 0;
+    this.scanned = 0;
   }
 
   startsWithCrlf(): boolean {
-    return this.buf[0] === 13 && this.buf[1] === 10;
+    return this.buf[this.pos] === 13 && this.buf[this.pos + 1] === 10;
   }
 
   /** A CRLF-ended line: its text, undefined if incomplete, null if longer than `max` or ended by a bare LF. */
   line(max: number): string | null | undefined {
-    const i = this.buf.indexOf(CRLF);
-    if (i < 0) return this.buf.length > max || this.buf.includes(10) ? null : undefined;
-    if (i > max) return null;
-    const text = this.buf.toString("latin1", 0, i);
-    this.buf = this.buf.subarray(i + 2);
+    const i = this.buf.indexOf(CRLF, this.pos);
+    if (i < 0) return this.length > max || this.buf.indexOf(10, this.pos) >= 0 ? null : undefined;
+    if (i - this.pos > max) return null;
+    const text = this.buf.toString("latin1", this.pos, i);
+    this.skip(i + 2 - this.pos);
     return text.includes("\n") ? null : text;
   }
 
-  /** The bytes of the last head(), without the final CRLFCRLF. */
-  headBytes: Uint8Array = new Uint8Array(0);
-
-  /** The head up to its blank line, as text without the final CRLFCRLF; undefined if incomplete. */
-  head(): string | undefined {
-    const end = this.buf.indexOf(CRLFCRLF);
-    if (end < 0) return undefined;
-    const text = this.buf.toString("latin1", 0, end);
-    this.headBytes = this.buf.subarray(0, end);
-    this.buf = this.buf.subarray(end + 4);
-    return text;
+  /**
+   * Where the head that starts at `start` ends (the index in `bytes` of its CRLFCRLF), or -1 while it is
+   * incomplete. The head's bytes stay in place: the reader takes them with `skip`.
+   */
+  headEnd(): number {
+    const i = this.buf.indexOf(CRLFCRLF, Math.max(this.pos, this.scanned - 3));
+    this.scanned = i < 0 ? this.buf.length : 0;
+    return i;
   }
 
   hasBareLf(): boolean {
-    for (let i = this.buf.indexOf(10); i >= 0; i = this.buf.indexOf(10, i + 1))
-      if (i === 0 || this.buf[i - 1] !== 13) return true;
+    for (let i = this.buf.indexOf(10, this.pos); i >= 0; i = this.buf.indexOf(10, i + 1))
+      if (i === this.pos || this.buf[i - 1] !== 13) return true;
     return false;
   }
 }
 
+const EMPTY = Buffer.alloc(0);
 const CRLF = Buffer.from("\r\n");
 const CRLFCRLF = Buffer.from("\r\n\r\n");
 
@@ -112,8 +139,8 @@ const SPECIAL =
 
 /**
  * The header section of a head (`text` from `from` on: the lines after the start line, without the final
- * CRLFCRLF), checked as parseFields would check it. Returns the fields a relay acts on, or the reason the
- * section is refused. Every other field stays unparsed (see allFields).
+ * CRLFCRLF), checked as parseFields would check it. Returns the fields a relay acts on (names in lower
+ * case), or the reason the section is refused. Every other field stays unparsed (see allFields).
  */
 export function scanFields(text: string, from: number): Fields | { error: string } {
   const section = from < text.length ? `${text.slice(from)}\r\n` : "";
@@ -124,26 +151,36 @@ export function scanFields(text: string, from: number): Fields | { error: string
   const special: Fields = [];
   SPECIAL.lastIndex = 0;
   for (let m = SPECIAL.exec(section); m; m = SPECIAL.exec(section))
-    special.push([m[1] as string, m[2] as string]);
+    special.push([(m[1] as string).toLowerCase(), m[2] as string]);
   return special;
 }
 
-/** What request and response heads share: the fields a relay acts on, the raw head, the body framing. */
+/** What request and response heads share: the fields a relay acts on, the head as received, the body framing. */
 export class MessageHead {
   constructor(
-    /** The fields a relay acts on (framing, Connection, hop-by-hop, and those the proxy writes), as received. */
+    /**
+     * The fields a relay acts on (framing, Connection, hop-by-hop, and those the proxy writes): names in
+     * lower case, values as received (trimmed).
+     */
     readonly special: Fields,
-    /** The head as received, without its final CRLFCRLF. */
-    readonly raw: Uint8Array,
+    /** The buffer the head was received in, and where the head is in it (without its final CRLFCRLF). */
+    readonly src: Buffer,
+    readonly start: number,
+    readonly end: number,
     /** How the body is framed (for responses: none for interim ones, tunnels, HEAD, 204 and 304). */
     public body: Framing,
-    private readonly text: string,
-    private readonly from: number,
+    /** Where the header section starts, from `start`. */
+    protected readonly from: number,
   ) {}
+
+  /** The head as received, without its final CRLFCRLF. */
+  get raw(): Uint8Array {
+    return this.src.subarray(this.start, this.end);
+  }
 
   /** Every field, in received order, names as received (parsed on use). */
   get headers(): Fields {
-    return allFields(this.text, this.from);
+    return allFields(this.src.toString("latin1", this.start, this.end), this.from);
   }
 }
 
@@ -158,17 +195,16 @@ export function allFields(text: string, from: number): Fields {
  * Content-Length, codings other than chunked, and unparsable or conflicting lengths are refused.
  */
 export function framing(fields: Fields, otherwise: Framing): Framing | { error: string; status: 400 | 501 } {
-  // The common shapes first: no framing field, or one plain Content-Length.
+  // The common shapes first: no framing field, or one plain Content-Length. Names are in lower case.
   let single: string | undefined;
   let count = 0;
   for (const [name, value] of fields) {
-    const n = name.length;
-    if (
-      (n === 14 || n === 17) &&
-      (name.toLowerCase() === "content-length" || name.toLowerCase() === "transfer-encoding")
-    ) {
+    if (name === "content-length") {
       count++;
-      single = n === 14 ? value : undefined;
+      single = value;
+    } else if (name === "transfer-encoding") {
+      count++;
+      single = undefined;
     }
   }
   if (count === 0) return otherwise;
@@ -176,8 +212,8 @@ export function framing(fields: Fields, otherwise: Framing): Framing | { error: 
     const length = Number(single);
     return length === 0 ? { kind: "none" } : { kind: "fixed", length };
   }
-  const te = fields.filter(([n]) => n.toLowerCase() === "transfer-encoding").map(([, v]) => v);
-  const cl = fields.filter(([n]) => n.toLowerCase() === "content-length").map(([, v]) => v);
+  const te = fields.filter(([n]) => n === "transfer-encoding").map(([, v]) => v);
+  const cl = fields.filter(([n]) => n === "content-length").map(([, v]) => v);
   if (te.length > 0 && cl.length > 0)
     return { error: "both Transfer-Encoding and Content-Length", status: 400 };
   if (te.length > 0) {

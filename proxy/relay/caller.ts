@@ -202,8 +202,7 @@ export class CallerConn implements UpstreamOwner {
     const named = connectionTokens(head.special);
     let callerId: string | undefined;
     if (!named.has("x-request-id"))
-      for (const [name, value] of head.special)
-        if (name.length === 12 && name.toLowerCase() === "x-request-id") callerId = value;
+      for (const [name, value] of head.special) if (name === "x-request-id") callerId = value;
     const id = callerId ?? crypto.randomUUID();
     const requestBody: BodyOut =
       head.body.kind === "fixed"
@@ -544,7 +543,7 @@ export class CallerConn implements UpstreamOwner {
 function declaredLength(x: Exchange, h: ResponseHead): BodyOut {
   if (x.head.method !== "HEAD" && h.status !== 304) return { kind: "none" };
   for (const [name, value] of h.special)
-    if (name.length === 14 && name.toLowerCase() === "content-length" && /^\d{1,15}$/.test(value))
+    if (name === "content-length" && /^\d{1,15}$/.test(value))
       return { kind: "length", length: Number(value) };
   return { kind: "none" };
 }

@@ -1,7 +1,7 @@
 import { HOP_BY_HOP, PEER_ID_HEADER } from "../http/headers.ts";
 import type { RequestHead } from "../http1/request-framer.ts";
 import type { ResponseHead } from "../http1/response-framer.ts";
-import type { Fields } from "../http1/wire.ts";
+import type { Fields, MessageHead } from "../http1/wire.ts";
 
 /**
  * The heads the relay writes, as bytes. Hop-by-hop fields, fields that Connection names, and the framing
@@ -14,11 +14,11 @@ const DROPPED = new Set([...HOP_BY_HOP, "content-length"]);
 
 export type BodyOut = { kind: "none" } | { kind: "length"; length: number } | { kind: "chunked" };
 
-/** The tokens a Connection header lists, lower case. */
-export function connectionTokens(fields: Fields): Set<string> {
+/** The tokens a Connection header lists, lower case (`special`: names in lower case). */
+export function connectionTokens(special: Fields): Set<string> {
   const out = new Set<string>();
-  for (const [name, value] of fields)
-    if (name.length === 10 && name.toLowerCase() === "connection")
+  for (const [name, value] of special)
+    if (name === "connection")
       for (const t of value.split(",")) {
         const token = t.trim().toLowerCase();
         if (token) out.add(token);
@@ -59,21 +59,24 @@ function passable(special: Fields, version: string, keep: string): boolean {
   let lengths = 0;
   let codings = 0;
   for (const [name, value] of special) {
-    const key = name.toLowerCase();
-    if (key === "content-length" && /^\d+$/.test(value)) lengths++;
-    else if (key === "transfer-encoding" && value.toLowerCase() === "chunked") codings++;
-    else if (key !== keep) return false;
+    if (name === "content-length" && /^\d+$/.test(value)) lengths++;
+    else if (name === "transfer-encoding" && value.toLowerCase() === "chunked") codings++;
+    else if (name !== keep) return false;
   }
   return lengths + codings <= 1;
 }
 
-/** The head as received, then the added lines, then the blank line. */
-function extended(raw: Uint8Array, added: string): Uint8Array {
-  return Buffer.concat([raw, Buffer.from(`\r\n${added}\r\n`, "latin1")]);
+/** The head as received, then the added lines, then the blank line, in one buffer. */
+function extended(h: MessageHead, added: string): Uint8Array {
+  const n = h.end - h.start;
+  const out = Buffer.allocUnsafe(n + added.length + 4);
+  h.src.copy(out, 0, h.start, h.end);
+  out.write(`\r\n${added}\r\n`, n, "latin1");
+  return out;
 }
 
 function has(special: Fields, key: string): boolean {
-  return special.some(([name]) => name.toLowerCase() === key);
+  return special.some(([name]) => name === key);
 }
 
 /** The request head sent upstream, always HTTP/1.1 and kept alive. */
@@ -86,7 +89,7 @@ export function requestHead(
   if (passable(h.special, h.version, "x-request-id")) {
     let added = add.peer ? `svc-peer-id: ${add.peer}\r\n` : "";
     if (add.requestId) added += `x-request-id: ${add.requestId}\r\n`;
-    return extended(h.raw, `${added}x-forwarded-for: ${add.remoteAddress}\r\n`);
+    return extended(h, `${added}x-forwarded-for: ${add.remoteAddress}\r\n`);
   }
   const out: string[] = [h.method, " ", h.target, " HTTP/1.1\r\n"];
   let forwarded = "";
@@ -104,7 +107,7 @@ export function requestHead(
 
 /** The response head sent to the caller; `close` adds `Connection: close`. */
 export function responseHead(h: ResponseHead, body: BodyOut, close: boolean): Uint8Array {
-  if (h.interim && h.version === "HTTP/1.1" && h.special.length === 0) return extended(h.raw, "");
+  if (h.interim && h.version === "HTTP/1.1" && h.special.length === 0) return extended(h, "");
   if (!h.interim && passable(h.special, h.version, "")) {
     let added = close ? "connection: close\r\n" : "";
     if (body.kind === "chunked" && !has(h.special, "transfer-encoding"))
@@ -112,7 +115,7 @@ export function responseHead(h: ResponseHead, body: BodyOut, close: boolean): Ui
     if (body.kind === "length" && !has(h.special, "content-length"))
       added += `content-length: ${body.length}\r\n`;
     if (body.kind === "none" && has(h.special, "transfer-encoding")) return slowResponseHead(h, body, close);
-    return extended(h.raw, added);
+    return extended(h, added);
   }
   return slowResponseHead(h, body, close);
 }
