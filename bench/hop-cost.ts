@@ -3,9 +3,10 @@
  * as svc-proxy's relay listener and as bench/hop-variants.ts doing less and less of its work (bytes only,
  * plus framing, plus heads). Every variant is its own process; wrk drives each in turn, over --rounds
  * rounds; the figure is CPU µs (user + system) per request of the hop process, median and range.
- * Needs `make build` and wrk.
+ * Needs `make build` and wrk. `--baseline` adds another svc-proxy binary (an earlier build) as one more
+ * variant, so that before and after are measured in one run, alternating.
  *
- *   bun bench/hop-cost.ts [--seconds 3] [--rounds 4] [--connections 16]
+ *   bun bench/hop-cost.ts [--seconds 3] [--rounds 4] [--connections 16] [--baseline path/to/svc-proxy]
  */
 import { parseArgs } from "node:util";
 import { type Subprocess, spawn } from "bun";
@@ -18,6 +19,7 @@ const { values: o } = parseArgs({
     seconds: { type: "string", default: "3" },
     rounds: { type: "string", default: "4" },
     connections: { type: "string", default: "16" },
+    baseline: { type: "string" },
   },
 });
 
@@ -45,17 +47,18 @@ try {
       ]),
     ]);
   }
-  const proxyPort = await freePort();
-  variants.push([
-    "svc-proxy relay listener",
-    proxyPort,
-    run.svcProxy("client", {
+  const proxies: [string, string | undefined][] = [["svc-proxy relay listener", undefined]];
+  if (o.baseline) proxies.unshift([`svc-proxy relay listener, baseline (${o.baseline})`, o.baseline]);
+  for (const [name, binary] of proxies) {
+    const proxyPort = await freePort();
+    const listener = {
       name: "hop",
       address: `127.0.0.1:${proxyPort}`,
       mode: "client",
       target: { url: `http://127.0.0.1:${upstreamPort}` },
-    }),
-  ]);
+    };
+    variants.push([name, proxyPort, run.svcProxy("client", listener, undefined, binary)]);
+  }
   for (const [, port] of variants) await waitForPort(port);
 
   const wrk = async (port: number, pid: number): Promise<number> => {

@@ -13,6 +13,7 @@ import { RequestFramer, type RequestHead } from "../proxy/http1/request-framer.t
 import { ResponseFramer, type ResponseHead } from "../proxy/http1/response-framer.ts";
 import type { MessageSink } from "../proxy/http1/wire.ts";
 import { connectionTokens, requestHead, responseHead } from "../proxy/relay/head.ts";
+import { Outbox } from "../proxy/relay/outbox.ts";
 
 const [mode = "bytes", listen, target] = process.argv.slice(2);
 const framing = mode !== "bytes";
@@ -23,7 +24,7 @@ interface Hop {
   pending: Uint8Array[];
   requests: RequestFramer;
   responses: ResponseFramer;
-  out: Uint8Array[];
+  out: Outbox | undefined;
 }
 
 const ignore = { body() {}, end() {}, error() {} };
@@ -38,24 +39,21 @@ Bun.listen<Hop>({
         pending: [],
         requests: new RequestFramer(),
         responses: new ResponseFramer(),
-        out: [],
+        out: heads ? new Outbox(caller as Socket<unknown>) : undefined,
       };
       caller.data = hop;
       const fromUpstream: MessageSink<ResponseHead> = {
         ...ignore,
         head: (h) => {
-          if (heads)
-            hop.out.push(
-              responseHead(
-                h,
-                h.body.kind === "fixed" ? { kind: "length", length: h.body.length } : { kind: "none" },
-                false,
-              ),
+          if (hop.out)
+            responseHead(
+              h,
+              h.body.kind === "fixed" ? { kind: "length", length: h.body.length } : { kind: "none" },
+              false,
+              hop.out,
             );
         },
-        body: (d) => {
-          if (heads) hop.out.push(d);
-        },
+        body: (src, start, end) => hop.out?.addRange(src, start, end),
       };
       void Bun.connect<Hop>({
         hostname: "127.0.0.1",
@@ -68,10 +66,8 @@ Bun.listen<Hop>({
           },
           data(_up, chunk) {
             if (framing) hop.responses.feed(chunk, fromUpstream);
-            if (heads) {
-              caller.write(hop.out.length === 1 ? (hop.out[0] as Uint8Array) : Buffer.concat(hop.out));
-              hop.out = [];
-            } else caller.write(chunk);
+            if (hop.out) hop.out.flush();
+            else caller.write(chunk);
           },
           close() {
             caller.end();

@@ -49,15 +49,15 @@ export class BenchRun {
     }
   }
 
-  /** dist/svc-proxy as `sa` with one listener, logging warnings only. */
-  svcProxy(sa: string, listener: object, log?: string): Subprocess {
+  /** dist/svc-proxy (or `binary`) as `sa` with one listener, logging warnings only. */
+  svcProxy(sa: string, listener: object, log?: string, binary = join(ROOT, "dist/svc-proxy")): Subprocess {
     const config = {
       spiffe: { workload_socket_path: `unix://${this.socket(sa)}` },
       metricsAddr: "0",
       listeners: [listener],
     };
     return this.start(
-      [join(ROOT, "dist/svc-proxy"), "-zap-log-level=warn"],
+      [binary, "-zap-log-level=warn"],
       { SVC_PROXY_CONFIG: JSON.stringify(config) },
       log && join(this.dir, log),
     );

@@ -1,7 +1,6 @@
 import { emptyParts, latin1, readRequestHead } from "./head-bytes.ts";
 import {
   type BodyEvent,
-  BodyReader,
   type Event,
   FAILED,
   type Fields,
@@ -97,7 +96,7 @@ export class RequestFramer extends MessageFramer<RequestHead> {
     head.body = f;
     sink.head(head);
     if (f.kind === "none") sink.end();
-    else this.body = new BodyReader(f, this.maxHeadBytes);
+    else this.body = this.reader.start(f);
     return PROGRESS;
   }
 }

@@ -1,7 +1,6 @@
 import { emptyParts, type HeadParts, latin1, readResponseHead } from "./head-bytes.ts";
 import {
   type BodyEvent,
-  BodyReader,
   type Event,
   FAILED,
   type Fields,
@@ -82,7 +81,7 @@ export class ResponseFramer extends MessageFramer<ResponseHead> {
     const events: ResponseEvent[] = [];
     this.closed({
       head: (head) => events.push({ type: "head", head }),
-      body: (data) => events.push({ type: "body", data }),
+      body: (src, start, end) => events.push({ type: "body", data: src.subarray(start, end) }),
       end: () => events.push({ type: "end" }),
       error: (status, reason) => events.push({ type: "error", status, reason }),
     });
@@ -142,7 +141,7 @@ export class ResponseFramer extends MessageFramer<ResponseHead> {
     h.body = f;
     sink.head(h);
     if (f.kind === "none") sink.end();
-    else this.body = new BodyReader(f, this.maxHeadBytes);
+    else this.body = this.reader.start(f);
     return PROGRESS;
   }
 }

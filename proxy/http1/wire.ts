@@ -51,11 +51,12 @@ export class WireBuffer {
     return this.pos;
   }
 
-  take(n: number): Uint8Array {
+  /** Hands the next `n` unread bytes to `sink` as body bytes. */
+  give(n: number, sink: MessageSink<unknown>): void {
     const b = this.buf;
-    const out = this.pos === 0 && n === b.length ? b : b.subarray(this.pos, this.pos + n);
+    const at = this.pos;
     this.skip(n);
-    return out;
+    sink.body(b, at, at + n);
   }
 
   /** Drops `n` unread bytes. */
@@ -249,7 +250,8 @@ export function framing(fields: Fields, otherwise: Framing): Framing | { error: 
 /** Where a framer delivers what it frames, as it frames it (no event objects on the hot path). */
 export interface MessageSink<Head> {
   head(head: Head): void;
-  body(data: Uint8Array): void;
+  /** Body bytes: `src[start..end)`. The buffer is the one received; it is never written to. */
+  body(src: Buffer, start: number, end: number): void;
   end(): void;
   /** Final: nothing more is framed on this connection. */
   error(status: 400 | 431 | 501 | 502, reason: string): void;
@@ -268,33 +270,35 @@ export const MORE = 0;
 export const PROGRESS = 1;
 export const FAILED = 2;
 
-/** Reads one message body from the buffer, handing data to the sink as it arrives. */
+/** Reads one message body from the buffer, handing data to the sink as it arrives (one per framer, reused). */
 export class BodyReader {
-  private mode: number;
-  private remaining: number;
+  private mode = FIXED;
+  private remaining = 0;
   /** True once the body has ended; the buffer then holds the next message's bytes. */
   done = false;
 
-  constructor(
-    f: Exclude<Framing, { kind: "none" }>,
-    private readonly maxLineBytes: number,
-  ) {
+  constructor(private readonly maxLineBytes: number) {}
+
+  /** Starts reading a body framed as `f`. */
+  start(f: Exclude<Framing, { kind: "none" }>): this {
     this.mode = f.kind === "fixed" ? FIXED : f.kind === "chunked" ? CHUNK_SIZE : CLOSE;
     this.remaining = f.kind === "fixed" ? f.length : 0;
+    this.done = false;
+    return this;
   }
 
   step(buf: WireBuffer, sink: MessageSink<unknown>): number {
     switch (this.mode) {
       case CLOSE:
         if (buf.length === 0) return MORE;
-        sink.body(buf.take(buf.length));
+        buf.give(buf.length, sink);
         return PROGRESS;
       case FIXED:
       case CHUNK_DATA: {
         if (buf.length === 0) return MORE;
         const n = Math.min(this.remaining, buf.length);
         this.remaining -= n;
-        sink.body(buf.take(n));
+        buf.give(n, sink);
         if (this.remaining > 0) return PROGRESS;
         if (this.mode === CHUNK_DATA) this.mode = CHUNK_CRLF;
         else {
@@ -325,7 +329,7 @@ export class BodyReader {
           sink.error(400, "chunk data not followed by CRLF");
           return FAILED;
         }
-        buf.take(2);
+        buf.skip(2);
         this.mode = CHUNK_SIZE;
         return PROGRESS;
       }
@@ -360,10 +364,14 @@ export class BodyReader {
  */
 export abstract class MessageFramer<Head> {
   protected readonly buf = new WireBuffer();
+  /** The body being read, if any: `reader`, started for it. */
   protected body: BodyReader | undefined;
+  protected readonly reader: BodyReader;
   protected stopped = false;
 
-  constructor(protected readonly maxHeadBytes = 65_536) {}
+  constructor(protected readonly maxHeadBytes = 65_536) {
+    this.reader = new BodyReader(maxHeadBytes);
+  }
 
   /** Bytes received and not yet framed (a head still arriving). */
   get buffered(): number {
@@ -403,7 +411,7 @@ export type Event<Head> = { type: "head"; head: Head } | { type: "tunnel" };
 export function collector<Head>(events: (Event<Head> | BodyEvent)[]): Required<MessageSink<Head>> {
   return {
     head: (head) => events.push({ type: "head", head }),
-    body: (data) => events.push({ type: "body", data }),
+    body: (src, start, end) => events.push({ type: "body", data: src.subarray(start, end) }),
     end: () => events.push({ type: "end" }),
     error: (status, reason) => events.push({ type: "error", status, reason }),
     tunnel: () => events.push({ type: "tunnel" }),

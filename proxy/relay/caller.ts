@@ -7,7 +7,7 @@ import type { MessageSink } from "../http1/wire.ts";
 import type { RelayContext } from "./context.ts";
 import {
   type BodyOut,
-  chunk,
+  chunkSize,
   connectionTokens,
   LAST_CHUNK,
   proxyAnswer,
@@ -33,6 +33,8 @@ const HIGH_WATER = 256 * 1024;
 const END: FramerEvent = { type: "end" };
 const NO_BODY: BodyOut = { kind: "none" };
 const HEAD_WEIGHT = 1024;
+const CRLF = Buffer.from("\r\n", "latin1");
+const LAST_CHUNK_BYTES = Buffer.from(LAST_CHUNK, "latin1");
 
 interface Exchange {
   head: RequestHead;
@@ -120,9 +122,10 @@ export class CallerConn implements UpstreamOwner {
       if (!this.x && this.queue.length === 0) this.start(head);
       else this.enqueue({ type: "head", head });
     },
-    body: (data) => {
+    body: (src, start, end) => {
       if (this.closing) return;
       const x = this.x;
+      const data = src.subarray(start, end);
       if (x && !x.requestDone && this.queue.length === 0) this.forwardBody(x, data);
       else this.enqueue({ type: "body", data });
     },
@@ -165,12 +168,13 @@ export class CallerConn implements UpstreamOwner {
   }
 
   private forwardBody(x: Exchange, data: Uint8Array): void {
-    if (x.requestBody.kind === "chunked") this.toUpstream(x, chunk(data), data.length);
+    if (x.requestBody.kind === "chunked")
+      this.toUpstream(x, [Buffer.from(chunkSize(data.length), "latin1"), data, CRLF], data.length);
     else this.toUpstream(x, [data], data.length);
   }
 
   private requestEnded(x: Exchange): void {
-    if (x.requestBody.kind === "chunked") this.toUpstream(x, [LAST_CHUNK], 0);
+    if (x.requestBody.kind === "chunked") this.toUpstream(x, [LAST_CHUNK_BYTES], 0);
     x.requestDone = true;
     if (!x.responseStarted) this.setPhase("write");
   }
@@ -321,20 +325,21 @@ export class CallerConn implements UpstreamOwner {
     head: (h) => {
       const x = this.x;
       if (!x || this.closed) return;
-      if (h.interim) this.out.add(responseHead(h, NO_BODY, false));
+      if (h.interim) responseHead(h, NO_BODY, false, this.out);
       else this.respond(x, h);
     },
-    body: (data) => {
+    body: (src, start, end) => {
       const x = this.x;
       if (!x || this.closed) return;
-      x.bytesOut += data.length;
-      if (x.rechunk) for (const p of chunk(data)) this.out.add(p);
-      else this.out.add(data);
+      x.bytesOut += end - start;
+      if (x.rechunk) this.out.addText(chunkSize(end - start));
+      this.out.addRange(src, start, end);
+      if (x.rechunk) this.out.addText("\r\n");
     },
     end: () => {
       const x = this.x;
       if (!x || this.closed) return;
-      if (x.rechunk) this.out.add(LAST_CHUNK);
+      if (x.rechunk) this.out.addText(LAST_CHUNK);
       this.finish(x);
     },
     error: (_status, reason) => {
@@ -378,7 +383,7 @@ export class CallerConn implements UpstreamOwner {
     x.rechunk = body.kind === "chunked";
     // The response in flight when the caller's certificate expires is its last: Connection: close.
     if (!x.keepAlive || this.peerExpired) x.closeAfter = true;
-    this.out.add(responseHead(h, body, x.closeAfter));
+    responseHead(h, body, x.closeAfter, this.out);
   }
 
   /** The upstream broke the protocol: 502 if nothing was answered yet, else the connection ends. */

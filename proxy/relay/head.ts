@@ -2,6 +2,7 @@ import { HOP_BY_HOP, PEER_ID_HEADER } from "../http/headers.ts";
 import type { RequestHead } from "../http1/request-framer.ts";
 import type { ResponseHead } from "../http1/response-framer.ts";
 import type { Fields, MessageHead } from "../http1/wire.ts";
+import type { Outbox } from "./outbox.ts";
 
 /**
  * The heads the relay writes, as bytes. Hop-by-hop fields, fields that Connection names, and the framing
@@ -14,22 +15,27 @@ const DROPPED = new Set([...HOP_BY_HOP, "content-length"]);
 
 export type BodyOut = { kind: "none" } | { kind: "length"; length: number } | { kind: "chunked" };
 
+/** No Connection tokens: shared, never added to. */
+const NO_TOKENS: ReadonlySet<string> = new Set();
+
 /** The tokens a Connection header lists, lower case (`special`: names in lower case). */
-export function connectionTokens(special: Fields): Set<string> {
-  const out = new Set<string>();
+export function connectionTokens(special: Fields): ReadonlySet<string> {
+  let out: Set<string> | undefined;
   for (const [name, value] of special)
     if (name === "connection")
       for (const t of value.split(",")) {
         const token = t.trim().toLowerCase();
-        if (token) out.add(token);
+        if (!token) continue;
+        out ??= new Set();
+        out.add(token);
       }
-  return out;
+  return out ?? NO_TOKENS;
 }
 
 // Fields the proxy writes itself on requests: the caller's Svc-Peer-ID is dropped, X-Forwarded-For merged.
 const REWRITTEN = new Set([PEER_ID_HEADER, "x-forwarded-for"]);
 
-function endToEnd(fields: Fields, named: Set<string>, request: boolean, out: string[]): void {
+function endToEnd(fields: Fields, named: ReadonlySet<string>, request: boolean, out: string[]): void {
   for (const [name, value] of fields) {
     const key = name.toLowerCase();
     if (DROPPED.has(key) || named.has(key) || (request && REWRITTEN.has(key))) continue;
@@ -82,7 +88,7 @@ function has(special: Fields, key: string): boolean {
 /** The request head sent upstream, always HTTP/1.1 and kept alive. */
 export function requestHead(
   h: RequestHead,
-  named: Set<string>,
+  named: ReadonlySet<string>,
   body: BodyOut,
   add: RequestAdditions,
 ): Uint8Array {
@@ -105,32 +111,42 @@ export function requestHead(
   return Buffer.from(out.join(""), "latin1");
 }
 
-/** The response head sent to the caller; `close` adds `Connection: close`. */
-export function responseHead(h: ResponseHead, body: BodyOut, close: boolean): Uint8Array {
-  if (h.interim && h.version === "HTTP/1.1" && h.special.length === 0) return extended(h, "");
+/**
+ * The response head sent to the caller, added to `out`; `close` adds `Connection: close`. A head passed
+ * on as received is added as the range of the buffer it arrived in (with the lines added after it).
+ */
+export function responseHead(h: ResponseHead, body: BodyOut, close: boolean, out: Outbox): void {
+  if (h.interim && h.version === "HTTP/1.1" && h.special.length === 0) {
+    out.addRange(h.src, h.start, h.end + 4);
+    return;
+  }
   if (!h.interim && passable(h.special, h.version, "")) {
     let added = close ? "connection: close\r\n" : "";
     if (body.kind === "chunked" && !has(h.special, "transfer-encoding"))
       added += "transfer-encoding: chunked\r\n";
     if (body.kind === "length" && !has(h.special, "content-length"))
       added += `content-length: ${body.length}\r\n`;
-    if (body.kind === "none" && has(h.special, "transfer-encoding")) return slowResponseHead(h, body, close);
-    return extended(h, added);
+    if (body.kind !== "none" || !has(h.special, "transfer-encoding")) {
+      // The received head ends in CRLFCRLF: its first CRLF ends the last field line.
+      out.addRange(h.src, h.start, h.end + (added ? 2 : 4));
+      if (added) out.addText(`${added}\r\n`);
+      return;
+    }
   }
-  return slowResponseHead(h, body, close);
+  out.addText(slowResponseHead(h, body, close));
 }
 
-function slowResponseHead(h: ResponseHead, body: BodyOut, close: boolean): Uint8Array {
+function slowResponseHead(h: ResponseHead, body: BodyOut, close: boolean): string {
   const out: string[] = ["HTTP/1.1 ", String(h.status), " ", h.reason, "\r\n"];
   endToEnd(h.headers, connectionTokens(h.special), false, out);
   if (h.interim) {
     out.push("\r\n");
-    return Buffer.from(out.join(""), "latin1");
+    return out.join("");
   }
   framingLine(body, out);
   if (close) out.push("connection: close\r\n");
   out.push("\r\n");
-  return Buffer.from(out.join(""), "latin1");
+  return out.join("");
 }
 
 const REASONS: Record<number, string> = {
@@ -149,10 +165,7 @@ export function proxyAnswer(status: number, message: string, close: boolean): Ui
   return Buffer.concat([Buffer.from(head, "latin1"), body]);
 }
 
-/** One chunk of a chunked body. */
-export function chunk(data: Uint8Array): Uint8Array[] {
-  return [Buffer.from(`${data.length.toString(16)}\r\n`, "latin1"), data, CRLF];
-}
+/** The size line of a chunk of `n` bytes (the chunk's data and CRLF follow). */
+export const chunkSize = (n: number) => `${n.toString(16)}\r\n`;
 
-const CRLF = Buffer.from("\r\n", "latin1");
-export const LAST_CHUNK = Buffer.from("0\r\n\r\n", "latin1");
+export const LAST_CHUNK = "0\r\n\r\n";
