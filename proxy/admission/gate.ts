@@ -6,6 +6,10 @@
  *   until it is answered. When a new upload finds no room, the oldest uploads still arriving (of its own
  *   address first) are dropped to make it: the API server writes a review at once, so the oldest upload is
  *   the stalled one, and stalled uploads cannot keep out reviews, from the same address or another.
+ * - A large review (one announced over `largeBytes`) also holds one of a few places for large reviews in
+ *   all, until it is answered: reading and parsing megabytes of JSON is what costs the webhook time, so
+ *   only a few are read at once, and a review of ordinary size never waits behind more than those. The
+ *   oldest large upload still arriving makes room for a new one, as above.
  * - A review whose body is in takes a slot to be decided. These are never dropped; when none is free the
  *   review is answered 429.
  */
@@ -19,6 +23,9 @@ export interface GateLimits {
   /** Reviews being decided at once, from one address and in all. */
   decidingPerAddress: number;
   deciding: number;
+  /** A review announced larger than this is large; at most `large` of them are held at once, in all. */
+  largeBytes: number;
+  large: number;
 }
 
 export interface Ticket {
@@ -48,6 +55,7 @@ export interface GateLoad {
   uploads: number;
   bytes: number;
   deciding: number;
+  large: number;
   addresses: number;
 }
 
@@ -57,6 +65,9 @@ export class Gate {
   private readonly uploads = new Set<Upload>();
   private bytes = 0;
   private deciding = 0;
+  /** Large reviews held (arriving, being parsed or decided), and those of them still arriving, oldest first. */
+  private large = 0;
+  private readonly largeUploads = new Set<Upload>();
 
   constructor(readonly limits: GateLimits) {}
 
@@ -66,6 +77,17 @@ export class Gate {
    */
   enter(address: string, bytes: number, onDrop: (why: string) => void): Ticket | string {
     const L = this.limits;
+    const large = bytes > L.largeBytes;
+    if (large) {
+      for (const oldest of this.largeUploads) {
+        if (this.large < L.large) break;
+        oldest.drop(
+          `dropped while still arriving: a newer large review needed its place (${L.large} reviews over ${mib(L.largeBytes)} at once in all)`,
+        );
+      }
+      if (this.large >= L.large)
+        return `too many large reviews at once (${L.large} reviews over ${mib(L.largeBytes)} at once in all)`;
+    }
     const entry = this.byAddress.get(address) ?? { uploads: new Set<Upload>(), bytes: 0, deciding: 0 };
     this.byAddress.set(address, entry);
     const full = () => entry.uploads.size >= L.uploadsPerAddress || entry.bytes + bytes > L.bytesPerAddress;
@@ -107,12 +129,17 @@ export class Gate {
     entry.bytes += bytes;
     this.uploads.add(upload);
     this.bytes += bytes;
+    if (large) {
+      this.large++;
+      this.largeUploads.add(upload);
+    }
     const ticket: Ticket = {
       received: () => {
         if (state !== "uploading") return false;
         state = "received";
         entry.uploads.delete(upload);
         this.uploads.delete(upload);
+        this.largeUploads.delete(upload);
         return true;
       },
       decide: () => {
@@ -131,7 +158,9 @@ export class Gate {
         if (state === "uploading") {
           entry.uploads.delete(upload);
           this.uploads.delete(upload);
+          this.largeUploads.delete(upload);
         }
+        if (large) this.large--;
         if (state === "deciding") {
           entry.deciding--;
           this.deciding--;
@@ -151,6 +180,7 @@ export class Gate {
       uploads: this.uploads.size,
       bytes: this.bytes,
       deciding: this.deciding,
+      large: this.large,
       addresses: this.byAddress.size,
     };
   }

@@ -57,6 +57,10 @@ export const GATE_LIMITS: GateLimits = {
   // of all the reviews being decided.
   decidingPerAddress: 256,
   deciding: 512,
+  // An API server's review is a few kilobytes; one over 1 MiB is an update of an object near etcd's limit.
+  // Two of those are parsed at once at most, so an ordinary review waits behind at most two parses.
+  largeBytes: 1024 * 1024,
+  large: 2,
 };
 /** Reviews turned away at the door are reported once per this interval at most. */
 const REPORT_MS = 10_000;

@@ -256,7 +256,7 @@ describe("the admission server under attack", () => {
 
     // Hundreds turned away, a few lines reported (at most one every 10 s; the others are counted).
     expect(reports.length).toBeLessThanOrEqual(3);
-    expect(server.load()).toEqual({ uploads: 0, bytes: 0, deciding: 0, addresses: 0 });
+    expect(server.load()).toEqual({ uploads: 0, bytes: 0, deciding: 0, large: 0, addresses: 0 });
   }, 60_000);
 
   test("an upload that stops is answered 408 and its connection closed; a kept-alive connection serves on", async () => {
@@ -296,6 +296,8 @@ describe("the admission server under attack", () => {
       bytes: 32 * 1024 * 1024,
       decidingPerAddress: 256,
       deciding: 512,
+      largeBytes: 1024 * 1024,
+      large: 2,
     });
   });
 });

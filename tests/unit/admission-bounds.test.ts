@@ -113,6 +113,8 @@ describe("the gate: uploads, bytes and reviews being decided, per address and in
     bytes: 150,
     decidingPerAddress: 2,
     deciding: 3,
+    largeBytes: 40,
+    large: 2,
   };
   const drops: string[] = [];
   const enter = (g: Gate, address: string, bytes: number, name: string): Ticket => {
@@ -147,7 +149,7 @@ describe("the gate: uploads, bytes and reviews being decided, per address and in
     // keeps its byte.
     enter(g, "A", 98, "a7");
     expect(drops.map((d) => d.slice(0, 2))).toEqual(["a1", "a3", "a4", "a5"]);
-    expect(g.load()).toEqual({ uploads: 3, bytes: 1 + 1 + 1 + 98, deciding: 0, addresses: 2 });
+    expect(g.load()).toEqual({ uploads: 3, bytes: 1 + 1 + 1 + 98, deciding: 0, large: 1, addresses: 2 });
   });
 
   test("when uploads in all are full, the oldest anywhere makes room", () => {
@@ -190,7 +192,32 @@ describe("the gate: uploads, bytes and reviews being decided, per address and in
     a1.done();
     expect(c1.decide()).toBeUndefined();
     for (const t of [a2, a3, b1, c1]) t.done();
-    expect(g.load()).toEqual({ uploads: 0, bytes: 0, deciding: 0, addresses: 0 });
+    expect(g.load()).toEqual({ uploads: 0, bytes: 0, deciding: 0, large: 0, addresses: 0 });
+  });
+
+  test("large reviews: a few at once in all; the oldest still arriving makes room, one received does not", () => {
+    drops.length = 0;
+    const g = new Gate(LIMITS);
+    const l1 = enter(g, "A", 41, "l1");
+    enter(g, "B", 41, "l2");
+    // Small reviews are not held back by large ones.
+    enter(g, "C", 1, "small").done();
+    enter(g, "C", 41, "l3");
+    expect(drops).toEqual([
+      "l1: dropped while still arriving: a newer large review needed its place (2 reviews over 0 MiB at once in all)",
+    ]);
+    expect(l1.received()).toBe(false);
+    expect(g.load().large).toBe(2);
+    // Once both are received (being parsed or decided), a new large review finds no room.
+    const received = enter(g, "D", 41, "l4");
+    expect(received.received()).toBe(true);
+    const other = enter(g, "D", 41, "l5");
+    expect(other.received()).toBe(true);
+    expect(g.enter("E", 50, () => {})).toBe(
+      "too many large reviews at once (2 reviews over 0 MiB at once in all)",
+    );
+    received.done();
+    expect(typeof g.enter("E", 50, () => {})).toBe("object");
   });
 
   test("an upload dropped late (its deadline) gives its place back once", () => {
@@ -201,6 +228,6 @@ describe("the gate: uploads, bytes and reviews being decided, per address and in
     t.drop("again");
     t.done();
     expect(drops).toEqual(["late: not received within 2s of its head"]);
-    expect(g.load()).toEqual({ uploads: 0, bytes: 0, deciding: 0, addresses: 0 });
+    expect(g.load()).toEqual({ uploads: 0, bytes: 0, deciding: 0, large: 0, addresses: 0 });
   });
 });
