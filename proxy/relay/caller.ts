@@ -32,6 +32,7 @@ type Phase = "handshake" | "idle" | "read" | "write";
 const HIGH_WATER = 256 * 1024;
 const END: FramerEvent = { type: "end" };
 const NO_BODY: BodyOut = { kind: "none" };
+const CHUNKED: BodyOut = { kind: "chunked" };
 const HEAD_WEIGHT = 1024;
 const CRLF = Buffer.from("\r\n", "latin1");
 const LAST_CHUNK_BYTES = Buffer.from(LAST_CHUNK, "latin1");
@@ -212,8 +213,8 @@ export class CallerConn implements UpstreamOwner {
       head.body.kind === "fixed"
         ? { kind: "length", length: head.body.length }
         : head.body.kind === "chunked"
-          ? { kind: "chunked" }
-          : { kind: "none" };
+          ? CHUNKED
+          : NO_BODY;
     const x: Exchange = {
       head,
       id,
@@ -371,12 +372,12 @@ export class CallerConn implements UpstreamOwner {
       (h.version === "HTTP/1.1" ? !upstreamNamed.has("close") : upstreamNamed.has("keep-alive"));
     let body: BodyOut;
     if (h.body.kind === "fixed") body = { kind: "length", length: h.body.length };
-    else if (h.body.kind === "chunked") body = { kind: "chunked" };
+    else if (h.body.kind === "chunked") body = CHUNKED;
     else if (h.body.kind === "close") {
       // A body that runs to the upstream's close: chunked for an HTTP/1.1 caller, to the close otherwise.
-      if (x.head.version === "HTTP/1.1") body = { kind: "chunked" };
+      if (x.head.version === "HTTP/1.1") body = CHUNKED;
       else {
-        body = { kind: "none" };
+        body = NO_BODY;
         x.closeAfter = true;
       }
     } else body = declaredLength(x, h);
@@ -546,9 +547,9 @@ export class CallerConn implements UpstreamOwner {
 
 /** HEAD, 204 and 304 carry no body; the Content-Length the upstream declared is passed on. */
 function declaredLength(x: Exchange, h: ResponseHead): BodyOut {
-  if (x.head.method !== "HEAD" && h.status !== 304) return { kind: "none" };
+  if (x.head.method !== "HEAD" && h.status !== 304) return NO_BODY;
   for (const [name, value] of h.special)
     if (name === "content-length" && /^\d{1,15}$/.test(value))
       return { kind: "length", length: Number(value) };
-  return { kind: "none" };
+  return NO_BODY;
 }
