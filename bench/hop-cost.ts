@@ -6,8 +6,13 @@
  * Needs `make build` and wrk. `--baseline` adds another svc-proxy binary (an earlier build) as one more
  * variant, so that before and after are measured in one run, alternating.
  *
- *   bun bench/hop-cost.ts [--seconds 3] [--rounds 4] [--connections 16] [--baseline path/to/svc-proxy]
+ *   bun bench/hop-cost.ts [--seconds 3] [--rounds 4] [--connections 16] [--body 256] [--post 0]
+ *                         [--baseline path/to/svc-proxy]
+ *
+ * --body is the response body's size, --post the size of a request body (POST; 0: GET).
  */
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { type Subprocess, spawn } from "bun";
 import { freePort, waitForPort } from "../tests/support/net.ts";
@@ -20,17 +25,27 @@ const { values: o } = parseArgs({
     rounds: { type: "string", default: "4" },
     connections: { type: "string", default: "16" },
     baseline: { type: "string" },
+    body: { type: "string", default: "256" },
+    post: { type: "string", default: "0" },
   },
 });
 
 const run = new BenchRun();
 try {
   const upstreamPort = await freePort();
+  const body = "x".repeat(Number(o.body));
+  const post = Number(o.post);
   const upstream = Bun.serve({
     hostname: "127.0.0.1",
     port: upstreamPort,
-    fetch: () => new Response("x".repeat(256)),
+    maxRequestBodySize: Math.max(post, 1024) * 2,
+    fetch: async (req) => {
+      if (req.body) await req.arrayBuffer();
+      return new Response(body);
+    },
   });
+  const script = join(run.dir, "post.lua");
+  if (post > 0) writeFileSync(script, `wrk.method = "POST"\nwrk.body = string.rep("x", ${post})\n`);
   await run.workloadApis(["client"]);
   const variants: [string, number, Subprocess][] = [];
   for (const mode of ["bytes", "framing", "heads"]) {
@@ -63,9 +78,8 @@ try {
 
   const wrk = async (port: number, pid: number): Promise<number> => {
     const before = cpuUs(pid);
-    const p = spawn(["wrk", "-t2", `-c${o.connections}`, `-d${o.seconds}s`, `http://127.0.0.1:${port}/`], {
-      stdout: "pipe",
-    });
+    const args = ["wrk", "-t2", `-c${o.connections}`, `-d${o.seconds}s`, ...(post > 0 ? ["-s", script] : [])];
+    const p = spawn([...args, `http://127.0.0.1:${port}/`], { stdout: "pipe" });
     const out = await new Response(p.stdout).text();
     return (cpuUs(pid) - before) / Number(/(\d+) requests in/.exec(out)?.[1]);
   };
@@ -77,7 +91,8 @@ try {
       list.push(await wrk(port, proc.pid));
       cpu.set(name, list);
     }
-  console.log(`| hop (wrk, ${o.connections} connections, ${o.rounds} rounds) | CPU µs/request |`);
+  const what = `${post > 0 ? `POST ${post} B, ` : ""}${o.body} B responses`;
+  console.log(`| hop (wrk, ${o.connections} connections, ${o.rounds} rounds, ${what}) | CPU µs/request |`);
   console.log("|---|---:|");
   for (const [name, xs] of cpu) console.log(`| ${name} | ${median(xs).toFixed(1)} (${range(xs, 1)}) |`);
   upstream.stop(true);

@@ -25,9 +25,13 @@ interface Hop {
   requests: RequestFramer;
   responses: ResponseFramer;
   out: Outbox | undefined;
+  /** heads: what the request sink built for the upstream from the last chunk. */
+  toUpstream: Uint8Array[];
+  fromCaller: MessageSink<RequestHead>;
 }
 
 const ignore = { body() {}, end() {}, error() {} };
+const NONE = { kind: "none" as const };
 
 Bun.listen<Hop>({
   hostname: "127.0.0.1",
@@ -40,6 +44,25 @@ Bun.listen<Hop>({
         requests: new RequestFramer(),
         responses: new ResponseFramer(),
         out: heads ? new Outbox(caller as Socket<unknown>) : undefined,
+        toUpstream: [],
+        fromCaller: {
+          ...ignore,
+          head: (h) => {
+            hop.responses.expect(h.method);
+            if (!heads) return;
+            const body = h.body.kind === "fixed" ? { kind: "length" as const, length: h.body.length } : NONE;
+            hop.toUpstream.push(
+              requestHead(h, connectionTokens(h.special), body, {
+                peer: undefined,
+                requestId: crypto.randomUUID(),
+                remoteAddress: caller.remoteAddress,
+              }),
+            );
+          },
+          body: (src, start, end) => {
+            if (heads) hop.toUpstream.push(src.subarray(start, end));
+          },
+        },
       };
       caller.data = hop;
       const fromUpstream: MessageSink<ResponseHead> = {
@@ -78,29 +101,11 @@ Bun.listen<Hop>({
     },
     data(caller, chunk) {
       const hop = caller.data;
-      let out: Uint8Array = chunk;
-      if (framing) {
-        const fromCaller: MessageSink<RequestHead> = {
-          ...ignore,
-          head: (h) => {
-            hop.responses.expect(h.method);
-            if (heads)
-              out = requestHead(
-                h,
-                connectionTokens(h.special),
-                { kind: "none" },
-                {
-                  peer: undefined,
-                  requestId: crypto.randomUUID(),
-                  remoteAddress: caller.remoteAddress,
-                },
-              );
-          },
-        };
-        hop.requests.feed(chunk, fromCaller);
-      }
-      if (hop.upstream) hop.upstream.write(out);
-      else hop.pending.push(out);
+      if (framing) hop.requests.feed(chunk, hop.fromCaller);
+      const out = heads ? hop.toUpstream.splice(0) : [chunk];
+      for (const piece of out)
+        if (hop.upstream) hop.upstream.write(piece);
+        else hop.pending.push(piece);
     },
     close(caller) {
       caller.data.upstream?.end();

@@ -4,9 +4,16 @@
  * development Workload API. wrk drives 1, 16 and 64 connections, the setups alternating over --rounds
  * rounds; reports medians (with the range) of requests/s and p50/p99 latency, CPU µs per request of each
  * hop, the proxies' idle, after-load and peak RSS, and the ratios. Needs `make build`, wrk, and ghostunnel only
- * (`tests/e2e/build-peers.sh ghostunnel`).
+ * (`tests/e2e/build-peers.sh ghostunnel`); `--syscalls` also needs strace.
  *
- *   bun bench/http.ts [--seconds 5] [--rounds 3] [--out bench/results/http.md]
+ *   bun bench/http.ts [--seconds 5] [--rounds 3] [--connections 1,16,64] [--body 256] [--post 0]
+ *                     [--setups direct,ghostunnel,svc,mixed,ceiling] [--baseline path/to/svc-proxy]
+ *                     [--syscalls] [--out bench/results/http.md]
+ *
+ * --body is the response body's size, --post the size of a request body (POST; 0: GET). --baseline adds
+ * a pair of another svc-proxy binary (an earlier build), so that before and after alternate in one run.
+ * --syscalls counts, after the rounds, the write and read system calls per request of each hop (strace
+ * on one more run per pair at the first connection count above 1).
  */
 
 import { readFileSync, writeFileSync } from "node:fs";
@@ -21,10 +28,19 @@ const { values: o } = parseArgs({
   options: {
     seconds: { type: "string", default: "5" },
     rounds: { type: "string", default: "3" },
+    connections: { type: "string", default: "1,16,64" },
+    body: { type: "string", default: "256" },
+    post: { type: "string", default: "0" },
+    setups: { type: "string", default: "direct,ghostunnel,svc,mixed,ceiling" },
+    baseline: { type: "string" },
+    syscalls: { type: "boolean", default: false },
     out: { type: "string" },
   },
 });
-const CONNECTIONS = [1, 16, 64];
+const CONNECTIONS = o.connections.split(",").map(Number);
+const SETUPS = new Set(o.setups.split(","));
+const BODY = Number(o.body);
+const POST = Number(o.post);
 
 /**
  * Resident set size in MB of a process: now (VmRSS), its peak (VmHWM), or its anonymous part (RssAnon: the
@@ -57,6 +73,7 @@ async function wrk(port: number, connections: number, procs: Subprocess[] = []):
     `${o.seconds}s`,
     "--latency",
   ];
+  if (POST > 0) args.push("-s", join(dir, "post.lua"));
   const p = spawn(["wrk", ...args, `http://127.0.0.1:${port}/`], { stdout: "pipe" });
   const out = await new Response(p.stdout).text();
   await p.exited;
@@ -80,6 +97,52 @@ async function wrk(port: number, connections: number, procs: Subprocess[] = []):
   };
 }
 
+/** Writes and reads per request of each process of each setup with processes, under strace. */
+async function countSyscalls(
+  setups: [string, number, Subprocess[]][],
+  connections: number,
+): Promise<string[]> {
+  const rows: string[] = [];
+  for (const [name, port, procs] of setups) {
+    if (procs.length === 0) continue;
+    const traces = procs.map((p, i) => {
+      const file = join(dir, `strace-${p.pid}-${i}.txt`);
+      return {
+        file,
+        proc: spawn(["strace", "-c", "-f", "-o", file, "-p", String(p.pid)], { stderr: "pipe" }),
+      };
+    });
+    // strace says "Process N attached" once it is in place.
+    await Promise.all(
+      traces.map(async ({ proc }) => {
+        const reader = (proc.stderr as ReadableStream<Uint8Array>).getReader();
+        let seen = "";
+        while (!seen.includes("attached")) {
+          const { value, done } = await reader.read();
+          if (done) break;
+          seen += new TextDecoder().decode(value);
+        }
+        reader.releaseLock();
+      }),
+    );
+    const x = await wrk(port, connections);
+    for (const { proc } of traces) proc.kill("SIGINT");
+    await Promise.all(traces.map(({ proc }) => proc.exited));
+    const per = (file: string, calls: string[]) => {
+      let n = 0;
+      for (const line of readFileSync(file, "utf8").split("\n")) {
+        const f = line.trim().split(/\s+/);
+        if (calls.includes(f[f.length - 1] as string)) n += Number(f[3]);
+      }
+      return (n / x.requests).toFixed(2);
+    };
+    const writes = traces.map((t) => per(t.file, ["write", "writev", "sendto", "sendmsg"])).join(", ");
+    const reads = traces.map((t) => per(t.file, ["read", "readv", "recvfrom", "recvmsg"])).join(", ");
+    rows.push(`| ${name} | ${writes} | ${reads} |`);
+  }
+  return rows;
+}
+
 const run = new BenchRun();
 const dir = run.dir;
 try {
@@ -94,13 +157,29 @@ try {
     writeFileSync(join(dir, `${sa}.key`), derToPem(svid.keyDer, "PRIVATE KEY"));
   }
   writeFileSync(join(dir, "ca.pem"), derToPem(ca.caDer));
-  const body = "x".repeat(256);
-  const upstream = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: () => new Response(body) });
+  const body = "x".repeat(BODY);
+  // The upstream reads a request's body whole before it answers, as most servers do.
+  const upstream = Bun.serve({
+    hostname: "127.0.0.1",
+    port: 0,
+    maxRequestBodySize: Math.max(POST, 1024) * 2,
+    fetch: async (req) => {
+      if (req.body) await req.arrayBuffer();
+      return new Response(body);
+    },
+  });
+  if (POST > 0)
+    writeFileSync(
+      join(dir, "post.lua"),
+      `wrk.method = "POST"\nwrk.body = string.rep("x", ${POST})\nwrk.headers["Content-Type"] = "application/octet-stream"\n`,
+    );
   const ports = Object.fromEntries(
     await Promise.all(
       [
         "svcServer",
         "svcClient",
+        "baseServer",
+        "baseClient",
         "ghServer",
         "ghClient",
         "relayServer",
@@ -122,7 +201,7 @@ try {
     },
     "svc-server.log",
   );
-  const svcClientTo = (listen: number, target: number, log: string) =>
+  const svcClientTo = (listen: number, target: number, log: string, binary?: string) =>
     run.svcProxy(
       "client",
       {
@@ -132,7 +211,25 @@ try {
         target: { url: `https://127.0.0.1:${target}`, spiffe_ids: [exactId("server")] },
       },
       log,
+      binary,
     );
+  const baseServer = o.baseline
+    ? run.svcProxy(
+        "server",
+        {
+          name: "in",
+          address: `127.0.0.1:${ports.baseServer}`,
+          mode: "server",
+          target: { url: `http://127.0.0.1:${upstream.port}` },
+          source: { spiffe_ids: [exactId("client")] },
+        },
+        "base-server.log",
+        o.baseline,
+      )
+    : undefined;
+  const baseClient = o.baseline
+    ? svcClientTo(ports.baseClient as number, ports.baseServer as number, "base-client.log", o.baseline)
+    : undefined;
   const ghClientTo = (listen: number, target: number, log: string) =>
     run.ghostunnel("client", "client", "server", listen, target, log);
   const ghServer = run.ghostunnel(
@@ -161,7 +258,8 @@ try {
     ]);
   const relayServer = relay("server", ports.relayServer as number, upstream.port as number, "server");
   const relayClient = relay("client", ports.relayClient as number, ports.relayServer as number, "client");
-  for (const p of Object.values(ports)) await waitForPort(p as number);
+  for (const [k, p] of Object.entries(ports))
+    if (o.baseline || !k.startsWith("base")) await waitForPort(p as number);
   const proxies = [
     ["svc-proxy client", svcClient],
     ["svc-proxy server", svcServer],
@@ -171,18 +269,32 @@ try {
   const idleRss = new Map(proxies.map(([name, p]) => [name, rssMb(p.pid, "VmRSS")]));
   const idleAnon = new Map(proxies.map(([name, p]) => [name, rssMb(p.pid, "RssAnon")]));
 
-  const setups: [string, number, Subprocess[]][] = [
-    ["direct", upstream.port as number, []],
-    ["ghostunnel pair", ports.ghClient as number, [ghClient, ghServer]],
-    ["svc-proxy pair", ports.svcClient as number, [svcClient, svcServer]],
-    ["ghostunnel client → svc-proxy server", ports.ghToSvc as number, [ghToSvc, svcServer]],
-    ["svc-proxy client → ghostunnel server", ports.svcToGh as number, [svcToGh, ghServer]],
+  const all: [string, string, number, Subprocess[]][] = [
+    ["direct", "direct", upstream.port as number, []],
+    ["ghostunnel", "ghostunnel pair", ports.ghClient as number, [ghClient, ghServer]],
+    ["svc", "svc-proxy pair", ports.svcClient as number, [svcClient, svcServer]],
+    ...(baseClient && baseServer
+      ? [
+          [
+            "baseline",
+            `svc-proxy pair, baseline (${o.baseline})`,
+            ports.baseClient as number,
+            [baseClient, baseServer],
+          ] as [string, string, number, Subprocess[]],
+        ]
+      : []),
+    ["mixed", "ghostunnel client → svc-proxy server", ports.ghToSvc as number, [ghToSvc, svcServer]],
+    ["mixed", "svc-proxy client → ghostunnel server", ports.svcToGh as number, [svcToGh, ghServer]],
     [
+      "ceiling",
       "Bun TLS byte relay pair (ceiling, bench/relay-ceiling.ts)",
       ports.relayClient as number,
       [relayClient, relayServer],
     ],
   ];
+  const setups = all
+    .filter(([key]) => SETUPS.has(key) || key === "baseline")
+    .map(([, name, port, procs]) => [name, port, procs] as [string, number, Subprocess[]]);
   // Per connection count: a warm-up pass of every setup, then --rounds rounds of every setup in turn.
   const rounds = Number(o.rounds);
   const results = new Map<string, Result[]>();
@@ -195,13 +307,15 @@ try {
         results.set(`${name}/${c}`, [...(results.get(`${name}/${c}`) ?? []), x]);
         process.stderr.write(`round ${r + 1} ${name} c=${c}: ${JSON.stringify(x)}\n`);
       }
-    if (c === 64) for (const [name, p] of proxies) afterRss.set(name, rssMb(p.pid, "VmRSS"));
+    if (c === CONNECTIONS[CONNECTIONS.length - 1])
+      for (const [name, p] of proxies) afterRss.set(name, rssMb(p.pid, "VmRSS"));
   }
+  const syscalls = o.syscalls ? await countSyscalls(setups, CONNECTIONS.find((c) => c > 1) ?? 16) : [];
   const cpu = spawnSync(["nproc"]).stdout.toString().trim();
   const lines = [
     `# HTTP through a proxy pair (bench/http.ts)`,
     "",
-    `${new Date().toISOString().slice(0, 10)}, ${cpu} cores, loopback; wrk ${o.seconds}s per cell; per connection count a warm-up pass of every setup, then ${rounds} rounds of every setup in turn; medians with the range over rounds; 256-byte responses from a Bun upstream.`,
+    `${new Date().toISOString().slice(0, 10)}, ${cpu} cores, loopback; wrk ${o.seconds}s per cell; per connection count a warm-up pass of every setup, then ${rounds} rounds of every setup in turn; medians with the range over rounds; ${POST > 0 ? `POST requests with ${POST}-byte bodies, ` : "GET requests, "}${BODY}-byte responses from a Bun upstream.`,
     "Every hop of every pair and the load generator share the same cores. The relay pair is a ceiling for a relay-based design, not a product: no HTTP parsing, no SPIFFE ID check. CPU is user + system µs per request of each process of the setup (client hop, server hop).",
     "",
     "| connections | setup | requests/s | p50 ms | p99 ms | errors | CPU µs/request (client, server) | req/s vs ghostunnel | req/s vs direct | p99 vs ghostunnel |",
@@ -237,6 +351,16 @@ try {
   for (const [name, p] of proxies)
     lines.push(
       `| ${name} | ${idleRss.get(name)?.toFixed(1)} | ${idleAnon.get(name)?.toFixed(1)} | ${afterRss.get(name)?.toFixed(1)} | ${rssMb(p.pid, "VmHWM").toFixed(1)} |`,
+    );
+  if (syscalls.length > 0)
+    lines.push(
+      "",
+      "System calls per request of each hop (strace -c -f on one more run per pair; writes are write, writev,",
+      "sendto and sendmsg; a TLS write of up to 16 KiB is one TLS record):",
+      "",
+      "| setup | writes per request (client, server) | reads per request (client, server) |",
+      "|---|---:|---:|",
+      ...syscalls,
     );
   const report = `${lines.join("\n")}\n`;
   process.stdout.write(report);

@@ -8,8 +8,13 @@ import type { Socket } from "bun";
  * What a message is made of is gathered first (byte ranges of received buffers, and latin1 text the relay
  * writes itself) and goes out in one write on `flush`: a range that continues the previous one of the same
  * buffer extends it, so a message passed on as received is written as the very buffer it arrived in, with
- * no copy; otherwise the pieces are copied into one new buffer.
+ * no copy; otherwise the pieces of a small message are copied into one new buffer (see flush for large ones).
  */
+/** A message up to this size is copied into one buffer and written once. */
+const COPY_MAX = 16 * 1024;
+/** In a larger message, a range of at least this size is written as it is, not copied. */
+const LARGE_PIECE = 4 * 1024;
+
 export class Outbox {
   private readonly queue: Uint8Array[] = [];
   /** Gathered pieces: a buffer and the range of it, or text (start and end unused). */
@@ -50,32 +55,52 @@ export class Outbox {
     this.ends[i] = end;
   }
 
-  /** Writes what was added, as one write when the socket has nothing queued. */
+  /**
+   * Writes what was added: as one write of one buffer when it is small (COPY_MAX), or is one range. Larger
+   * messages are not copied whole: each large range goes out as it is, the small pieces between them
+   * (heads, chunk lines) gathered into one buffer each.
+   */
   flush(): void {
     const n = this.pieces;
     if (n === 0) return;
-    const first = this.sources[0] as Uint8Array | string;
-    let data: Uint8Array;
-    if (n === 1 && typeof first !== "string") {
-      const start = this.starts[0] as number;
-      const end = this.ends[0] as number;
-      data = start === 0 && end === first.length ? first : first.subarray(start, end);
-    } else {
-      const out = Buffer.allocUnsafe(this.bytes);
-      let at = 0;
+    if (n === 1 || this.bytes <= COPY_MAX) this.write(this.join(0, n, this.bytes));
+    else {
+      let from = 0;
+      let bytes = 0;
       for (let i = 0; i < n; i++) {
-        const src = this.sources[i] as Uint8Array | string;
-        const start = this.starts[i] as number;
-        const end = this.ends[i] as number;
-        if (typeof src === "string") at += out.write(src, at, "latin1");
-        else at += Buffer.prototype.copy.call(src, out, at, start, end);
+        const size = (this.ends[i] as number) - (this.starts[i] as number);
+        if (typeof this.sources[i] === "string" || size < LARGE_PIECE) {
+          bytes += size;
+          continue;
+        }
+        if (i > from) this.write(this.join(from, i, bytes));
+        this.write(this.join(i, i + 1, size));
+        from = i + 1;
+        bytes = 0;
       }
-      data = out;
+      if (n > from) this.write(this.join(from, n, bytes));
     }
     for (let i = 0; i < n; i++) this.sources[i] = "";
     this.pieces = 0;
     this.bytes = 0;
-    this.write(data);
+  }
+
+  /** Pieces `from` to `to` (of `bytes` in all) as one buffer: a range as it is, else a new buffer. */
+  private join(from: number, to: number, bytes: number): Uint8Array {
+    const first = this.sources[from] as Uint8Array | string;
+    if (to - from === 1 && typeof first !== "string") {
+      const start = this.starts[from] as number;
+      const end = this.ends[from] as number;
+      return start === 0 && end === first.length ? first : first.subarray(start, end);
+    }
+    const out = Buffer.allocUnsafe(bytes);
+    let at = 0;
+    for (let i = from; i < to; i++) {
+      const src = this.sources[i] as Uint8Array | string;
+      if (typeof src === "string") at += out.write(src, at, "latin1");
+      else at += Buffer.prototype.copy.call(src, out, at, this.starts[i], this.ends[i]);
+    }
+    return out;
   }
 
   private write(data: Uint8Array): void {
