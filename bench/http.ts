@@ -190,17 +190,20 @@ try {
     ),
   );
 
-  const svcServer = run.svcProxy(
-    "server",
-    {
-      name: "in",
-      address: `127.0.0.1:${ports.svcServer}`,
-      mode: "server",
-      target: { url: `http://127.0.0.1:${upstream.port}` },
-      source: { spiffe_ids: [exactId("client")] },
-    },
-    "svc-server.log",
-  );
+  const svcServerAt = (listen: number, log: string, binary?: string) =>
+    run.svcProxy(
+      "server",
+      {
+        name: "in",
+        address: `127.0.0.1:${listen}`,
+        mode: "server",
+        target: { url: `http://127.0.0.1:${upstream.port}` },
+        source: { spiffe_ids: [exactId("client")] },
+      },
+      log,
+      binary,
+    );
+  const svcServer = svcServerAt(ports.svcServer as number, "svc-server.log");
   const svcClientTo = (listen: number, target: number, log: string, binary?: string) =>
     run.svcProxy(
       "client",
@@ -214,18 +217,7 @@ try {
       binary,
     );
   const baseServer = o.baseline
-    ? run.svcProxy(
-        "server",
-        {
-          name: "in",
-          address: `127.0.0.1:${ports.baseServer}`,
-          mode: "server",
-          target: { url: `http://127.0.0.1:${upstream.port}` },
-          source: { spiffe_ids: [exactId("client")] },
-        },
-        "base-server.log",
-        o.baseline,
-      )
+    ? svcServerAt(ports.baseServer as number, "base-server.log", o.baseline)
     : undefined;
   const baseClient = o.baseline
     ? svcClientTo(ports.baseClient as number, ports.baseServer as number, "base-client.log", o.baseline)

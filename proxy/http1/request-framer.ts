@@ -1,4 +1,4 @@
-import { emptyParts, latin1, readRequestHead } from "./head-bytes.ts";
+import { emptyParts, type HeadParts, latin1, readRequestHead } from "./head-bytes.ts";
 import {
   type BodyEvent,
   type Event,
@@ -43,6 +43,23 @@ export class RequestHead extends MessageHead {
     super(special, src, start, end, body, from);
   }
 
+  /** The head the byte reader read into `p`. */
+  static fromParts(p: HeadParts, src: Buffer, start: number, end: number): RequestHead {
+    return new RequestHead(
+      p.method,
+      undefined,
+      p.targetStart,
+      p.targetEnd,
+      p.version,
+      p.special,
+      src,
+      start,
+      end,
+      NONE,
+      p.from,
+    );
+  }
+
   get target(): string {
     this.targetText ??= latin1(this.src, this.start + this.targetStart, this.start + this.targetEnd);
     return this.targetText;
@@ -76,19 +93,7 @@ export class RequestFramer extends MessageFramer<RequestHead> {
       return fail(sink, 431, `request head larger than ${this.maxHeadBytes} bytes`);
     const p = this.parts;
     const head = readRequestHead(src, start, end, p)
-      ? new RequestHead(
-          p.method,
-          undefined,
-          p.targetStart,
-          p.targetEnd,
-          p.version,
-          p.special,
-          src,
-          start,
-          end,
-          NONE,
-          p.from,
-        )
+      ? RequestHead.fromParts(p, src, start, end)
       : readRequestText(src, start, end);
     if (!(head instanceof RequestHead)) return fail(sink, head.status, head.error);
     const f = framing(head.special, NONE);

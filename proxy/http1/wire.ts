@@ -174,11 +174,6 @@ export class MessageHead {
     protected readonly from: number,
   ) {}
 
-  /** The head as received, without its final CRLFCRLF. */
-  get raw(): Uint8Array {
-    return this.src.subarray(this.start, this.end);
-  }
-
   /** Every field, in received order, names as received (parsed on use). */
   get headers(): Fields {
     return allFields(this.src.toString("latin1", this.start, this.end), this.from);

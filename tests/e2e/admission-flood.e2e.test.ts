@@ -3,8 +3,8 @@ import { cpSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { connect } from "node:tls";
 import { parseAllDocuments, stringify } from "yaml";
-import { ROOT } from "../support/proc.ts";
-import { kubectlUser, useTestbed } from "./support.ts";
+import { ROOT, runToEnd } from "../support/proc.ts";
+import { kubectlArgv, kubectlUser, useTestbed } from "./support.ts";
 import type { KubeState } from "./testbed/kube.ts";
 import { NODE } from "./testbed/kube.ts";
 import { waitUntil } from "./testbed/process.ts";
@@ -27,24 +27,7 @@ const kubectl = (user: User, args: string[], input?: string) => kubectlUser(test
 
 /** kubectl without waiting: many run at once. */
 async function kubectlAsync(user: User, args: string[], input?: string) {
-  const tb = testbed();
-  const p = Bun.spawn(
-    [
-      "kubectl",
-      `--kubeconfig=${tb.kube.kubeconfig}`,
-      `--context=${tb.kube.users[user].context}`,
-      "-n",
-      NS,
-      ...args,
-    ],
-    { stdin: input === undefined ? "ignore" : Buffer.from(input), stdout: "pipe", stderr: "pipe" },
-  );
-  const [out, err, code] = await Promise.all([
-    new Response(p.stdout).text(),
-    new Response(p.stderr).text(),
-    p.exited,
-  ]);
-  return { args: args.join(" "), code, out, err };
+  return { args: args.join(" "), ...(await runToEnd(kubectlArgv(testbed(), user, NS, args), { input })) };
 }
 
 const pod = (name: string, spec: object = {}) =>

@@ -5,7 +5,7 @@ import { createServer, type Server } from "node:http";
 import { join } from "node:path";
 import OpenAI from "openai";
 import { waitForPort } from "../support/net.ts";
-import { BUN, ROOT, stopAll } from "../support/proc.ts";
+import { BUN, ROOT, runToEnd, stopAll } from "../support/proc.ts";
 import { exactId, svcProxyAs, useTestbed, workload, workloadHome } from "./support.ts";
 import { freePort } from "./testbed/process.ts";
 import { asWorkload, STALE_POD_UID, type Workload } from "./testbed/spire.ts";
@@ -127,18 +127,11 @@ afterAll(async () => {
 async function svc(args: string[], as = "web"): Promise<{ code: number; stdout: string; stderr: string }> {
   const tb = testbed();
   const w: Workload = workload(tb, as);
-  const p = Bun.spawn(asWorkload(w, [BUN, join(ROOT, "cmd/svc.ts"), ...args]), {
+  const r = await runToEnd(asWorkload(w, [BUN, join(ROOT, "cmd/svc.ts"), ...args]), {
     cwd: ROOT,
     env: { ...process.env, HOME: work, SPIFFE_ENDPOINT_SOCKET: `unix://${tb.spire.agentSocket}` },
-    stdout: "pipe",
-    stderr: "pipe",
   });
-  const [stdout, stderr, code] = await Promise.all([
-    new Response(p.stdout).text(),
-    new Response(p.stderr).text(),
-    p.exited,
-  ]);
-  return { code, stdout, stderr };
+  return { code: r.code, stdout: r.out, stderr: r.err };
 }
 
 const chat = (content: string) =>

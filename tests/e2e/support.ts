@@ -122,6 +122,23 @@ export function auditSince(tb: Testbed, from: number): AuditEvent[] {
 }
 
 /** Plain kubectl as one of the test bed's users in a namespace; never throws, returns what it printed. */
+/** The kubectl command line of a test bed user in a namespace. */
+export function kubectlArgv(
+  tb: Testbed,
+  user: keyof Testbed["kube"]["users"],
+  namespace: string,
+  args: string[],
+): string[] {
+  return [
+    "kubectl",
+    `--kubeconfig=${tb.kube.kubeconfig}`,
+    `--context=${tb.kube.users[user].context}`,
+    "-n",
+    namespace,
+    ...args,
+  ];
+}
+
 export function kubectlUser(
   tb: Testbed,
   user: keyof Testbed["kube"]["users"],
@@ -129,16 +146,9 @@ export function kubectlUser(
   args: string[],
   input?: string,
 ): { code: number | null; out: string; err: string } {
-  const r = Bun.spawnSync(
-    [
-      "kubectl",
-      `--kubeconfig=${tb.kube.kubeconfig}`,
-      `--context=${tb.kube.users[user].context}`,
-      "-n",
-      namespace,
-      ...args,
-    ],
-    { stdin: input ? Buffer.from(input) : "ignore", timeout: 30_000 },
-  );
+  const r = Bun.spawnSync(kubectlArgv(tb, user, namespace, args), {
+    stdin: input ? Buffer.from(input) : "ignore",
+    timeout: 30_000,
+  });
   return { code: r.exitCode, out: r.stdout.toString(), err: r.stderr.toString() };
 }

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { existsSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { type DevApi, startDevApi, tempDir } from "../support/dev-api.ts";
-import { BUN, ROOT } from "../support/proc.ts";
+import { BUN, ROOT, runToEnd } from "../support/proc.ts";
 
 /**
  * `svc curl` and its Workload API socket: a path that does not exist is reported at once, naming it and
@@ -42,18 +42,7 @@ afterAll(async () => {
 
 async function curl(args: string[], env: Record<string, string> = {}) {
   const { SPIFFE_ENDPOINT_SOCKET: _, ...inherited } = process.env;
-  const p = Bun.spawn([BUN, "cmd/svc.ts", "curl", ...args], {
-    cwd: ROOT,
-    env: { ...inherited, ...env },
-    stdout: "pipe",
-    stderr: "pipe",
-  });
-  const [out, err, code] = await Promise.all([
-    new Response(p.stdout).text(),
-    new Response(p.stderr).text(),
-    p.exited,
-  ]);
-  return { code, out, err };
+  return runToEnd([BUN, "cmd/svc.ts", "curl", ...args], { cwd: ROOT, env: { ...inherited, ...env } });
 }
 
 const hint =

@@ -17,6 +17,26 @@ const running = new Set<Proc>();
 export const BUN = process.execPath;
 export const ROOT = new URL("../..", import.meta.url).pathname.replace(/\/$/, "");
 
+/** Runs a command to its end without blocking (many may run at once): its exit code, stdout and stderr. */
+export async function runToEnd(
+  cmd: string[],
+  options: { cwd?: string; env?: Record<string, string | undefined>; input?: string } = {},
+): Promise<{ code: number; out: string; err: string }> {
+  const p = Bun.spawn(cmd, {
+    cwd: options.cwd,
+    env: options.env,
+    stdin: options.input === undefined ? "ignore" : Buffer.from(options.input),
+    stdout: "pipe",
+    stderr: "pipe",
+  });
+  const [out, err, code] = await Promise.all([
+    new Response(p.stdout).text(),
+    new Response(p.stderr).text(),
+    p.exited,
+  ]);
+  return { code, out, err };
+}
+
 export function spawnProc(cmd: string[], env: Record<string, string> = {}): Proc {
   const proc = Bun.spawn(cmd, {
     cwd: ROOT,

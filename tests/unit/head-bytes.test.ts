@@ -170,19 +170,7 @@ describe("the byte reader of heads accepts only what the string reader accepts, 
         const text = readRequestText(src, 2, 2 + b.length);
         expect(text).toBeInstanceOf(RequestHead);
         const h = text as RequestHead;
-        const fast = new RequestHead(
-          p.method,
-          undefined,
-          p.targetStart,
-          p.targetEnd,
-          p.version,
-          p.special,
-          src,
-          2,
-          2 + b.length,
-          { kind: "none" },
-          p.from,
-        );
+        const fast = RequestHead.fromParts(p, src, 2, 2 + b.length);
         expect([fast.method, fast.target, fast.version, fast.special, fast.headers]).toEqual([
           h.method,
           h.target,
