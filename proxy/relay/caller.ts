@@ -11,6 +11,7 @@ import {
   connectionTokens,
   LAST_CHUNK,
   proxyAnswer,
+  type RequestAdditions,
   requestHead,
   responseHead,
 } from "./head.ts";
@@ -91,6 +92,15 @@ export class CallerConn implements UpstreamOwner {
     return this.x === undefined && this.queue.length === 0 && this.framer.buffered === 0;
   }
 
+  /** What the relay adds to each request head: the same for every request of the connection but the id. */
+  private added: RequestAdditions | undefined;
+
+  private additions(requestId: string | undefined): RequestAdditions {
+    this.added ??= { peer: this.peer?.id.uri, requestId, remoteAddress: this.socket.remoteAddress };
+    this.added.requestId = requestId;
+    return this.added;
+  }
+
   /** When the caller's verified certificate chain stops being valid (mTLS callers). */
   private peerUntil = Number.POSITIVE_INFINITY;
 
@@ -103,7 +113,7 @@ export class CallerConn implements UpstreamOwner {
 
   /** The caller's certificate has expired: no new request is served on this connection. */
   private get peerExpired(): boolean {
-    return Date.now() > this.peerUntil;
+    return this.peerUntil !== Number.POSITIVE_INFINITY && Date.now() > this.peerUntil;
   }
 
   received(data: Uint8Array): void {
@@ -222,11 +232,7 @@ export class CallerConn implements UpstreamOwner {
       bytesIn: 0,
       bytesOut: 0,
       keepAlive: head.version === "HTTP/1.1" ? !named.has("close") : named.has("keep-alive"),
-      headBytes: requestHead(head, named, requestBody, {
-        peer: this.peer?.id.uri,
-        requestId: callerId ? undefined : id,
-        remoteAddress: this.socket.remoteAddress,
-      }),
+      headBytes: requestHead(head, named, requestBody, this.additions(callerId ? undefined : id)),
       requestBody,
       requestDone: false,
       upstream: undefined,
