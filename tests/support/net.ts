@@ -1,7 +1,23 @@
 import { connect, createServer } from "node:net";
 
-/** A free loopback port (bound and released; fine for a single-user test machine). */
-export function freePort(): Promise<number> {
+/** Ports this process handed out already: the kernel may offer a port again once it is closed. */
+const handedOut = new Set<number>();
+
+/**
+ * A loopback port nothing listens on, and that no earlier call of this process returned (two listeners
+ * of one test never get the same port).
+ */
+export async function freePort(): Promise<number> {
+  for (let i = 0; i < 50; i++) {
+    const port = await unusedPort();
+    if (handedOut.has(port)) continue;
+    handedOut.add(port);
+    return port;
+  }
+  throw new Error("freePort: the kernel offered only ports handed out already, 50 times");
+}
+
+function unusedPort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const s = createServer();
     s.once("error", reject);
