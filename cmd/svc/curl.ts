@@ -5,6 +5,7 @@ import type { Notarization } from "../../lib/notary-objects/check.ts";
 import { isLevel, LEVEL_HEADER, LEVELS } from "../../lib/notary-objects/levels.ts";
 import { formatReceipt, formatStatement } from "../../lib/notary-objects/print.ts";
 import { ENDPOINT_ENV, parseEndpoint, socketPath } from "../../lib/spiffe/address.ts";
+import { say } from "../say.ts";
 import { action, checkOutput, repeated } from "./cli.ts";
 import { applyGlobals, globalArgs, spiffeSocket } from "./globals.ts";
 
@@ -195,8 +196,10 @@ export default defineCommand({
           const statement = await checkStatement(res.headers, bundles, fetchStatement, res.peer);
           n = { statement };
           if (!a.silent)
-            process.stderr.write(
-              `svc curl: workload statement ${statement.id} verified: ${statement.claims.sub}\n`,
+            say(
+              "svc curl",
+              "success",
+              `workload statement ${statement.id} verified: ${statement.claims.sub}`,
             );
           if (level === "signRequest") {
             n.receipt = await checkReceipt(
@@ -206,7 +209,7 @@ export default defineCommand({
               { method, path: url.pathname + url.search, body: body ?? new Uint8Array() },
               { status: res.status, body: res.body },
             );
-            if (!a.silent) process.stderr.write(`svc curl: receipt ${n.receipt.id} verified\n`);
+            if (!a.silent) say("svc curl", "success", `receipt ${n.receipt.id} verified`);
           }
         }
       } catch (e) {

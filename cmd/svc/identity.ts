@@ -10,6 +10,7 @@ import {
   SENSITIVITY_ORDER,
 } from "../../lib/kube/clearance.ts";
 import { findKubectl, withContext } from "../../lib/kube/kubectl.ts";
+import { say } from "../say.ts";
 import { action, checkOutput } from "./cli.ts";
 
 /**
@@ -69,8 +70,10 @@ export default defineCommand({
       },
     };
     if (missing.length > 0)
-      process.stderr.write(
-        `svc: warning: the cluster does not clear you for ${c.label} (missing: ${missing.join(", ")}; your groups give ${describeClearances(cleared)}): where its compartment policy is installed, it refuses your exec into that compartment's pods and writes of its objects\n`,
+      say(
+        "svc",
+        "warn",
+        `the cluster does not clear you for ${c.label} (missing: ${missing.join(", ")}; your groups give ${describeClearances(cleared)}): where its compartment policy is installed, it refuses your exec into that compartment's pods and writes of its objects`,
       );
     if (a.output === "json") return void process.stdout.write(`${JSON.stringify(identity, null, 2)}\n`);
     if (a.output === "yaml") return void process.stdout.write(stringify(identity));

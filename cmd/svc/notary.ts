@@ -1,6 +1,7 @@
 import { readFileSync } from "node:fs";
 import { defineCommand } from "citty";
 import { SvcError } from "../../lib/errors.ts";
+import { say } from "../say.ts";
 import { action, checkOutput } from "./cli.ts";
 
 const verifyArgs = {
@@ -142,8 +143,10 @@ const verify = defineCommand({
         `In the notary log: leaf ${inLog.leafIndex} of ${inLog.treeSize}, tree head signed by ${inLog.signedBy} at ${inLog.signedAt}\n`,
       );
     if (!request || !response)
-      process.stderr.write(
-        `svc notary verify: signature and chain verified; the ${!request && !response ? "request and response bodies were" : !request ? "request body was" : "response body was"} not checked (pass --request-body / --response-body)\n`,
+      say(
+        "svc notary verify",
+        "warn",
+        `signature and chain verified; the ${!request && !response ? "request and response bodies were" : !request ? "request body was" : "response body was"} not checked (pass --request-body / --response-body)`,
       );
   }),
 });

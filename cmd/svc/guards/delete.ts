@@ -2,6 +2,7 @@ import { flagSet, flagValue, restWords } from "../../../lib/kube/grammar.ts";
 import { COMPARTMENT_LABEL, describeObject } from "../../../lib/kube/inject.ts";
 import type { KubeObject } from "../../../lib/kube/lookup.ts";
 import { refuseRawIntoPods } from "../../../lib/kube/raw-path.ts";
+import { say } from "../../say.ts";
 import type { Guarded, GuardInput } from "./guard.ts";
 
 /**
@@ -43,8 +44,10 @@ export function guardDelete(g: GuardInput): Guarded {
     const compartment = o.metadata?.labels?.[COMPARTMENT_LABEL] ?? "";
     if (compartment.toUpperCase() === g.active.label) continue;
     const where = o.metadata?.namespace ? ` in namespace ${o.metadata.namespace}` : "";
-    process.stderr.write(
-      `svc: warning: deleting ${o.kind ?? "object"} ${o.metadata?.name ?? ""}${where}, of another compartment (${compartment || "no compartment label"}); current compartment: ${g.active.label}\n`,
+    say(
+      "svc",
+      "warn",
+      `deleting ${o.kind ?? "object"} ${o.metadata?.name ?? ""}${where}, of another compartment (${compartment || "no compartment label"}); current compartment: ${g.active.label}`,
     );
   }
   g.targets.push(...found.map((o) => describeObject(o as Record<string, unknown>)));

@@ -6,6 +6,7 @@ import { filenames, flagSet, flagValues } from "../../../lib/kube/grammar.ts";
 import { describeObject } from "../../../lib/kube/inject.ts";
 import { parseObjects } from "../../../lib/kube/manifests.ts";
 import { changedMarks, type Marks, marksOf } from "../../../lib/kube/marks.ts";
+import { say } from "../../say.ts";
 import { type Guarded, type GuardInput, refuseUnlessOverridden } from "./guard.ts";
 
 /**
@@ -179,7 +180,7 @@ function utf8(bytes: Buffer): string {
 }
 
 function refuse(message: string): number {
-  process.stderr.write(`svc: ${message}\n`);
+  say("svc", "error", message);
   if (process.env.SVC_EDIT_REPORT) writeFileSync(process.env.SVC_EDIT_REPORT, message);
   return 1;
 }

@@ -2,6 +2,7 @@ import type { ActiveContext } from "../../../lib/config/resolve.ts";
 import { SvcError } from "../../../lib/errors.ts";
 import { type CommandLine, flagSet, restWords } from "../../../lib/kube/grammar.ts";
 import type { Lookup } from "../../../lib/kube/lookup.ts";
+import { say } from "../../say.ts";
 
 /**
  * What every guard is given and returns. A guard reads the command line kubectl will run, looks up what it
@@ -55,5 +56,5 @@ export function refuseUnlessOverridden(g: GuardInput, refusal: string, warning: 
       "compartment",
       `--force refused: you may not override compartments (the cluster must allow "force" on ${OVERRIDE_RESOURCE}; see docs/svc-guard.md)\ncurrent compartment: ${g.active.label}`,
     );
-  process.stderr.write(`svc: warning: --force: ${warning} from ${g.active.label}\n`);
+  say("svc", "warn", `--force: ${warning} from ${g.active.label}`);
 }
