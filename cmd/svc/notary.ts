@@ -145,7 +145,7 @@ const verify = defineCommand({
     if (!request || !response)
       say(
         "svc notary verify",
-        "warn",
+        "info",
         `signature and chain verified; the ${!request && !response ? "request and response bodies were" : !request ? "request body was" : "response body was"} not checked (pass --request-body / --response-body)`,
       );
   }),
