@@ -2,7 +2,7 @@ import type { Server } from "node:net";
 import { SvcError } from "../lib/errors.ts";
 import type { SvidSource } from "../lib/spiffe/x509-source.ts";
 import type { KeyLog } from "../lib/tls/keylog.ts";
-import type { ListenerConfig } from "./config/validate.ts";
+import type { ListenerConfig } from "./config/types.ts";
 import type { Logger } from "./log.ts";
 import type { BufferEvents } from "./mqtt/buffer/events.ts";
 import type { Notary } from "./notary-service/notary.ts";

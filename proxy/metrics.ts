@@ -1,11 +1,21 @@
 import { createServer, type Server } from "node:http";
-import type { HostPort } from "./config/validate.ts";
+import { Counter, Gauge, Histogram, Registry } from "prom-client";
+import processResidentMemory from "prom-client/lib/metrics/osMemoryHeap.js";
+import processCpuTotal from "prom-client/lib/metrics/processCpuTotal.js";
+import processMaxFileDescriptors from "prom-client/lib/metrics/processMaxFileDescriptors.js";
+import processOpenFileDescriptors from "prom-client/lib/metrics/processOpenFileDescriptors.js";
+import processStartTime from "prom-client/lib/metrics/processStartTime.js";
+import { buildInfo } from "../lib/build-info.ts";
+import type { HostPort } from "./config/types.ts";
 import type { ListenerEvents } from "./listener.ts";
-import { Counter, Gauge, Histogram, Registry } from "./prometheus.ts";
 
 /**
- * Prometheus metrics at metricsAddr (GET /metrics), labelled by listener. Denials are counted by side and
- * by reason code, never by peer ID, so that label values stay few.
+ * Prometheus metrics at metricsAddr (GET /metrics), labelled by listener, on prom-client. Denials are
+ * counted by side and by reason code, never by peer ID, so that label values stay few. Loaded only when
+ * metricsAddr is set (proxy/runtime.ts); without it the listeners report to nothing.
+ *
+ * Of prom-client's default metrics only the process_* ones are registered: its nodejs_* collectors
+ * read V8 and libuv figures that Bun does not have (event-loop lag reads NaN) and poll a timer.
  */
 export interface AdmissionMetrics {
   review(subresource: string, decision: string, seconds: number): void;
@@ -15,6 +25,25 @@ export interface AdmissionMetrics {
 
 export class ProxyMetrics {
   readonly registry = new Registry();
+  private readonly build = new Gauge({
+    name: "svc_proxy_build_info",
+    help: "Always 1; the labels say which build of svc-proxy runs",
+    labelNames: ["version", "commit"],
+    registers: [this.registry],
+  });
+
+  constructor() {
+    for (const collect of [
+      processCpuTotal,
+      processStartTime,
+      processResidentMemory,
+      processOpenFileDescriptors,
+      processMaxFileDescriptors,
+    ])
+      collect(this.registry, {});
+    const { version, commit } = buildInfo();
+    this.build.set({ version, commit }, 1);
+  }
   private readonly connections = new Counter({
     name: "svc_proxy_connections_total",
     help: "Connections accepted by a listener (after SPIFFE authentication in server and central modes)",
@@ -183,8 +212,14 @@ export class ProxyMetrics {
     const server = createServer(async (req, res) => {
       const path = req.url?.split("?")[0];
       if (req.method === "GET" && path === "/metrics") {
-        res.writeHead(200, { "content-type": this.registry.contentType });
-        res.end(this.registry.metrics());
+        try {
+          const text = await this.registry.metrics();
+          res.writeHead(200, { "content-type": this.registry.contentType });
+          res.end(text);
+        } catch (e) {
+          res.writeHead(500, { "content-type": "text/plain" });
+          res.end(`svc-proxy: metrics could not be collected: ${(e as Error).message}\n`);
+        }
       } else if (req.method === "GET" && (path === "/healthz" || path === "/readyz")) {
         const problem = path === "/readyz" ? ready() : undefined;
         res.writeHead(problem ? 503 : 200, { "content-type": "text/plain" });

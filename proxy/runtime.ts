@@ -1,10 +1,10 @@
 import type { Server } from "node:http";
 import { X509Source } from "../lib/spiffe/x509-source.ts";
 import { openKeyLog } from "../lib/tls/keylog.ts";
-import type { HostPort, ListenerConfig, ProxyConfig } from "./config/validate.ts";
+import type { HostPort, ListenerConfig, ProxyConfig } from "./config/types.ts";
 import type { ListenerDeps, RunningListener } from "./listener.ts";
 import type { Logger } from "./log.ts";
-import { ProxyMetrics } from "./metrics.ts";
+import type { ProxyMetrics } from "./metrics.ts";
 import { startNotary } from "./notary-service/start.ts";
 import { startTcpListener } from "./tcp/listener.ts";
 
@@ -33,15 +33,15 @@ export interface RunningProxy {
 }
 
 export async function startProxy(config: ProxyConfig, log: Logger): Promise<RunningProxy> {
-  const metrics = new ProxyMetrics();
+  // prom-client is loaded only when metrics are served.
+  const metrics = config.metricsAddr ? new (await import("./metrics.ts")).ProxyMetrics() : undefined;
   // The admission webhook needs no SPIFFE identity: a proxy that serves only it starts without one.
   const admission = config.admission
-    ? await (await import("./admission/start.ts")).startAdmission(config.admission, log, metrics.admission)
+    ? await (await import("./admission/start.ts")).startAdmission(config.admission, log, metrics?.admission)
     : undefined;
   if (!config.workloadApi) {
-    const metricsServer = config.metricsAddr
-      ? await serveMetrics(metrics, config.metricsAddr, log)
-      : undefined;
+    const metricsServer =
+      metrics && config.metricsAddr ? await serveMetrics(metrics, config.metricsAddr, log) : undefined;
     return {
       listeners: new Map(),
       async close() {
@@ -56,7 +56,7 @@ export async function startProxy(config: ProxyConfig, log: Logger): Promise<Runn
       address: config.workloadApi,
       timeoutMs: 30_000,
       onError: (e) => {
-        metrics.workloadApiUp.set(0);
+        metrics?.workloadApiUp.set(0);
         let last: string | undefined;
         try {
           last = source?.getX509Svid().notAfter.toISOString();
@@ -76,9 +76,9 @@ export async function startProxy(config: ProxyConfig, log: Logger): Promise<Runn
     throw e;
   }
   const svidChanged = () => {
-    metrics.workloadApiUp.set(1);
+    metrics?.workloadApiUp.set(1);
     const svid = (source as X509Source).getX509Svid();
-    metrics.svidExpiry.set(svid.notAfter.getTime() / 1000);
+    metrics?.svidExpiry.set(svid.notAfter.getTime() / 1000);
     return svid;
   };
   const first = svidChanged();
@@ -96,20 +96,20 @@ export async function startProxy(config: ProxyConfig, log: Logger): Promise<Runn
   try {
     if (config.notary.enable && config.notary.database)
       notary = await startNotary(config.notary.database, source, log, (op, result) =>
-        metrics.notaryOperation(op, result),
+        metrics?.notaryOperation(op, result),
       );
     for (const l of config.listeners) {
       const deps = {
         source,
         log,
-        events: metrics.forListener(l.name),
+        ...(metrics ? { events: metrics.forListener(l.name) } : {}),
         ...(keylog ? { keylog } : {}),
         ...(notary ? { notary: notary.notary } : {}),
       };
       listeners.set(l.name, await START[l.protocol](l, deps));
     }
     const svidSource = source;
-    if (config.metricsAddr)
+    if (metrics && config.metricsAddr)
       // Ready while the SVID is valid; getX509Svid says why not (expired, and the last API error).
       metricsServer = await serveMetrics(metrics, config.metricsAddr, log, () => {
         try {

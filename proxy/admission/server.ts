@@ -1,6 +1,6 @@
 import type { Server } from "bun";
 import { SvcError } from "../../lib/errors.ts";
-import type { HostPort } from "../config/validate.ts";
+import type { HostPort } from "../config/types.ts";
 import { userInfoProblem } from "./bounded.ts";
 import { Gate, type GateLimits, type GateLoad, type Ticket } from "./gate.ts";
 import { clip, shown } from "./request.ts";

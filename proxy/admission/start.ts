@@ -6,7 +6,7 @@ import {
   readMeta,
 } from "../../lib/kube/marks-cache.ts";
 import { podSpecOf } from "../../lib/kube/pod-references.ts";
-import type { AdmissionConfig } from "../config/validate.ts";
+import type { AdmissionConfig } from "../config/types.ts";
 import type { Logger } from "../log.ts";
 import type { AdmissionMetrics } from "../metrics.ts";
 import type { TargetKind } from "./access.ts";
@@ -66,7 +66,7 @@ export interface RunningAdmission {
 export async function startAdmission(
   config: AdmissionConfig,
   log: Logger,
-  metrics: AdmissionMetrics,
+  metrics: AdmissionMetrics | undefined,
 ): Promise<RunningAdmission> {
   const tls = readTlsPair(config.certFile, config.keyFile);
   const { openKubeClient } = await import("../../lib/kube/client.ts");
@@ -99,7 +99,7 @@ export async function startAdmission(
     const cached = caches.get(kind)?.get(namespace, name);
     if (cached) return cached;
     spend();
-    metrics.cacheMiss(kind);
+    metrics?.cacheMiss(kind);
     // Not seen yet (just created, or the cache is still filling): read it once.
     const meta = await readMeta(client, kind, namespace, name, AbortSignal.timeout(LOOKUP_MS));
     return meta === null ? null : marksOfMeta(meta);
@@ -203,7 +203,7 @@ export async function startAdmission(
       };
     }
     // Metric label values stay few: anything else a caller sends is counted as "other".
-    metrics.review(reviewLabel(request), verdict.decision, (performance.now() - started) / 1000);
+    metrics?.review(reviewLabel(request), verdict.decision, (performance.now() - started) / 1000);
     const groups = request.userInfo?.groups;
     const fields = {
       decision: verdict.decision,

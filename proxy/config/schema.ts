@@ -2,7 +2,7 @@ import * as v from "valibot";
 
 /**
  * The svc-proxy configuration (specification 2.5 and 8) as valibot schemas: structure, types and every
- * default. Rules that relate fields to each other live in validate.ts.
+ * default. Rules that relate fields to each other live in rules.ts.
  */
 const got = (input: unknown) => (input === undefined ? "nothing" : JSON.stringify(input));
 const str = (what: string) => v.string((i) => `expected ${what}, got ${got(i.input)}`);
@@ -80,7 +80,7 @@ export const Listener = v.object({
 });
 
 export const Config = v.object({
-  // Required unless the proxy serves only the admission webhook (validate.ts).
+  // Required unless the proxy serves only the admission webhook (rules.ts, requiredSections).
   spiffe: v.optional(
     v.object(
       { workload_socket_path: nonEmpty("a Workload API address such as unix:///run/spire/agent.sock") },

@@ -11,7 +11,7 @@ import { attachSpiffeAuth, mtlsServerOptions, peerOf } from "../../lib/tls/mtls.
 import { authenticatePeer, presentedChain } from "../../lib/tls/peer.ts";
 import { createUpstreamAgent } from "../../lib/tls/upstream-agent.ts";
 import { verifyPeerChain } from "../../lib/tls/verified-chains.ts";
-import type { ListenerConfig } from "../config/validate.ts";
+import type { ListenerConfig } from "../config/types.ts";
 import { type ListenerDeps, listen, type RunningListener, refusalReason } from "../listener.ts";
 import { buildChain } from "../middleware/chain.ts";
 import { Connections } from "./connections.ts";

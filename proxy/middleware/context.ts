@@ -1,5 +1,5 @@
 import type { MiddlewareInput } from "../config/schema.ts";
-import type { ListenerConfig } from "../config/validate.ts";
+import type { ListenerConfig } from "../config/types.ts";
 import type { Middleware } from "../http/types.ts";
 import type { Notary } from "../notary-service/notary.ts";
 

@@ -1,6 +1,6 @@
 import { readFileSync } from "node:fs";
 import { SvcError } from "../../lib/errors.ts";
-import type { NotaryDatabase } from "../config/validate.ts";
+import type { NotaryDatabase } from "../config/types.ts";
 import type { NotaryStore } from "./store.ts";
 
 /**

@@ -2,7 +2,7 @@ import { SvcError } from "../../lib/errors.ts";
 import type { Pod } from "../../lib/kube/pods.ts";
 import { JwtSvidSource } from "../../lib/spiffe/jwt-source.ts";
 import type { X509Source } from "../../lib/spiffe/x509-source.ts";
-import type { NotaryDatabase } from "../config/validate.ts";
+import type { NotaryDatabase } from "../config/types.ts";
 import type { Logger } from "../log.ts";
 import { checkLog } from "./log-check.ts";
 import { Notary, type NotaryDeps } from "./notary.ts";

@@ -2,7 +2,7 @@ import net, { type Socket } from "node:net";
 import { authorizeMatching } from "../../lib/spiffe/authorizer.ts";
 import type { VerifiedPeer } from "../../lib/spiffe/x509svid.ts";
 import { createMtlsServer } from "../../lib/tls/mtls.ts";
-import type { ListenerConfig } from "../config/validate.ts";
+import type { ListenerConfig } from "../config/types.ts";
 import { type ListenerDeps, listen, type RunningListener, refusalReason } from "../listener.ts";
 
 /**

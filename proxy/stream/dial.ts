@@ -3,7 +3,7 @@ import { SvcError } from "../../lib/errors.ts";
 import { authorizeMatching } from "../../lib/spiffe/authorizer.ts";
 import { connectMtls } from "../../lib/tls/mtls.ts";
 import { presentedChain } from "../../lib/tls/peer.ts";
-import type { ListenerConfig } from "../config/validate.ts";
+import type { ListenerConfig } from "../config/types.ts";
 import type { Upstream } from "../http/types.ts";
 import type { ListenerDeps } from "../listener.ts";
 

@@ -1,4 +1,4 @@
-import type { ListenerConfig } from "../config/validate.ts";
+import type { ListenerConfig } from "../config/types.ts";
 import type { ListenerDeps, RunningListener } from "../listener.ts";
 import { acceptStreams } from "../stream/accept.ts";
 import { targetDialer } from "../stream/dial.ts";

@@ -4,7 +4,7 @@ import { Agent, createServer, request, type Server } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { SvidSource } from "../../lib/spiffe/x509-source.ts";
-import type { ListenerConfig } from "../../proxy/config/validate.ts";
+import type { ListenerConfig } from "../../proxy/config/types.ts";
 import { startHttpListener } from "../../proxy/http/listener.ts";
 import type { RunningListener } from "../../proxy/listener.ts";
 import { createLogger } from "../../proxy/log.ts";

@@ -276,6 +276,14 @@ describe("metrics", () => {
     expect(value("svc_proxy_svid_expiry_timestamp_seconds")).toBeGreaterThan(Date.now() / 1000);
     // Two upstream answers passed through the server proxy: their JSON bodies, byte for byte.
     expect(value('svc_proxy_http_body_bytes_total{listener="l",direction="response"}')).toBe(responseBytes);
+    // prom-client's process metrics and the build, as every Prometheus exporter has them.
+    expect(value("process_resident_memory_bytes")).toBeGreaterThan(1_000_000);
+    expect(value("process_open_fds")).toBeGreaterThan(3);
+    expect(value("process_max_fds")).toBeGreaterThan(value("process_open_fds"));
+    expect(value("process_start_time_seconds")).toBeLessThanOrEqual(Date.now() / 1000);
+    expect(value("process_cpu_seconds_total")).toBeGreaterThan(0);
+    expect(scrape).toMatch(/^svc_proxy_build_info\{version="[^"]+",commit="[^"]+"\} 1$/m);
+    expect(scrape).not.toContain("nodejs_");
     expect((await fetch(`http://127.0.0.1:${metricsPort}/other`)).status).toBe(404);
   });
 });

@@ -1,5 +1,5 @@
 import { parseDuration } from "../../../lib/duration.ts";
-import type { ListenerConfig } from "../../config/validate.ts";
+import type { ListenerConfig } from "../../config/types.ts";
 
 /** The buffer middleware's options (specification 2.5) in working units; zero values already defaulted. */
 export interface BufferOptions {

@@ -1,0 +1,53 @@
+/**
+ * The resolved proxy configuration that validateConfig (validate.ts) returns and the proxy runs on:
+ * addresses, URLs and durations parsed, every default filled in.
+ */
+import type { ConfigInput, ListenerInput, MiddlewareInput } from "./schema.ts";
+
+export interface HostPort {
+  host: string;
+  port: number;
+}
+
+export interface ListenerConfig {
+  name: string;
+  address: HostPort;
+  mode: ListenerInput["mode"];
+  protocol: ListenerInput["protocol"];
+  target: URL;
+  /** True when the hop to the target is SPIFFE mTLS (client and central modes with https/tls/mqtts). */
+  targetMtls: boolean;
+  sourceIds: string[];
+  targetIds: string[];
+  timeouts: { readMs: number; writeMs: number; idleMs: number; handshakeMs: number };
+  disableKeepalive: boolean;
+  middlewares: MiddlewareInput[];
+}
+
+export interface AdmissionConfig {
+  address: HostPort;
+  certFile: string;
+  keyFile: string;
+  unlabeledPods: "deny" | "allow";
+  kubeconfig: string | undefined;
+}
+
+/** Where the notary keeps its records: an SQLite file (one replica) or PostgreSQL (any number). */
+export type NotaryDatabase =
+  | { kind: "sqlite"; path: string }
+  | { kind: "postgres"; url: string; passwordFile: string | undefined; poolSize: number };
+
+export interface ProxyConfig {
+  /** Empty when the proxy needs no SPIFFE identity (it serves only the admission webhook). */
+  workloadApi: string;
+  admission: AdmissionConfig | undefined;
+  metricsAddr: HostPort | undefined;
+  keylog: string | undefined;
+  notary: { enable: boolean; database: NotaryDatabase | undefined };
+  listeners: ListenerConfig[];
+  /** The document with defaults filled in, as `-check` prints it. */
+  effective: ConfigInput;
+}
+
+/** How a check reports a problem: the path of the field and what is wrong with it. */
+export type Problem = (path: string, message: string) => void;
