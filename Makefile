@@ -54,6 +54,12 @@ dist/svc-proxy: node_modules/.installed $(SOURCES) package.json Makefile dist/.b
 
 build: dist/svc dist/svc-proxy
 
+# The SPIFFE Workload API messages: lib/spiffe/gen/ (checked in) generated from
+# proto/spiffe/workload/workload.proto by buf and the protoc-gen-es of node_modules (proto/buf.gen.yaml).
+.PHONY: proto
+proto: node_modules/.installed
+	node_modules/.bin/buf generate --template proto/buf.gen.yaml
+
 typecheck: deps
 	$(TSC) -p .
 

@@ -1,7 +1,7 @@
 import { type ErrorCode, isSvcError } from "../lib/errors.ts";
 
 /** The one place where error codes become exit statuses. Users see the message; a stack only when asked (SVC_DEBUG=true, --log-stacktrace). */
-// svc curl's statuses are specification section 7: 1 network, 2 statement, 3 receipt, 4 HTTP error.
+// svc curl's statuses (docs/svc-curl.md, "Exit codes"): 1 network, 2 statement, 3 receipt, 4 HTTP error.
 const EXIT: Partial<Record<ErrorCode, number>> = {
   usage: 1,
   network: 1,

@@ -4,10 +4,10 @@ import { findKubectl } from "../../lib/kube/kubectl.ts";
 import { action } from "./cli.ts";
 
 /**
- * `svc completion bash|zsh|fish` (4.5): kubectl's own completion script, renamed for svc and asking svc
- * (`svc __complete …`) for candidates, so that resource names come from the current compartment
- * context's cluster and namespace and svc's own commands are offered too. It is registered for `svc`
- * and for `kubectl`, so that `alias kubectl=svc` completes as well.
+ * `svc completion bash|zsh|fish` (docs/svc-config.md, "Shell completion"): kubectl's own completion script,
+ * renamed for svc and asking svc (`svc __complete …`) for candidates, so that resource names come from the
+ * current compartment context's cluster and namespace and svc's own commands are offered too. It is
+ * registered for `svc` and for `kubectl`, so that `alias kubectl=svc` completes as well.
  */
 const SHELLS = ["bash", "zsh", "fish"] as const;
 

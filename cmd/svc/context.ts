@@ -5,7 +5,10 @@ import { compartmentLabel, findContext } from "../../lib/config/schema.ts";
 import { SvcError } from "../../lib/errors.ts";
 import { action } from "./cli.ts";
 
-/** `svc context list|use|create|delete|current` (specification 4.5): the compartment contexts of 2.1. */
+/**
+ * `svc context list|use|create|delete|current`: the compartment contexts of ~/.svc/config.yaml
+ * (docs/svc-config.md).
+ */
 function notFound(name: string, known: string[]): SvcError {
   return new SvcError(
     "usage",

@@ -26,7 +26,7 @@ export const globalArgs = {
   },
 } as const satisfies ArgsDef;
 
-/** --spiffe-socket-path, then SPIFFE_ENDPOINT_SOCKET, then the specification's default. */
+/** --spiffe-socket-path, then SPIFFE_ENDPOINT_SOCKET, then DEFAULT_SPIFFE_SOCKET (docs/svc-curl.md). */
 export function spiffeSocket(flag: string | undefined): string {
   return flag || process.env.SPIFFE_ENDPOINT_SOCKET || DEFAULT_SPIFFE_SOCKET;
 }

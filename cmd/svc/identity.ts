@@ -14,10 +14,10 @@ import { say } from "../say.ts";
 import { action, checkOutput } from "./cli.ts";
 
 /**
- * `svc identity` (4.5): the active compartment and who the cluster says you are (a SelfSubjectReview,
- * through kubectl), with the default groups and the svc: groups of 2.2; then the clearances the cluster
- * sees in your groups (what its admission policy and webhook go by, docs/admission.md), with a warning
- * when they do not cover the active compartment.
+ * `svc identity` (docs/svc-config.md): the active compartment and who the cluster says you are (a
+ * SelfSubjectReview, through kubectl), with the default groups and the svc: groups; then the clearances the
+ * cluster sees in your groups (what its admission policy and webhook go by, docs/admission.md), with a
+ * warning when they do not cover the active compartment.
  */
 const args = {
   output: { type: "string", alias: "o", description: "Output format: json or yaml" },

@@ -9,8 +9,8 @@ import type { Guarded, GuardInput } from "./guards/guard.ts";
 import { kubectlArgs, svcFlags } from "./line.ts";
 
 /**
- * Any command svc does not own goes to the real kubectl with the compartment context added (4.5: "passed
- * through with the compartment context added"). Without a current context svc is plain kubectl. The
+ * Any command svc does not own goes to the real kubectl with the compartment context added
+ * (docs/svc-config.md, "kubectl commands"). Without a current context svc is plain kubectl. The
  * commands that could cross a compartment are guarded first (docs/svc-guard.md); each guard module loads
  * only when its command runs. Standard streams and the TTY are inherited; signals reach kubectl (from a
  * terminal directly, as it shares our process group; sent to svc alone, passed on) and its exit status

@@ -5,10 +5,11 @@ import { dirname } from "node:path";
 import { AUDIT_LEVELS, type SvcConfig } from "./schema.ts";
 
 /**
- * The audit log of 2.1: one JSON line per command with time, user, context, compartment, command line,
- * target objects, decision and exit status. `auditLog.level` filters: allowed read-only commands are
- * debug, allowed changes info, forced overrides warn, refusals and usage errors error. Writing never stops
- * a command: a full disk or an unwritable file gives one warning on stderr and the command goes on.
+ * The audit log (docs/svc-config.md, "Audit log"): one JSON line per command with time, user, context,
+ * compartment, command line, target objects, decision and exit status. `auditLog.level` filters: allowed
+ * read-only commands are debug, allowed changes info, forced overrides warn, refusals and usage errors error.
+ * Writing never stops a command: a full disk or an unwritable file gives one warning on stderr and the
+ * command goes on.
  */
 export type Decision = "allowed" | "refused" | "forced" | "error";
 export type AuditLevel = (typeof AUDIT_LEVELS)[number];

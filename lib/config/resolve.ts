@@ -6,8 +6,8 @@ import { type CompartmentContext, compartmentLabel, findContext, type SvcConfig 
 
 /**
  * The compartment context a command runs in: the current context of the file, with SVC_COUNTRY,
- * SVC_SENSITIVITY and SVC_COMPARTMENT overriding its fields (2.1: the environment wins), and the
- * kubeconfig from KUBECONFIG, else the file's `kubeconfig`, else ~/.kube/config.
+ * SVC_SENSITIVITY and SVC_COMPARTMENT overriding its fields (the environment wins: docs/svc-config.md), and
+ * the kubeconfig from KUBECONFIG, else the file's `kubeconfig`, else ~/.kube/config.
  *
  * requireExplicitContextSwitch (decided here, docs/svc-config.md): when true, an environment variable may
  * not change the compartment — a value that differs from the current context is refused, so that moving
@@ -15,7 +15,7 @@ import { type CompartmentContext, compartmentLabel, findContext, type SvcConfig 
  */
 export interface ActiveContext extends CompartmentContext {
   name: string;
-  /** `<COUNTRY>-<SENSITIVITY>-<COMPARTMENT>`, the label value of 2.2. */
+  /** `<COUNTRY>-<SENSITIVITY>-<COMPARTMENT>`, the `svc.io/compartment` label value. */
   label: string;
   kubeconfig: string;
   /** Environment variables that changed a field. */

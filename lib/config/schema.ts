@@ -1,7 +1,7 @@
 import * as v from "valibot";
 
 /**
- * ~/.svc/config.yaml (specification 2.1). Context fields are upper case by convention (US, TS, ALPHA);
+ * ~/.svc/config.yaml (docs/svc-config.md). Context fields are upper case by convention (US, TS, ALPHA);
  * values are kept as written and compared case-insensitively.
  */
 const text = (what: string) =>
@@ -82,12 +82,15 @@ export function findContext(
   return Object.hasOwn(config.contexts, name) ? config.contexts[name] : undefined;
 }
 
-/** The naming convention of 2.1: `<country>-<sensitivity>-<compartment>` in lower case. */
+/** The naming convention of docs/svc-config.md: `<country>-<sensitivity>-<compartment>` in lower case. */
 export function contextName(c: Pick<CompartmentContext, "country" | "sensitivity" | "compartment">): string {
   return `${c.country}-${c.sensitivity}-${c.compartment}`.toLowerCase();
 }
 
-/** The compartment label value of 2.2: `<COUNTRY>-<SENSITIVITY>-<COMPARTMENT>` upper case. */
+/**
+ * The compartment label value (docs/svc-config.md, "svc apply"): `<COUNTRY>-<SENSITIVITY>-<COMPARTMENT>`
+ * upper case.
+ */
 export function compartmentLabel(
   c: Pick<CompartmentContext, "country" | "sensitivity" | "compartment">,
 ): string {

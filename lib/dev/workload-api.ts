@@ -1,6 +1,8 @@
 import { existsSync, mkdirSync, rmSync } from "node:fs";
 import { dirname } from "node:path";
+import type { DescMethod } from "@bufbuild/protobuf";
 import * as grpc from "@grpc/grpc-js";
+import { SpiffeWorkloadAPI } from "../spiffe/gen/spiffe/workload/workload_pb.ts";
 import { parseSpiffeId } from "../spiffe/id.ts";
 import { JwtBundleSet, validateJwtSvid } from "../spiffe/jwt.ts";
 import {
@@ -36,27 +38,28 @@ export interface DevWorkloadApiOptions {
 
 type Stream = grpc.ServerWritableStream<unknown, unknown>;
 
+// Paths and streaming kinds from the generated service descriptor; the bodies through workload-messages.
 const method = (
-  name: string,
-  responseStream: boolean,
+  m: DescMethod,
   req: { decode(b: Uint8Array): unknown },
   res: { encode(v: never): Uint8Array },
 ) => ({
-  path: `/${SERVICE}/${name}`,
+  path: `/${SERVICE}/${m.name}`,
   requestStream: false,
-  responseStream,
+  responseStream: m.methodKind === "server_streaming",
   requestSerialize: (v: unknown) => Buffer.from(v as Uint8Array),
   requestDeserialize: (b: Buffer) => req.decode(b),
   responseSerialize: (v: unknown) => Buffer.from(res.encode(v as never)),
   responseDeserialize: (b: Buffer) => b,
 });
 
+const rpc = SpiffeWorkloadAPI.method;
 const definition = {
-  FetchX509SVID: method("FetchX509SVID", true, empty, x509SvidResponse),
-  FetchX509Bundles: method("FetchX509Bundles", true, empty, x509BundlesResponse),
-  FetchJWTSVID: method("FetchJWTSVID", false, jwtSvidRequest, jwtSvidResponse),
-  FetchJWTBundles: method("FetchJWTBundles", true, empty, jwtBundlesResponse),
-  ValidateJWTSVID: method("ValidateJWTSVID", false, validateJwtSvidRequest, validateJwtSvidResponse),
+  FetchX509SVID: method(rpc.fetchX509SVID, empty, x509SvidResponse),
+  FetchX509Bundles: method(rpc.fetchX509Bundles, empty, x509BundlesResponse),
+  FetchJWTSVID: method(rpc.fetchJWTSVID, jwtSvidRequest, jwtSvidResponse),
+  FetchJWTBundles: method(rpc.fetchJWTBundles, empty, jwtBundlesResponse),
+  ValidateJWTSVID: method(rpc.validateJWTSVID, validateJwtSvidRequest, validateJwtSvidResponse),
 };
 
 const securityHeaderMissing = {

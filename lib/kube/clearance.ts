@@ -53,8 +53,9 @@ export function clearancesOf(groups: readonly string[]): Clearances {
 }
 
 /**
- * The annotations of 2.2, each naming two of the three parts: `mls.svc.dev/level` `<country>:<sensitivity>`
- * and `mls.svc.dev/compartment` `<country>:<compartment>`; undefined when the value has another shape.
+ * The MLS annotations (docs/svc-config.md, "svc apply"), each naming two of the three parts:
+ * `mls.svc.dev/level` `<country>:<sensitivity>` and `mls.svc.dev/compartment` `<country>:<compartment>`;
+ * undefined when the value has another shape.
  */
 export function parseLevelNote(value: string): Partial<Compartment> | undefined {
   const m = /^([A-Za-z]{2,3}):(TS|S|C|U|ts|s|c|u)$/.exec(value);

@@ -4,7 +4,8 @@ import { COMPARTMENT_LABEL } from "./inject.ts";
 import { refuseRawIntoPods } from "./raw-path.ts";
 
 /**
- * The words after `get` for `svc get` (4.5) is kubectl get plus the COMPARTMENT column and the compartment filters:
+ * The words after `get` for `svc get` (docs/svc-config.md, "svc get") is kubectl get plus the COMPARTMENT
+ * column and the compartment filters:
  * - tables (no -o, or -o wide) get `-L svc.io/compartment`, which kubectl heads COMPARTMENT; other
  *   outputs (yaml, json, jsonpath, custom-columns, name) stay kubectl's;
  * - `--current-compartment` (or `--filter-compartment` without a value): only the current compartment;

@@ -1,6 +1,7 @@
 /**
- * `svc describe` (4.5): kubectl's description with the MLS labels and annotations highlighted — on a
- * terminal only, and never when NO_COLOR is set (https://no-color.org) or output is piped.
+ * `svc describe` (docs/svc-config.md, "svc describe"): kubectl's description with the MLS labels and
+ * annotations highlighted — on a terminal only, and never when NO_COLOR is set (https://no-color.org) or
+ * output is piped.
  */
 const MLS = /(svc\.io\/compartment|mls\.svc\.dev\/[\w.-]+)(=|:\s*)(\S+)/g;
 const BOLD_YELLOW = "\u001b[1;33m";

@@ -1,8 +1,8 @@
 import { SvcError } from "../errors.ts";
 
 /**
- * The MLS labels and annotations of specification 2.2, injected by `svc apply` into an object and every
- * pod template it holds, touching nothing else:
+ * The MLS labels and annotations (docs/svc-config.md, "svc apply"), injected by `svc apply` into an object
+ * and every pod template it holds, touching nothing else:
  *   label      svc.io/compartment      <COUNTRY>-<SENSITIVITY>-<COMPARTMENT>
  *   annotation mls.svc.dev/level       <country>:<sensitivity>
  *   annotation mls.svc.dev/compartment <country>:<compartment>

@@ -14,7 +14,10 @@ export interface MarksEntry extends Marks {
   uid: string;
 }
 
-/** An object's compartment marks (2.2): its label and the two annotations, each undefined when absent. */
+/**
+ * An object's compartment marks (docs/svc-config.md, "svc apply"): its label and the two annotations, each
+ * undefined when absent.
+ */
 export interface Marks {
   /** The `svc.io/compartment` label. */
   compartment: string | undefined;

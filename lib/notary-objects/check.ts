@@ -5,9 +5,10 @@ import { type ReceiptClaims, verifyReceipt } from "./receipt.ts";
 import { type StatementClaims, verifyStatement } from "./statement.ts";
 
 /**
- * What `svc curl` checks on a notarized response (specification 4.5 rules 1 and 4, DESIGN.md 4): the
- * Svc-Workload-ID header, the statement it names (from Svc-Workload-Statement, or fetched by the caller),
- * signed by the peer it talked to when that is known; with a receipt, that it describes this exchange.
+ * What `svc curl` checks on a notarized response (docs/svc-curl.md, "What is verified"; the objects in
+ * docs/notary.md, "Formats"): the Svc-Workload-ID header, the statement it names (from
+ * Svc-Workload-Statement, or fetched by the caller), signed by the peer it talked to when that is known;
+ * with a receipt, that it describes this exchange.
  */
 export interface Sent {
   method: string;

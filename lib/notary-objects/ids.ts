@@ -1,8 +1,8 @@
 import { createHash } from "node:crypto";
 
 /**
- * Notary object IDs are content addresses (DESIGN.md 4): base64url without padding of the SHA-256 of
- * the exact bytes — the compact JWS text for statements and receipts, the DER for certificates.
+ * Notary object IDs are content addresses (docs/notary.md, "Formats"): base64url without padding of the
+ * SHA-256 of the exact bytes — the compact JWS text for statements and receipts, the DER for certificates.
  */
 export function contentId(bytes: string | Uint8Array): string {
   return createHash("sha256").update(bytes).digest("base64url");

@@ -7,9 +7,9 @@ import type { SpiffeId } from "../spiffe/id.ts";
 import { verifyX509Svid } from "../spiffe/x509svid.ts";
 
 /**
- * Compact JWS signed with an X.509-SVID key, the SVID chain in `x5c` (DESIGN.md 4), so that anyone with
- * the trust bundle verifies offline: chain to the bundle (at the time the object was issued), leaf URI
- * SAN equal to `iss`, signature.
+ * Compact JWS signed with an X.509-SVID key, the SVID chain in `x5c` (docs/notary.md, "Formats"), so that
+ * anyone with the trust bundle verifies offline: chain to the bundle (at the time the object was issued),
+ * leaf URI SAN equal to `iss`, signature.
  */
 export interface SvidSigner {
   key: KeyObject;

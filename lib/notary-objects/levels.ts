@@ -1,5 +1,5 @@
 /**
- * Notarization levels (specification 4.3 rule 9), chosen per request with the Svc-Notarization-Level
+ * Notarization levels (docs/notary.md, "Levels"), chosen per request with the Svc-Notarization-Level
  * request header: shared by the proxy's notary and `svc curl`.
  */
 export const LEVELS = ["workload", "logRequest", "signRequest"] as const;

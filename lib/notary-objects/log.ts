@@ -11,7 +11,6 @@ import { type Hash, leafHash, verifyInclusion } from "./merkle.ts";
  * edited or deleted in the database no longer hashes to its leaf.
  */
 export type LeafKind = "certificate" | "statement" | "exchange" | "receipt";
-export const LEAF_KINDS: readonly LeafKind[] = ["certificate", "statement", "exchange", "receipt"];
 
 /** A leaf's bytes: its kind, a zero byte, then the record (a JWS's text, a certificate's DER, …). */
 export function leafData(kind: LeafKind, record: Uint8Array | string): Uint8Array {

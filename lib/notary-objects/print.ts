@@ -3,7 +3,7 @@ import type { StatementClaims } from "./statement.ts";
 
 /**
  * The readable layouts of `svc curl --print-workload` / `--print-receipt` and `svc notary verify`
- * (specification 2.3 and 2.4): labelled fields, lists and maps indented, Raw Claims as JSON.
+ * (docs/svc-curl.md): labelled fields, lists and maps indented, Raw Claims as JSON.
  */
 const pad = (label: string) => `  ${`${label}:`.padEnd(24)}`;
 

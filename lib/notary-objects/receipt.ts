@@ -5,8 +5,8 @@ import { type SvidSigner, signJws, type VerifiedJws, verifyJws } from "./jws.ts"
 import type { SignedObject } from "./statement.ts";
 
 /**
- * The request receipt (specification 2.4): a proxy's signed account of one exchange — what was asked and
- * what was answered, bodies as length and SHA-256 — tied to the workload statement of the upstream.
+ * The request receipt (docs/notary.md, "Formats"): a proxy's signed account of one exchange — what was asked
+ * and what was answered, bodies as length and SHA-256 — tied to the workload statement of the upstream.
  */
 export const RECEIPT_TYP = "svc-receipt+jws";
 export const RECEIPT_AUDIENCE_SUFFIX = "/receipt";

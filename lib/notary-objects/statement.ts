@@ -4,8 +4,8 @@ import { contentId } from "./ids.ts";
 import { type SvidSigner, signJws, type VerifiedJws, verifyJws } from "./jws.ts";
 
 /**
- * The workload identity statement (specification 2.3): a proxy's signed account of the upstream workload
- * it authenticated, with the pod facts it checked in the cluster API.
+ * The workload identity statement (docs/notary.md, "Formats"): a proxy's signed account of the upstream
+ * workload it authenticated, with the pod facts it checked in the cluster API.
  */
 export const STATEMENT_TYP = "svc-workload-statement+jws";
 export const STATEMENT_AUDIENCE_SUFFIX = "/workload-statement";

@@ -1,6 +1,6 @@
 import { RE2JS } from "re2js";
 import { SvcError } from "../errors.ts";
-import { parseSpiffeId, parseTrustDomain, type SpiffeId } from "./id.ts";
+import type { SpiffeId } from "./id.ts";
 
 /**
  * Peer authorization as plain functions of the peer's verified SPIFFE ID, composed in one place.
@@ -12,18 +12,7 @@ export type Authorizer = (peer: SpiffeId) => Authorization;
 const ALLOW: Authorization = { allowed: true };
 const deny = (reason: string): Authorization => ({ allowed: false, reason });
 
-export const authorizeAny = (): Authorizer => () => ALLOW;
-
-export function authorizeId(expected: string): Authorizer {
-  const want = parseSpiffeId(expected).uri;
-  return (peer) => (peer.uri === want ? ALLOW : deny(`peer ${peer.uri} is not ${want}`));
-}
-
-export function authorizeMemberOf(trustDomain: string): Authorizer {
-  const td = parseTrustDomain(trustDomain);
-  return (peer) =>
-    peer.trustDomain === td ? ALLOW : deny(`peer ${peer.uri} is not a member of trust domain "${td}"`);
-}
+const ANY: Authorizer = () => ALLOW;
 
 /**
  * Compiles SPIFFE ID patterns with Go's RE2 syntax and semantics (re2js, never JS RegExp: the syntax
@@ -48,10 +37,11 @@ export function compilePatterns(patterns: readonly string[], field = "spiffe_ids
 
 /**
  * Allows a peer when at least one pattern matches its SPIFFE ID (unanchored, like Go's MatchString;
- * anchor patterns with ^ and $). An empty list allows any authenticated peer (specification 5.3).
+ * anchor patterns with ^ and $). An empty list allows any authenticated peer (docs/identity.md, "Peer
+ * authorization").
  */
 export function authorizeMatching(patterns: readonly string[], field?: string): Authorizer {
-  if (patterns.length === 0) return authorizeAny();
+  if (patterns.length === 0) return ANY;
   const compiled = compilePatterns(patterns, field);
   return (peer) =>
     compiled.some((re) => re.matcher(peer.uri).find())
@@ -59,15 +49,4 @@ export function authorizeMatching(patterns: readonly string[], field?: string): 
       : deny(
           `peer ${peer.uri} matches none of ${compiled.length} allowed pattern(s) ${JSON.stringify(patterns)}`,
         );
-}
-
-/** All authorizers must allow; the first denial is returned. */
-export function authorizeAll(...authorizers: Authorizer[]): Authorizer {
-  return (peer) => {
-    for (const a of authorizers) {
-      const r = a(peer);
-      if (!r.allowed) return r;
-    }
-    return ALLOW;
-  };
 }

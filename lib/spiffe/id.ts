@@ -14,8 +14,8 @@ export interface SpiffeId {
   readonly uri: string;
 }
 
-export const MAX_ID_BYTES = 2048;
-export const MAX_TRUST_DOMAIN_BYTES = 255;
+const MAX_ID_BYTES = 2048;
+const MAX_TRUST_DOMAIN_BYTES = 255;
 
 const SCHEME = "spiffe://";
 const TRUST_DOMAIN_CHAR = /^[a-z0-9._-]$/;
@@ -47,7 +47,7 @@ export function parseTrustDomain(name: string): string {
 }
 
 /** Validates a path ("" or "/seg/seg"); returns it or throws naming the fault. */
-export function parsePath(path: string, whole = path): string {
+function parsePath(path: string, whole = path): string {
   if (path === "") return path;
   if (!path.startsWith("/")) throw invalid(whole, "the path must start with /");
   const segments = path.slice(1).split("/");
@@ -76,8 +76,8 @@ export function parseSpiffeId(input: string): SpiffeId {
   if (typeof input !== "string" || input === "") throw invalid(String(input), "it is empty");
   if (Buffer.byteLength(input) > MAX_ID_BYTES)
     throw invalid(`${input.slice(0, 40)}…`, `longer than ${MAX_ID_BYTES} bytes`);
-  // The scheme and the trust domain are lower case (sections 2.1 and 2.2), as go-spiffe holds them;
-  // folding `SPIFFE://EXAMPLE.ORG` would let two spellings name one workload.
+  // The scheme and the trust domain are lower case (the standard's sections 2.1 and 2.2), as go-spiffe holds
+  // them; folding `SPIFFE://EXAMPLE.ORG` would let two spellings name one workload.
   if (!input.startsWith(SCHEME)) {
     throw invalid(
       input,
@@ -121,10 +121,4 @@ export function podIdentity(id: SpiffeId): PodIdentity | undefined {
     string,
   ];
   return { trustDomain: id.trustDomain, namespace, serviceAccount, podName, podUid };
-}
-
-export function podSpiffeId(p: PodIdentity): SpiffeId {
-  return parseSpiffeId(
-    `${SCHEME}${p.trustDomain}/ns/${p.namespace}/sa/${p.serviceAccount}/pod/${p.podName}/${p.podUid}`,
-  );
 }

@@ -1,7 +1,7 @@
 import * as v from "valibot";
 
 /**
- * The svc-proxy configuration (specification 2.5 and 8) as valibot schemas: structure, types and every
+ * The svc-proxy configuration (docs/proxy-configuration.md) as valibot schemas: structure, types and every
  * default. Rules that relate fields to each other live in rules.ts.
  */
 const got = (input: unknown) => (input === undefined ? "nothing" : JSON.stringify(input));

@@ -1,6 +1,6 @@
 /**
- * Paths of fields the schema does not know. The specification lets them be ignored, but a misspelt
- * `source.spiffe_ids` silently allows every peer, so the proxy warns about each one.
+ * Paths of fields the schema does not know. They are ignored, but a misspelt `source.spiffe_ids` silently
+ * allows every peer, so the proxy warns about each one (docs/proxy-configuration.md, "Warnings").
  */
 interface SchemaNode {
   type: string;

@@ -23,7 +23,7 @@ import { isBuffered, type ProxyRequest, type ProxyResponse, proxyResponse, type 
 const MAX_STREAMS = 100;
 
 /**
- * One HTTP listener (specification 4.2): client mode takes plaintext and calls the target over SPIFFE
+ * One HTTP listener (docs/proxy-http.md): client mode takes plaintext and calls the target over SPIFFE
  * mTLS; server mode authenticates callers with SPIFFE mTLS and calls the target in plaintext (or ordinary
  * HTTPS); central does mTLS on both sides. Server and central tell the target who called in Svc-Peer-ID.
  */

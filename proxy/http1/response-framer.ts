@@ -1,7 +1,5 @@
 import { emptyParts, type HeadParts, latin1, readResponseHead } from "./head-bytes.ts";
 import {
-  type BodyEvent,
-  type Event,
   FAILED,
   type Fields,
   type Framing,
@@ -52,8 +50,6 @@ export class ResponseHead extends MessageHead {
   }
 }
 
-export type ResponseEvent = Event<ResponseHead> | BodyEvent;
-
 const STATUS_LINE = /^(HTTP\/1\.[01]) (\d{3})(?: (.*))?$/;
 const NONE: Framing = { kind: "none" };
 const CLOSE: Framing = { kind: "close" };
@@ -74,18 +70,6 @@ export class ResponseFramer extends MessageFramer<ResponseHead> {
     this.stopped = true;
     if (this.body) this.body.closed(sink as MessageSink<unknown>);
     else if (this.buf.length > 0) sink.error(502, "connection closed inside a response head");
-  }
-
-  /** closed(), as events. */
-  closedEvents(): ResponseEvent[] {
-    const events: ResponseEvent[] = [];
-    this.closed({
-      head: (head) => events.push({ type: "head", head }),
-      body: (src, start, end) => events.push({ type: "body", data: src.subarray(start, end) }),
-      end: () => events.push({ type: "end" }),
-      error: (status, reason) => events.push({ type: "error", status, reason }),
-    });
-    return events;
   }
 
   protected head(sink: MessageSink<ResponseHead>): number {

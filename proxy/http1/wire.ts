@@ -392,23 +392,7 @@ export abstract class MessageFramer<Head> {
       else if (r === MORE) return;
     }
   }
-
-  /** Feeds received bytes and returns what they completed as events (for tests and simple callers). */
-  push(chunk: Uint8Array): (Event<Head> | BodyEvent)[] {
-    const events: (Event<Head> | BodyEvent)[] = [];
-    this.feed(chunk, collector(events));
-    return events;
-  }
 }
 
+/** What a sink hears, as a value: the relay queues a caller's requests as these. */
 export type Event<Head> = { type: "head"; head: Head } | { type: "tunnel" };
-
-export function collector<Head>(events: (Event<Head> | BodyEvent)[]): Required<MessageSink<Head>> {
-  return {
-    head: (head) => events.push({ type: "head", head }),
-    body: (src, start, end) => events.push({ type: "body", data: src.subarray(start, end) }),
-    end: () => events.push({ type: "end" }),
-    error: (status, reason) => events.push({ type: "error", status, reason }),
-    tunnel: () => events.push({ type: "tunnel" }),
-  };
-}

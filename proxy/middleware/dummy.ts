@@ -2,8 +2,8 @@ import type { MiddlewareInput } from "../config/schema.ts";
 import type { Middleware } from "../http/types.ts";
 
 /**
- * The diagnostic middleware (specification 4.3 rule 8): logs each request and its response status; with a
- * nonempty `message`, adds it to the Svc-Dummy header of the request and of the response.
+ * The diagnostic middleware (docs/proxy-http.md, "Middlewares"): logs each request and its response status;
+ * with a nonempty `message`, adds it to the Svc-Dummy header of the request and of the response.
  */
 export function dummy(options: Extract<MiddlewareInput, { type: "dummy" }>): Middleware {
   return async (req, next) => {

@@ -5,10 +5,10 @@ import { type Middleware, proxyResponse } from "../http/types.ts";
 import type { MiddlewareContext } from "./context.ts";
 
 /**
- * The notary query routes (specification 4.3): GET /.svc/workload/{id}, /.svc/certificate/{id},
+ * The notary query routes (docs/notary.md, "Query routes"): GET /.svc/workload/{id}, /.svc/certificate/{id},
  * /.svc/receipt/{id}, and /.svc/receipt/{id}/proof (the receipt's inclusion proof in the notary log, with
  * a signed tree head), answered from the notary database as JSON (docs/notary.md shows the bodies).
- * Access is the listener's: whoever passed source.spiffe_ids (rule 4.3.7). Other paths go on.
+ * Access is the listener's: whoever passed source.spiffe_ids. Other paths go on.
  */
 const ROUTE = /^\/\.svc\/(workload|certificate|receipt)\/([^/?]*)(\/proof)?(\?.*)?$/;
 

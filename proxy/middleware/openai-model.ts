@@ -1,7 +1,7 @@
 /**
- * The model of the chat-completions API that the openai middleware keeps (specification 4.3 rule 2):
- * any field not named here is removed from requests and responses. `true` keeps a value as it is; an
- * object keeps the named fields of an object, or of each object in an array. docs/openai.md lists it.
+ * The model of the chat-completions API that the openai middleware keeps (docs/openai.md, "The model",
+ * lists it): any field not named here is removed from requests and responses. `true` keeps a value as it
+ * is; an object keeps the named fields of an object, or of each object in an array.
  */
 export type FieldModel = true | { [field: string]: FieldModel };
 

@@ -9,7 +9,7 @@ import type { MiddlewareContext } from "./context.ts";
 import { applyModel, REQUEST_MODEL, RESPONSE_MODEL } from "./openai-model.ts";
 
 /**
- * The chat-completions filter (specification 4.3 rules 1–5, 9): only POST /v1/chat/completions passes
+ * The chat-completions filter (docs/openai.md): only POST /v1/chat/completions passes
  * (others 403 unless allowUnknown); request bodies up to 1 MiB; fields outside the model removed from
  * request and response; with the notary, successfully parsed 200 JSON responses are notarized at the
  * level the caller asks for in Svc-Notarization-Level.
@@ -79,7 +79,9 @@ export function openai(
     const final = whole(res, bytes);
     if (!ctx.notary) return final;
     if (!res.upstream) {
-      req.log.warn("openai: not notarized: the target is not an authenticated SPIFFE workload (rule 4.3.5)");
+      req.log.warn(
+        "openai: not notarized: the target is not an authenticated SPIFFE workload (docs/openai.md)",
+      );
       return final;
     }
     try {
@@ -119,7 +121,9 @@ function tooLarge(length?: number): ProxyResponse {
   );
 }
 
-/** The parsed body of a 200 JSON response, or undefined (such responses are not notarized, rule 4.3.4). */
+/**
+ * The parsed body of a 200 JSON response, or undefined (other responses are not notarized: docs/openai.md).
+ */
 function json(res: ProxyResponse, body: Uint8Array): object | undefined {
   const type = String(res.headers["content-type"] ?? "");
   if (res.status !== 200 || body.length === 0 || !/^application\/([\w.+-]+\+)?json\b/i.test(type))

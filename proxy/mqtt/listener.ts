@@ -8,7 +8,7 @@ import { PublishBuffer } from "./buffer/publish-buffer.ts";
 import { tunnel } from "./tunnel.ts";
 
 /**
- * An MQTT listener (specification 4.2): modes and schemes as for TCP (mqtt:// and mqtts://). Without the
+ * An MQTT listener (docs/proxy-mqtt.md): modes and schemes as for TCP (mqtt:// and mqtts://). Without the
  * buffer middleware each caller connection is tunnelled to its own target connection (tunnel.ts); with
  * it, publishing sessions are acknowledged here and delivered through the buffer (buffer/).
  */

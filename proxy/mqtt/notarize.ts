@@ -13,9 +13,9 @@ import type { Notary } from "../notary-service/notary.ts";
 import { encode, PacketDecoder, Reason, userProperty } from "./codec.ts";
 
 /**
- * Notarization over unbuffered MQTT 5 (specification 4.4). A client asks for a level with the user
- * property `svc.notarization` on CONNECT (for the whole connection) or on a PUBLISH (for that message).
- * The proxy answers with user properties:
+ * Notarization over unbuffered MQTT 5 (docs/proxy-mqtt.md, "Notarization"). A client asks for a level with
+ * the user property `svc.notarization` on CONNECT (for the whole connection) or on a PUBLISH (for that
+ * message). The proxy answers with user properties:
  * - CONNACK: `svc.workload-id`, the workload statement of the upstream;
  * - PUBACK of a QoS 1 PUBLISH: `svc.workload-id`; `svc.request-id` for logRequest and signRequest;
  *   `svc.receipt-id` for signRequest (the receipt records PUBLISH, the topic, the payload digest and the

@@ -4,9 +4,10 @@ import type { ProxyRequest, Upstream } from "../http/types.ts";
 import type { Notary } from "./notary.ts";
 
 /**
- * Notarizes one buffered HTTP exchange at `level` and returns the response headers that carry the
- * result (DESIGN.md 4): Svc-Workload-ID and Svc-Workload-Statement always, Svc-Receipt-ID and Svc-Receipt
- * for signRequest. Throws SvcError("pod_mismatch" | "kube_api" | "notary") when no statement can be made.
+ * Notarizes one buffered HTTP exchange at `level` and returns the response headers that carry the result
+ * (docs/notary.md, "Levels"): Svc-Workload-ID and Svc-Workload-Statement always, Svc-Receipt-ID and
+ * Svc-Receipt for signRequest. Throws SvcError("pod_mismatch" | "kube_api" | "notary") when no statement can
+ * be made.
  */
 export interface BufferedExchange {
   req: ProxyRequest;

@@ -42,9 +42,9 @@ interface Cached {
 }
 
 /**
- * The notary: workload statements about authenticated upstreams (specification 2.3, 5.5), cached per
- * upstream certificate and target, revalidated against the cluster API in the background; request logs
- * and signed receipts (2.4). Everything it issues is stored and served by notary-query.
+ * The notary (docs/notary.md): workload statements about authenticated upstreams, cached per upstream
+ * certificate and target, revalidated against the cluster API in the background; request logs and signed
+ * receipts. Everything it issues is stored and served by notary-query.
  */
 export class Notary {
   private readonly statements = new Map<string, Cached>();
@@ -165,7 +165,10 @@ export class Notary {
     return statement;
   }
 
-  /** Checks the upstream against its pod (specification 5.5) and collects what the statement says. */
+  /**
+   * Checks the upstream against its pod (docs/notary.md, "What the notary needs") and collects what the
+   * statement says.
+   */
   private async facts(upstream: Upstream): Promise<WorkloadFacts> {
     const id = upstream.id;
     const p = podIdentity(id);

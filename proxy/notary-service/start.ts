@@ -10,9 +10,9 @@ import { openStore } from "./open-store.ts";
 
 /**
  * Opens what the notary needs, failing at start with a clear message rather than on the first request:
- * the database, cluster API credentials, and a JWT-SVID from the Workload API (specification 5.1). Then
- * checks the notary log; a log that fails the check leaves the notary refusing (503) with the reason,
- * while the listeners serve everything that needs no notary.
+ * the database, cluster API credentials, and a JWT-SVID from the Workload API (docs/notary.md, "What the
+ * notary needs"). Then checks the notary log; a log that fails the check leaves the notary refusing (503)
+ * with the reason, while the listeners serve everything that needs no notary.
  */
 export async function startNotary(
   database: NotaryDatabase,

@@ -6,9 +6,10 @@ import { relay } from "../stream/relay.ts";
 import { serveCaller } from "../stream/serve-caller.ts";
 
 /**
- * A TCP listener (specification 4.2): each accepted connection gets its own connection to the target and
- * bytes are relayed both ways unchanged. No timeouts apply (section 8): a connection lives as long as both
- * ends keep it open. A target that cannot be reached or is refused closes the caller's connection.
+ * A TCP listener (docs/proxy-tcp.md): each accepted connection gets its own connection to the target and
+ * bytes are relayed both ways unchanged. Of the timeouts only `handshake` applies: an established
+ * connection lives as long as both ends keep it open. A target that cannot be reached or is refused
+ * closes the caller's connection.
  */
 export function startTcpListener(l: ListenerConfig, deps: ListenerDeps): Promise<RunningListener> {
   const log = deps.log.with({ listener: l.name });

@@ -11,7 +11,7 @@ import { NODE } from "./testbed/kube.ts";
 import { waitUntil } from "./testbed/process.ts";
 
 /**
- * The cluster enforces compartments without svc (issue 14): plain kubectl, as users whose client
+ * The cluster enforces compartments without svc (docs/admission.md): plain kubectl, as users whose client
  * certificates carry svc: groups, against the ValidatingAdmissionPolicy and svc-proxy's admission webhook
  * from deploy/admission. Everything lives in namespace alpha, where every developer has RBAC: only the
  * compartment rules keep alice out of the BRAVO objects there.

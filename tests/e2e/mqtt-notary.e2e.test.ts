@@ -11,7 +11,7 @@ import { exactId, svcProxyAs, useTestbed, workload, workloadHome } from "./suppo
 import { freePort } from "./testbed/process.ts";
 
 /**
- * MQTT notarization (specification 4.4) with SPIRE pod identities: the test bed's mosquitto behind a
+ * MQTT notarization (docs/proxy-mqtt.md) with SPIRE pod identities: the test bed's mosquitto behind a
  * server proxy running as pod api-0 (and one as the stale pod, whose UID does not match); a client proxy
  * as web-0 with the notary, an MQTT listener and an HTTP listener serving notary-query.
  */

@@ -188,7 +188,7 @@ describe("notary with the openai middleware", () => {
     expect(out.receipt).toBeUndefined();
   });
 
-  test("--print-workload shows the fields of 2.3", async () => {
+  test("--print-workload shows the fields of docs/svc-curl.md", async () => {
     const r = await svc([
       "curl",
       "-s",

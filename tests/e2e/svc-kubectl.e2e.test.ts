@@ -156,7 +156,7 @@ describe("svc exec keeps to the current compartment", () => {
     expect(r.out).toBe("inside\n");
   });
 
-  test("a pod of another compartment is refused with the message of section 7, nothing runs", () => {
+  test("a pod of another compartment is refused with the message of docs/svc-guard.md, nothing runs", () => {
     svc(["context", "use", "us-ts-alpha"]);
     const r = svc(["exec", "stale-0", "--", "echo", "inside"]);
     expect(r.code).toBe(1);
@@ -219,7 +219,7 @@ describe("svc apply", () => {
     "    spec: {containers: [{name: c, image: nginx}]}",
   ].join("\n");
 
-  test("--dry-run=client -o yaml shows the labels and annotations of 2.2 on the object and its pod template", () => {
+  test("--dry-run=client -o yaml shows the MLS labels and annotations on the object and its pod template", () => {
     svc(["context", "use", "us-ts-alpha"]);
     const file = join(dir, "deploy.yaml");
     writeFileSync(file, deployment);

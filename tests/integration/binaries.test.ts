@@ -72,7 +72,7 @@ describe("dist/svc", () => {
 });
 
 describe("dist/svc-proxy", () => {
-  test("-help lists the flags of the specification", () => {
+  test("-help lists the flags of docs/proxy-configuration.md", () => {
     const r = run(["dist/svc-proxy", "-help"]);
     expect(r.code).toBe(0);
     for (const flag of ["-config", "-version", "-zap-log-level", "-zap-encoder", "-zap-devel"])

@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { tempDir } from "../support/dev-api.ts";
 import { BUN, ROOT } from "../support/proc.ts";
 
-/** svc-proxy's configuration sources and -check, as a process (specification 4.1). */
+/** svc-proxy's configuration sources and -check, as a process (docs/proxy-configuration.md). */
 const dir = tempDir();
 const yamlDoc = (name: string) => `spiffe:
   workload_socket_path: unix:///run/spire/agent.sock

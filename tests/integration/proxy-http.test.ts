@@ -439,7 +439,7 @@ describe("HTTP/2 callers", () => {
   });
 });
 
-describe("server mode with an https:// target (rule 4.2.2)", () => {
+describe("server mode with an https:// target (ordinary HTTPS, not SPIFFE)", () => {
   test("ordinary HTTPS verification applies: refused without the CA, accepted with it", async () => {
     const pkiDir = tempDir();
     const pki = await writeClusterPki(pkiDir); // a CA and a serving certificate for 127.0.0.1
@@ -533,7 +533,7 @@ describe("shutdown and key log", () => {
 });
 
 describe("central mode", () => {
-  test("client → central → server: the server authenticates the central proxy (rule 4.2.3)", async () => {
+  test("client → central → server: the server authenticates the central proxy", async () => {
     const [serverPort, centralPort, clientPort] = [await freePort(), await freePort(), await freePort()];
     await startSvcProxy(
       config("api", [

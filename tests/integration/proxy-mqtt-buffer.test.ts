@@ -129,7 +129,7 @@ describe("MQTT publish buffer", () => {
     const deadline = Date.now() + 60_000;
     while (new Set(seen).size < total && Date.now() < deadline) await Bun.sleep(100);
     expect(new Set(seen).size).toBe(total);
-    // Duplicates are allowed (rule 5); first arrivals are in publish order.
+    // Duplicates are allowed (docs/proxy-mqtt.md, local acknowledgements); first arrivals are in publish order.
     const first = [...new Set(seen)];
     expect(first).toEqual(first.slice().sort((x, y) => x - y));
     expect(logLines(b.client).some((l) => l.msg === "upstream failed")).toBe(true);

@@ -46,7 +46,7 @@ const listed = (file: string) =>
     .map((l) => (l.startsWith("*") ? `*${l.slice(1).trim().split(/\s+/)[0]}` : l.trim().split(/\s+/)[0]));
 
 describe("svc context", () => {
-  test("create, use, current and list with the columns of 4.5", () => {
+  test("create, use, current and list with the columns of docs/svc-config.md", () => {
     writeFileSync(config, "# team settings\ndefaultUserGroups: [system:authenticated]\n");
     expect(
       svc(

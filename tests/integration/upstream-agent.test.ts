@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createSecureServer } from "node:http2";
 import { request } from "node:https";
 import { join } from "node:path";
-import { authorizeAny } from "../../lib/spiffe/authorizer.ts";
+import { authorizeMatching } from "../../lib/spiffe/authorizer.ts";
 import { X509Source } from "../../lib/spiffe/x509-source.ts";
 import { attachSpiffeAuth, mtlsServerOptions } from "../../lib/tls/mtls.ts";
 import { createUpstreamAgent } from "../../lib/tls/upstream-agent.ts";
@@ -30,7 +30,7 @@ afterAll(async () => {
 
 describe("upstream agent", () => {
   test("rotations replace the agent; retired agents are released once idle, so they do not pile up", async () => {
-    const policy = { source, authorize: authorizeAny() };
+    const policy = { source, authorize: authorizeMatching([]) };
     // node:http2 with HTTP/1.1 allowed: the Bun server that shows the client certificate (as the listeners).
     const server = createSecureServer({ ...mtlsServerOptions(policy), allowHTTP1: true }, (_req, res) =>
       res.end("ok"),

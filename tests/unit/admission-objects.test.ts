@@ -6,7 +6,7 @@ import type { OwnerLookup } from "../../proxy/admission/consistency.ts";
 import { type AdmissionRequest, type ReviewDeps, review } from "../../proxy/admission/review.ts";
 
 /**
- * The webhook's decisions beyond requests into pods (issue 31): bindings, evictions, scale and tokens by
+ * The webhook's decisions beyond requests into pods (docs/admission.md): bindings, evictions, scale and tokens by
  * the requester's clearances; references and owners by the object's own compartment.
  */
 const ALICE = ["svc:country:us", "svc:sensitivity:ts", "svc:compartment:alpha"];

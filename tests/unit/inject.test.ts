@@ -8,7 +8,7 @@ const marks = {
   annotations: { "mls.svc.dev/level": "us:ts", "mls.svc.dev/compartment": "us:alpha" },
 };
 
-describe("MLS injection (2.2)", () => {
+describe("MLS injection (docs/svc-config.md, svc apply)", () => {
   test("a Deployment: the object and its pod template, keeping existing labels and everything else", () => {
     const d = {
       apiVersion: "apps/v1",

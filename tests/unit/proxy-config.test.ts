@@ -25,7 +25,7 @@ function problems(doc: unknown): string[] {
   return [];
 }
 
-describe("proxy configuration: defaults (specification 2.5 and 8)", () => {
+describe("proxy configuration: defaults (docs/proxy-configuration.md)", () => {
   test("every default is filled in", () => {
     const { config } = validateConfig(base());
     expect(config.metricsAddr).toEqual({ host: "", port: 7600 });

@@ -1,6 +1,10 @@
 import { describe, expect, test } from "bun:test";
 import fc from "fast-check";
-import { type ResponseEvent, ResponseFramer } from "../../proxy/http1/response-framer.ts";
+import { ResponseFramer, type ResponseHead } from "../../proxy/http1/response-framer.ts";
+import type { BodyEvent, Event } from "../../proxy/http1/wire.ts";
+import { framed } from "../support/framer-events.ts";
+
+type ResponseEvent = Event<ResponseHead> | BodyEvent;
 
 const bytes = (s: string) => new TextEncoder().encode(s);
 
@@ -25,8 +29,8 @@ function summary(events: ResponseEvent[]): string[] {
 function frame(methods: string[], chunks: string[], close = false): string[] {
   const f = new ResponseFramer();
   for (const m of methods) f.expect(m);
-  const events = chunks.flatMap((c) => f.push(bytes(c)));
-  return summary(close ? [...events, ...f.closedEvents()] : events);
+  const events = chunks.flatMap((c) => framed<ResponseHead>((sink) => f.feed(bytes(c), sink)));
+  return summary(close ? [...events, ...framed<ResponseHead>((sink) => f.closed(sink))] : events);
 }
 
 describe("HTTP/1.1 response framing", () => {

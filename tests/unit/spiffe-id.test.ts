@@ -1,7 +1,7 @@
 import { describe, expect, test } from "bun:test";
 import fc from "fast-check";
 import { isSvcError } from "../../lib/errors.ts";
-import { parseSpiffeId, parseTrustDomain, podIdentity, podSpiffeId } from "../../lib/spiffe/id.ts";
+import { parseSpiffeId, parseTrustDomain, podIdentity } from "../../lib/spiffe/id.ts";
 
 // The rules of the SPIFFE ID standard, section 2, one row each.
 const valid: [string, string, string][] = [
@@ -114,11 +114,5 @@ describe("pod-form SPIFFE IDs", () => {
     "spiffe://cluster.local/ns/prod/serviceaccount/api/pod/p/u",
   ])("%s is not the pod form", (uri) => {
     expect(podIdentity(parseSpiffeId(uri))).toBeUndefined();
-  });
-
-  test("builds the pod form back from its parts", () => {
-    const parts = { trustDomain: "td", namespace: "n", serviceAccount: "s", podName: "p", podUid: "u" };
-    expect(podSpiffeId(parts).uri).toBe("spiffe://td/ns/n/sa/s/pod/p/u");
-    expect(podIdentity(podSpiffeId(parts))).toEqual(parts);
   });
 });

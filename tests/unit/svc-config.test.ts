@@ -33,7 +33,7 @@ describe("~/.svc/config.yaml", () => {
     expect(c.config.requireExplicitContextSwitch).toBe(false);
   });
 
-  test("every field of 2.1 is read", () => {
+  test("every field of docs/svc-config.md is read", () => {
     const c = loadConfig(
       write(
         "full.yaml",
@@ -174,7 +174,7 @@ auditLog: {enabled: false, path: /a.log, level: info}
     expect(text).toContain("currentContext: b # the usual one");
   });
 
-  test("naming conventions of 2.1 and 2.2", () => {
+  test("naming conventions: context names and compartment labels", () => {
     const c = { country: "US", sensitivity: "TS", compartment: "Alpha" };
     expect(contextName(c)).toBe("us-ts-alpha");
     expect(compartmentLabel(c)).toBe("US-TS-ALPHA");

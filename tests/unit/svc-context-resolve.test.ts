@@ -21,14 +21,14 @@ const config = (over: Partial<SvcConfig> = {}): SvcConfig => ({
 });
 
 describe("the active compartment context", () => {
-  test("comes from the current context, with the label of 2.2", () => {
+  test("comes from the current context, with its compartment label", () => {
     const c = activeContext(config(), {});
     expect(c.label).toBe("US-TS-ALPHA");
     expect(c.kubeContext).toBe("k");
     expect(c.overriddenBy).toEqual([]);
   });
 
-  test("environment variables override the file (2.1)", () => {
+  test("environment variables override the file", () => {
     const c = activeContext(config(), { SVC_COMPARTMENT: "bravo", SVC_SENSITIVITY: "TS" });
     expect(c.label).toBe("US-TS-BRAVO");
     expect(c.overriddenBy).toEqual(["SVC_COMPARTMENT"]);

@@ -6,11 +6,11 @@ import { say } from "../../say.ts";
 import type { Guarded, GuardInput } from "./guard.ts";
 
 /**
- * `svc delete` (4.5): before kubectl deletes, svc looks the same objects up (`kubectl get` with the same
- * selection) and warns on stderr for each one of another compartment. It warns, it does not stop:
- * deletion is kubectl's, and RBAC decides. `--force` skips the warnings and is still passed to kubectl,
- * where it keeps kubectl's meaning (bypass graceful deletion). `--raw` sends a DELETE to a path of the
- * user's choice: one into a pod, a service or a node (through its proxy) is refused, --force or not.
+ * `svc delete` (docs/svc-config.md, "svc delete"): before kubectl deletes, svc looks the same objects up
+ * (`kubectl get` with the same selection) and warns on stderr for each one of another compartment. It warns,
+ * it does not stop: deletion is kubectl's, and RBAC decides. `--force` skips the warnings and is still passed
+ * to kubectl, where it keeps kubectl's meaning (bypass graceful deletion). `--raw` sends a DELETE to a path
+ * of the user's choice: one into a pod, a service or a node (through its proxy) is refused, --force or not.
  */
 const DELETE_ONLY = new Set([
   "force",

@@ -10,9 +10,9 @@ import { type Guarded, type GuardInput, refuseUnlessOverridden, restWithout } fr
  * apply, create and replace from manifests (-f files, directories, -R, URLs, `-` for standard input; -k
  * through `kubectl kustomize`). svc reads the manifests itself and hands kubectl exactly what it checked
  * (`-f -`), so a file or URL that changes in between cannot slip past.
- * - apply (4.5, 2.2) injects the compartment labels and annotations into every object and pod template;
- *   an object labelled for another compartment is refused, and so is one that exists in the cluster in
- *   another compartment (or in none): applying would move it into the current one.
+ * - apply (docs/svc-config.md, "svc apply") injects the compartment labels and annotations into every object
+ *   and pod template; an object labelled for another compartment is refused, and so is one that exists in the
+ *   cluster in another compartment (or in none): applying would move it into the current one.
  * - create refuses objects labelled for another compartment.
  * - replace refuses those too, and any object whose marks differ from the live object's.
  * `--force` with the cluster's override permission lets such a write through (for apply and replace,

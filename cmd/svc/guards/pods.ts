@@ -7,12 +7,12 @@ import { isNodeRef, type PodRef, podSelector, podTargets } from "../../../lib/ku
 import { type Guarded, type GuardInput, refuseUnlessOverridden, restWithout } from "./guard.ts";
 
 /**
- * exec, attach, cp, debug and port-forward (4.5, 7): they run only against pods of the current
- * compartment. svc resolves what kubectl will reach — the named pod; for `TYPE/NAME` every pod the
- * object selects (kubectl picks one of them, so all must pass); the objects of `-f` files — through the
- * command's own cluster target, and refuses with section 7's message if any of them is of another
- * compartment or has no compartment label. Anything it cannot resolve is refused. `--force` overrides
- * for users the cluster allows to (guard.ts).
+ * exec, attach, cp, debug and port-forward (docs/svc-guard.md, "Every way into a pod"): they run only against
+ * pods of the current compartment. svc resolves what kubectl will reach — the named pod; for `TYPE/NAME`
+ * every pod the object selects (kubectl picks one of them, so all must pass); the objects of `-f` files —
+ * through the command's own cluster target, and refuses with the message of docs/svc-guard.md ("Every way
+ * into a pod") if any of them is of another compartment or has no compartment label. Anything it cannot
+ * resolve is refused. `--force` overrides for users the cluster allows to (guard.ts).
  */
 interface FoundPod {
   name: string;

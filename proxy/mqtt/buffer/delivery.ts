@@ -8,7 +8,7 @@ import type { BufferOptions } from "./options.ts";
 import type { MessageQueue, QueuedMessage } from "./queue.ts";
 
 /**
- * Delivers one session's buffered messages to the target (specification 8, MQTT buffer rules 1, 5, 7):
+ * Delivers one session's buffered messages to the target (docs/proxy-mqtt.md, "Reconnecting"):
  * connects on demand with the client's CONNECT, sends in order with up to WINDOW QoS 1 messages in flight,
  * removes a QoS 1 message on the target's PUBACK and a QoS 0 message once written. A failed attempt
  * requeues what was in flight and retries after a delay that doubles from reconnect-backoff.initial up to

@@ -1,7 +1,7 @@
 import { parseDuration } from "../../../lib/duration.ts";
 import type { ListenerConfig } from "../../config/types.ts";
 
-/** The buffer middleware's options (specification 2.5) in working units; zero values already defaulted. */
+/** The buffer middleware's options (docs/proxy-mqtt.md) in working units; zero values already defaulted. */
 export interface BufferOptions {
   maxBytes: number;
   /** 0: no count limit. */

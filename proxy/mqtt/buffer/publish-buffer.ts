@@ -11,7 +11,7 @@ import type { BufferOptions } from "./options.ts";
 import { MessageQueue, type Offer } from "./queue.ts";
 
 /**
- * The MQTT publish buffer (specification 8, MQTT buffer rules 2–6, 8): client connections are answered
+ * The MQTT publish buffer (docs/proxy-mqtt.md, "The publish buffer"): client connections are answered
  * here — a local CONNACK that does not confirm broker acceptance, a PUBACK once a QoS 1 message is queued
  * — and each session (client identifier) has its own in-memory queue, delivered to the target by its own
  * upstream connection. Only publishing: SUBSCRIBE, QoS 2 and notarization are refused with MQTT's reason
@@ -186,7 +186,7 @@ export class PublishBuffer {
     socket.resume();
   }
 
-  /** Answers a PUBLISH by what the queue made of it (rules 5 and 6). */
+  /** Answers a PUBLISH by what the queue made of it (docs/proxy-mqtt.md, "Limits and overflow"). */
   private answer(
     result: Offer,
     p: IPublishPacket,

@@ -2,7 +2,7 @@ import type { BufferEvents } from "./events.ts";
 import type { BufferOptions } from "./options.ts";
 
 /**
- * One client session's publish buffer (specification 8, MQTT buffer rules 2, 6, 7): messages in arrival
+ * One client session's publish buffer (docs/proxy-mqtt.md, "Limits and overflow"): messages in arrival
  * order, bounded by payload bytes and count, with the overflow policies. A message leaves when the target
  * acknowledged it (QoS 1), when it was written (QoS 0), or when it is dropped; messages sent but not yet
  * acknowledged stay counted (in flight) and go back to the front when the connection fails.
@@ -110,7 +110,7 @@ export class MessageQueue {
     return this.seq;
   }
 
-  /** A QoS 0 message whose write failed goes back to the front, to be retried (rule 5). */
+  /** A QoS 0 message whose write failed goes back to the front, to be retried (docs/proxy-mqtt.md). */
   unsent(m: QueuedMessage): void {
     this.waiting.splice(this.head, 0, m);
   }

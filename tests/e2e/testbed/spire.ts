@@ -142,7 +142,7 @@ plugins {
             name: w.pod,
             namespace: w.namespace,
             labels: { app: w.name },
-            // The annotations of 2.2 for the namespace's compartment (alpha US-TS, bravo UK-S).
+            // The MLS annotations (docs/svc-config.md) for the namespace's compartment (alpha US-TS, bravo UK-S).
             annotations:
               w.namespace === "bravo"
                 ? { "mls.svc.dev/compartment": "uk:bravo", "mls.svc.dev/level": "uk:s" }
