@@ -3,17 +3,17 @@
  * relays bytes as they come and, by mode, also does part of what the relay listener does per request:
  *
  *   bytes    relays bytes only
- *   framing  also frames each request and response with proxy/http1 (the results are dropped)
+ *   framing  also frames each request and response with proxy/http/wire (the results are dropped)
  *   heads    also builds the heads the relay would send, and sends those instead of the received ones
  *
  *   bun bench/hop-variants.ts <mode> <listenPort> <targetPort>
  */
 import type { Socket } from "bun";
-import { RequestFramer, type RequestHead } from "../proxy/http1/request-framer.ts";
-import { ResponseFramer, type ResponseHead } from "../proxy/http1/response-framer.ts";
-import type { MessageSink } from "../proxy/http1/wire.ts";
-import { connectionTokens, requestHead, responseHead } from "../proxy/relay/head.ts";
-import { Outbox } from "../proxy/relay/outbox.ts";
+import { connectionTokens, requestHead, responseHead } from "../proxy/http/relay/head.ts";
+import { Outbox } from "../proxy/http/relay/outbox.ts";
+import { RequestFramer, type RequestHead } from "../proxy/http/wire/request-framer.ts";
+import { ResponseFramer, type ResponseHead } from "../proxy/http/wire/response-framer.ts";
+import type { MessageSink } from "../proxy/http/wire/wire.ts";
 
 const [mode = "bytes", listen, target] = process.argv.slice(2);
 const framing = mode !== "bytes";

@@ -16,8 +16,8 @@ const START: Record<
   // loaded only when a listener needs it, or while a key log is written (Bun's sockets cannot log keys).
   http: async (l, deps) =>
     l.middlewares.length === 0 && !deps.keylog
-      ? (await import("./relay/listener.ts")).startRelayListener(l, deps)
-      : (await import("./http/listener.ts")).startHttpListener(l, deps),
+      ? (await import("./http/relay/listener.ts")).startRelayListener(l, deps)
+      : (await import("./http/full/listener.ts")).startHttpListener(l, deps),
   tcp: startTcpListener,
   // mqtt-packet costs ~20 ms to import: only proxies with an MQTT listener pay it.
   mqtt: async (l, deps) => (await import("./mqtt/listener.ts")).startMqttListener(l, deps),

@@ -1,10 +1,17 @@
 import type { IncomingHttpHeaders, OutgoingHttpHeaders } from "node:http";
 
 /**
- * Header handling of a forwarding HTTP proxy (RFC 9110 section 7.6.1): hop-by-hop headers, and any header
- * that Connection names, are not forwarded in either direction. HTTP/2 pseudo-headers are dropped.
+ * The header policy of both HTTP paths (the relay, proxy/http/relay/, and the full path,
+ * proxy/http/full/), as a forwarding proxy applies it (RFC 9110 section 7.6.1):
+ *
+ * - hop-by-hop fields, and any field that Connection names, are not passed on in either direction;
+ * - on requests the proxy writes Svc-Peer-ID itself (a caller's own never passes) and appends the
+ *   caller's address to X-Forwarded-For;
+ * - a request keeps the caller's X-Request-Id, or is given a new one.
+ *
+ * Names here are lower case, as both paths compare them.
  */
-export const HOP_BY_HOP = [
+export const HOP_BY_HOP: ReadonlySet<string> = new Set([
   "connection",
   "keep-alive",
   "proxy-connection",
@@ -14,29 +21,59 @@ export const HOP_BY_HOP = [
   "trailer",
   "transfer-encoding",
   "upgrade",
-];
+]);
 
-/** The request header that tells the target who called (server and central modes). */
+/** The request field that tells the target who called (server and central modes). */
 export const PEER_ID_HEADER = "svc-peer-id";
+export const REQUEST_ID_HEADER = "x-request-id";
+export const FORWARDED_FOR_HEADER = "x-forwarded-for";
 
-export function endToEnd(headers: IncomingHttpHeaders | OutgoingHttpHeaders): OutgoingHttpHeaders {
-  const named = String(headers.connection ?? "")
-    .split(",")
-    .map((h) => h.trim().toLowerCase())
-    .filter(Boolean);
-  const out: OutgoingHttpHeaders = {};
-  for (const [k, v] of Object.entries(headers)) {
-    const key = k.toLowerCase();
-    if (v === undefined || key.startsWith(":") || HOP_BY_HOP.includes(key) || named.includes(key)) continue;
-    out[key] = v;
-  }
+/** Request fields the proxy writes itself: what a caller sent under these names is replaced or merged. */
+const WRITTEN_ON_REQUESTS: ReadonlySet<string> = new Set([PEER_ID_HEADER, FORWARDED_FOR_HEADER]);
+
+/** The tokens of a Connection field's value, lower case. */
+export function connectionTokens(values: Iterable<string>): Set<string> {
+  const out = new Set<string>();
+  for (const value of values)
+    for (const t of value.split(",")) {
+      const token = t.trim().toLowerCase();
+      if (token) out.add(token);
+    }
   return out;
 }
 
-/** Appends the caller's address to X-Forwarded-For, as reverse proxies do. */
-export function forwardedFor(headers: OutgoingHttpHeaders, remoteAddress: string): void {
-  const prior = headers["x-forwarded-for"];
-  headers["x-forwarded-for"] = prior
-    ? `${Array.isArray(prior) ? prior.join(", ") : prior}, ${remoteAddress}`
-    : remoteAddress;
+/**
+ * Whether a field (`key` in lower case) is passed on as the peer sent it. `named`: the tokens of the
+ * message's Connection field; `request`: the message goes to the target.
+ */
+export function passesOn(key: string, named: ReadonlySet<string>, request: boolean): boolean {
+  return !HOP_BY_HOP.has(key) && !named.has(key) && !(request && WRITTEN_ON_REQUESTS.has(key));
+}
+
+/** The X-Request-Id of a request: the caller's, or a new one. */
+export function requestId(fromCaller: string | undefined): string {
+  return fromCaller ?? crypto.randomUUID();
+}
+
+/** X-Forwarded-For after the proxy: what the caller sent (if anything), then the caller's address. */
+export function forwardedFor(prior: string | undefined, remoteAddress: string): string {
+  return prior ? `${prior}, ${remoteAddress}` : remoteAddress;
+}
+
+/** The full path's copy of a node:http head: only what passes on (HTTP/2 pseudo-fields never do). */
+export function endToEnd(
+  headers: IncomingHttpHeaders | OutgoingHttpHeaders,
+  request: boolean,
+): OutgoingHttpHeaders {
+  const connection = headers.connection;
+  const named = connectionTokens(
+    connection === undefined ? [] : Array.isArray(connection) ? connection : [String(connection)],
+  );
+  const out: OutgoingHttpHeaders = {};
+  for (const [k, v] of Object.entries(headers)) {
+    const key = k.toLowerCase();
+    if (v === undefined || key.startsWith(":") || !passesOn(key, named, request)) continue;
+    out[key] = v;
+  }
+  return out;
 }

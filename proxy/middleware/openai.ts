@@ -2,7 +2,7 @@ import { Readable } from "node:stream";
 import { isSvcError } from "../../lib/errors.ts";
 import { isLevel, LEVEL_HEADER, LEVELS } from "../../lib/notary-objects/levels.ts";
 import type { MiddlewareInput } from "../config/schema.ts";
-import { readBody } from "../http/body.ts";
+import { readBody } from "../http/full/body.ts";
 import { type Middleware, type ProxyResponse, proxyResponse } from "../http/types.ts";
 import { notarizeExchange } from "../notary-service/http.ts";
 import type { MiddlewareContext } from "./context.ts";

@@ -2,7 +2,7 @@ import type { ListenerConfig } from "../config/types.ts";
 import type { ListenerDeps, RunningListener } from "../listener.ts";
 import { acceptStreams } from "../stream/accept.ts";
 import { targetDialer } from "../stream/dial.ts";
-import { relay } from "../stream/relay.ts";
+import { pipeBoth } from "../stream/pipe.ts";
 import { serveCaller } from "../stream/serve-caller.ts";
 
 /**
@@ -15,6 +15,6 @@ export function startTcpListener(l: ListenerConfig, deps: ListenerDeps): Promise
   const log = deps.log.with({ listener: l.name });
   const dial = targetDialer(l, deps);
   return acceptStreams(l, deps, (caller, peer) =>
-    serveCaller(caller, peer, dial, deps, log, (c, target) => relay(c, target.socket)),
+    serveCaller(caller, peer, dial, deps, log, (c, target) => pipeBoth(c, target.socket)),
   );
 }

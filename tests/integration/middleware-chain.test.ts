@@ -5,7 +5,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { SvidSource } from "../../lib/spiffe/x509-source.ts";
 import type { ListenerConfig } from "../../proxy/config/types.ts";
-import { startHttpListener } from "../../proxy/http/listener.ts";
+import { startHttpListener } from "../../proxy/http/full/listener.ts";
 import type { RunningListener } from "../../proxy/listener.ts";
 import { createLogger } from "../../proxy/log.ts";
 import { registerMiddleware } from "../../proxy/middleware/chain.ts";

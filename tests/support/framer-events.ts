@@ -1,4 +1,4 @@
-import type { BodyEvent, Event, MessageSink } from "../../proxy/http1/wire.ts";
+import type { BodyEvent, Event, MessageSink } from "../../proxy/http/wire/wire.ts";
 
 /**
  * What a framer delivers to its sink during `drive`, as a list of events, for assertions:

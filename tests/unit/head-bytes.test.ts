@@ -5,12 +5,12 @@ import {
   type HeadParts,
   readRequestHead,
   readResponseHead,
-} from "../../proxy/http1/head-bytes.ts";
-import { RequestHead, readRequestText } from "../../proxy/http1/request-framer.ts";
-import { readResponseText } from "../../proxy/http1/response-framer.ts";
+} from "../../proxy/http/wire/head-bytes.ts";
+import { RequestHead, readRequestText } from "../../proxy/http/wire/request-framer.ts";
+import { readResponseText } from "../../proxy/http/wire/response-framer.ts";
 
 /**
- * The byte reader of heads (proxy/http1/head-bytes.ts) against the string reader it stands in for: on
+ * The byte reader of heads (proxy/http/wire/head-bytes.ts) against the string reader it stands in for: on
  * generated heads and their mutations, every head the byte reader accepts, the string reader accepts with
  * the same parts. (Where the byte reader declines, the framers ask the string reader, so its answer,
  * accept or refuse, is the framer's.)

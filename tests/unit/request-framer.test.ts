@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import fc from "fast-check";
-import { type FramerEvent, RequestFramer, type RequestHead } from "../../proxy/http1/request-framer.ts";
+import { type FramerEvent, RequestFramer, type RequestHead } from "../../proxy/http/wire/request-framer.ts";
 import { framed } from "../support/framer-events.ts";
 
 const bytes = (s: string) => new TextEncoder().encode(s);

@@ -1,7 +1,7 @@
 import { describe, expect, test } from "bun:test";
 import fc from "fast-check";
-import { ResponseFramer, type ResponseHead } from "../../proxy/http1/response-framer.ts";
-import type { BodyEvent, Event } from "../../proxy/http1/wire.ts";
+import { ResponseFramer, type ResponseHead } from "../../proxy/http/wire/response-framer.ts";
+import type { BodyEvent, Event } from "../../proxy/http/wire/wire.ts";
 import { framed } from "../support/framer-events.ts";
 
 type ResponseEvent = Event<ResponseHead> | BodyEvent;

@@ -1,12 +1,12 @@
 import { isIP } from "node:net";
 import type { Socket, SocketHandler } from "bun";
-import { SvcError } from "../../lib/errors.ts";
-import type { Authorizer } from "../../lib/spiffe/authorizer.ts";
-import type { SvidSource } from "../../lib/spiffe/x509-source.ts";
-import { bunTlsOptions, verifyBunPeer } from "../../lib/tls/bun-peer.ts";
-import type { Upstream as VerifiedUpstream } from "../http/types.ts";
-import { ResponseFramer, type ResponseHead } from "../http1/response-framer.ts";
-import type { MessageSink } from "../http1/wire.ts";
+import { SvcError } from "../../../lib/errors.ts";
+import type { Authorizer } from "../../../lib/spiffe/authorizer.ts";
+import type { SvidSource } from "../../../lib/spiffe/x509-source.ts";
+import { bunTlsOptions, verifyBunPeer } from "../../../lib/tls/bun-peer.ts";
+import type { Upstream as VerifiedUpstream } from "../types.ts";
+import { ResponseFramer, type ResponseHead } from "../wire/response-framer.ts";
+import type { MessageSink } from "../wire/wire.ts";
 import { Outbox } from "./outbox.ts";
 
 /**

@@ -1,7 +1,14 @@
-import { HOP_BY_HOP, PEER_ID_HEADER } from "../http/headers.ts";
-import type { RequestHead } from "../http1/request-framer.ts";
-import type { ResponseHead } from "../http1/response-framer.ts";
-import type { Fields, MessageHead } from "../http1/wire.ts";
+import {
+  FORWARDED_FOR_HEADER,
+  forwardedFor,
+  PEER_ID_HEADER,
+  passesOn,
+  REQUEST_ID_HEADER,
+  connectionTokens as tokens,
+} from "../headers.ts";
+import type { RequestHead } from "../wire/request-framer.ts";
+import type { ResponseHead } from "../wire/response-framer.ts";
+import type { Fields, MessageHead } from "../wire/wire.ts";
 import type { Outbox } from "./outbox.ts";
 
 /**
@@ -11,8 +18,6 @@ import type { Outbox } from "./outbox.ts";
  * X-Request-Id, X-Forwarded-For) are added after the Connection-named ones are removed, so a caller's
  * Connection header cannot remove them, and a caller-supplied Svc-Peer-ID never passes.
  */
-const DROPPED = new Set([...HOP_BY_HOP, "content-length"]);
-
 export type BodyOut = { kind: "none" } | { kind: "length"; length: number } | { kind: "chunked" };
 
 /** No Connection tokens: shared, never added to. */
@@ -20,25 +25,16 @@ const NO_TOKENS: ReadonlySet<string> = new Set();
 
 /** The tokens a Connection header lists, lower case (`special`: names in lower case). */
 export function connectionTokens(special: Fields): ReadonlySet<string> {
-  let out: Set<string> | undefined;
-  for (const [name, value] of special)
-    if (name === "connection")
-      for (const t of value.split(",")) {
-        const token = t.trim().toLowerCase();
-        if (!token) continue;
-        out ??= new Set();
-        out.add(token);
-      }
-  return out ?? NO_TOKENS;
+  let values: string[] | undefined;
+  for (const [name, value] of special) if (name === "connection") (values ??= []).push(value);
+  return values ? tokens(values) : NO_TOKENS;
 }
-
-// Fields the proxy writes itself on requests: the caller's Svc-Peer-ID is dropped, X-Forwarded-For merged.
-const REWRITTEN = new Set([PEER_ID_HEADER, "x-forwarded-for"]);
 
 function endToEnd(fields: Fields, named: ReadonlySet<string>, request: boolean, out: string[]): void {
   for (const [name, value] of fields) {
     const key = name.toLowerCase();
-    if (DROPPED.has(key) || named.has(key) || (request && REWRITTEN.has(key))) continue;
+    // Content-Length is written again from what the relay does with the body (framingLine).
+    if (key === "content-length" || !passesOn(key, named, request)) continue;
     out.push(name, ": ", value, "\r\n");
   }
 }
@@ -92,20 +88,21 @@ export function requestHead(
   body: BodyOut,
   add: RequestAdditions,
 ): Uint8Array {
-  if (passable(h.special, h.version, "x-request-id")) {
-    let added = add.peer ? `svc-peer-id: ${add.peer}\r\n` : "";
-    if (add.requestId) added += `x-request-id: ${add.requestId}\r\n`;
-    return extended(h, `${added}x-forwarded-for: ${add.remoteAddress}\r\n`);
+  if (passable(h.special, h.version, REQUEST_ID_HEADER)) {
+    let added = add.peer ? `${PEER_ID_HEADER}: ${add.peer}\r\n` : "";
+    if (add.requestId) added += `${REQUEST_ID_HEADER}: ${add.requestId}\r\n`;
+    return extended(h, `${added}${FORWARDED_FOR_HEADER}: ${add.remoteAddress}\r\n`);
   }
   const out: string[] = [h.method, " ", h.target, " HTTP/1.1\r\n"];
-  let forwarded = "";
-  if (!named.has("x-forwarded-for"))
+  let prior: string | undefined;
+  if (!named.has(FORWARDED_FOR_HEADER))
     for (const [name, value] of h.headers)
-      if (name.length === 15 && name.toLowerCase() === "x-forwarded-for") forwarded += `${value}, `;
+      if (name.length === 15 && name.toLowerCase() === FORWARDED_FOR_HEADER)
+        prior = prior === undefined ? value : `${prior}, ${value}`;
   endToEnd(h.headers, named, true, out);
-  if (add.peer) out.push("svc-peer-id: ", add.peer, "\r\n");
-  if (add.requestId) out.push("x-request-id: ", add.requestId, "\r\n");
-  out.push("x-forwarded-for: ", forwarded, add.remoteAddress, "\r\n");
+  if (add.peer) out.push(PEER_ID_HEADER, ": ", add.peer, "\r\n");
+  if (add.requestId) out.push(REQUEST_ID_HEADER, ": ", add.requestId, "\r\n");
+  out.push(FORWARDED_FOR_HEADER, ": ", forwardedFor(prior, add.remoteAddress), "\r\n");
   framingLine(body, out);
   out.push("\r\n");
   return Buffer.from(out.join(""), "latin1");

@@ -4,20 +4,20 @@ import https from "node:https";
 import type { Socket } from "node:net";
 import { pipeline, type Readable, Transform } from "node:stream";
 import type { TLSSocket } from "node:tls";
-import { authorizeMatching } from "../../lib/spiffe/authorizer.ts";
-import type { SpiffeId } from "../../lib/spiffe/id.ts";
-import type { VerifiedPeer } from "../../lib/spiffe/x509svid.ts";
-import { attachSpiffeAuth, mtlsServerOptions, peerOf } from "../../lib/tls/mtls.ts";
-import { authenticatePeer, presentedChain } from "../../lib/tls/peer.ts";
-import { createUpstreamAgent } from "../../lib/tls/upstream-agent.ts";
-import { verifyPeerChain } from "../../lib/tls/verified-chains.ts";
-import type { ListenerConfig } from "../config/types.ts";
-import { type ListenerDeps, listen, type RunningListener, refusalReason } from "../listener.ts";
-import { buildChain } from "../middleware/chain.ts";
+import { authorizeMatching } from "../../../lib/spiffe/authorizer.ts";
+import type { SpiffeId } from "../../../lib/spiffe/id.ts";
+import type { VerifiedPeer } from "../../../lib/spiffe/x509svid.ts";
+import { attachSpiffeAuth, mtlsServerOptions, peerOf } from "../../../lib/tls/mtls.ts";
+import { authenticatePeer, presentedChain } from "../../../lib/tls/peer.ts";
+import { createUpstreamAgent } from "../../../lib/tls/upstream-agent.ts";
+import { verifyPeerChain } from "../../../lib/tls/verified-chains.ts";
+import type { ListenerConfig } from "../../config/types.ts";
+import { type ListenerDeps, listen, type RunningListener, refusalReason } from "../../listener.ts";
+import { buildChain } from "../../middleware/chain.ts";
+import { PEER_ID_HEADER, REQUEST_ID_HEADER, requestId } from "../headers.ts";
+import { isBuffered, type ProxyRequest, type ProxyResponse, proxyResponse, type Upstream } from "../types.ts";
 import { Connections } from "./connections.ts";
 import { forwarder } from "./forward.ts";
-import { PEER_ID_HEADER } from "./headers.ts";
-import { isBuffered, type ProxyRequest, type ProxyResponse, proxyResponse, type Upstream } from "./types.ts";
 
 // Concurrent streams per HTTP/2 caller connection, announced in SETTINGS (the common default).
 const MAX_STREAMS = 100;
@@ -118,7 +118,7 @@ export async function startHttpListener(l: ListenerConfig, deps: ListenerDeps): 
       return;
     }
     const peer: SpiffeId | undefined = verified?.id;
-    const id = (req.headers["x-request-id"] as string | undefined) ?? crypto.randomUUID();
+    const id = requestId(req.headers[REQUEST_ID_HEADER] as string | undefined);
     const reqLog = log.with({ request_id: id, ...(peer ? { peer: peer.uri } : {}) });
     const controller = new AbortController();
     let bytesIn = 0;
@@ -183,7 +183,7 @@ export async function startHttpListener(l: ListenerConfig, deps: ListenerDeps): 
     const headers = req.headers;
     delete headers[PEER_ID_HEADER];
     if (peer) headers[PEER_ID_HEADER] = peer.uri;
-    headers["x-request-id"] = id;
+    headers[REQUEST_ID_HEADER] = id;
     const preq: ProxyRequest = {
       id,
       listener: l.name,

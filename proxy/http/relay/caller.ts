@@ -1,9 +1,10 @@
 import type { Socket } from "bun";
-import type { VerifiedPeer } from "../../lib/spiffe/x509svid.ts";
-import { upstreamFailure } from "../http/failure.ts";
-import { type FramerEvent, RequestFramer, type RequestHead } from "../http1/request-framer.ts";
-import type { ResponseHead } from "../http1/response-framer.ts";
-import type { MessageSink } from "../http1/wire.ts";
+import type { VerifiedPeer } from "../../../lib/spiffe/x509svid.ts";
+import { upstreamFailure } from "../failure.ts";
+import { REQUEST_ID_HEADER, requestId } from "../headers.ts";
+import { type FramerEvent, RequestFramer, type RequestHead } from "../wire/request-framer.ts";
+import type { ResponseHead } from "../wire/response-framer.ts";
+import type { MessageSink } from "../wire/wire.ts";
 import type { RelayContext } from "./context.ts";
 import {
   type BodyOut,
@@ -216,9 +217,9 @@ export class CallerConn implements UpstreamOwner {
     }
     const named = connectionTokens(head.special);
     let callerId: string | undefined;
-    if (!named.has("x-request-id"))
-      for (const [name, value] of head.special) if (name === "x-request-id") callerId = value;
-    const id = callerId ?? crypto.randomUUID();
+    if (!named.has(REQUEST_ID_HEADER))
+      for (const [name, value] of head.special) if (name === REQUEST_ID_HEADER) callerId = value;
+    const id = requestId(callerId);
     const requestBody: BodyOut =
       head.body.kind === "fixed"
         ? { kind: "length", length: head.body.length }

@@ -1,9 +1,9 @@
 import type { Socket, SocketHandler, TCPSocketListener } from "bun";
-import { SvcError } from "../../lib/errors.ts";
-import { authorizeMatching } from "../../lib/spiffe/authorizer.ts";
-import { bunTlsOptions, verifyBunPeer } from "../../lib/tls/bun-peer.ts";
-import type { ListenerConfig } from "../config/types.ts";
-import { type ListenerDeps, type RunningListener, refusalReason } from "../listener.ts";
+import { SvcError } from "../../../lib/errors.ts";
+import { authorizeMatching } from "../../../lib/spiffe/authorizer.ts";
+import { bunTlsOptions, verifyBunPeer } from "../../../lib/tls/bun-peer.ts";
+import type { ListenerConfig } from "../../config/types.ts";
+import { type ListenerDeps, type RunningListener, refusalReason } from "../../listener.ts";
 import { CallerConn } from "./caller.ts";
 import type { RelayContext } from "./context.ts";
 import { fdBudget } from "./fd-budget.ts";

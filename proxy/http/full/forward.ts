@@ -2,9 +2,9 @@ import http from "node:http";
 import https from "node:https";
 import { isIP } from "node:net";
 import type { TLSSocket } from "node:tls";
-import { upstreamFailure } from "./failure.ts";
-import { endToEnd, forwardedFor } from "./headers.ts";
-import type { Handler, ProxyResponse, Upstream } from "./types.ts";
+import { upstreamFailure } from "../failure.ts";
+import { endToEnd, FORWARDED_FOR_HEADER, forwardedFor } from "../headers.ts";
+import type { Handler, ProxyResponse, Upstream } from "../types.ts";
 
 /**
  * The end of every chain: sends the request to the target, streaming both bodies, and hands back the
@@ -24,8 +24,13 @@ export function forwarder(o: ForwardOptions): Handler {
   const host = o.target.hostname.replace(/^\[|\]$/g, "");
   return (req) =>
     new Promise<ProxyResponse>((resolve) => {
-      const headers = endToEnd(req.headers);
-      forwardedFor(headers, req.remoteAddress);
+      // Svc-Peer-ID and X-Request-Id are already the proxy's own (the listener wrote them).
+      const headers = endToEnd(req.headers, false);
+      const prior = headers[FORWARDED_FOR_HEADER];
+      headers[FORWARDED_FOR_HEADER] = forwardedFor(
+        prior === undefined ? undefined : Array.isArray(prior) ? prior.join(", ") : String(prior),
+        req.remoteAddress,
+      );
       const out = (tls ? https : http).request(
         {
           host,
@@ -50,7 +55,7 @@ export function forwarder(o: ForwardOptions): Handler {
           }
           resolve({
             status: res.statusCode ?? 502,
-            headers: endToEnd(res.headers),
+            headers: endToEnd(res.headers, false),
             body: res,
             ...(upstream ? { upstream } : {}),
           });

@@ -1,5 +1,5 @@
-import type { ListenerEvents } from "../listener.ts";
-import type { Logger } from "../log.ts";
+import type { ListenerEvents } from "../../listener.ts";
+import type { Logger } from "../../log.ts";
 import type { UpstreamPool } from "./upstream.ts";
 
 /** What every caller connection of one relay listener shares. */

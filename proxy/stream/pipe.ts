@@ -2,13 +2,13 @@ import type { Duplex } from "node:stream";
 import type { Carried } from "./serve-caller.ts";
 
 /**
- * A full-duplex byte relay between two connected streams. Each direction is a pipe, so a slow reader
+ * A full-duplex byte pipe between two connected streams (TCP listeners). Each direction is a pipe, so a slow reader
  * pauses the other side's socket instead of letting the proxy buffer (backpressure). A half-close is passed
  * on: when one side ends its sending, the other side's writable end is ended and the opposite direction
  * keeps flowing. When either socket closes or fails, both are closed. Resolves with the byte counts and,
  * as the reason, the first error either side raised (a reset, a TLS alert).
  */
-export function relay(caller: Duplex, target: Duplex): Promise<Carried> {
+export function pipeBoth(caller: Duplex, target: Duplex): Promise<Carried> {
   return new Promise((resolve) => {
     const result: Carried = { toTarget: 0, toCaller: 0 };
     let done = false;
