@@ -7,7 +7,11 @@
  *   unbuffered pair, and through a pair whose client proxy buffers.
  * Needs `make build`, ghostunnel (`tests/e2e/build-peers.sh ghostunnel`) and mosquitto; no other peer.
  *
- *   bun bench/streams.ts [--mib 512] [--connections 2000] [--messages 20000] [--rounds 5] [--out bench/results/streams.md]
+ *   bun bench/streams.ts [--mib 512] [--connections 2000] [--messages 20000] [--rounds 5]
+ *                        [--baseline path/to/svc-proxy] [--out bench/results/streams.md]
+ *
+ * --baseline adds a pair of another svc-proxy binary (an earlier build) to the TCP and unbuffered MQTT
+ * paths, so that before and after alternate in one run.
  */
 import { existsSync, writeFileSync } from "node:fs";
 import { connect, createServer } from "node:net";
@@ -24,6 +28,7 @@ const { values: o } = parseArgs({
     connections: { type: "string", default: "2000" },
     messages: { type: "string", default: "20000" },
     rounds: { type: "string", default: "5" },
+    baseline: { type: "string" },
     out: { type: "string" },
   },
 });
@@ -110,9 +115,10 @@ try {
     join(run.dir, "mosquitto.conf"),
   ]);
 
-  const svcPair = async (protocol: "tcp" | "mqtt", target: number, buffer = false) => {
+  const svcPair = async (protocol: "tcp" | "mqtt", target: number, buffer = false, binary?: string) => {
     const [server, client] = [await freePort(), await freePort()];
-    const proxy = (sa: string, listener: object) => run.svcProxy(sa, { name: "l", protocol, ...listener });
+    const proxy = (sa: string, listener: object) =>
+      run.svcProxy(sa, { name: "l", protocol, ...listener }, undefined, binary);
     const [plain, tls] = protocol === "tcp" ? ["tcp", "tls"] : ["mqtt", "mqtts"];
     proxy("server", {
       address: `127.0.0.1:${server}`,
@@ -146,6 +152,14 @@ try {
     direct: { sink: portOf(sink), echo: portOf(echo) },
     "ghostunnel pair": { sink: await ghPair(portOf(sink)), echo: await ghPair(portOf(echo)) },
     "svc-proxy pair": { sink: await svcPair("tcp", portOf(sink)), echo: await svcPair("tcp", portOf(echo)) },
+    ...(o.baseline
+      ? {
+          "svc-proxy pair, baseline": {
+            sink: await svcPair("tcp", portOf(sink), false, o.baseline),
+            echo: await svcPair("tcp", portOf(echo), false, o.baseline),
+          },
+        }
+      : {}),
   };
   for (const [name, t] of Object.entries(tcpTargets)) {
     await throughput(t.sink, 32 * 1048576); // warm-up
@@ -172,6 +186,9 @@ try {
     "direct to mosquitto": brokerPort,
     "svc-proxy pair": await svcPair("mqtt", brokerPort),
     "svc-proxy pair, client buffering": await svcPair("mqtt", brokerPort, true),
+    ...(o.baseline
+      ? { "svc-proxy pair, baseline": await svcPair("mqtt", brokerPort, false, o.baseline) }
+      : {}),
   };
   for (const [name, port] of Object.entries(mqttTargets)) {
     await mqttRate(port, 1000); // warm-up

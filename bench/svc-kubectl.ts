@@ -8,7 +8,9 @@
  * Each pair runs alternately (kubectl, svc, kubectl, svc …) for --rounds rounds after a warm-up, so both
  * see the same machine. Reported: median wall time with the interquartile range, the ratio of medians,
  * and the median CPU time (user + system, the process and its children) — the steadier figure on a busy
- * machine.   bun bench/svc-kubectl.ts [--rounds 30] [--out bench/results/svc-kubectl.md]
+ * machine.   bun bench/svc-kubectl.ts [--rounds 30] [--baseline path/to/svc] [--out bench/results/svc-kubectl.md]
+ * --baseline runs another svc binary (an earlier build) as a third command of each round, so before and
+ * after alternate in one run.
  */
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -18,7 +20,11 @@ import { readTestbed } from "../tests/e2e/testbed/index.ts";
 import { median, medianIqr } from "./stats.ts";
 
 const { values } = parseArgs({
-  options: { rounds: { type: "string", default: "30" }, out: { type: "string" } },
+  options: {
+    rounds: { type: "string", default: "30" },
+    baseline: { type: "string" },
+    out: { type: "string" },
+  },
 });
 const rounds = Number(values.rounds);
 const tb = readTestbed();
@@ -59,10 +65,12 @@ const pairs: [string, string[], string[]][] = [
   ["version", ["kubectl", "version", "--client"], [svc, "version"]],
 ];
 
+const base = values.baseline;
 const lines = [
-  "| command | kubectl ms | svc ms | svc / kubectl | kubectl CPU ms | svc CPU ms |",
-  "|---|---:|---:|---:|---:|---:|",
+  `| command | kubectl ms | svc ms | svc / kubectl | kubectl CPU ms | svc CPU ms |${base ? " baseline svc ms | baseline CPU ms |" : ""}`,
+  `|---|---:|---:|---:|---:|---:|${base ? "---:|---:|" : ""}`,
 ];
+const asBaseline = (cmd: string[]) => (base && cmd[0] === svc ? [base, ...cmd.slice(1)] : undefined);
 try {
   for (const [name, plain, wrapped] of pairs) {
     for (let i = 0; i < 3; i++) {
@@ -71,6 +79,8 @@ try {
     }
     const a = { wall: [] as number[], cpu: [] as number[] };
     const b = { wall: [] as number[], cpu: [] as number[] };
+    const c = { wall: [] as number[], cpu: [] as number[] };
+    const before = asBaseline(wrapped);
     for (let i = 0; i < rounds; i++) {
       const x = run(plain);
       const y = run(wrapped);
@@ -78,9 +88,14 @@ try {
       a.cpu.push(x.cpuMs);
       b.wall.push(y.wallMs);
       b.cpu.push(y.cpuMs);
+      if (before) {
+        const z = run(before);
+        c.wall.push(z.wallMs);
+        c.cpu.push(z.cpuMs);
+      }
     }
     lines.push(
-      `| ${name} | ${medianIqr(a.wall)} | ${medianIqr(b.wall)} | **${(median(b.wall) / median(a.wall)).toFixed(2)}** | ${median(a.cpu).toFixed(1)} | ${median(b.cpu).toFixed(1)} |`,
+      `| ${name} | ${medianIqr(a.wall)} | ${medianIqr(b.wall)} | **${(median(b.wall) / median(a.wall)).toFixed(2)}** | ${median(a.cpu).toFixed(1)} | ${median(b.cpu).toFixed(1)} |${before ? ` ${medianIqr(c.wall)} | ${median(c.cpu).toFixed(1)} |` : ""}`,
     );
     process.stderr.write(`${lines.at(-1)}\n`);
   }
