@@ -1,56 +1,30 @@
-import { X509Certificate as NativeCert } from "node:crypto";
+import { createHash, X509Certificate as NativeCert } from "node:crypto";
+import { SvcError } from "../errors.ts";
 import {
-  children,
-  DerError,
-  expectTag,
-  oidText,
-  readBoolean,
-  readSmallInt,
-  readTime,
-  readTlv,
-  type Tlv,
-} from "./der.ts";
+  type CertFacts,
+  CertReadError,
+  ExtensionOid,
+  GeneralNameTag,
+  readCertificate,
+  refuseOversized,
+  splitCertificates,
+} from "./cert-reader.ts";
+
+export type { NameConstraint, NameConstraints } from "./cert-reader.ts";
 
 /**
- * One parsed certificate: the facts SVID rules need, read from the DER by our own strict reader
- * (extensions and their criticality, which node:crypto does not expose), and a native handle for
- * signature checks.
+ * One parsed certificate: the facts SVID rules need, read by @peculiar/x509 and its ASN.1 stack
+ * (cert-reader.ts), and a native handle for signature checks. Cert objects are frozen and shared: the
+ * same bytes give the same object while it is remembered (see parseCert).
  */
-export interface Cert {
+export interface Cert extends CertFacts {
   readonly der: Uint8Array;
   readonly native: NativeCert;
-  readonly subject: string;
-  readonly issuer: string;
-  readonly notBefore: Date;
-  readonly notAfter: Date;
-  /** undefined when the basicConstraints extension is absent. */
-  readonly isCA: boolean | undefined;
-  readonly pathLength: number | undefined;
-  /** Bit mask of KeyUsage flags; undefined when the extension is absent. */
-  readonly keyUsage: number | undefined;
-  readonly uriSans: string[];
-  readonly dnsSans: string[];
-  /** The GeneralName tags of every other kind of subject alternative name the certificate carries. */
-  readonly otherSanTags: number[];
-  /** undefined when the nameConstraints extension is absent. */
-  readonly nameConstraints: NameConstraints | undefined;
-  /** Every extension's OID (dotted) and whether it is marked critical. */
-  readonly extensions: readonly { readonly oid: string; readonly critical: boolean }[];
-}
-
-/** One GeneralSubtree base: its GeneralName tag (0x82 dNSName, 0x86 URI, …) and, for those two, its text. */
-export interface NameConstraint {
-  readonly tag: number;
-  readonly value: string;
-}
-export interface NameConstraints {
-  readonly permitted: readonly NameConstraint[];
-  readonly excluded: readonly NameConstraint[];
 }
 
 /** GeneralName tags (RFC 5280 section 4.2.1.6), implicitly tagged. */
-export const DNS_NAME = 0x82;
-export const URI_NAME = 0x86;
+export const DNS_NAME = GeneralNameTag.dNSName;
+export const URI_NAME = GeneralNameTag.uniformResourceIdentifier;
 
 /** RFC 5280 section 4.2.1.3 bits, as flags (bit 0, digitalSignature, is 1). */
 export const KeyUsage = {
@@ -65,180 +39,101 @@ export const KeyUsage = {
   decipherOnly: 256,
 } as const;
 
-export const OID = {
-  subjectKeyIdentifier: "2.5.29.14",
-  keyUsage: "2.5.29.15",
-  subjectAltName: "2.5.29.17",
-  basicConstraints: "2.5.29.19",
-  nameConstraints: "2.5.29.30",
-  authorityKeyIdentifier: "2.5.29.35",
-  extKeyUsage: "2.5.29.37",
-} as const;
+export const OID = ExtensionOid;
 
-interface Extensions {
-  isCA: boolean | undefined;
-  pathLength: number | undefined;
-  keyUsage: number | undefined;
-  uriSans: string[];
-  dnsSans: string[];
-  otherSanTags: number[];
-  nameConstraints: NameConstraints | undefined;
-  list: { oid: string; critical: boolean }[];
-}
+/**
+ * Parse results remembered by the certificate's SHA-256, the least recently used dropped first: a peer
+ * that connects again with the same certificates, and authorities that come back in every bundle update,
+ * cost one hash instead of a parse (about 1 ms for an SVID, docs/identity.md). Refusals are remembered
+ * too (their code and message), so a peer cannot make us parse the same bad certificate twice. Bounded by
+ * entries and by the bytes of the certificates kept; a result does not depend on the time, so it never
+ * goes stale (validity is checked on every use).
+ */
+const CACHE_ENTRIES = 256;
+const CACHE_BYTES = 4 * 1024 * 1024;
+type Remembered =
+  | { cert: Cert; bytes: number }
+  | { error: { code: SvcError["code"]; message: string }; bytes: 0 };
+const remembered = new Map<string, Remembered>();
+let rememberedBytes = 0;
 
-const noExtensions = (): Extensions => ({
-  isCA: undefined,
-  pathLength: undefined,
-  keyUsage: undefined,
-  uriSans: [],
-  dnsSans: [],
-  otherSanTags: [],
-  nameConstraints: undefined,
-  list: [],
-});
-
-const ia5 = (der: Uint8Array, t: Tlv) => Buffer.from(der.subarray(t.start, t.end)).toString("latin1");
-
-function readBasicConstraints(der: Uint8Array, value: Tlv, x: Extensions): void {
-  const seq = expectTag(readTlv(der, value.start, value.end), 0x30, "basicConstraints");
-  let fields = children(der, seq);
-  x.isCA = false;
-  if (fields[0]?.tag === 0x01) {
-    x.isCA = readBoolean(der, fields[0]);
-    fields = fields.slice(1);
+function remember(key: string, entry: Remembered): void {
+  const old = remembered.get(key);
+  if (old) {
+    remembered.delete(key);
+    rememberedBytes -= old.bytes;
   }
-  if (fields[0]?.tag === 0x02) {
-    x.pathLength = readSmallInt(der, fields[0]);
-    fields = fields.slice(1);
-  }
-  if (fields.length > 0) throw new DerError("basicConstraints: unexpected field");
-}
-
-function readKeyUsage(der: Uint8Array, value: Tlv, x: Extensions): void {
-  const bits = expectTag(readTlv(der, value.start, value.end), 0x03, "keyUsage");
-  if (bits.end - bits.start < 1 || (der[bits.start] as number) > 7)
-    throw new DerError("keyUsage: malformed BIT STRING");
-  let flags = 0;
-  for (let i = 0; i < 9; i++) {
-    const byte = der[bits.start + 1 + (i >> 3)];
-    if (bits.start + 1 + (i >> 3) < bits.end && byte !== undefined && byte & (0x80 >> (i & 7)))
-      flags |= 1 << i;
-  }
-  x.keyUsage = flags;
-}
-
-function readSubjectAltName(der: Uint8Array, value: Tlv, x: Extensions): void {
-  const seq = expectTag(readTlv(der, value.start, value.end), 0x30, "subjectAltName");
-  for (const name of children(der, seq)) {
-    if (name.tag === URI_NAME) x.uriSans.push(ia5(der, name));
-    else if (name.tag === DNS_NAME) x.dnsSans.push(ia5(der, name));
-    else x.otherSanTags.push(name.tag);
+  remembered.set(key, entry);
+  rememberedBytes += entry.bytes;
+  for (const [k, old] of remembered) {
+    if (remembered.size <= CACHE_ENTRIES && rememberedBytes <= CACHE_BYTES) break;
+    remembered.delete(k);
+    rememberedBytes -= old.bytes;
   }
 }
 
-function readSubtrees(der: Uint8Array, t: Tlv): NameConstraint[] {
-  return children(der, t).map((subtree) => {
-    const base = children(der, expectTag(subtree, 0x30, "nameConstraints subtree"))[0];
-    if (!base) throw new DerError("nameConstraints: empty subtree");
-    const text = base.tag === URI_NAME || base.tag === DNS_NAME;
-    return { tag: base.tag, value: text ? ia5(der, base) : "" };
-  });
+/** How many parse results are remembered (tests). */
+export function parseCacheSize(): number {
+  return remembered.size;
 }
 
-function readNameConstraints(der: Uint8Array, value: Tlv, x: Extensions): void {
-  const seq = expectTag(readTlv(der, value.start, value.end), 0x30, "nameConstraints");
-  let permitted: NameConstraint[] = [];
-  let excluded: NameConstraint[] = [];
-  for (const part of children(der, seq)) {
-    if (part.tag === 0xa0) permitted = readSubtrees(der, part);
-    else if (part.tag === 0xa1) excluded = readSubtrees(der, part);
-    else throw new DerError("nameConstraints: unexpected field");
-  }
-  x.nameConstraints = { permitted, excluded };
-}
-
-function readExtensions(der: Uint8Array, wrapper: Tlv): Extensions {
-  const x = noExtensions();
-  const seq = expectTag(readTlv(der, wrapper.start, wrapper.end), 0x30, "extensions");
-  for (const ext of children(der, seq)) {
-    const parts = children(der, expectTag(ext, 0x30, "extension"));
-    const oid = oidText(der, expectTag(parts[0], 0x06, "extension id"));
-    let i = 1;
-    let critical = false;
-    if (parts[i]?.tag === 0x01) critical = readBoolean(der, parts[i++] as Tlv);
-    const value = expectTag(parts[i], 0x04, `extension ${oid} value`);
-    if (parts.length !== i + 1) throw new DerError(`extension ${oid}: unexpected field`);
-    if (x.list.some((e) => e.oid === oid)) throw new DerError(`extension ${oid} appears twice`);
-    x.list.push({ oid, critical });
-    if (oid === OID.basicConstraints) readBasicConstraints(der, value, x);
-    else if (oid === OID.keyUsage) readKeyUsage(der, value, x);
-    else if (oid === OID.subjectAltName) readSubjectAltName(der, value, x);
-    else if (oid === OID.nameConstraints) readNameConstraints(der, value, x);
-  }
-  return x;
-}
-
-/** Parses one DER certificate; throws an Error naming what is malformed. */
+/**
+ * Parses one DER certificate, or returns the remembered result for the same bytes. Throws an SvcError
+ * ("invalid_svid") naming the fault.
+ */
 export function parseCert(der: Uint8Array): Cert {
-  const cert = expectTag(readTlv(der, 0), 0x30, "certificate");
-  if (cert.end !== der.length) throw new DerError("bytes after the certificate");
-  const tbs = expectTag(children(der, cert)[0], 0x30, "tbsCertificate");
-  const fields = children(der, tbs);
-  // version [0] is optional; then serial, signature, issuer, validity, subject, key, then optional
-  // issuerUniqueID [1], subjectUniqueID [2] and extensions [3].
-  const rest = fields[0]?.tag === 0xa0 ? fields.slice(1) : fields;
-  const validity = children(der, expectTag(rest[3], 0x30, "validity"));
-  const ext = rest.slice(6).find((f) => f.tag === 0xa3);
-  const x = ext ? readExtensions(der, ext) : noExtensions();
-  const native = new NativeCert(Buffer.from(der));
-  return {
-    der,
-    native,
-    subject: native.subject.replaceAll("\n", ", "),
-    issuer: native.issuer.replaceAll("\n", ", "),
-    notBefore: readTime(der, validity[0] as Tlv),
-    notAfter: readTime(der, validity[1] as Tlv),
-    isCA: x.isCA,
-    pathLength: x.pathLength,
-    keyUsage: x.keyUsage,
-    uriSans: x.uriSans,
-    dnsSans: x.dnsSans,
-    otherSanTags: x.otherSanTags,
-    nameConstraints: x.nameConstraints,
-    extensions: x.list,
-  };
+  refuseOversized(der); // before hashing
+  const key = createHash("sha256").update(der).digest("base64");
+  const hit = remembered.get(key);
+  if (hit) {
+    remembered.delete(key);
+    remembered.set(key, hit);
+    if ("error" in hit) throw new SvcError(hit.error.code, hit.error.message);
+    if (Buffer.compare(hit.cert.der, der) === 0) return hit.cert;
+  }
+  let cert: Cert;
+  try {
+    cert = build(der);
+  } catch (e) {
+    const error = e instanceof SvcError ? e : new CertReadError("the X.509 library could not read it");
+    remember(key, { error: { code: error.code, message: error.message }, bytes: 0 });
+    throw error;
+  }
+  remember(key, { cert, bytes: cert.der.length });
+  return cert;
+}
+
+function build(input: Uint8Array): Cert {
+  const der = new Uint8Array(input); // our own copy: the cached object must not change under us
+  const facts = readCertificate(der);
+  let native: NativeCert;
+  try {
+    native = new NativeCert(Buffer.from(der.buffer, der.byteOffset, der.byteLength));
+  } catch {
+    // What the library read, node:crypto (BoringSSL) must read too: signatures are checked there.
+    throw new CertReadError("node:crypto cannot read it");
+  }
+  // Not a spread: the names are getters that format on first use.
+  return Object.freeze(
+    Object.defineProperties(facts, {
+      der: { value: der, enumerable: true },
+      native: { value: native, enumerable: true },
+    }) as Cert,
+  );
 }
 
 /** True when `child` names `parent` as issuer and `parent`'s key verifies `child`'s signature. */
 export function isSignedBy(child: Cert, parent: Cert): boolean {
-  return child.native.checkIssued(parent.native) && child.native.verify(parent.native.publicKey);
+  try {
+    return child.native.checkIssued(parent.native) && child.native.verify(parent.native.publicKey);
+  } catch {
+    return false; // a key node:crypto cannot use verifies nothing
+  }
 }
 
 /** Splits concatenated DER certificates (the Workload API's encoding of chains and bundles). */
 export function splitDer(buf: Uint8Array): Uint8Array[] {
-  const out: Uint8Array[] = [];
-  let i = 0;
-  while (i < buf.length) {
-    if (buf[i] !== 0x30) throw new Error(`not a DER sequence at byte ${i}`);
-    const first = buf[i + 1] ?? 0;
-    let len: number;
-    let header: number;
-    if (first < 0x80) {
-      len = first;
-      header = 2;
-    } else {
-      const n = first & 0x7f;
-      if (n === 0 || n > 4) throw new Error(`unsupported DER length at byte ${i}`);
-      len = 0;
-      for (let k = 0; k < n; k++) len = len * 256 + (buf[i + 2 + k] ?? 0);
-      header = 2 + n;
-    }
-    const end = i + header + len;
-    if (end > buf.length) throw new Error("truncated DER certificate");
-    out.push(buf.subarray(i, end));
-    i = end;
-  }
-  return out;
+  return splitCertificates(buf);
 }
 
 export function derToPem(der: Uint8Array, label = "CERTIFICATE"): string {

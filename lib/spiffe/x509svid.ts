@@ -19,7 +19,8 @@ import { parseSpiffeId, type SpiffeId } from "./id.ts";
  * X.509-SVIDs to the X.509-SVID standard (spiffe/spiffe standards/X509-SVID.md): exactly one URI SAN
  * holding a SPIFFE ID with a non-root path, not a CA, digitalSignature and neither keyCertSign nor
  * cRLSign; signing certificates are CAs with keyCertSign; the chain ends at an authority in the bundle
- * of the leaf's own trust domain.
+ * of the leaf's own trust domain. Beyond the standard: no RSA key under 2048 bits and no MD5 or SHA-1
+ * signature anywhere on the chain, the trust anchor included (checkStrength).
  */
 export interface X509Svid {
   readonly id: SpiffeId;
@@ -42,9 +43,33 @@ function svidError(why: string): SvcError {
 // not among them: no policy processing is done, so a critical one is refused too.
 const UNDERSTOOD = new Set<string>(Object.values(OID));
 
-function checkCritical(cert: Cert, what: string): void {
+/**
+ * What a message calls a certificate. A function when it names a subject: names are formatted (by
+ * @peculiar/x509, loaded then) only for a message that is thrown, never on the way through.
+ */
+type Label = string | (() => string);
+const text = (what: Label) => (typeof what === "string" ? what : what());
+const named = (kind: string, cert: Cert) => () => `${kind} "${cert.subject}"`;
+
+function checkCritical(cert: Cert, what: Label): void {
   const unknown = cert.extensions.find((e) => e.critical && !UNDERSTOOD.has(e.oid));
-  if (unknown) throw svidError(`${what} has a critical extension svc does not understand (${unknown.oid})`);
+  if (unknown)
+    throw svidError(`${text(what)} has a critical extension svc does not understand (${unknown.oid})`);
+}
+
+/**
+ * Key and signature strength, as `openssl verify -auth_level 2` holds them: RSA keys of fewer than 2048
+ * bits, and signatures over MD2, MD4, MD5 or SHA-1, are refused on every certificate of a chain, the trust
+ * anchor included (its own signature too, which OpenSSL checks only with -check_ss_sig).
+ */
+export const MIN_RSA_BITS = 2048;
+
+function checkStrength(cert: Cert, what: Label): void {
+  const { rsaBits } = cert.publicKey;
+  if (rsaBits !== undefined && rsaBits < MIN_RSA_BITS)
+    throw svidError(`${text(what)} has a ${rsaBits}-bit RSA key; at least ${MIN_RSA_BITS} bits are required`);
+  const { weakHash, name } = cert.signature;
+  if (weakHash) throw svidError(`${text(what)} is signed with ${weakHash} (${name}), which is refused`);
 }
 
 /** The leaf rules shared by our own SVIDs and peers'. Returns the leaf's SPIFFE ID. */
@@ -60,6 +85,7 @@ export function checkLeaf(leaf: Cert): SpiffeId {
     throw svidError(`the leaf URI SAN is not a SPIFFE ID (${(e as Error).message})`);
   }
   if (id.path === "") throw svidError(`the leaf ID ${id.uri} has no path; a workload ID needs one`);
+  checkStrength(leaf, `the leaf ${id.uri}`);
   if (leaf.isCA) throw svidError(`the leaf ${id.uri} is a CA certificate`);
   const ku = leaf.keyUsage;
   if (ku === undefined) throw svidError(`the leaf ${id.uri} has no key usage extension`);
@@ -71,16 +97,19 @@ export function checkLeaf(leaf: Cert): SpiffeId {
 }
 
 function checkSigning(cert: Cert): void {
-  checkCritical(cert, `signing certificate "${cert.subject}"`);
-  if (!cert.isCA) throw svidError(`signing certificate "${cert.subject}" is not a CA`);
+  const what = named("signing certificate", cert);
+  checkCritical(cert, what);
+  if (!cert.isCA) throw svidError(`${what()} is not a CA`);
+  checkStrength(cert, what);
   if (cert.keyUsage !== undefined && !(cert.keyUsage & KeyUsage.keyCertSign)) {
-    throw svidError(`signing certificate "${cert.subject}" lacks the keyCertSign key usage`);
+    throw svidError(`${what()} lacks the keyCertSign key usage`);
   }
 }
 
-function checkTime(cert: Cert, now: Date, what: string): void {
-  if (now < cert.notBefore) throw svidError(`${what} is not valid before ${cert.notBefore.toISOString()}`);
-  if (now > cert.notAfter) throw svidError(`${what} expired at ${cert.notAfter.toISOString()}`);
+function checkTime(cert: Cert, now: Date, what: Label): void {
+  if (now < cert.notBefore)
+    throw svidError(`${text(what)} is not valid before ${cert.notBefore.toISOString()}`);
+  if (now > cert.notAfter) throw svidError(`${text(what)} expired at ${cert.notAfter.toISOString()}`);
 }
 
 export interface VerifiedPeer {
@@ -116,8 +145,10 @@ export function verifyX509Svid(
   for (let depth = 0; depth < MAX_CHAIN; depth++) {
     const anchor = bundle.authorities.find((a) => isSignedBy(current, a));
     if (anchor) {
-      checkCritical(anchor, `trust anchor "${anchor.subject}"`);
-      checkTime(anchor, now, `trust anchor "${anchor.subject}"`);
+      const what = named("trust anchor", anchor);
+      checkCritical(anchor, what);
+      checkStrength(anchor, what);
+      checkTime(anchor, now, what);
       checkPathLength([...chain.slice(1), anchor]);
       chain.push(anchor);
       for (const signer of chain.slice(1)) checkNameConstraints(leaf, signer);
@@ -126,7 +157,7 @@ export function verifyX509Svid(
     const next = intermediates.find((c) => !chain.includes(c) && isSignedBy(current, c));
     if (!next) break;
     checkSigning(next);
-    checkTime(next, now, `intermediate "${next.subject}"`);
+    checkTime(next, now, named("intermediate", next));
     chain.push(next);
     current = next;
   }
@@ -153,13 +184,13 @@ function matches(host: string, c: NameConstraint): boolean {
 function checkNameConstraints(leaf: Cert, signer: Cert): void {
   const nc = signer.nameConstraints;
   if (!nc) return;
-  const by = `the name constraints of "${signer.subject}"`;
+  const by = () => `the name constraints of "${signer.subject}"`;
   for (const c of [...nc.permitted, ...nc.excluded]) {
     if (c.tag === DNS_NAME || c.tag === URI_NAME) continue;
     // Constraints on subject names (directoryName) or on kinds of names svc does not read: fail closed when
     // they could apply.
     if (c.tag === 0xa4 || leaf.otherSanTags.includes(c.tag)) {
-      throw svidError(`${by} include a kind svc does not check (GeneralName tag 0x${c.tag.toString(16)})`);
+      throw svidError(`${by()} include a kind svc does not check (GeneralName tag 0x${c.tag.toString(16)})`);
     }
   }
   const names: [number, string][] = [
@@ -173,12 +204,12 @@ function checkNameConstraints(leaf: Cert, signer: Cert): void {
     const host = tag === URI_NAME ? uriHost(name) : name;
     // A trailing dot or an empty label would make `example.org.` slip past an exclusion of `example.org`.
     if (host === "" || host.endsWith(".") || host.includes("..")) {
-      throw svidError(`${name} has a host name that cannot be matched against ${by}`);
+      throw svidError(`${name} has a host name that cannot be matched against ${by()}`);
     }
     const hit = excluded.find((c) => matches(host, c));
-    if (hit) throw svidError(`${name} is excluded by ${by} (${hit.value})`);
+    if (hit) throw svidError(`${name} is excluded by ${by()} (${hit.value})`);
     if (permitted.length > 0 && !permitted.some((c) => matches(host, c))) {
-      throw svidError(`${name} is not permitted by ${by} (${permitted.map((c) => c.value).join(", ")})`);
+      throw svidError(`${name} is not permitted by ${by()} (${permitted.map((c) => c.value).join(", ")})`);
     }
   }
 }

@@ -33,7 +33,8 @@ export function verifyBunPeer(
   if (!chainOk)
     throw new SvcError(
       "untrusted_peer",
-      `TLS handshake failed: ${error?.code ?? error?.message ?? "the peer presented no certificate"}`,
+      // The TLS library's reason code (CERT_HAS_EXPIRED, UNABLE_TO_GET_ISSUER_CERT, …), never its text.
+      `TLS handshake failed: ${error ? (error.code ?? "the TLS library refused the peer's certificate") : "the peer presented no certificate"}`,
     );
   const raw = (socket.getPeerCertificate() as { raw?: Uint8Array } | undefined)?.raw;
   if (!raw) throw new SvcError("untrusted_peer", "the peer presented no certificate");

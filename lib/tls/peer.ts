@@ -57,7 +57,9 @@ export function spiffeServerIdentity(
       onVerified?.(peer);
       return undefined;
     } catch (e) {
-      return e as Error;
+      return e instanceof SvcError
+        ? e
+        : new SvcError("untrusted_peer", "the server's certificate chain could not be verified");
     }
   };
 }

@@ -3,11 +3,12 @@ import { beforeAll, describe, expect, test } from "bun:test";
 import * as x509 from "@peculiar/x509";
 import { DevCa } from "../../lib/dev/ca.ts";
 import { parseCert } from "../../lib/spiffe/cert.ts";
-import { readTime, readTlv } from "../../lib/spiffe/der.ts";
+import { readTime } from "../../lib/spiffe/cert-reader.ts";
 
 /**
- * Our DER certificate reader against @peculiar/x509 (a full ASN.1 implementation, kept for the
- * development CA) on certificates of every shape the SVID rules look at, and against malformed DER.
+ * The certificate reader (lib/spiffe/cert-reader.ts: @peculiar/x509's ASN.1 stack, held to DER) against
+ * @peculiar/x509's own X509Certificate on certificates of every shape the SVID rules look at, and against
+ * malformed DER.
  */
 let ca: DevCa;
 beforeAll(async () => {
@@ -97,7 +98,7 @@ describe("certificate reader", () => {
   test("times: both encodings, and impossible dates refused", () => {
     const t = (tag: number, s: string) => {
       const der = Uint8Array.from([tag, s.length, ...Buffer.from(s, "latin1")]);
-      return readTime(der, readTlv(der, 0));
+      return readTime(der);
     };
     expect(t(0x17, "491231235959Z").toISOString()).toBe("2049-12-31T23:59:59.000Z");
     expect(t(0x17, "500101000000Z").toISOString()).toBe("1950-01-01T00:00:00.000Z");
