@@ -252,12 +252,18 @@ try {
   const relayClient = relay("client", ports.relayClient as number, ports.relayServer as number, "client");
   for (const [k, p] of Object.entries(ports))
     if (o.baseline || !k.startsWith("base")) await waitForPort(p as number);
-  const proxies = [
+  const proxies: [string, Subprocess][] = [
     ["svc-proxy client", svcClient],
     ["svc-proxy server", svcServer],
+    ...(baseClient && baseServer
+      ? ([
+          ["svc-proxy client, baseline", baseClient],
+          ["svc-proxy server, baseline", baseServer],
+        ] as [string, Subprocess][])
+      : []),
     ["ghostunnel client", ghClient],
     ["ghostunnel server", ghServer],
-  ] as const;
+  ];
   const idleRss = new Map(proxies.map(([name, p]) => [name, rssMb(p.pid, "VmRSS")]));
   const idleAnon = new Map(proxies.map(([name, p]) => [name, rssMb(p.pid, "RssAnon")]));
 

@@ -64,7 +64,42 @@ export function verifyBunPeer(
 }
 
 /** The TLS options of a Bun socket that presents our SVID and checks the peer against every bundle. */
-export function bunTlsOptions(source: SvidSource): { cert: string; key: string; ca: string } {
+export interface BunTlsOptions {
+  cert: string;
+  key: string;
+  ca: string;
+}
+
+export function bunTlsOptions(source: SvidSource): BunTlsOptions {
   const svid = source.getX509Svid();
   return { cert: svid.certPem, key: svid.keyPem, ca: source.bundles().pem() };
+}
+
+/** The Bun TLS options of a source as they stand, for each new connection (see followBunTls). */
+export interface BunTlsFollower<Extra extends object> {
+  /** Our SVID and the bundles as of the last update, with the side's own options. */
+  current(): BunTlsOptions & Extra;
+  /** Stops following the source's updates. */
+  close(): void;
+}
+
+/**
+ * The TLS options of `source` (bunTlsOptions) and `extra` (the options of one side: a server's
+ * requestCert, a client's servername, …), read now and again on each update of the source (an SVID
+ * rotation, new bundles), for Bun's own sockets: the counterpart of attachSpiffeAuth's
+ * setSecureContext on node:tls servers. New connections take current(); established ones keep the
+ * options they were made with. `updated`, if given, is called after each update has been read.
+ */
+export function followBunTls<Extra extends object = Record<never, never>>(
+  source: SvidSource,
+  extra?: Extra,
+  updated?: () => void,
+): BunTlsFollower<Extra> {
+  const read = () => ({ ...bunTlsOptions(source), ...extra }) as BunTlsOptions & Extra;
+  let options = read();
+  const unsubscribe = source.onUpdate(() => {
+    options = read();
+    updated?.();
+  });
+  return { current: () => options, close: unsubscribe };
 }

@@ -2,7 +2,8 @@ import { describe, expect, test } from "bun:test";
 import fc from "fast-check";
 import { isSvcError } from "../../lib/errors.ts";
 import { parseCacheSize, parseCert } from "../../lib/spiffe/cert.ts";
-import { MAX_CERT_BYTES, MAX_ELEMENTS, readCertificate } from "../../lib/spiffe/cert-reader.ts";
+import { MAX_CERT_BYTES, readCertificate } from "../../lib/spiffe/cert-reader.ts";
+import { MAX_ELEMENTS } from "../../lib/spiffe/der-strict.ts";
 import {
   ALG,
   bits,

@@ -26,7 +26,11 @@ const NO_TOKENS: ReadonlySet<string> = new Set();
 /** The tokens a Connection header lists, lower case (`special`: names in lower case). */
 export function connectionTokens(special: Fields): ReadonlySet<string> {
   let values: string[] | undefined;
-  for (const [name, value] of special) if (name === "connection") (values ??= []).push(value);
+  for (const [name, value] of special)
+    if (name === "connection") {
+      values ??= [];
+      values.push(value);
+    }
   return values ? tokens(values) : NO_TOKENS;
 }
 

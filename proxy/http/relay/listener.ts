@@ -1,7 +1,7 @@
 import type { Socket, SocketHandler, TCPSocketListener } from "bun";
 import { SvcError } from "../../../lib/errors.ts";
 import { authorizeMatching } from "../../../lib/spiffe/authorizer.ts";
-import { bunTlsOptions, verifyBunPeer } from "../../../lib/tls/bun-peer.ts";
+import { followBunTls, verifyBunPeer } from "../../../lib/tls/bun-peer.ts";
 import type { ListenerConfig } from "../../config/types.ts";
 import { type ListenerDeps, type RunningListener, refusalReason } from "../../listener.ts";
 import { CallerConn } from "./caller.ts";
@@ -88,15 +88,9 @@ export async function startRelayListener(l: ListenerConfig, deps: ListenerDeps):
   };
 
   // Our SVID and the bundles, read again after each rotation.
-  let tlsOptions = mtlsIn ? serverTls() : undefined;
-  function serverTls() {
-    return { ...bunTlsOptions(deps.source), requestCert: true, rejectUnauthorized: false, isServer: true };
-  }
-  const unsubscribe = mtlsIn
-    ? deps.source.onUpdate(() => {
-        tlsOptions = serverTls();
-      })
-    : () => {};
+  const serverTls = mtlsIn
+    ? followBunTls(deps.source, { requestCert: true, rejectUnauthorized: false, isServer: true })
+    : undefined;
 
   // Bun hands an exception thrown while serving a connection to its error handler: that connection ends
   // with a log line; the process and every other connection go on. Socket errors (with an errno code)
@@ -148,7 +142,7 @@ export async function startRelayListener(l: ListenerConfig, deps: ListenerDeps):
               if (!admit(raw)) return;
               // The TLS layer on top of the accepted socket; its handlers serve the connection from here.
               const [, secure] = (raw as unknown as Upgradable).upgradeTLS({
-                tls: tlsOptions,
+                tls: serverTls?.current(),
                 socket: callerHandlers,
                 data: undefined,
               });
@@ -182,7 +176,7 @@ export async function startRelayListener(l: ListenerConfig, deps: ListenerDeps):
     });
   } catch (e) {
     pool.close();
-    unsubscribe();
+    serverTls?.close();
     const code = (e as NodeJS.ErrnoException).code;
     throw new SvcError(
       "usage",
@@ -200,7 +194,7 @@ export async function startRelayListener(l: ListenerConfig, deps: ListenerDeps):
     port: listener.port,
     async close(drainMs) {
       listener.stop(false);
-      unsubscribe();
+      serverTls?.close();
       for (const c of open) if (c.idle) c.closeSoon();
       const deadline = Date.now() + drainMs;
       while ([...open].some((c) => !c.idle) && Date.now() < deadline) await Bun.sleep(20);

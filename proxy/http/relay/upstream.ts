@@ -3,7 +3,7 @@ import type { Socket, SocketHandler } from "bun";
 import { SvcError } from "../../../lib/errors.ts";
 import type { Authorizer } from "../../../lib/spiffe/authorizer.ts";
 import type { SvidSource } from "../../../lib/spiffe/x509-source.ts";
-import { bunTlsOptions, verifyBunPeer } from "../../../lib/tls/bun-peer.ts";
+import { type BunTlsFollower, followBunTls, verifyBunPeer } from "../../../lib/tls/bun-peer.ts";
 import type { Upstream as VerifiedUpstream } from "../types.ts";
 import { ResponseFramer, type ResponseHead } from "../wire/response-framer.ts";
 import type { MessageSink } from "../wire/wire.ts";
@@ -74,26 +74,32 @@ export class UpstreamPool {
   private idle: UpstreamConn[] = [];
   private readonly host: string;
   private readonly port: number;
+  /** The name sent in the TLS handshake (SNI): the target's host, unless it is an IP address. */
+  private readonly servername: { serverName?: string };
   readonly tls: boolean;
   private readonly sweep: ReturnType<typeof setInterval>;
   /** Counts SVID rotations; connections made before the last one are not reused. */
   private generation = 0;
-  private readonly unsubscribe: () => void;
+  /** For SPIFFE mTLS: our SVID and the bundles, read again after each rotation. */
+  private readonly spiffeTls:
+    | BunTlsFollower<{ rejectUnauthorized: boolean; serverName?: string }>
+    | undefined;
 
   constructor(private readonly o: UpstreamOptions) {
     this.tls = o.target.protocol === "https:";
     this.host = o.target.hostname.replace(/^\[|\]$/g, "");
     this.port = Number(o.target.port) || (this.tls ? 443 : 80);
-    this.sweep = setInterval(() => this.expire(Date.now() - POOL_IDLE_MS), POOL_IDLE_MS / 2);
-    this.sweep.unref();
+    this.servername = isIP(this.host) ? {} : { serverName: this.host };
     // New connections present the new SVID; idle ones made with the old one are closed, and busy ones
     // are not pooled again when their exchange ends (their generation is behind).
-    this.unsubscribe = o.spiffe
-      ? o.spiffe.source.onUpdate(() => {
+    this.spiffeTls = o.spiffe
+      ? followBunTls(o.spiffe.source, { rejectUnauthorized: false, ...this.servername }, () => {
           this.generation++;
           this.expire(Number.POSITIVE_INFINITY);
         })
-      : () => {};
+      : undefined;
+    this.sweep = setInterval(() => this.expire(Date.now() - POOL_IDLE_MS), POOL_IDLE_MS / 2);
+    this.sweep.unref();
   }
 
   /** An idle pooled connection, made ready for `owner`, or undefined when a new one must be dialled. */
@@ -121,12 +127,11 @@ export class UpstreamPool {
       () => this.fail(conn, new SvcError("network", `connect timed out after ${DIAL_TIMEOUT_MS} ms`)),
       DIAL_TIMEOUT_MS,
     );
-    const servername = isIP(this.host) ? {} : { serverName: this.host };
     if (this.o.spiffe) conn.validUntil = this.o.spiffe.source.getX509Svid().notAfter.getTime();
-    const tls = this.o.spiffe
-      ? { ...bunTlsOptions(this.o.spiffe.source), rejectUnauthorized: false, ...servername }
+    const tls = this.spiffeTls
+      ? this.spiffeTls.current()
       : this.tls
-        ? { rejectUnauthorized: true, ...servername }
+        ? { rejectUnauthorized: true, ...this.servername }
         : undefined;
     Bun.connect<UpstreamConn>({
       hostname: this.host,
@@ -156,7 +161,7 @@ export class UpstreamPool {
 
   close(): void {
     clearInterval(this.sweep);
-    this.unsubscribe();
+    this.spiffeTls?.close();
     this.expire(Number.POSITIVE_INFINITY);
   }
 
