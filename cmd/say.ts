@@ -39,6 +39,9 @@ function consola(): ConsolaInstance {
   return instance;
 }
 
+/** A warning of svc's, for the lib/ modules that take a place to send warnings. */
+export const svcWarning = (message: string): void => say("svc", "warn", message);
+
 /** Says `message` (which may span lines) for `program`, e.g. "svc" or "svc curl". */
 export function say(program: string, kind: Kind, message: string): void {
   consola().withTag(program)[kind](message);

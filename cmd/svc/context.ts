@@ -3,6 +3,7 @@ import { AuditLog, auditUser, type Decision } from "../../lib/config/audit.ts";
 import { type LoadedConfig, loadConfig, saveConfig } from "../../lib/config/file.ts";
 import { compartmentLabel, findContext } from "../../lib/config/schema.ts";
 import { SvcError } from "../../lib/errors.ts";
+import { svcWarning } from "../say.ts";
 import { action } from "./cli.ts";
 
 /**
@@ -22,7 +23,7 @@ const list = defineCommand({
   meta: { name: "list", description: "Lists the contexts" },
   args: {},
   run: action({}, () => {
-    const { config } = loadConfig();
+    const { config } = loadConfig(undefined, { warn: svcWarning });
     const rows = [["CURRENT", "NAME", "COUNTRY", "SENSITIVITY", "COMPARTMENT", "KUBE-CONTEXT"]];
     for (const [name, c] of Object.entries(config.contexts).sort(([a], [b]) => a.localeCompare(b)))
       rows.push([
@@ -48,7 +49,7 @@ const list = defineCommand({
 function auditSwitch(loaded: LoadedConfig, name: string, decision: Decision, context: string): void {
   const { config } = loaded;
   const c = findContext(config, context);
-  new AuditLog(config.auditLog).record({
+  new AuditLog(config.auditLog, svcWarning).record({
     user: auditUser(),
     context,
     compartment: c ? compartmentLabel(c) : "",
@@ -64,7 +65,7 @@ const use = defineCommand({
   meta: { name: "use", description: "Switches the current context" },
   args: nameArg,
   run: action(nameArg, (a) => {
-    const loaded = loadConfig();
+    const loaded = loadConfig(undefined, { warn: svcWarning });
     try {
       if (!findContext(loaded.config, a.name)) throw notFound(a.name, Object.keys(loaded.config.contexts));
       loaded.doc.set("currentContext", a.name);
@@ -82,7 +83,7 @@ const current = defineCommand({
   meta: { name: "current", description: "Prints the current context name" },
   args: {},
   run: action({}, () => {
-    const { config } = loadConfig();
+    const { config } = loadConfig(undefined, { warn: svcWarning });
     if (!config.currentContext)
       throw new SvcError("usage", "no current context; set one with svc context use <name>");
     process.stdout.write(`${config.currentContext}\n`);
@@ -102,7 +103,7 @@ const create = defineCommand({
   meta: { name: "create", description: "Creates a context" },
   args: createArgs,
   run: action(createArgs, (a) => {
-    const loaded = loadConfig(undefined, { mayCreate: true });
+    const loaded = loadConfig(undefined, { mayCreate: true, warn: svcWarning });
     if (findContext(loaded.config, a.name))
       throw new SvcError(
         "usage",
@@ -134,7 +135,7 @@ const remove = defineCommand({
   meta: { name: "delete", description: "Removes a context" },
   args: nameArg,
   run: action(nameArg, (a) => {
-    const loaded = loadConfig();
+    const loaded = loadConfig(undefined, { warn: svcWarning });
     if (!findContext(loaded.config, a.name)) throw notFound(a.name, Object.keys(loaded.config.contexts));
     loaded.doc.deleteIn(["contexts", a.name]);
     if (loaded.config.currentContext === a.name) loaded.doc.set("currentContext", "");

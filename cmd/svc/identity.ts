@@ -10,7 +10,7 @@ import {
   SENSITIVITY_ORDER,
 } from "../../lib/kube/clearance.ts";
 import { findKubectl, withContext } from "../../lib/kube/kubectl.ts";
-import { say } from "../say.ts";
+import { say, svcWarning } from "../say.ts";
 import { action, checkOutput } from "./cli.ts";
 
 /**
@@ -28,7 +28,7 @@ export default defineCommand({
   args,
   run: action(args, async (a) => {
     checkOutput(a.output, ["json", "yaml"]);
-    const { config } = loadConfig();
+    const { config } = loadConfig(undefined, { warn: svcWarning });
     const c = activeContext(config);
     const kubectl = findKubectl();
     const cmd = [kubectl, ...withContext(["auth", "whoami", "-o", "json"], c.target)];

@@ -5,6 +5,7 @@ import { isSvcError, SvcError } from "../../lib/errors.ts";
 import { type CommandLine, flagSet } from "../../lib/kube/grammar.ts";
 import { highlightMls, wantsColor } from "../../lib/kube/highlight.ts";
 import { findKubectl, onPath } from "../../lib/kube/kubectl.ts";
+import { svcWarning } from "../say.ts";
 import type { Guarded, GuardInput } from "./guards/guard.ts";
 import { kubectlArgs, svcFlags } from "./line.ts";
 
@@ -65,7 +66,7 @@ const READ_ONLY = new Set([
 ]);
 
 export async function passThrough(line: CommandLine): Promise<never> {
-  const { config, exists } = await readConfig();
+  const { config, exists } = await readConfig(svcWarning);
   const kubectl = findKubectl();
   // Shell completion (a TAB press) is answered apart: no guards, no audit entry.
   if (line.args[0]?.startsWith("__complete"))
@@ -77,7 +78,7 @@ export async function passThrough(line: CommandLine): Promise<never> {
   let record = (_decision: Decision, _exitStatus: number) => {};
   if (exists && config.currentContext) {
     const c = activeContext(config);
-    const audit = new AuditLog(config.auditLog);
+    const audit = new AuditLog(config.auditLog, svcWarning);
     record = (decision, exitStatus) =>
       audit.record({
         user: auditUser(),

@@ -63,7 +63,7 @@ export class AuditLog {
 
   constructor(
     private readonly settings: SvcConfig["auditLog"],
-    private readonly warn: (message: string) => void = (m) => process.stderr.write(`svc: warning: ${m}\n`),
+    private readonly warn: (message: string) => void,
     private readonly now: () => Date = () => new Date(),
   ) {}
 

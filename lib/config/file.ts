@@ -22,16 +22,17 @@ export interface LoadedConfig {
 export interface LoadOptions {
   /** Only for `svc context create`, which makes the file: a missing file is then an empty configuration. */
   mayCreate?: boolean;
-  /** Where warnings (unknown keys) go; standard error by default. */
-  warn?: (message: string) => void;
+  /** Where warnings (unknown keys) go: svc says them to the person (cmd/say.ts). */
+  warn: (message: string) => void;
 }
 
 /**
  * A missing default file is an empty configuration: svc is then plain kubectl. Any other path was named
  * (SVC_CONFIG) and must exist, or a mistyped name would turn the compartment guard off without a word.
  */
-export function loadConfig(path = configPath(), options: LoadOptions = {}): LoadedConfig {
-  const warn = options.warn ?? ((m: string) => process.stderr.write(`svc: warning: ${m}\n`));
+export function loadConfig(path: string | undefined, options: LoadOptions): LoadedConfig {
+  const warn = options.warn;
+  path ??= configPath();
   let text = "";
   let exists = true;
   try {

@@ -20,8 +20,8 @@ function onlyKnown(o: unknown, known: string[]): boolean {
   return !isPlain(o) || Object.keys(o).every((k) => known.includes(k));
 }
 
-export async function readConfig(path = configPath()): Promise<ReadConfig> {
-  const slow = async () => (await import("./file.ts")).loadConfig(path);
+export async function readConfig(warn: (message: string) => void, path = configPath()): Promise<ReadConfig> {
+  const slow = async () => (await import("./file.ts")).loadConfig(path, { warn });
   let data: unknown;
   try {
     const text = readFileSync(path, "utf8");

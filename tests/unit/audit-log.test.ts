@@ -4,6 +4,10 @@ import { join } from "node:path";
 import { type AuditEntry, AuditLog, auditUser, levelOf } from "../../lib/config/audit.ts";
 import { tempDir } from "../support/dev-api.ts";
 
+const unexpectedWarning = (m: string) => {
+  throw new Error(`unexpected warning: ${m}`);
+};
+
 const dir = tempDir("svc-audit-");
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
@@ -23,7 +27,7 @@ describe("audit log", () => {
     const path = join(dir, "a", "audit.log");
     const log = new AuditLog(
       { enabled: true, path, level: "info" },
-      undefined,
+      unexpectedWarning,
       () => new Date("2026-11-21T12:00:00Z"),
     );
     log.record(entry());
@@ -49,7 +53,7 @@ describe("audit log", () => {
 
   test("the level filters: at warn, only forced and refused commands are kept", () => {
     const path = join(dir, "warn.log");
-    const log = new AuditLog({ enabled: true, path, level: "warn" });
+    const log = new AuditLog({ enabled: true, path, level: "warn" }, unexpectedWarning);
     log.record(entry({ readOnly: true }));
     log.record(entry());
     log.record(entry({ decision: "forced" }));
@@ -63,7 +67,7 @@ describe("audit log", () => {
   test("a usage error is logged at error level, like a refusal; previousContext is written when given", () => {
     expect(levelOf({ decision: "error" })).toBe("error");
     const path = join(dir, "error.log");
-    const log = new AuditLog({ enabled: true, path, level: "error" });
+    const log = new AuditLog({ enabled: true, path, level: "error" }, unexpectedWarning);
     log.record(entry({ decision: "allowed", previousContext: "uk-s-bravo" }));
     log.record(entry({ decision: "error", exitStatus: 1, previousContext: "uk-s-bravo" }));
     const lines = readFileSync(path, "utf8")
@@ -76,7 +80,7 @@ describe("audit log", () => {
 
   test("disabled writes nothing", () => {
     const path = join(dir, "off.log");
-    new AuditLog({ enabled: false, path, level: "debug" }).record(entry());
+    new AuditLog({ enabled: false, path, level: "debug" }, unexpectedWarning).record(entry());
     expect(existsSync(path)).toBe(false);
   });
 

@@ -1,10 +1,19 @@
 import { afterAll, describe, expect, test } from "bun:test";
 import { readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { loadConfig, saveConfig } from "../../lib/config/file.ts";
+import { type LoadOptions, loadConfig, saveConfig } from "../../lib/config/file.ts";
 import { compartmentLabel, contextName, findContext } from "../../lib/config/schema.ts";
 import { tempDir } from "../support/dev-api.ts";
 import { svcError } from "../support/errors.ts";
+
+/** loadConfig where a warning the test does not ask for fails it. */
+const load = (path: string, o: Partial<LoadOptions> = {}) =>
+  loadConfig(path, {
+    warn: (m) => {
+      throw new Error(`unexpected warning: ${m}`);
+    },
+    ...o,
+  });
 
 const dir = tempDir("svc-config-");
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -18,14 +27,14 @@ function write(name: string, text: string): string {
 describe("~/.svc/config.yaml", () => {
   test("a missing file other than the default is an error naming SVC_CONFIG", () => {
     const path = join(dir, "absent.yaml");
-    expect(svcError(() => loadConfig(path))).toEqual({
+    expect(svcError(() => load(path))).toEqual({
       code: "usage",
       message: `SVC_CONFIG=${path}: no such file; create it with svc context create, or unset SVC_CONFIG`,
     });
   });
 
   test("with mayCreate (svc context create) a missing file is an empty configuration with the defaults", () => {
-    const c = loadConfig(join(dir, "absent.yaml"), { mayCreate: true });
+    const c = load(join(dir, "absent.yaml"), { mayCreate: true });
     expect(c.exists).toBe(false);
     expect(Object.keys(c.config.contexts)).toEqual([]);
     expect(c.config.defaultUserGroups).toEqual(["system:authenticated"]);
@@ -34,7 +43,7 @@ describe("~/.svc/config.yaml", () => {
   });
 
   test("every field of docs/svc-config.md is read", () => {
-    const c = loadConfig(
+    const c = load(
       write(
         "full.yaml",
         `currentContext: us-ts-alpha
@@ -66,12 +75,12 @@ auditLog:
   level: loud
 `,
     );
-    const message = svcError(() => loadConfig(path)).message;
+    const message = svcError(() => load(path)).message;
     expect(message).toContain(`${path}:5: contexts.x.sensitivity: sensitivity must be a string`);
     expect(message).toContain(
       `${path}:9: auditLog.level: auditLog.level must be one of debug, info, warn, error`,
     );
-    expect(svcError(() => loadConfig(write("syntax.yaml", "contexts: [\n"))).message).toMatch(
+    expect(svcError(() => load(write("syntax.yaml", "contexts: [\n"))).message).toMatch(
       /syntax\.yaml:\d+: not valid YAML/,
     );
   });
@@ -92,7 +101,7 @@ curentContext: y
 `,
     );
     const warnings: string[] = [];
-    const c = loadConfig(path, { warn: (m) => warnings.push(m) });
+    const c = load(path, { warn: (m) => warnings.push(m) });
     expect(warnings).toEqual([
       `${path}:8: unknown key "namspace" in contexts.x (known: country, sensitivity, compartment, kubeContext, namespace)`,
       `${path}:9: unknown key "levle" in auditLog (known: enabled, path, level)`,
@@ -105,7 +114,7 @@ curentContext: y
 
   test("every key the schema knows is accepted without a warning", () => {
     const warnings: string[] = [];
-    loadConfig(
+    load(
       write(
         "known.yaml",
         `currentContext: x
@@ -133,7 +142,7 @@ auditLog: {enabled: false, path: /a.log, level: info}
         )
         .join(""),
     );
-    const { config } = loadConfig(path);
+    const { config } = load(path);
     expect(Object.keys(config.contexts)).toEqual(names);
     names.forEach((n, i) => {
       expect(findContext(config, n)?.compartment).toBe(`C${i}`);
@@ -142,14 +151,13 @@ auditLog: {enabled: false, path: /a.log, level: info}
     expect(findContext(config, "valueOf")).toBeUndefined();
     expect(config.contexts.valueOf).toBeUndefined();
     expect(
-      svcError(() => loadConfig(write("bad-proto.yaml", "contexts:\n  constructor: {country: US}\n")))
-        .message,
+      svcError(() => load(write("bad-proto.yaml", "contexts:\n  constructor: {country: US}\n"))).message,
     ).toContain(`:2: contexts.constructor.sensitivity: is required`);
   });
 
   test("a context named __proto__ survives an edit and a save", () => {
     const path = write("proto-save.yaml", "contexts: {}\n");
-    const loaded = loadConfig(path);
+    const loaded = load(path);
     loaded.doc.setIn(["contexts", "__proto__"], {
       country: "US",
       sensitivity: "TS",
@@ -158,7 +166,7 @@ auditLog: {enabled: false, path: /a.log, level: info}
     });
     loaded.doc.set("currentContext", "__proto__");
     saveConfig(loaded);
-    const { config } = loadConfig(path);
+    const { config } = load(path);
     expect(config.currentContext).toBe("__proto__");
     expect(Object.keys(config.contexts)).toEqual(["__proto__"]);
     expect(findContext(config, "__proto__")?.compartment).toBe("P");
@@ -166,7 +174,7 @@ auditLog: {enabled: false, path: /a.log, level: info}
 
   test("saving keeps the user's comments and replaces the file whole", () => {
     const path = write("comments.yaml", "# my settings\ncurrentContext: a # the usual one\ncontexts: {}\n");
-    const loaded = loadConfig(path);
+    const loaded = load(path);
     loaded.doc.set("currentContext", "b");
     saveConfig(loaded);
     const text = readFileSync(path, "utf8");
