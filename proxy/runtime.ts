@@ -13,9 +13,10 @@ const START: Record<
   (l: ListenerConfig, deps: ListenerDeps) => Promise<RunningListener>
 > = {
   // Listeners without middlewares relay on Bun's own sockets; the full path (node:http, middlewares) is
-  // loaded only when a listener needs it, or while a key log is written (Bun's sockets cannot log keys).
+  // loaded only when a listener needs it, speaks HTTP/2, or while a key log is written (Bun's sockets cannot
+  // log keys).
   http: async (l, deps) =>
-    l.middlewares.length === 0 && !deps.keylog
+    l.middlewares.length === 0 && !deps.keylog && !l.http2
       ? (await import("./http/relay/listener.ts")).startRelayListener(l, deps)
       : (await import("./http/full/listener.ts")).startHttpListener(l, deps),
   tcp: startTcpListener,

@@ -224,6 +224,13 @@ export function listenerConfigs(
       handshakeMs: timeout(l.timeouts, "handshake", `${at}.timeouts.handshake`, problem),
     };
     checkMiddlewares(l, at, notaryEnabled, problem, warnings, positions);
+    if (l.connection.http2 && l.protocol !== "http")
+      problem(`${at}.connection.http2`, `only http listeners speak HTTP/2, not ${l.protocol}`);
+    if (l.connection.http2 && l.middlewares.some((m) => m.type === "openai"))
+      problem(
+        `${at}.connection.http2`,
+        "the openai middleware reads whole bodies and cannot work on HTTP/2 streams (gRPC); leave http2 off or use another listener",
+      );
     return {
       name: l.name,
       address: address ?? { host: "", port: 0 },
@@ -235,6 +242,7 @@ export function listenerConfigs(
       targetIds: l.target.spiffe_ids,
       timeouts,
       disableKeepalive: l.connection.disable_keepalive,
+      http2: l.connection.http2,
       middlewares: l.middlewares,
     } satisfies ListenerConfig;
   });

@@ -75,7 +75,10 @@ export const Listener = v.object({
     }),
     {},
   ),
-  connection: v.optional(v.object({ disable_keepalive: v.optional(bool(), false) }), {}),
+  connection: v.optional(
+    v.object({ disable_keepalive: v.optional(bool(), false), http2: v.optional(bool(), false) }),
+    {},
+  ),
   middlewares: v.optional(v.array(Middleware), []),
 });
 

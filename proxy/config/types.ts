@@ -21,6 +21,8 @@ export interface ListenerConfig {
   targetIds: string[];
   timeouts: { readMs: number; writeMs: number; idleMs: number; handshakeMs: number };
   disableKeepalive: boolean;
+  /** HTTP/2 (gRPC) to callers, beside HTTP/1.1, and to the target (docs/proxy-http.md, "gRPC and HTTP/2"). */
+  http2: boolean;
   middlewares: MiddlewareInput[];
 }
 

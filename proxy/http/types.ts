@@ -31,6 +31,8 @@ export interface ProxyResponse {
   failureCode?: string;
   /** The authenticated upstream workload, when the target was reached over SPIFFE mTLS. */
   upstream?: Upstream;
+  /** For a streamed body: registers who receives the target's trailers, if it sends any (HTTP/2). */
+  trailers?: (listener: (trailers: OutgoingHttpHeaders) => void) => void;
 }
 
 /** An upstream authenticated over SPIFFE mTLS: its SPIFFE ID and the chain it presented, leaf first. */

@@ -56,6 +56,7 @@ beforeAll(async () => {
     targetIds: [],
     timeouts: { readMs: 15_000, writeMs: 60_000, idleMs: 120_000, handshakeMs: 10_000 },
     disableKeepalive: false,
+    http2: false,
     middlewares: [
       { type: "test-first" },
       { type: "test-second" },

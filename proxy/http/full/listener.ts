@@ -1,12 +1,13 @@
 import http, { type IncomingMessage, type ServerResponse } from "node:http";
 import http2 from "node:http2";
 import https from "node:https";
-import type { Socket } from "node:net";
+import net, { type Socket } from "node:net";
 import { pipeline, type Readable, Transform } from "node:stream";
 import type { TLSSocket } from "node:tls";
 import { authorizeMatching } from "../../../lib/spiffe/authorizer.ts";
 import type { SpiffeId } from "../../../lib/spiffe/id.ts";
 import type { VerifiedPeer } from "../../../lib/spiffe/x509svid.ts";
+import { createH2Sessions } from "../../../lib/tls/h2-sessions.ts";
 import { attachSpiffeAuth, mtlsServerOptions, peerOf } from "../../../lib/tls/mtls.ts";
 import { authenticatePeer, presentedChain } from "../../../lib/tls/peer.ts";
 import { createUpstreamAgent } from "../../../lib/tls/upstream-agent.ts";
@@ -18,6 +19,7 @@ import { PEER_ID_HEADER, REQUEST_ID_HEADER, requestId } from "../headers.ts";
 import { isBuffered, type ProxyRequest, type ProxyResponse, proxyResponse, type Upstream } from "../types.ts";
 import { Connections } from "./connections.ts";
 import { forwarder } from "./forward.ts";
+import { h2Forwarder } from "./forward-h2.ts";
 
 // Concurrent streams per HTTP/2 caller connection, announced in SETTINGS (the common default).
 const MAX_STREAMS = 100;
@@ -60,9 +62,23 @@ export async function startHttpListener(l: ListenerConfig, deps: ListenerDeps): 
     }
     return u;
   };
+  const h2 = l.http2
+    ? createH2Sessions(
+        l.target,
+        l.targetMtls
+          ? {
+              source: deps.source,
+              authorize: authorizeMatching(l.targetIds, `listeners.${l.name}.target.spiffe_ids`),
+              ...(deps.keylog ? { keylog: deps.keylog } : {}),
+            }
+          : undefined,
+      )
+    : undefined;
   const chain = buildChain(
     l.middlewares,
-    forwarder({ target: l.target, agent, ...(l.targetMtls ? { identify } : {}) }),
+    h2
+      ? h2Forwarder({ target: l.target, session: h2.session, ...(l.targetMtls ? { identify } : {}) })
+      : forwarder({ target: l.target, agent, ...(l.targetMtls ? { identify } : {}) }),
     { listener: l, ...(deps.notary ? { notary: deps.notary } : {}) },
   );
 
@@ -221,7 +237,7 @@ export async function startHttpListener(l: ListenerConfig, deps: ListenerDeps): 
     );
   };
 
-  let server: http.Server | http2.Http2SecureServer;
+  let server: net.Server;
   let detach = () => {};
   if (mtlsIn) {
     const policy = {
@@ -268,6 +284,25 @@ export async function startHttpListener(l: ListenerConfig, deps: ListenerDeps): 
     );
     plain.on("connection", trackSocket);
     server = plain;
+    if (l.http2) {
+      // HTTP/2 with prior knowledge (h2c) and HTTP/1.1 on one port: a connection that opens with the
+      // HTTP/2 preface goes to the HTTP/2 server, any other to the HTTP/1.1 one.
+      const h2c = http2.createServer({ settings: { maxConcurrentStreams: MAX_STREAMS } });
+      h2c.on("session", (session) =>
+        connections.open(
+          session,
+          () => session.destroy(),
+          (cleanup) => session.once("close", cleanup),
+        ),
+      );
+      h2c.on(
+        "request",
+        (req, res) => void handle(req as unknown as IncomingMessage, res as unknown as ServerResponse),
+      );
+      server = net.createServer((socket) =>
+        sniff(socket, l.timeouts.readMs, (h2) => (h2 ? h2c : plain).emit("connection", socket)),
+      );
+    }
   }
   server.on("error", (e) => log.error("listener error", { error: e.message }));
 
@@ -286,9 +321,37 @@ export async function startHttpListener(l: ListenerConfig, deps: ListenerDeps): 
       detach();
       await connections.drain(drainMs);
       upstream?.close();
+      h2?.close();
       plainAgent.destroy();
     },
   };
+}
+
+/** HTTP/2's connection preface starts with these bytes; no HTTP/1.1 request line does. */
+const PREFACE = Buffer.from("PRI * HTTP/2.0");
+
+/**
+ * Reads until the first bytes tell HTTP/2's preface from HTTP/1.1, puts them back, and says which. A
+ * caller that sends nothing within `timeoutMs` is disconnected.
+ */
+function sniff(socket: net.Socket, timeoutMs: number, then: (h2: boolean) => void): void {
+  let seen = Buffer.alloc(0);
+  const timer = setTimeout(() => socket.destroy(), timeoutMs);
+  socket.once("close", () => clearTimeout(timer));
+  const onData = (chunk: Buffer) => {
+    seen = Buffer.concat([seen, chunk]);
+    const n = Math.min(seen.length, PREFACE.length);
+    const h2 = seen.subarray(0, n).equals(PREFACE.subarray(0, n));
+    if (h2 && n < PREFACE.length) return;
+    clearTimeout(timer);
+    socket.off("data", onData);
+    socket.pause();
+    socket.unshift(seen);
+    then(h2);
+    socket.resume();
+  };
+  socket.on("data", onData);
+  socket.once("error", () => socket.destroy());
 }
 
 /**
@@ -303,6 +366,8 @@ function send(
   onBroken?: (e: Error) => void,
 ): void {
   res.writeHead(r.status, r.headers);
+  // Trailers reach an HTTP/2 caller (gRPC's status); HTTP/1.1 callers are not sent any.
+  if (res.req.httpVersionMajor === 2) r.trailers?.((t) => res.addTrailers(t));
   if (isBuffered(r.body)) {
     if (counter) counter.n += typeof r.body === "string" ? Buffer.byteLength(r.body) : r.body.length;
     res.end(r.body);
