@@ -2,7 +2,8 @@
 # Builds the e2e test bed's peers from their Go modules into
 #   ${XDG_CACHE_HOME:-~/.cache}/svc-testbed/<name>-<version>/bin
 # skipping what is already built. Prints progress and the time each step took. Nothing is written into
-# the repository. Usage: build-peers.sh [name...]   (names: spire spire-crds kube-apiserver etcd kwok ghostunnel)
+# the repository. Usage: build-peers.sh [name...]   (names: spire spire-crds kube-apiserver etcd kwok ghostunnel
+# h2spec)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=versions.env
@@ -106,6 +107,10 @@ build_ghostunnel() {
   build_module "github.com/ghostunnel/ghostunnel@$GHOSTUNNEL_VERSION" "" github.com/ghostunnel/ghostunnel
 }
 
+build_h2spec() {
+  build_module "github.com/summerwind/h2spec@$H2SPEC_VERSION" "" github.com/summerwind/h2spec/cmd/h2spec
+}
+
 # A wrapper module: etcd's server module has replace directives, which `go install pkg@version` refuses.
 build_etcd() {
   local src
@@ -187,16 +192,17 @@ GO
 }
 
 want=("$@")
-[ ${#want[@]} -gt 0 ] || want=(spire spire-crds etcd kwok ghostunnel kube-apiserver)
+[ ${#want[@]} -gt 0 ] || want=(spire spire-crds etcd kwok ghostunnel h2spec kube-apiserver)
 for w in "${want[@]}"; do
   case "$w" in
     spire) step spire "$SPIRE_VERSION" spire-server spire-agent -- build_spire ;;
     kwok) step kwok "$KWOK_VERSION" kwok -- build_kwok ;;
     ghostunnel) step ghostunnel "$GHOSTUNNEL_VERSION" ghostunnel -- build_ghostunnel ;;
+    h2spec) step h2spec "$H2SPEC_VERSION" h2spec -- build_h2spec ;;
     etcd) step etcd "$ETCD_VERSION" etcd -- build_etcd ;;
     spire-crds) step spire-controller-manager "$SPIRE_CONTROLLER_MANAGER_VERSION" spire.spiffe.io_clusterspiffeids.yaml -- build_spire_crds ;;
     kube-apiserver | kube) step kube-apiserver "$KUBERNETES_VERSION" kube-apiserver kube-controller-manager kube-scheduler -- build_kube ;;
-    *) echo "unknown peer $w (known: spire spire-crds kube-apiserver etcd kwok ghostunnel)" >&2; exit 2 ;;
+    *) echo "unknown peer $w (known: spire spire-crds kube-apiserver etcd kwok ghostunnel h2spec)" >&2; exit 2 ;;
   esac
 done
 echo "==> peers ready in $(elapsed "$started")s under $CACHE"

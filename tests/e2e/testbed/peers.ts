@@ -9,7 +9,7 @@ export const E2E_DIR = join(HERE, "..");
 export function versions(): Record<string, string> {
   const out: Record<string, string> = {};
   for (const line of readFileSync(join(E2E_DIR, "versions.env"), "utf8").split("\n")) {
-    const m = /^([A-Z_]+)="?([^"]*)"?$/.exec(line.trim());
+    const m = /^([A-Z0-9_]+)="?([^"]*)"?$/.exec(line.trim());
     if (m) out[m[1] as string] = m[2] as string;
   }
   return out;
@@ -28,6 +28,8 @@ export interface Peers {
   etcd: string;
   kwok: string;
   ghostunnel: string;
+  /** The HTTP/2 conformance suite (not part of the test bed; tests/integration/proxy-h2spec.test.ts). */
+  h2spec: string;
   versions: Record<string, string>;
 }
 
@@ -42,6 +44,7 @@ const BUILT_BY: Record<keyof Omit<Peers, "versions">, string> = {
   etcd: "etcd",
   kwok: "kwok",
   ghostunnel: "ghostunnel",
+  h2spec: "h2spec",
 };
 
 /** One peer's path, for a benchmark that needs only it; the error names the build step for it alone. */
@@ -72,6 +75,7 @@ function paths(): Omit<Peers, "versions"> {
     etcd: bin("etcd", v.ETCD_VERSION as string, "etcd"),
     kwok: bin("kwok", v.KWOK_VERSION as string, "kwok"),
     ghostunnel: bin("ghostunnel", v.GHOSTUNNEL_VERSION as string, "ghostunnel"),
+    h2spec: bin("h2spec", v.H2SPEC_VERSION as string, "h2spec"),
   };
 }
 
