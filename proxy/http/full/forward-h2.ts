@@ -10,8 +10,8 @@ import type { Handler, ProxyResponse, Upstream } from "../types.ts";
  * The full path's forwarder to an HTTP/2 target (listeners with `connection.http2`): h2c to an http://
  * target, ALPN h2 over TLS to an https:// one (SPIFFE mTLS in client and central modes). Requests are
  * streams multiplexed on one session per target; bodies stream both ways, and the target's trailers
- * (gRPC's grpc-status and grpc-message) are passed on. A caller that goes away resets its stream upstream
- * (the request's signal), and a target that resets a stream ends the caller's.
+ * (gRPC's grpc-status and grpc-message) are passed on. A caller that goes away resets its stream upstream,
+ * and a target that resets a stream ends the caller's.
  */
 export interface H2Options {
   target: URL;
@@ -35,20 +35,24 @@ export function h2Forwarder(o: H2Options): Handler {
         delete headers.host;
         // The one TE value HTTP/2 allows, and which gRPC servers require.
         if (/(^|,)\s*trailers\s*(,|$)/i.test(String(req.headers.te ?? ""))) headers.te = "trailers";
-        stream = o.session().request(
-          {
-            ...headers,
-            ":method": req.method,
-            ":path": req.path,
-            ":authority": authority,
-            ":scheme": scheme,
-          },
-          { signal: req.signal },
-        );
+        stream = o.session().request({
+          ...headers,
+          ":method": req.method,
+          ":path": req.path,
+          ":authority": authority,
+          ":scheme": scheme,
+        });
       } catch (e) {
         resolve(upstreamFailure(o.target, e as Error));
         return;
       }
+      // A caller that goes away resets the stream at the target. Not the request option `signal`: that
+      // one also fires for a stream already finished, and makes it fail, which costs more than the call.
+      const cancel = () => {
+        if (!stream.closed) stream.close(NGHTTP2_CANCEL);
+      };
+      req.signal.addEventListener("abort", cancel, { once: true });
+      stream.once("close", () => req.signal.removeEventListener("abort", cancel));
       let answered = false;
       const trailerListeners: ((t: OutgoingHttpHeaders) => void)[] = [];
       stream.once("error", (e) => {
