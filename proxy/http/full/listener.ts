@@ -89,6 +89,13 @@ export async function startHttpListener(l: ListenerConfig, deps: ListenerDeps): 
       () => socket.destroy(),
       (cleanup) => socket.once("close", cleanup),
     );
+  // An HTTP/2 connection is accounted as its session (HTTP/2 callers of mTLS and h2c listeners).
+  const trackSession = (session: http2.Http2Session) =>
+    connections.open(
+      session,
+      () => session.destroy(),
+      (cleanup) => session.once("close", cleanup),
+    );
   // The peer of an HTTP/2 session, verified once from its TLS connection (req.socket is a proxy object).
   const sessionPeers = new WeakMap<object, VerifiedPeer | undefined>();
   const peerFor = (req: IncomingMessage, session: object | undefined): VerifiedPeer | undefined => {
@@ -252,13 +259,7 @@ export async function startHttpListener(l: ListenerConfig, deps: ListenerDeps): 
       allowHTTP1: true,
       settings: { maxConcurrentStreams: MAX_STREAMS },
     });
-    secure.on("session", (session) =>
-      connections.open(
-        session,
-        () => session.destroy(),
-        (cleanup) => session.once("close", cleanup),
-      ),
-    );
+    secure.on("session", trackSession);
     detach = attachSpiffeAuth(secure, policy, {
       onConnection: (socket) => {
         if (socket.alpnProtocol !== "h2") trackSocket(socket);
@@ -288,13 +289,7 @@ export async function startHttpListener(l: ListenerConfig, deps: ListenerDeps): 
       // HTTP/2 with prior knowledge (h2c) and HTTP/1.1 on one port: a connection that opens with the
       // HTTP/2 preface goes to the HTTP/2 server, any other to the HTTP/1.1 one.
       const h2c = http2.createServer({ settings: { maxConcurrentStreams: MAX_STREAMS } });
-      h2c.on("session", (session) =>
-        connections.open(
-          session,
-          () => session.destroy(),
-          (cleanup) => session.once("close", cleanup),
-        ),
-      );
+      h2c.on("session", trackSession);
       h2c.on(
         "request",
         (req, res) => void handle(req as unknown as IncomingMessage, res as unknown as ServerResponse),
