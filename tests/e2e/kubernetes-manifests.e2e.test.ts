@@ -15,7 +15,7 @@ import { waitUntil } from "./testbed/process.ts";
  * kube-scheduler places its pod on the kwok node, and it runs.
  */
 const testbed = useTestbed();
-const BASES = ["sidecar", "central", "central-postgres", "spire"];
+const BASES = ["sidecar", "grpc", "central", "central-postgres", "spire"];
 const dir = (base: string) => join(ROOT, "deploy/kubernetes", base);
 let kubectl: (args: string[], input?: string) => { code: number; out: string; err: string };
 let work: string;
@@ -105,6 +105,7 @@ describe("deploy/kubernetes", () => {
 
   test.each([
     "sidecar",
+    "grpc",
     "central",
     "central-postgres",
   ])("%s: the svc-proxy configuration passes -check", (base) => {
@@ -153,6 +154,7 @@ describe("deploy/kubernetes", () => {
 
   test.each([
     "sidecar",
+    "grpc",
     "central",
     "central-postgres",
   ])("%s: every container with the Workload API volume names the agent's socket explicitly", (base) => {
@@ -179,6 +181,7 @@ describe("deploy/kubernetes", () => {
 
   test.each([
     "sidecar",
+    "grpc",
     "central",
     "central-postgres",
   ])("%s: every path svc-proxy reads or writes is on a volume of the right kind", (base) => {
