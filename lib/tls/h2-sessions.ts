@@ -7,14 +7,14 @@ import { spiffeServerIdentity } from "./peer.ts";
  * h2 over TLS for https://, and SPIFFE mTLS (our SVID, the peer's chain verified against the bundles and
  * `authorize`) when a policy is given. A session that closes, fails or receives GOAWAY is replaced on the
  * next request. After an SVID rotation the current session is closed gracefully: its streams finish, new
- * ones go over a new handshake with the new SVID.
+ * ones go over a new handshake with the new SVID. A session not connected within `connectTimeoutMs` fails.
  */
 export interface H2Sessions {
   session(): http2.ClientHttp2Session;
   close(): void;
 }
 
-export function createH2Sessions(target: URL, policy?: MtlsPolicy): H2Sessions {
+export function createH2Sessions(target: URL, connectTimeoutMs: number, policy?: MtlsPolicy): H2Sessions {
   let current: http2.ClientHttp2Session | undefined;
   const open = (): http2.ClientHttp2Session => {
     let options: http2.SecureClientSessionOptions = {};
@@ -30,7 +30,15 @@ export function createH2Sessions(target: URL, policy?: MtlsPolicy): H2Sessions {
       };
     }
     const s = http2.connect(target.origin, options);
+    // A target that takes the connection but never completes it (TCP, TLS or HTTP/2 settings) would hold
+    // every request made meanwhile: the session fails, and so do they, after connectTimeoutMs.
+    const timer = setTimeout(
+      () => s.destroy(new Error(`no HTTP/2 connection to ${target.origin} within ${connectTimeoutMs} ms`)),
+      connectTimeoutMs,
+    );
+    s.once("connect", () => clearTimeout(timer));
     const forget = () => {
+      clearTimeout(timer);
       if (current === s) current = undefined;
     };
     s.once("close", forget);

@@ -1,4 +1,5 @@
 import type { IncomingHttpHeaders, OutgoingHttpHeaders } from "node:http";
+import type { ProxyRequest } from "./types.ts";
 
 /**
  * The header policy of both HTTP paths (the relay, proxy/http/relay/, and the full path,
@@ -76,4 +77,23 @@ export function endToEnd(
     out[key] = v;
   }
   return out;
+}
+
+/**
+ * The full path's request fields for the target: what passes on, then the proxy's own Svc-Peer-ID,
+ * X-Request-Id and X-Forwarded-For, written after it so that a caller's Connection field cannot remove
+ * them.
+ */
+export function requestFields(req: ProxyRequest): OutgoingHttpHeaders {
+  const headers = endToEnd(req.headers, true);
+  if (req.peer) headers[PEER_ID_HEADER] = req.peer.uri;
+  headers[REQUEST_ID_HEADER] = req.id;
+  const connection = req.headers.connection;
+  const named = connectionTokens(connection === undefined ? [] : [String(connection)]);
+  const prior = named.has(FORWARDED_FOR_HEADER) ? undefined : req.headers[FORWARDED_FOR_HEADER];
+  headers[FORWARDED_FOR_HEADER] = forwardedFor(
+    prior === undefined ? undefined : Array.isArray(prior) ? prior.join(", ") : prior,
+    req.remoteAddress,
+  );
+  return headers;
 }

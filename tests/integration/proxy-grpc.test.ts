@@ -35,6 +35,7 @@ type EchoClient = grpc.Client & Record<keyof typeof SERVICE, (...args: unknown[]
 
 /** What the server saw of the last call's metadata. */
 let lastPeer: string | undefined;
+let lastForwardedFor: string | undefined;
 let cancelled: () => void = () => {};
 
 beforeAll(async () => {
@@ -43,6 +44,7 @@ beforeAll(async () => {
   server.addService(SERVICE, {
     unary: (call: grpc.ServerUnaryCall<Buffer, Buffer>, done: grpc.sendUnaryData<Buffer>) => {
       lastPeer = call.metadata.get("svc-peer-id")[0] as string | undefined;
+      lastForwardedFor = call.metadata.get("x-forwarded-for").join(", ");
       const text = call.request.toString();
       if (text === "fail") done({ code: grpc.status.FAILED_PRECONDITION, details: "refused on purpose" });
       else if (text === "slow") setTimeout(() => done(null, Buffer.from("late")), 3_000);
@@ -122,9 +124,18 @@ describe("gRPC through a client→server pair (connection.http2)", () => {
   });
   afterAll(() => client.close());
 
-  test("unary: the answer, and Svc-Peer-ID reaches the server as metadata", async () => {
-    expect((await unary(client, Buffer.from("hello"))).value?.toString()).toBe("hello");
+  test("unary: the answer; Svc-Peer-ID and X-Forwarded-For reach the server as metadata", async () => {
+    const metadata = new grpc.Metadata();
+    metadata.set("svc-peer-id", "spiffe://evil/forged");
+    const value = await new Promise<Buffer | undefined>((resolve, reject) =>
+      client.unary(Buffer.from("hello"), metadata, (e: grpc.ServiceError | null, v?: Buffer) =>
+        e ? reject(e) : resolve(v),
+      ),
+    );
+    expect(value?.toString()).toBe("hello");
+    // The caller's own Svc-Peer-ID never passes; each hop appends the address it was called from.
     expect(lastPeer).toBe(ID("web"));
+    expect(lastForwardedFor).toBe("127.0.0.1, 127.0.0.1");
   });
 
   test("an error status and its message reach the caller", async () => {

@@ -3,8 +3,8 @@ import http2 from "node:http2";
 import { pipeline } from "node:stream";
 import type { TLSSocket } from "node:tls";
 import { upstreamFailure } from "../failure.ts";
-import { endToEnd } from "../headers.ts";
-import type { Handler, ProxyResponse, Upstream } from "../types.ts";
+import { endToEnd, requestFields } from "../headers.ts";
+import type { Handler, ProxyRequest, ProxyResponse, Upstream } from "../types.ts";
 
 /**
  * The full path's forwarder to an HTTP/2 target (listeners with `connection.http2`): h2c to an http://
@@ -31,17 +31,18 @@ export function h2Forwarder(o: H2Options): Handler {
     new Promise<ProxyResponse>((resolve) => {
       let stream: http2.ClientHttp2Stream;
       try {
-        const headers: OutgoingHttpHeaders = endToEnd(req.headers, false);
-        delete headers.host;
-        // The one TE value HTTP/2 allows, and which gRPC servers require.
-        if (/(^|,)\s*trailers\s*(,|$)/i.test(String(req.headers.te ?? ""))) headers.te = "trailers";
-        stream = o.session().request({
-          ...headers,
-          ":method": req.method,
-          ":path": req.path,
-          ":authority": authority,
-          ":scheme": scheme,
-        });
+        const headers = requestHeaders(req);
+        // The body decides when the stream ends (pipeline below), whatever the method.
+        stream = o.session().request(
+          {
+            ...headers,
+            ":method": req.method,
+            ":path": req.path,
+            ":authority": authority,
+            ":scheme": scheme,
+          },
+          { endStream: false },
+        );
       } catch (e) {
         resolve(upstreamFailure(o.target, e as Error));
         return;
@@ -52,43 +53,69 @@ export function h2Forwarder(o: H2Options): Handler {
         if (!stream.closed) stream.close(NGHTTP2_CANCEL);
       };
       req.signal.addEventListener("abort", cancel, { once: true });
-      stream.once("close", () => req.signal.removeEventListener("abort", cancel));
       let answered = false;
-      const trailerListeners: ((t: OutgoingHttpHeaders) => void)[] = [];
-      stream.once("error", (e) => {
-        if (!answered) resolve(upstreamFailure(o.target, e));
+      const fail = (e: Error) => {
+        if (answered) return;
+        answered = true;
+        resolve(upstreamFailure(o.target, e));
+      };
+      stream.once("error", fail);
+      // A stream closed before any answer (reset with NO_ERROR or CANCEL, the connection gone) has no error.
+      stream.once("close", () => {
+        req.signal.removeEventListener("abort", cancel);
+        fail(new Error(`the stream closed before a response (code ${stream.rstCode ?? "none"})`));
+      });
+      // Trailers are kept until the caller's side asks for them: they may arrive before it does.
+      let trailers: OutgoingHttpHeaders | undefined;
+      let deliver: ((t: OutgoingHttpHeaders) => void) | undefined;
+      stream.on("trailers", (t) => {
+        trailers = endToEnd(t, false);
+        deliver?.(trailers);
       });
       stream.once("response", (received, flags) => {
-        answered = true;
+        if (answered) return;
         const headers = endToEnd(received, false);
-        const status = Number(received[":status"] ?? 502);
-        let early: OutgoingHttpHeaders | undefined;
         if ((flags & NGHTTP2_FLAG_END_STREAM) !== 0 && received["grpc-status"] !== undefined) {
-          early = {};
+          trailers = {};
           for (const f of GRPC_STATUS_FIELDS)
             if (headers[f] !== undefined) {
-              early[f] = headers[f];
+              trailers[f] = headers[f];
               delete headers[f];
             }
         }
-        const upstream = o.identify?.(stream.session?.socket as TLSSocket);
+        let upstream: Upstream | undefined;
+        try {
+          upstream = o.identify?.(stream.session?.socket as TLSSocket);
+        } catch (e) {
+          // The target's certificate expired (or its bundle changed) since the handshake.
+          stream.close(NGHTTP2_CANCEL);
+          fail(e as Error);
+          return;
+        }
+        answered = true;
         resolve({
-          status,
+          status: Number(received[":status"] ?? 502),
           headers,
           body: stream,
           trailers: (listener) => {
-            if (early) listener(early);
-            else trailerListeners.push(listener);
+            deliver = listener;
+            if (trailers) listener(trailers);
           },
           ...(upstream ? { upstream } : {}),
         });
-      });
-      stream.on("trailers", (t) => {
-        const trailers = endToEnd(t, false);
-        for (const l of trailerListeners) l(trailers);
       });
       pipeline(req.body, stream, (e) => {
         if (e && !stream.destroyed) stream.close(NGHTTP2_CANCEL);
       });
     });
+}
+
+/** requestFields (headers.ts) without what HTTP/2 forbids: Host becomes :authority; HTTP2-Settings is HTTP/1.1's. */
+function requestHeaders(req: ProxyRequest): OutgoingHttpHeaders {
+  const headers = requestFields(req);
+  delete headers.host;
+  delete headers["http2-settings"];
+  // The one TE value HTTP/2 allows, and which gRPC servers require.
+  if (/(^|,)\s*trailers\s*(,|$)/i.test(String(req.headers.te ?? ""))) headers.te = "trailers";
+  return headers;
 }

@@ -3,7 +3,7 @@ import https from "node:https";
 import { isIP } from "node:net";
 import type { TLSSocket } from "node:tls";
 import { upstreamFailure } from "../failure.ts";
-import { endToEnd, FORWARDED_FOR_HEADER, forwardedFor } from "../headers.ts";
+import { endToEnd, requestFields } from "../headers.ts";
 import type { Handler, ProxyResponse, Upstream } from "../types.ts";
 
 /**
@@ -24,13 +24,7 @@ export function forwarder(o: ForwardOptions): Handler {
   const host = o.target.hostname.replace(/^\[|\]$/g, "");
   return (req) =>
     new Promise<ProxyResponse>((resolve) => {
-      // Svc-Peer-ID and X-Request-Id are already the proxy's own (the listener wrote them).
-      const headers = endToEnd(req.headers, false);
-      const prior = headers[FORWARDED_FOR_HEADER];
-      headers[FORWARDED_FOR_HEADER] = forwardedFor(
-        prior === undefined ? undefined : Array.isArray(prior) ? prior.join(", ") : String(prior),
-        req.remoteAddress,
-      );
+      const headers = requestFields(req);
       const out = (tls ? https : http).request(
         {
           host,

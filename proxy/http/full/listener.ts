@@ -16,7 +16,14 @@ import type { ListenerConfig } from "../../config/types.ts";
 import { type ListenerDeps, listen, type RunningListener, refusalReason } from "../../listener.ts";
 import { buildChain } from "../../middleware/chain.ts";
 import { PEER_ID_HEADER, REQUEST_ID_HEADER, requestId } from "../headers.ts";
-import { isBuffered, type ProxyRequest, type ProxyResponse, proxyResponse, type Upstream } from "../types.ts";
+import {
+  type Handler,
+  isBuffered,
+  type ProxyRequest,
+  type ProxyResponse,
+  proxyResponse,
+  type Upstream,
+} from "../types.ts";
 import { Connections } from "./connections.ts";
 import { forwarder } from "./forward.ts";
 import { h2Forwarder } from "./forward-h2.ts";
@@ -35,21 +42,14 @@ export async function startHttpListener(l: ListenerConfig, deps: ListenerDeps): 
   const mtlsIn = l.mode === "server" || l.mode === "central";
   const sourceAuthorizer = authorizeMatching(l.sourceIds, `listeners.${l.name}.source.spiffe_ids`);
 
-  const upstream = l.targetMtls
-    ? createUpstreamAgent(
-        {
-          source: deps.source,
-          authorize: authorizeMatching(l.targetIds, `listeners.${l.name}.target.spiffe_ids`),
-          ...(deps.keylog ? { keylog: deps.keylog } : {}),
-        },
-        { keepAlive: !l.disableKeepalive },
-      )
+  // The target hop: SPIFFE mTLS (client and central modes) or not; HTTP/2 sessions or HTTP/1.1 agents.
+  const targetPolicy = l.targetMtls
+    ? {
+        source: deps.source,
+        authorize: authorizeMatching(l.targetIds, `listeners.${l.name}.target.spiffe_ids`),
+        ...(deps.keylog ? { keylog: deps.keylog } : {}),
+      }
     : undefined;
-  const plainAgent =
-    l.target.protocol === "https:"
-      ? new https.Agent({ keepAlive: !l.disableKeepalive })
-      : new http.Agent({ keepAlive: !l.disableKeepalive });
-  const agent = () => upstream?.agent() ?? plainAgent;
   // Who answered on an mTLS upstream connection, verified once per connection.
   const upstreams = new WeakMap<TLSSocket, Upstream>();
   const identify = (socket: TLSSocket) => {
@@ -62,25 +62,31 @@ export async function startHttpListener(l: ListenerConfig, deps: ListenerDeps): 
     }
     return u;
   };
-  const h2 = l.http2
-    ? createH2Sessions(
-        l.target,
-        l.targetMtls
-          ? {
-              source: deps.source,
-              authorize: authorizeMatching(l.targetIds, `listeners.${l.name}.target.spiffe_ids`),
-              ...(deps.keylog ? { keylog: deps.keylog } : {}),
-            }
-          : undefined,
-      )
-    : undefined;
-  const chain = buildChain(
-    l.middlewares,
-    h2
-      ? h2Forwarder({ target: l.target, session: h2.session, ...(l.targetMtls ? { identify } : {}) })
-      : forwarder({ target: l.target, agent, ...(l.targetMtls ? { identify } : {}) }),
-    { listener: l, ...(deps.notary ? { notary: deps.notary } : {}) },
-  );
+  let closeTarget: () => void;
+  let forward: Handler;
+  if (l.http2) {
+    const h2 = createH2Sessions(l.target, l.timeouts.handshakeMs, targetPolicy);
+    forward = h2Forwarder({ target: l.target, session: h2.session, ...(targetPolicy ? { identify } : {}) });
+    closeTarget = () => h2.close();
+  } else {
+    const upstream = targetPolicy
+      ? createUpstreamAgent(targetPolicy, { keepAlive: !l.disableKeepalive })
+      : undefined;
+    const plainAgent =
+      l.target.protocol === "https:"
+        ? new https.Agent({ keepAlive: !l.disableKeepalive })
+        : new http.Agent({ keepAlive: !l.disableKeepalive });
+    const agent = () => upstream?.agent() ?? plainAgent;
+    forward = forwarder({ target: l.target, agent, ...(targetPolicy ? { identify } : {}) });
+    closeTarget = () => {
+      upstream?.close();
+      plainAgent.destroy();
+    };
+  }
+  const chain = buildChain(l.middlewares, forward, {
+    listener: l,
+    ...(deps.notary ? { notary: deps.notary } : {}),
+  });
 
   const connections = new Connections(l.timeouts.idleMs, () => events?.connection());
   const trackSocket = (socket: Socket) =>
@@ -315,9 +321,7 @@ export async function startHttpListener(l: ListenerConfig, deps: ListenerDeps): 
       server.close();
       detach();
       await connections.drain(drainMs);
-      upstream?.close();
-      h2?.close();
-      plainAgent.destroy();
+      closeTarget();
     },
   };
 }
