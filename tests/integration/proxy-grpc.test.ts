@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { join } from "node:path";
 import * as grpc from "@grpc/grpc-js";
+import { waitUntil } from "../e2e/testbed/process.ts";
 import { type DevApi, prodId as ID, onlyProd as only, startProdApis, tempDir } from "../support/dev-api.ts";
 import { freePort } from "../support/net.ts";
 import { stopAll } from "../support/proc.ts";
@@ -36,6 +37,7 @@ type EchoClient = grpc.Client & Record<keyof typeof SERVICE, (...args: unknown[]
 /** What the server saw of the last call's metadata. */
 let lastPeer: string | undefined;
 let lastForwardedFor: string | undefined;
+let lastDummy: string | undefined;
 let cancelled: () => void = () => {};
 
 beforeAll(async () => {
@@ -45,6 +47,7 @@ beforeAll(async () => {
     unary: (call: grpc.ServerUnaryCall<Buffer, Buffer>, done: grpc.sendUnaryData<Buffer>) => {
       lastPeer = call.metadata.get("svc-peer-id")[0] as string | undefined;
       lastForwardedFor = call.metadata.get("x-forwarded-for").join(", ");
+      lastDummy = call.metadata.get("svc-dummy")[0] as string | undefined;
       const text = call.request.toString();
       if (text === "fail") done({ code: grpc.status.FAILED_PRECONDITION, details: "refused on purpose" });
       else if (text === "slow") setTimeout(() => done(null, Buffer.from("late")), 3_000);
@@ -245,6 +248,38 @@ test("through client→central→server: streams pass both hops, and the server 
   const { error } = await unary(client, Buffer.from("fail"));
   expect(error?.details).toBe("refused on purpose");
   client.close();
+});
+
+test("the dummy middleware works on HTTP/2 exchanges, and each stream is one request in the metrics", async () => {
+  const [sp, cp, metricsPort] = [await freePort(), await freePort(), await freePort()];
+  await startSvcProxy(
+    config("api", {
+      address: `127.0.0.1:${sp}`,
+      mode: "server",
+      target: { url: `http://127.0.0.1:${serverPort}` },
+      source: { spiffe_ids: only("web") },
+    }),
+  );
+  await startSvcProxy({
+    ...config("web", {
+      address: `127.0.0.1:${cp}`,
+      mode: "client",
+      target: { url: `https://127.0.0.1:${sp}`, spiffe_ids: only("api") },
+      middlewares: [{ type: "dummy", message: "seen" }],
+    }),
+    metricsAddr: `127.0.0.1:${metricsPort}`,
+  });
+  const client = new Client(`127.0.0.1:${cp}`, grpc.credentials.createInsecure()) as unknown as EchoClient;
+  for (let i = 0; i < 5; i++)
+    expect((await unary(client, Buffer.from(`m${i}`))).value?.toString()).toBe(`m${i}`);
+  client.close();
+  expect(lastDummy).toBe("seen");
+  // A request is counted when its stream closes at the proxy, which may come just after the caller's end.
+  await waitUntil("five requests in /metrics", async () =>
+    (await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text()).includes(
+      'svc_proxy_http_requests_total{listener="grpc",code="200"} 5',
+    ),
+  );
 });
 
 test("a target the client proxy does not allow is not called", async () => {
