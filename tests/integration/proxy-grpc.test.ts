@@ -3,6 +3,7 @@ import { join } from "node:path";
 import * as grpc from "@grpc/grpc-js";
 import { waitUntil } from "../e2e/testbed/process.ts";
 import { type DevApi, prodId as ID, onlyProd as only, startProdApis, tempDir } from "../support/dev-api.ts";
+import { startHttp2Pair } from "../support/http2-pair.ts";
 import { freePort } from "../support/net.ts";
 import { stopAll } from "../support/proc.ts";
 import { startSvcProxy } from "../support/proxy.ts";
@@ -92,25 +93,10 @@ const config = (sa: string, listener: Record<string, unknown>) => ({
   listeners: [{ name: "grpc", connection: { http2: true }, ...listener }],
 });
 
-/** A server-mode proxy (as api) before the gRPC server and a client-mode proxy (as web) before it. */
-async function pair(clientAllows = only("api")): Promise<EchoClient> {
-  const [sp, cp] = [await freePort(), await freePort()];
-  await startSvcProxy(
-    config("api", {
-      address: `127.0.0.1:${sp}`,
-      mode: "server",
-      target: { url: `http://127.0.0.1:${serverPort}` },
-      source: { spiffe_ids: only("web") },
-    }),
-  );
-  await startSvcProxy(
-    config("web", {
-      address: `127.0.0.1:${cp}`,
-      mode: "client",
-      target: { url: `https://127.0.0.1:${sp}`, spiffe_ids: clientAllows },
-    }),
-  );
-  return new Client(`127.0.0.1:${cp}`, grpc.credentials.createInsecure()) as unknown as EchoClient;
+/** The pair (tests/support/http2-pair.ts) in front of the gRPC server, and a gRPC client of it. */
+async function pair(o: Parameters<typeof startHttp2Pair>[2] = {}): Promise<EchoClient> {
+  const { clientPort } = await startHttp2Pair(apis, serverPort, o);
+  return new Client(`127.0.0.1:${clientPort}`, grpc.credentials.createInsecure()) as unknown as EchoClient;
 }
 
 const unary = (c: EchoClient, body: Buffer, options: grpc.CallOptions = {}) =>
@@ -251,25 +237,11 @@ test("through client→central→server: streams pass both hops, and the server 
 });
 
 test("the dummy middleware works on HTTP/2 exchanges, and each stream is one request in the metrics", async () => {
-  const [sp, cp, metricsPort] = [await freePort(), await freePort(), await freePort()];
-  await startSvcProxy(
-    config("api", {
-      address: `127.0.0.1:${sp}`,
-      mode: "server",
-      target: { url: `http://127.0.0.1:${serverPort}` },
-      source: { spiffe_ids: only("web") },
-    }),
-  );
-  await startSvcProxy({
-    ...config("web", {
-      address: `127.0.0.1:${cp}`,
-      mode: "client",
-      target: { url: `https://127.0.0.1:${sp}`, spiffe_ids: only("api") },
-      middlewares: [{ type: "dummy", message: "seen" }],
-    }),
+  const metricsPort = await freePort();
+  const client = await pair({
+    client: { middlewares: [{ type: "dummy", message: "seen" }] },
     metricsAddr: `127.0.0.1:${metricsPort}`,
   });
-  const client = new Client(`127.0.0.1:${cp}`, grpc.credentials.createInsecure()) as unknown as EchoClient;
   for (let i = 0; i < 5; i++)
     expect((await unary(client, Buffer.from(`m${i}`))).value?.toString()).toBe(`m${i}`);
   client.close();
@@ -283,7 +255,7 @@ test("the dummy middleware works on HTTP/2 exchanges, and each stream is one req
 });
 
 test("a target the client proxy does not allow is not called", async () => {
-  const client = await pair(only("db"));
+  const client = await pair({ clientAllows: only("db") });
   const { error } = await unary(client, Buffer.from("hello"));
   client.close();
   expect(error?.code).toBe(grpc.status.UNAVAILABLE);

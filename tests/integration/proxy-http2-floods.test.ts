@@ -1,10 +1,9 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import http2 from "node:http2";
 import net from "node:net";
-import { onlyProd as only, startProdApis, tempDir } from "../support/dev-api.ts";
-import { freePort } from "../support/net.ts";
+import { startProdApis, tempDir } from "../support/dev-api.ts";
+import { startHttp2Pair } from "../support/http2-pair.ts";
 import { type Proc, stopAll } from "../support/proc.ts";
-import { startSvcProxy } from "../support/proxy.ts";
 
 /**
  * The known HTTP/2 floods against a plaintext client listener with connection.http2 (the pair behind
@@ -24,29 +23,9 @@ beforeAll(async () => {
     req.on("end", () => res.end("ok"));
   });
   await new Promise<void>((r) => target.listen(0, "127.0.0.1", () => r()));
-  const targetPort = (target.address() as { port: number }).port;
-  const [serverPort, cp] = [await freePort(), await freePort()];
-  clientPort = cp;
-  const config = (sa: string, l: object) => ({
-    spiffe: { workload_socket_path: apis[sa]?.socket },
-    metricsAddr: "0",
-    listeners: [{ name: "h2", connection: { http2: true }, ...l }],
-  });
-  await startSvcProxy(
-    config("api", {
-      address: `127.0.0.1:${serverPort}`,
-      mode: "server",
-      target: { url: `http://127.0.0.1:${targetPort}` },
-      source: { spiffe_ids: only("web") },
-    }),
-  );
-  proxy = await startSvcProxy(
-    config("web", {
-      address: `127.0.0.1:${clientPort}`,
-      mode: "client",
-      target: { url: `https://127.0.0.1:${serverPort}`, spiffe_ids: only("api") },
-    }),
-  );
+  const pair = await startHttp2Pair(apis, (target.address() as { port: number }).port);
+  clientPort = pair.clientPort;
+  proxy = pair.client;
 });
 afterAll(async () => {
   await stopAll();

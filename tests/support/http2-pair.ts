@@ -1,0 +1,43 @@
+import { type DevApi, onlyProd as only } from "./dev-api.ts";
+import { freePort } from "./net.ts";
+import type { Proc } from "./proc.ts";
+import { startSvcProxy } from "./proxy.ts";
+
+/**
+ * A client→server svc-proxy pair whose listeners set connection.http2: a server-mode proxy as `api` in
+ * front of an HTTP/2 target, and a client-mode proxy as `web` in front of it. `client` adds to the client
+ * listener (middlewares, another allowed target) and `metricsAddr` to its configuration.
+ */
+export async function startHttp2Pair(
+  apis: Record<string, DevApi>,
+  targetPort: number,
+  o: { client?: Record<string, unknown>; clientAllows?: string[]; metricsAddr?: string } = {},
+): Promise<{ clientPort: number; client: Proc; server: Proc }> {
+  const [serverPort, clientPort] = [await freePort(), await freePort()];
+  const config = (sa: string, listener: Record<string, unknown>, metricsAddr = "0") => ({
+    spiffe: { workload_socket_path: apis[sa]?.socket },
+    metricsAddr,
+    listeners: [{ name: "grpc", connection: { http2: true }, ...listener }],
+  });
+  const server = await startSvcProxy(
+    config("api", {
+      address: `127.0.0.1:${serverPort}`,
+      mode: "server",
+      target: { url: `http://127.0.0.1:${targetPort}` },
+      source: { spiffe_ids: only("web") },
+    }),
+  );
+  const client = await startSvcProxy(
+    config(
+      "web",
+      {
+        address: `127.0.0.1:${clientPort}`,
+        mode: "client",
+        target: { url: `https://127.0.0.1:${serverPort}`, spiffe_ids: o.clientAllows ?? only("api") },
+        ...o.client,
+      },
+      o.metricsAddr,
+    ),
+  );
+  return { clientPort, client, server };
+}
