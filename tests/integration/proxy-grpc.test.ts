@@ -262,6 +262,14 @@ test("a target the client proxy does not allow is not called", async () => {
   expect(error?.details).toContain("502");
 });
 
+test("a caller the server proxy does not allow is refused at the handshake", async () => {
+  const client = await pair({ serverAllows: only("db") });
+  const { error } = await unary(client, Buffer.from("hello"));
+  client.close();
+  expect(error?.code).toBe(grpc.status.UNAVAILABLE);
+  expect(error?.details).toContain("502");
+});
+
 test("svc-proxy -check refuses http2 on a listener with the openai middleware", async () => {
   const { validateConfig } = await import("../../proxy/config/validate.ts");
   expect(() =>

@@ -6,12 +6,18 @@ import { startSvcProxy } from "./proxy.ts";
 /**
  * A client→server svc-proxy pair whose listeners set connection.http2: a server-mode proxy as `api` in
  * front of an HTTP/2 target, and a client-mode proxy as `web` in front of it. `client` adds to the client
- * listener (middlewares, another allowed target) and `metricsAddr` to its configuration.
+ * listener (middlewares), `clientAllows` and `serverAllows` replace the patterns of each side, and
+ * `metricsAddr` is the client proxy's.
  */
 export async function startHttp2Pair(
   apis: Record<string, DevApi>,
   targetPort: number,
-  o: { client?: Record<string, unknown>; clientAllows?: string[]; metricsAddr?: string } = {},
+  o: {
+    client?: Record<string, unknown>;
+    clientAllows?: string[];
+    serverAllows?: string[];
+    metricsAddr?: string;
+  } = {},
 ): Promise<{ clientPort: number; client: Proc; server: Proc }> {
   const [serverPort, clientPort] = [await freePort(), await freePort()];
   const config = (sa: string, listener: Record<string, unknown>, metricsAddr = "0") => ({
@@ -24,7 +30,7 @@ export async function startHttp2Pair(
       address: `127.0.0.1:${serverPort}`,
       mode: "server",
       target: { url: `http://127.0.0.1:${targetPort}` },
-      source: { spiffe_ids: only("web") },
+      source: { spiffe_ids: o.serverAllows ?? only("web") },
     }),
   );
   const client = await startSvcProxy(
