@@ -59,7 +59,8 @@ export function h2Forwarder(o: H2Options): Handler {
         answered = true;
         resolve(upstreamFailure(o.target, e));
       };
-      stream.once("error", fail);
+      // Kept for the stream's life: an error after the answer ends the body, which the caller's side sees.
+      stream.on("error", fail);
       // A stream closed before any answer (reset with NO_ERROR or CANCEL, the connection gone) has no error.
       stream.once("close", () => {
         req.signal.removeEventListener("abort", cancel);

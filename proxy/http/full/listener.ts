@@ -95,13 +95,16 @@ export async function startHttpListener(l: ListenerConfig, deps: ListenerDeps): 
       () => socket.destroy(),
       (cleanup) => socket.once("close", cleanup),
     );
-  // An HTTP/2 connection is accounted as its session (HTTP/2 callers of mTLS and h2c listeners).
-  const trackSession = (session: http2.Http2Session) =>
+  // An HTTP/2 connection is accounted as its session (HTTP/2 callers of mTLS and h2c listeners). A session
+  // that fails ends with its streams (each answers or is reset); the listener goes on.
+  const trackSession = (session: http2.Http2Session) => {
     connections.open(
       session,
       () => session.destroy(),
       (cleanup) => session.once("close", cleanup),
     );
+    session.on("error", (e: Error) => log.debug("caller HTTP/2 session failed", { error: e.message }));
+  };
   // The peer of an HTTP/2 session, verified once from its TLS connection (req.socket is a proxy object).
   const sessionPeers = new WeakMap<object, VerifiedPeer | undefined>();
   const peerFor = (req: IncomingMessage, session: object | undefined): VerifiedPeer | undefined => {
