@@ -1,4 +1,4 @@
-import type { ConsolaInstance, ConsolaReporter, createConsola } from "consola";
+import type { ConsolaInstance, createConsola } from "consola";
 
 /**
  * What svc and svc-proxy say to a person on standard error: warnings, refusals, errors and notes such
@@ -7,32 +7,24 @@ import type { ConsolaInstance, ConsolaReporter, createConsola } from "consola";
  * On a terminal, consola's fancy reporter: a coloured badge or symbol per kind, the program as a tag
  * (NO_COLOR turns the colours off). Anywhere else (a pipe, a file, CI), one plain line per message,
  * exactly as svc has always written it: `svc: warning: …` for a warning, `svc: …` for the rest.
- * consola is loaded on the first message, so a command that says nothing never loads it.
+ * consola is loaded on the first message said on a terminal, so a command that says nothing, and every
+ * message off a terminal, never loads it.
  */
-export type Kind = "warn" | "error" | "info" | "success";
+type Kind = "warn" | "error" | "info" | "success";
 
 let instance: ConsolaInstance | undefined;
-
-const plain: ConsolaReporter = {
-  log(o) {
-    const prefix = o.tag ? `${o.tag}: ` : "";
-    process.stderr.write(`${prefix}${o.type === "warn" ? "warning: " : ""}${o.args.join(" ")}\n`);
-  },
-};
 
 function consola(): ConsolaInstance {
   if (!instance) {
     const create = (require("consola") as { createConsola: typeof createConsola }).createConsola;
-    const fancy = process.stderr.isTTY === true;
     // `fancy` picks consola's fancy reporter; its typings leave the option out.
     const options = {
       // Every kind is said; what to leave out (--verbose, --log-level) is decided before calling.
       level: 5,
-      fancy,
+      fancy: true,
       // The fancy reporter writes notes to stdout unless told otherwise.
       stdout: process.stderr,
       stderr: process.stderr,
-      ...(fancy ? {} : { reporters: [plain] }),
     };
     instance = create(options);
   }
@@ -44,5 +36,6 @@ export const svcWarning = (message: string): void => say("svc", "warn", message)
 
 /** Says `message` (which may span lines) for `program`, e.g. "svc" or "svc curl". */
 export function say(program: string, kind: Kind, message: string): void {
-  consola().withTag(program)[kind](message);
+  if (process.stderr.isTTY === true) consola().withTag(program)[kind](message);
+  else process.stderr.write(`${program}: ${kind === "warn" ? "warning: " : ""}${message}\n`);
 }

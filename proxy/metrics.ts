@@ -162,7 +162,8 @@ export class ProxyMetrics {
   };
 
   forListener(listener: string): ListenerEvents {
-    // Children bound once per listener (and per status code): no label hashing per request.
+    // Children bound once per listener (and per status code): no label object per request. prom-client
+    // still hashes the bound labels on each inc and observe.
     const connections = this.connections.labels({ listener });
     const duration = this.duration.labels({ listener });
     const requestBytes = this.bytes.labels({ listener, direction: "request" });

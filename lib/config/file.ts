@@ -30,9 +30,8 @@ export interface LoadOptions {
  * A missing default file is an empty configuration: svc is then plain kubectl. Any other path was named
  * (SVC_CONFIG) and must exist, or a mistyped name would turn the compartment guard off without a word.
  */
-export function loadConfig(path: string | undefined, options: LoadOptions): LoadedConfig {
-  const warn = options.warn;
-  path ??= configPath();
+export function loadConfig(path = configPath(), options: LoadOptions): LoadedConfig {
+  const { warn } = options;
   let text = "";
   let exists = true;
   try {

@@ -10,7 +10,7 @@ import {
   splitCertificates,
 } from "./cert-reader.ts";
 
-export type { NameConstraint, NameConstraints } from "./cert-reader.ts";
+export type { NameConstraint } from "./cert-reader.ts";
 
 /**
  * One parsed certificate: the facts SVID rules need, read by @peculiar/x509 and its ASN.1 stack

@@ -21,7 +21,7 @@ import * as asn1js from "asn1js";
  */
 /** Real certificates have 40 to 90 elements outside their extension values (the system roots: at most 86). */
 export const MAX_ELEMENTS = 256;
-export const MAX_DEPTH = 16;
+const MAX_DEPTH = 16;
 
 /** Options for every asn1js parse: the limits above, and OCTET/BIT STRING contents left unparsed. */
 const BER_OPTIONS: asn1js.FromBerOptions = {

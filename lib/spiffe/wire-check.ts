@@ -13,7 +13,7 @@ import { SvcError } from "../errors.ts";
  * nesting at most {@link MAX_DEPTH} messages deep (the library's own recursion limit, counted the same
  * way). Unknown fields are skipped, as proto3 requires. Throws SvcError `workload_api`.
  */
-export const MAX_DEPTH = 100;
+const MAX_DEPTH = 100;
 
 const VARINT = 0;
 const I64 = 1;

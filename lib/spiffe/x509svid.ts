@@ -62,7 +62,7 @@ function checkCritical(cert: Cert, what: Label): void {
  * bits, and signatures over MD2, MD4, MD5 or SHA-1, are refused on every certificate of a chain, the trust
  * anchor included (its own signature too, which OpenSSL checks only with -check_ss_sig).
  */
-export const MIN_RSA_BITS = 2048;
+const MIN_RSA_BITS = 2048;
 
 function checkStrength(cert: Cert, what: Label): void {
   const { rsaBits } = cert.publicKey;

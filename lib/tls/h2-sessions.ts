@@ -1,5 +1,6 @@
 import http2 from "node:http2";
-import type { MtlsPolicy } from "./mtls.ts";
+import { followBunTls } from "./bun-peer.ts";
+import { MIN_VERSION, type MtlsPolicy } from "./mtls.ts";
 import { spiffeServerIdentity } from "./peer.ts";
 
 /**
@@ -16,20 +17,24 @@ export interface H2Sessions {
 
 export function createH2Sessions(target: URL, connectTimeoutMs: number, policy?: MtlsPolicy): H2Sessions {
   let current: http2.ClientHttp2Session | undefined;
-  const open = (): http2.ClientHttp2Session => {
-    let options: http2.SecureClientSessionOptions = {};
-    if (policy) {
-      const svid = policy.source.getX509Svid();
-      options = {
-        cert: svid.certPem,
-        key: svid.keyPem,
-        ca: policy.source.bundles().pem(),
-        minVersion: "TLSv1.2",
+  // Our SVID and the bundles, read again on each update; the update closes the current session.
+  const tls =
+    policy &&
+    followBunTls<http2.SecureClientSessionOptions>(
+      policy.source,
+      {
+        minVersion: MIN_VERSION,
         ALPNProtocols: ["h2"],
         checkServerIdentity: spiffeServerIdentity(policy.source, policy.authorize),
-      };
-    }
-    const s = http2.connect(target.origin, options);
+      },
+      () => {
+        const old = current;
+        current = undefined;
+        old?.close();
+      },
+    );
+  const open = (): http2.ClientHttp2Session => {
+    const s = http2.connect(target.origin, tls?.current() ?? {});
     // A target that takes the connection but never completes it (TCP, TLS or HTTP/2 settings) would hold
     // every request made meanwhile: the session fails, and so do they, after connectTimeoutMs.
     const timer = setTimeout(
@@ -48,18 +53,13 @@ export function createH2Sessions(target: URL, connectTimeoutMs: number, policy?:
     if (policy?.keylog) s.socket?.on("keylog", (line: Buffer) => policy.keylog?.write(line));
     return s;
   };
-  const unsubscribe = policy?.source.onUpdate(() => {
-    const old = current;
-    current = undefined;
-    old?.close();
-  });
   return {
     session() {
       if (!current || current.closed || current.destroyed) current = open();
       return current;
     },
     close() {
-      unsubscribe?.();
+      tls?.close();
       current?.close();
       current = undefined;
     },

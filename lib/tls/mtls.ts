@@ -20,7 +20,7 @@ export interface MtlsPolicy {
   handshakeTimeoutMs?: number;
 }
 
-const MIN_VERSION = "TLSv1.2";
+export const MIN_VERSION = "TLSv1.2";
 
 function credentials(source: SvidSource): { cert: string; key: string } {
   const svid = source.getX509Svid();

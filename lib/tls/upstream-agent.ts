@@ -1,5 +1,5 @@
 import https from "node:https";
-import type { MtlsPolicy } from "./mtls.ts";
+import { MIN_VERSION, type MtlsPolicy } from "./mtls.ts";
 import { spiffeServerIdentity } from "./peer.ts";
 
 /**
@@ -26,7 +26,7 @@ export function createUpstreamAgent(policy: MtlsPolicy, o: { keepAlive: boolean 
       cert: svid.certPem,
       key: svid.keyPem,
       ca: policy.source.bundles().pem(),
-      minVersion: "TLSv1.2",
+      minVersion: MIN_VERSION,
       checkServerIdentity: spiffeServerIdentity(policy.source, policy.authorize),
     });
     if (policy.keylog) agent.on("keylog", (line: Buffer) => policy.keylog?.write(line));

@@ -37,7 +37,7 @@ export const reporter =
   (path, message) =>
     problems.push(`${path}: ${message}`);
 
-export function parseHostPort(text: string): HostPort | undefined {
+function parseHostPort(text: string): HostPort | undefined {
   const m = /^(\[[0-9a-fA-F:.]+\]|[^:[\]\s]*):(\d{1,5})$/.exec(text);
   if (!m) return undefined;
   const port = Number(m[2]);

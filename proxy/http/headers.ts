@@ -12,7 +12,7 @@ import type { ProxyRequest } from "./types.ts";
  *
  * Names here are lower case, as both paths compare them.
  */
-export const HOP_BY_HOP: ReadonlySet<string> = new Set([
+const HOP_BY_HOP: ReadonlySet<string> = new Set([
   "connection",
   "keep-alive",
   "proxy-connection",
@@ -32,8 +32,12 @@ export const FORWARDED_FOR_HEADER = "x-forwarded-for";
 /** Request fields the proxy writes itself: what a caller sent under these names is replaced or merged. */
 const WRITTEN_ON_REQUESTS: ReadonlySet<string> = new Set([PEER_ID_HEADER, FORWARDED_FOR_HEADER]);
 
-/** The tokens of a Connection field's value, lower case. */
-export function connectionTokens(values: Iterable<string>): Set<string> {
+/** No Connection tokens: shared, never added to. */
+export const NO_TOKENS: ReadonlySet<string> = new Set();
+
+/** The tokens of a Connection field's values, lower case (NO_TOKENS when there are none). */
+export function connectionTokens(values: readonly string[] | undefined): ReadonlySet<string> {
+  if (!values?.length) return NO_TOKENS;
   const out = new Set<string>();
   for (const value of values)
     for (const t of value.split(",")) {
@@ -41,6 +45,12 @@ export function connectionTokens(values: Iterable<string>): Set<string> {
       if (token) out.add(token);
     }
   return out;
+}
+
+/** The tokens of a node:http head's Connection field. */
+function namedBy(headers: IncomingHttpHeaders | OutgoingHttpHeaders): ReadonlySet<string> {
+  const c = headers.connection;
+  return connectionTokens(c === undefined ? undefined : Array.isArray(c) ? c : [String(c)]);
 }
 
 /**
@@ -65,11 +75,8 @@ export function forwardedFor(prior: string | undefined, remoteAddress: string): 
 export function endToEnd(
   headers: IncomingHttpHeaders | OutgoingHttpHeaders,
   request: boolean,
+  named = namedBy(headers),
 ): OutgoingHttpHeaders {
-  const connection = headers.connection;
-  const named = connectionTokens(
-    connection === undefined ? [] : Array.isArray(connection) ? connection : [String(connection)],
-  );
   const out: OutgoingHttpHeaders = {};
   for (const [k, v] of Object.entries(headers)) {
     const key = k.toLowerCase();
@@ -85,11 +92,10 @@ export function endToEnd(
  * them.
  */
 export function requestFields(req: ProxyRequest): OutgoingHttpHeaders {
-  const headers = endToEnd(req.headers, true);
+  const named = namedBy(req.headers);
+  const headers = endToEnd(req.headers, true, named);
   if (req.peer) headers[PEER_ID_HEADER] = req.peer.uri;
   headers[REQUEST_ID_HEADER] = req.id;
-  const connection = req.headers.connection;
-  const named = connectionTokens(connection === undefined ? [] : [String(connection)]);
   const prior = named.has(FORWARDED_FOR_HEADER) ? undefined : req.headers[FORWARDED_FOR_HEADER];
   headers[FORWARDED_FOR_HEADER] = forwardedFor(
     prior === undefined ? undefined : Array.isArray(prior) ? prior.join(", ") : prior,

@@ -3,7 +3,7 @@ import http2 from "node:http2";
 import { pipeline } from "node:stream";
 import type { TLSSocket } from "node:tls";
 import { upstreamFailure } from "../failure.ts";
-import { endToEnd, requestFields } from "../headers.ts";
+import { connectionTokens, endToEnd, requestFields } from "../headers.ts";
 import type { Handler, ProxyRequest, ProxyResponse, Upstream } from "../types.ts";
 
 /**
@@ -32,17 +32,12 @@ export function h2Forwarder(o: H2Options): Handler {
       let stream: http2.ClientHttp2Stream;
       try {
         const headers = requestHeaders(req);
+        headers[":method"] = req.method;
+        headers[":path"] = req.path;
+        headers[":authority"] = authority;
+        headers[":scheme"] = scheme;
         // The body decides when the stream ends (pipeline below), whatever the method.
-        stream = o.session().request(
-          {
-            ...headers,
-            ":method": req.method,
-            ":path": req.path,
-            ":authority": authority,
-            ":scheme": scheme,
-          },
-          { endStream: false },
-        );
+        stream = o.session().request(headers, { endStream: false });
       } catch (e) {
         resolve(upstreamFailure(o.target, e as Error));
         return;
@@ -64,7 +59,8 @@ export function h2Forwarder(o: H2Options): Handler {
       // A stream closed before any answer (reset with NO_ERROR or CANCEL, the connection gone) has no error.
       stream.once("close", () => {
         req.signal.removeEventListener("abort", cancel);
-        fail(new Error(`the stream closed before a response (code ${stream.rstCode ?? "none"})`));
+        if (!answered)
+          fail(new Error(`the stream closed before a response (code ${stream.rstCode ?? "none"})`));
       });
       // Trailers are kept until the caller's side asks for them: they may arrive before it does.
       let trailers: OutgoingHttpHeaders | undefined;
@@ -117,6 +113,7 @@ function requestHeaders(req: ProxyRequest): OutgoingHttpHeaders {
   delete headers.host;
   delete headers["http2-settings"];
   // The one TE value HTTP/2 allows, and which gRPC servers require.
-  if (/(^|,)\s*trailers\s*(,|$)/i.test(String(req.headers.te ?? ""))) headers.te = "trailers";
+  const te = req.headers.te;
+  if (te !== undefined && connectionTokens([String(te)]).has("trailers")) headers.te = "trailers";
   return headers;
 }

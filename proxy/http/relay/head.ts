@@ -20,9 +20,6 @@ import type { Outbox } from "./outbox.ts";
  */
 export type BodyOut = { kind: "none" } | { kind: "length"; length: number } | { kind: "chunked" };
 
-/** No Connection tokens: shared, never added to. */
-const NO_TOKENS: ReadonlySet<string> = new Set();
-
 /** The tokens a Connection header lists, lower case (`special`: names in lower case). */
 export function connectionTokens(special: Fields): ReadonlySet<string> {
   let values: string[] | undefined;
@@ -31,7 +28,7 @@ export function connectionTokens(special: Fields): ReadonlySet<string> {
       values ??= [];
       values.push(value);
     }
-  return values ? tokens(values) : NO_TOKENS;
+  return tokens(values);
 }
 
 function endToEnd(fields: Fields, named: ReadonlySet<string>, request: boolean, out: string[]): void {
@@ -98,12 +95,13 @@ export function requestHead(
     return extended(h, `${added}${FORWARDED_FOR_HEADER}: ${add.remoteAddress}\r\n`);
   }
   const out: string[] = [h.method, " ", h.target, " HTTP/1.1\r\n"];
+  const fields = h.headers; // parsed on each read
   let prior: string | undefined;
   if (!named.has(FORWARDED_FOR_HEADER))
-    for (const [name, value] of h.headers)
+    for (const [name, value] of fields)
       if (name.length === 15 && name.toLowerCase() === FORWARDED_FOR_HEADER)
         prior = prior === undefined ? value : `${prior}, ${value}`;
-  endToEnd(h.headers, named, true, out);
+  endToEnd(fields, named, true, out);
   if (add.peer) out.push(PEER_ID_HEADER, ": ", add.peer, "\r\n");
   if (add.requestId) out.push(REQUEST_ID_HEADER, ": ", add.requestId, "\r\n");
   out.push(FORWARDED_FOR_HEADER, ": ", forwardedFor(prior, add.remoteAddress), "\r\n");
