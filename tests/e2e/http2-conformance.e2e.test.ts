@@ -1,8 +1,7 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import http2 from "node:http2";
-import { type DevApi, startProdApis, tempDir } from "../support/dev-api.ts";
-import { startHttp2Pair } from "../support/http2-pair.ts";
-import { stopAll } from "../support/proc.ts";
+import { startProdApis, tempDir } from "../support/dev-api.ts";
+import { startHttp2Pair, startOkHttp2Target } from "../support/http2-pair.ts";
+import { runToEnd, stopAll } from "../support/proc.ts";
 import { peer } from "./testbed/peers.ts";
 
 /**
@@ -26,18 +25,13 @@ const KNOWN_FAILURES = [
 ];
 
 const dir = tempDir();
-let apis: Record<string, DevApi> = {};
-let target: http2.Http2Server;
+let target: Awaited<ReturnType<typeof startOkHttp2Target>>;
 let clientPort: number;
 
 beforeAll(async () => {
-  apis = await startProdApis(dir, ["web", "api"]);
-  target = http2.createServer((req, res) => {
-    req.resume();
-    req.on("end", () => res.end("ok"));
-  });
-  await new Promise<void>((r) => target.listen(0, "127.0.0.1", () => r()));
-  clientPort = (await startHttp2Pair(apis, (target.address() as { port: number }).port)).clientPort;
+  const apis = await startProdApis(dir, ["web", "api"]);
+  target = await startOkHttp2Target();
+  clientPort = (await startHttp2Pair(apis, target.port)).clientPort;
 });
 afterAll(async () => {
   await stopAll();
@@ -58,12 +52,15 @@ function failures(report: string): string[] {
 }
 
 test("h2spec against a plaintext client listener: only the documented cases fail", async () => {
-  const run = Bun.spawn([peer("h2spec"), "-h", "127.0.0.1", "-p", String(clientPort), "-o", "3"], {
-    stdout: "pipe",
-    stderr: "pipe",
-  });
-  const report = await new Response(run.stdout).text();
-  await run.exited;
+  const { out: report } = await runToEnd([
+    peer("h2spec"),
+    "-h",
+    "127.0.0.1",
+    "-p",
+    String(clientPort),
+    "-o",
+    "3",
+  ]);
   const summary = /(\d+) tests, (\d+) passed, (\d+) skipped, (\d+) failed/.exec(report);
   expect(summary).not.toBeNull();
   expect(failures(report).sort()).toEqual([...KNOWN_FAILURES].sort());

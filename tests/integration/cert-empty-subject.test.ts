@@ -49,15 +49,18 @@ describe("an empty subject with a critical SAN in real handshakes", () => {
   afterAll(() => mtls?.close());
 
   test("node:tls: both sides present one and accept the other's", async () => {
-    const accepted: string[] = [];
+    let decided: (outcome: string) => void = () => {};
+    const serverSaw = new Promise<string>((resolve) => {
+      decided = resolve;
+    });
     mtls = createMtlsServer(
       { source: server, authorize: anyone },
       {
         onConnection: (socket, peer) => {
-          accepted.push(peer.id.uri);
+          decided(peer.id.uri);
           socket.end();
         },
-        onReject: (e) => accepted.push(`refused: ${e.message}`),
+        onReject: (e) => decided(`refused: ${e.message}`),
       },
     );
     const s = mtls.server;
@@ -68,13 +71,17 @@ describe("an empty subject with a critical SAN in real handshakes", () => {
       policy: { source: client, authorize: anyone },
     });
     expect(peer.id.uri).toBe(SERVER);
-    for (let i = 0; i < 100 && accepted.length === 0; i++) await Bun.sleep(20);
+    const outcome = await serverSaw;
     socket.destroy();
-    expect(accepted).toEqual([CLIENT]);
+    expect(outcome).toBe(CLIENT);
   });
 
   test("Bun sockets: both sides present one and accept the other's", async () => {
     const seen: Record<string, string> = {};
+    let serverDone: () => void = () => {};
+    const serverDecided = new Promise<void>((resolve) => {
+      serverDone = resolve;
+    });
     const listener = Bun.listen({
       hostname: "127.0.0.1",
       port: 0,
@@ -87,6 +94,7 @@ describe("an empty subject with a critical SAN in real handshakes", () => {
             seen.server = `refused: ${(e as Error).message}`;
           }
           socket.end();
+          serverDone();
         },
         data() {},
       },
@@ -112,7 +120,7 @@ describe("an empty subject with a critical SAN in real handshakes", () => {
           },
         });
       });
-      for (let i = 0; i < 50 && !seen.server; i++) await Bun.sleep(20);
+      await serverDecided;
     } finally {
       listener.stop(true);
     }

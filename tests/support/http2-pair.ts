@@ -1,3 +1,4 @@
+import http2 from "node:http2";
 import { type DevApi, onlyProd as only } from "./dev-api.ts";
 import { freePort } from "./net.ts";
 import type { Proc } from "./proc.ts";
@@ -46,4 +47,14 @@ export async function startHttp2Pair(
     ),
   );
   return { clientPort, client, server };
+}
+
+/** An HTTP/2 target that answers every request "ok" once it has read it, on a free loopback port. */
+export async function startOkHttp2Target(): Promise<{ port: number; close(): void }> {
+  const target = http2.createServer((req, res) => {
+    req.resume();
+    req.on("end", () => res.end("ok"));
+  });
+  await new Promise<void>((r) => target.listen(0, "127.0.0.1", () => r()));
+  return { port: (target.address() as { port: number }).port, close: () => target.close() };
 }

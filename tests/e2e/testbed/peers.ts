@@ -28,7 +28,7 @@ export interface Peers {
   etcd: string;
   kwok: string;
   ghostunnel: string;
-  /** The HTTP/2 conformance suite (not part of the test bed; tests/integration/proxy-h2spec.test.ts). */
+  /** The HTTP/2 conformance suite (not part of the test bed; tests/e2e/http2-conformance.e2e.test.ts). */
   h2spec: string;
   versions: Record<string, string>;
 }
