@@ -99,6 +99,12 @@ export class ProxyMetrics {
     labelNames: ["listener"],
     registers: [this.registry],
   });
+  private readonly http2Ended = new Counter({
+    name: "svc_proxy_http2_connections_ended_total",
+    help: "Caller HTTP/2 connections ended for abuse: reason=control_flood (PING and SETTINGS beyond the budget), rapid_reset (streams opened and reset faster than the runtime allows), protocol_error (a frame the HTTP/2 framing refused, such as CONTINUATION without end)",
+    labelNames: ["listener", "reason"],
+    registers: [this.registry],
+  });
   private readonly bufferBytes = new Gauge({
     name: "svc_proxy_mqtt_buffer_bytes",
     help: "Payload bytes held in the MQTT publish buffer (all sessions of the listener)",
@@ -188,6 +194,7 @@ export class ProxyMetrics {
         this.relayedBytes.inc({ listener, direction: "response" }, toCaller);
       },
       failed: (reason) => this.streamFailures.inc({ listener, reason }),
+      http2Ended: (reason) => this.http2Ended.inc({ listener, reason }),
       buffer: {
         depth: (messages, bytes) => {
           this.bufferMessages.inc({ listener }, messages);

@@ -1,28 +1,50 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import http2 from "node:http2";
 import net from "node:net";
-import { startProdApis, tempDir } from "../support/dev-api.ts";
+import tls from "node:tls";
+import { X509Source } from "../../lib/spiffe/x509-source.ts";
+import { type DevApi, startProdApis, tempDir } from "../support/dev-api.ts";
 import { startHttp2Pair, startOkHttp2Target } from "../support/http2-pair.ts";
+import { freePort } from "../support/net.ts";
 import { type Proc, stopAll } from "../support/proc.ts";
+import { waitForLog } from "../support/proxy.ts";
 
 /**
  * The known HTTP/2 floods against a plaintext client listener with connection.http2 (the pair behind
  * it): rapid reset, PING and SETTINGS floods, and HEADERS followed by CONTINUATION frames that never end
- * the header block. Each may end the offending connection; none may end the proxy or keep another
- * caller from being served.
+ * the header block. Each ends the offending connection with a log line and a metric; none ends the proxy
+ * or keeps another caller from being served.
  */
 const dir = tempDir();
 let target: Awaited<ReturnType<typeof startOkHttp2Target>>;
 let clientPort: number;
+let metricsPort: number;
 let proxy: Proc;
+let server: Proc;
+let serverPort: number;
+let apis: Record<string, DevApi>;
 
 beforeAll(async () => {
-  const apis = await startProdApis(dir, ["web", "api"]);
+  apis = await startProdApis(dir, ["web", "api"]);
   target = await startOkHttp2Target();
-  const pair = await startHttp2Pair(apis, target.port);
+  metricsPort = await freePort();
+  const pair = await startHttp2Pair(apis, target.port, { metricsAddr: `127.0.0.1:${metricsPort}` });
   clientPort = pair.clientPort;
   proxy = pair.client;
+  server = pair.server;
+  serverPort = pair.serverPort;
 });
+
+/** The log line of a caller connection ended for `reason`, and the count of them in /metrics. */
+async function ended(reason: string): Promise<{ line: Record<string, unknown>; count: number }> {
+  const line = await waitForLog(proxy, "caller HTTP/2 connection ended", 10_000, { reason });
+  const text = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
+  const count = new RegExp(
+    `^svc_proxy_http2_connections_ended_total\\{listener="grpc",reason="${reason}"\\} (\\d+)$`,
+    "m",
+  ).exec(text)?.[1];
+  return { line, count: Number(count) };
+}
 afterAll(async () => {
   await stopAll();
   target.close();
@@ -62,10 +84,14 @@ const GET = Buffer.from([0x82, 0x84, 0x86]);
  * resolves once the connection is closed. Frames are written as bytes: a client library would hold most
  * of them back (outstanding PINGs and SETTINGS are capped) and could not send what an attacker sends.
  */
-async function flood(frames: Iterable<Buffer>, hangUp: boolean): Promise<void> {
-  const socket = net.connect(clientPort, "127.0.0.1");
+async function flood(
+  frames: Iterable<Buffer>,
+  hangUp: boolean,
+  open: () => net.Socket = () => net.connect(clientPort, "127.0.0.1"),
+): Promise<void> {
+  const socket = open();
   socket.on("error", () => {});
-  await new Promise((r) => socket.once("connect", r));
+  await new Promise((r) => socket.once(socket instanceof tls.TLSSocket ? "secureConnect" : "connect", r));
   const closed = new Promise<void>((r) => socket.once("close", () => r()));
   let isClosed = false;
   void closed.then(() => {
@@ -90,14 +116,18 @@ function* repeat(n: number, make: (i: number) => Buffer[]): Iterable<Buffer> {
   for (let i = 0; i < n; i++) yield* make(i);
 }
 
+// Our side never hangs up in these: the proxy must end each flood.
 test("rapid reset: 5,000 streams opened and cancelled at once", async () => {
   const cancel = Buffer.alloc(4);
   cancel.writeUInt32BE(http2.constants.NGHTTP2_CANCEL);
   // HEADERS (END_HEADERS, END_STREAM) then RST_STREAM, on streams 1, 3, 5, …
   await flood(
     repeat(5000, (i) => [frame(1, 0x5, 2 * i + 1, GET), frame(3, 0, 2 * i + 1, cancel)]),
-    true,
+    false,
   );
+  const { line, count } = await ended("rapid_reset");
+  expect(line).toMatchObject({ level: "warn", listener: "grpc", remote: "127.0.0.1" });
+  expect(count).toBe(1);
   expect(await served()).toBe("ok");
   expect(proxy.proc.exitCode).toBeNull();
 });
@@ -109,10 +139,56 @@ test("PING and SETTINGS floods", async () => {
         ? [frame(6, 0, 0, Buffer.alloc(8)), frame(4, 0, 0, Buffer.alloc(0))]
         : [frame(6, 0, 0, Buffer.alloc(8))],
     ),
-    true,
+    false,
   );
+  const { line, count } = await ended("control_flood");
+  expect(line.detail).toBe("more than 1000 PING and SETTINGS frames (100 a second)");
+  expect(count).toBe(1);
   expect(await served()).toBe("ok");
   expect(proxy.proc.exitCode).toBeNull();
+});
+
+test("a PING flood over SPIFFE mTLS (ALPN h2) to the server-mode listener ends that connection", async () => {
+  const source = await X509Source.open({ address: apis.web?.socket as string });
+  const svid = source.getX509Svid();
+  await flood(
+    repeat(5_000, () => [frame(6, 0, 0, Buffer.alloc(8))]),
+    false,
+    () =>
+      tls.connect({
+        host: "127.0.0.1",
+        port: serverPort,
+        cert: svid.certPem,
+        key: svid.keyPem,
+        ca: source.bundles().pem(),
+        checkServerIdentity: () => undefined,
+        ALPNProtocols: ["h2"],
+      }),
+  );
+  source.close();
+  expect(
+    await waitForLog(server, "caller HTTP/2 connection ended", 10_000, { reason: "control_flood" }),
+  ).toMatchObject({ level: "warn", listener: "grpc" });
+  expect(await served()).toBe("ok");
+  expect(server.proc.exitCode).toBeNull();
+});
+
+test("a caller that pings as a keepalive does keeps its connection", async () => {
+  const session = http2.connect(`http://127.0.0.1:${clientPort}`);
+  for (let i = 0; i < 200; i++)
+    await new Promise<void>((resolve, reject) => session.ping((e) => (e ? reject(e) : resolve())));
+  const req = session.request({ ":path": "/" });
+  req.end();
+  let body = "";
+  req.on("data", (d) => {
+    body += d;
+  });
+  await new Promise((resolve, reject) => {
+    req.on("end", resolve);
+    req.on("error", reject);
+  });
+  session.close();
+  expect(body).toBe("ok");
 });
 
 test("CONTINUATION frames that never end a header block: the proxy stops reading and closes", async () => {
@@ -131,6 +207,7 @@ test("CONTINUATION frames that never end a header block: the proxy stops reading
     })(),
     false,
   );
+  expect((await ended("protocol_error")).count).toBe(1);
   expect(await served()).toBe("ok");
   expect(proxy.proc.exitCode).toBeNull();
 });

@@ -19,7 +19,7 @@ export async function startHttp2Pair(
     serverAllows?: string[];
     metricsAddr?: string;
   } = {},
-): Promise<{ clientPort: number; client: Proc; server: Proc }> {
+): Promise<{ clientPort: number; serverPort: number; client: Proc; server: Proc }> {
   const [serverPort, clientPort] = [await freePort(), await freePort()];
   const config = (sa: string, listener: Record<string, unknown>, metricsAddr = "0") => ({
     spiffe: { workload_socket_path: apis[sa]?.socket },
@@ -46,7 +46,7 @@ export async function startHttp2Pair(
       o.metricsAddr,
     ),
   );
-  return { clientPort, client, server };
+  return { clientPort, serverPort, client, server };
 }
 
 /** An HTTP/2 target that answers every request "ok" once it has read it, on a free loopback port. */

@@ -39,18 +39,22 @@ export function logLines(proc: Proc): Record<string, unknown>[] {
     .map((l) => JSON.parse(l));
 }
 
-/** The first JSON log line with `msg`, waiting for it up to `timeoutMs`. */
+/** The first JSON log line with `msg` (and the values of `fields`), waiting for it up to `timeoutMs`. */
 export async function waitForLog(
   proc: Proc,
   msg: string,
   timeoutMs = 10_000,
+  fields: Record<string, unknown> = {},
 ): Promise<Record<string, unknown>> {
   const deadline = Date.now() + timeoutMs;
+  const wanted = Object.entries(fields);
   for (;;) {
-    const line = logLines(proc).find((l) => l.msg === msg);
+    const line = logLines(proc).find((l) => l.msg === msg && wanted.every(([k, v]) => l[k] === v));
     if (line) return line;
     if (Date.now() > deadline)
-      throw new Error(`no "${msg}" in the log within ${timeoutMs} ms:\n${proc.stderr()}`);
+      throw new Error(
+        `no "${msg}" ${JSON.stringify(fields)} in the log within ${timeoutMs} ms:\n${proc.stderr()}`,
+      );
     await Bun.sleep(25);
   }
 }

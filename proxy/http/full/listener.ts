@@ -27,6 +27,7 @@ import {
 import { Connections } from "./connections.ts";
 import { forwarder } from "./forward.ts";
 import { h2Forwarder } from "./forward-h2.ts";
+import { guardSession } from "./h2-guard.ts";
 
 // Concurrent streams per HTTP/2 caller connection, announced in SETTINGS (the common default).
 const MAX_STREAMS = 100;
@@ -95,6 +96,15 @@ export async function startHttpListener(l: ListenerConfig, deps: ListenerDeps): 
       () => socket.destroy(),
       (cleanup) => socket.once("close", cleanup),
     );
+  // The connections under HTTP/2 sessions, by remote address and port: a session hides its own.
+  const h2Sockets = new Map<string, Socket>();
+  const connectionKey = (s: { remoteAddress?: string; remotePort?: number } | undefined) =>
+    `${s?.remoteAddress}|${s?.remotePort}`;
+  const holdH2Socket = (socket: Socket) => {
+    const key = connectionKey(socket);
+    h2Sockets.set(key, socket);
+    socket.once("close", () => h2Sockets.delete(key));
+  };
   // An HTTP/2 connection is accounted as its session (HTTP/2 callers of mTLS and h2c listeners). A session
   // that fails ends with its streams (each answers or is reset); the listener goes on.
   const trackSession = (session: http2.Http2Session) => {
@@ -104,6 +114,16 @@ export async function startHttpListener(l: ListenerConfig, deps: ListenerDeps): 
       (cleanup) => session.once("close", cleanup),
     );
     session.on("error", (e: Error) => log.debug("caller HTTP/2 session failed", { error: e.message }));
+    const remote = session.socket?.remoteAddress;
+    const key = connectionKey(session.socket);
+    guardSession(
+      session,
+      (reason, detail) => {
+        events?.http2Ended(reason);
+        log.warn("caller HTTP/2 connection ended", { reason, detail, remote });
+      },
+      () => h2Sockets.get(key)?.resetAndDestroy(),
+    );
   };
   // The peer of an HTTP/2 session, verified once from its TLS connection (req.socket is a proxy object).
   const sessionPeers = new WeakMap<object, VerifiedPeer | undefined>();
@@ -272,6 +292,7 @@ export async function startHttpListener(l: ListenerConfig, deps: ListenerDeps): 
     detach = attachSpiffeAuth(secure, policy, {
       onConnection: (socket) => {
         if (socket.alpnProtocol !== "h2") trackSocket(socket);
+        else holdH2Socket(socket);
       },
       onReject: (e, socket) => {
         events?.denied("source", refusalReason(e));
@@ -304,7 +325,10 @@ export async function startHttpListener(l: ListenerConfig, deps: ListenerDeps): 
         (req, res) => void handle(req as unknown as IncomingMessage, res as unknown as ServerResponse),
       );
       server = net.createServer((socket) =>
-        sniff(socket, l.timeouts.readMs, (h2) => (h2 ? h2c : plain).emit("connection", socket)),
+        sniff(socket, l.timeouts.readMs, (h2) => {
+          if (h2) holdH2Socket(socket);
+          (h2 ? h2c : plain).emit("connection", socket);
+        }),
       );
     }
   }
