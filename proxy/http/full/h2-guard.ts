@@ -23,9 +23,9 @@ export function guardSession(
   session: http2.Http2Session,
   ended: (reason: H2Abuse, detail: string) => void,
   /**
-   * Resets the connection under the session. The runtime's session.destroy() leaves it open, and unread,
-   * after the runtime itself ended the session for a flood over TLS, and after a session.destroy() on an
-   * h2c connection handed over from the HTTP/1.1 sniffing.
+   * Resets the connection under the session, once its GOAWAY has had a moment to go out. The runtime's
+   * session.destroy() leaves it open, and unread, after the runtime itself ended the session for a flood
+   * over TLS, and after a session.destroy() on an h2c connection handed over from the HTTP/1.1 sniffing.
    */
   closeConnection: () => void,
 ): void {

@@ -31,6 +31,8 @@ import { guardSession } from "./h2-guard.ts";
 
 // Concurrent streams per HTTP/2 caller connection, announced in SETTINGS (the common default).
 const MAX_STREAMS = 100;
+// How long the connection of an HTTP/2 session ended for abuse stays open for its GOAWAY to be read.
+const GOAWAY_GRACE_MS = 1000;
 
 /**
  * One HTTP listener (docs/proxy-http.md): client mode takes plaintext and calls the target over SPIFFE
@@ -122,7 +124,11 @@ export async function startHttpListener(l: ListenerConfig, deps: ListenerDeps): 
         events?.http2Ended(reason);
         log.warn("caller HTTP/2 connection ended", { reason, detail, remote });
       },
-      () => h2Sockets.get(key)?.resetAndDestroy(),
+      () => {
+        const socket = h2Sockets.get(key);
+        // After the GOAWAY has had its chance to reach the caller.
+        if (socket) setTimeout(() => socket.resetAndDestroy(), GOAWAY_GRACE_MS).unref();
+      },
     );
   };
   // The peer of an HTTP/2 session, verified once from its TLS connection (req.socket is a proxy object).
