@@ -36,6 +36,8 @@ export interface AccessDeps {
 
 export type TargetKind =
   | "pods"
+  | "secrets"
+  | "configmaps"
   | "serviceaccounts"
   | "deployments"
   | "replicasets"
@@ -125,7 +127,23 @@ export async function decideAccess(req: AdmissionRequest, deps: AccessDeps): Pro
     key === "pods/ephemeralcontainers" && stored
       ? [marksOfMeta(stored)]
       : await deps.targetMarks(action.target, namespace, name);
-  const user = req.userInfo ?? {};
+  return judge(marks, req.userInfo ?? {}, namespace, target, action, deps);
+}
+
+/**
+ * The clearance rule on one target's marks (null: no such target), shared by the admission reviews here
+ * and the authorization webhook's reads (authorize.ts): unreadable marks and a missing target are refused,
+ * unlabeled targets follow `deps.unlabeled`, marked ones need every part of the requester's clearances;
+ * each refusal passes when the requester may override.
+ */
+export async function judge(
+  marks: Marks[] | null,
+  user: UserInfo,
+  namespace: string,
+  target: string,
+  action: { text: string; what: string },
+  deps: Omit<AccessDeps, "targetMarks">,
+): Promise<Verdict> {
   const override = async (because: string, decision: Decision, compartment?: string): Promise<Verdict> =>
     (await deps.canOverride(user, namespace))
       ? {

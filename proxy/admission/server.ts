@@ -1,6 +1,7 @@
 import type { Server } from "bun";
 import { SvcError } from "../../lib/errors.ts";
 import type { HostPort } from "../config/types.ts";
+import type { AccessReviewSpec } from "./authorize.ts";
 import { userInfoProblem } from "./bounded.ts";
 import { Gate, type GateLimits, type GateLoad, type Ticket } from "./gate.ts";
 import { clip, shown } from "./request.ts";
@@ -18,6 +19,8 @@ export interface AdmissionServerOptions {
   address: HostPort;
   tls: TlsPair;
   decide(request: AdmissionRequest): Promise<Verdict>;
+  /** A SubjectAccessReview's spec (POST /authorize): denied with a reason, or no opinion. */
+  authorize(spec: AccessReviewSpec): Promise<{ denied: boolean; reason: string }>;
   ready(): boolean;
   /**
    * A malformed review (answered 400: the API server then applies the failure policy), or one turned away
@@ -28,6 +31,7 @@ export interface AdmissionServerOptions {
 }
 
 export const REVIEW_PATH = "/validate";
+export const AUTHORIZE_PATH = "/authorize";
 /**
  * A review of a pod or workload update holds the object and the old object, each at most etcd's 1.5 MiB
  * (as protobuf; their JSON is larger), with the review around them. Larger bodies are answered 413 by Bun
@@ -111,13 +115,24 @@ export function startAdmissionServer(o: AdmissionServerOptions): AdmissionServer
     if (req.method === "GET" && path === "/readyz")
       return o.ready() ? plain(200, "ok") : plain(503, "pod cache not filled yet");
     const body = announced(req);
-    if (path !== REVIEW_PATH) return plain(404, `svc-proxy admission: POST ${REVIEW_PATH} only`, body > 0);
-    if (req.method !== "POST") return plain(405, `svc-proxy admission: POST ${REVIEW_PATH} only`, body > 0);
-    return receive(req, clientAddress(server.requestIP(req)?.address), body);
+    const only = `svc-proxy admission: POST ${REVIEW_PATH} or ${AUTHORIZE_PATH} only`;
+    if (path !== REVIEW_PATH && path !== AUTHORIZE_PATH) return plain(404, only, body > 0);
+    if (req.method !== "POST") return plain(405, only, body > 0);
+    return receive(
+      req,
+      clientAddress(server.requestIP(req)?.address),
+      body,
+      path === REVIEW_PATH ? answer : answerAccess,
+    );
   };
 
   /** The body, within BODY_MS and the gate's bounds; then the review is answered. */
-  const receive = async (req: Request, address: string, bytes: number): Promise<Response> => {
+  const receive = async (
+    req: Request,
+    address: string,
+    bytes: number,
+    respond: (value: unknown, ticket: Ticket, address: string) => Promise<Response>,
+  ): Promise<Response> => {
     let dropped = (_why: string) => {};
     const drop = new Promise<{ why: string }>((resolve) => {
       dropped = (why) => resolve({ why });
@@ -148,7 +163,7 @@ export function startAdmissionServer(o: AdmissionServerOptions): AdmissionServer
         o.onBadRequest(`body is not JSON: ${clip(first.error.message, 200)}`);
         return plain(400, "svc-proxy admission: the body is not JSON");
       }
-      return await answer(first.value, ticket, address);
+      return await respond(first.value, ticket, address);
     } finally {
       clearTimeout(late);
       ticket.done();
@@ -191,6 +206,43 @@ export function startAdmissionServer(o: AdmissionServerOptions): AdmissionServer
       return plain(429, `svc-proxy admission: ${full}`);
     }
     return reply(await o.decide(request));
+  };
+
+  /**
+   * A SubjectAccessReview (authorization.k8s.io/v1): answered with status.allowed false always (this
+   * webhook never grants), and denied true with the reason when the read is refused.
+   */
+  const answerAccess = async (value: unknown, ticket: Ticket, address: string): Promise<Response> => {
+    const review = value as { apiVersion?: unknown; kind?: unknown; spec?: AccessReviewSpec } | null;
+    const spec = review?.spec;
+    if (review?.kind !== "SubjectAccessReview" || spec === null || typeof spec !== "object") {
+      o.onBadRequest(`not a SubjectAccessReview with a spec (kind ${shown(review?.kind)})`);
+      return plain(400, "svc-proxy admission: expected a SubjectAccessReview with a spec");
+    }
+    const v = review.apiVersion;
+    const reply = (denied: boolean, reason: string) =>
+      Response.json({
+        apiVersion: typeof v === "string" && v.length <= MAX_API_VERSION ? v : "authorization.k8s.io/v1",
+        kind: "SubjectAccessReview",
+        status: { allowed: false, ...(denied ? { denied: true, reason } : { reason }) },
+      });
+    const absurd = userInfoProblem({
+      username: spec.user,
+      uid: spec.uid,
+      groups: spec.groups,
+      extra: spec.extra,
+    });
+    if (absurd) {
+      note(`access review from ${address}: ${absurd}`);
+      return reply(true, absurd);
+    }
+    const full = ticket.decide();
+    if (full) {
+      note(`access review from ${address} answered 429: ${full}`);
+      return plain(429, `svc-proxy admission: ${full}`);
+    }
+    const { denied, reason } = await o.authorize(spec);
+    return reply(denied, reason);
   };
 
   const serve = (tls: TlsPair, port: number): Server<undefined> =>

@@ -10,6 +10,7 @@ import type { AdmissionConfig } from "../config/types.ts";
 import type { Logger } from "../log.ts";
 import type { AdmissionMetrics } from "../metrics.ts";
 import type { TargetKind } from "./access.ts";
+import { type AccessReviewSpec, decideRead, guardedRead, type ReadVerdict } from "./authorize.ts";
 import type { OwnerLookup, OwnerRef } from "./consistency.ts";
 import { type AdmissionRequest, clip, type UserInfo, type Verdict } from "./request.ts";
 import { review, reviewLabel } from "./review.ts";
@@ -125,7 +126,7 @@ export async function startAdmission(
   const targetMarks =
     (spend: () => void) =>
     async (kind: TargetKind, namespace: string, name: string): Promise<Marks[] | null> => {
-      if (kind === "pods" || kind === "serviceaccounts") {
+      if (kind === "pods" || kind === "serviceaccounts" || kind === "secrets" || kind === "configmaps") {
         const m = await cachedMarks(kind, namespace, name, spend);
         return m === null ? null : [m];
       }
@@ -221,12 +222,53 @@ export async function startAdmission(
     return verdict;
   };
 
+  /** The authorization webhook's reads (authorize.ts), logged and counted as the reviews are. */
+  const authorize = async (spec: AccessReviewSpec): Promise<{ denied: boolean; reason: string }> => {
+    const started = performance.now();
+    let verdict: ReadVerdict;
+    try {
+      const spend = budget();
+      verdict = await withDeadline(
+        decideRead(spec, { targetMarks: targetMarks(spend), canOverride, unlabeled: config.unlabeledPods }),
+        DECIDE_MS,
+      );
+    } catch (e) {
+      verdict = {
+        allowed: false,
+        decision: "refused",
+        message: `svc authorization: cannot decide (${(e as Error).message}); denied`,
+      };
+    }
+    const key = guardedRead(spec);
+    metrics?.review(
+      key ? `read ${key.replace(/\/$/, "")}` : "read other",
+      verdict.decision,
+      (performance.now() - started) / 1000,
+    );
+    const a = spec.resourceAttributes;
+    const fields = {
+      decision: verdict.decision,
+      user: clip(spec.user),
+      groups: Array.isArray(spec.groups) ? spec.groups.slice(0, 50).map((g) => clip(g)) : clip(spec.groups),
+      operation: `${clip(a?.verb)} ${clip(a?.resource)}${a?.subresource ? `/${clip(a.subresource)}` : ""}`,
+      object: `${clip(a?.namespace)}/${clip(a?.name)}`,
+      ...("compartment" in verdict && verdict.compartment ? { compartment: clip(verdict.compartment) } : {}),
+      message: clip(verdict.message, 1000),
+    };
+    if (verdict.decision === "override") alog.warn("compartment override", fields);
+    else if (verdict.decision !== "no_opinion" && !verdict.allowed) alog.info("read denied", fields);
+    else alog.debug("no opinion", fields);
+    const denied = verdict.decision !== "no_opinion" && !verdict.allowed;
+    return { denied, reason: verdict.message };
+  };
+
   let server: ReturnType<typeof startAdmissionServer>;
   try {
     server = startAdmissionServer({
       address: config.address,
       tls,
       decide,
+      authorize,
       ready,
       onBadRequest: (message) => alog.warn("bad admission request", { error: message }),
     });
@@ -246,6 +288,7 @@ export async function startAdmission(
   alog.info("admission webhook", {
     address: `${config.address.host || "0.0.0.0"}:${server.port}`,
     path: "/validate",
+    authorize_path: "/authorize",
     cluster: client.server,
     credentials: client.from,
     unlabeled_pods: config.unlabeledPods,

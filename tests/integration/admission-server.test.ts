@@ -39,6 +39,10 @@ beforeAll(async () => {
       decided.push(request.uid);
       return { allowed: true, decision: "allowed", message: "cleared" };
     },
+    authorize: async (spec) => ({
+      denied: spec.resourceAttributes?.name === "foreign",
+      reason: spec.resourceAttributes?.name === "foreign" ? "another compartment" : "no opinion",
+    }),
     ready: () => true,
     onBadRequest: (message) => {
       reports.push(message);
@@ -118,8 +122,8 @@ function open(localAddress: string): Conn {
   };
 }
 
-const head = (length: number, close = true) =>
-  `POST /validate HTTP/1.1\r\nHost: svc-admission.svc-system.svc\r\nContent-Type: application/json\r\n` +
+const head = (length: number, close = true, path = "/validate") =>
+  `POST ${path} HTTP/1.1\r\nHost: svc-admission.svc-system.svc\r\nContent-Type: application/json\r\n` +
   `Content-Length: ${length}\r\n${close ? "Connection: close\r\n" : ""}\r\n`;
 
 const review = (uid: string, userInfo: unknown = { username: "alice", groups: ["system:authenticated"] }) =>
@@ -138,10 +142,14 @@ const review = (uid: string, userInfo: unknown = { username: "alice", groups: ["
   });
 
 /** POSTs one review in one write (as the API server does), reads the answer to the server's close. */
-async function post(localAddress: string, body: string): Promise<{ status: number; body: string }> {
+async function post(
+  localAddress: string,
+  body: string,
+  path = "/validate",
+): Promise<{ status: number; body: string }> {
   const c = open(localAddress);
   await c.up;
-  c.write(head(Buffer.byteLength(body)) + body);
+  c.write(head(Buffer.byteLength(body), true, path) + body);
   await c.closed;
   const text = c.received();
   const status = Number(/^HTTP\/1\.1 (\d{3})/.exec(text)?.[1] ?? 0);
@@ -286,6 +294,33 @@ describe("the admission server under attack", () => {
     c.write("POST /elsewhere HTTP/1.1\r\nHost: svc-admission\r\nContent-Length: 4000000\r\n\r\n{");
     await c.closed;
     expect(c.received()).toStartWith("HTTP/1.1 404");
+  });
+
+  test("POST /authorize answers a SubjectAccessReview: denied with the reason, or no opinion; anything else is 400", async () => {
+    const access = (name: string, user: unknown = "alice") =>
+      JSON.stringify({
+        apiVersion: "authorization.k8s.io/v1",
+        kind: "SubjectAccessReview",
+        spec: {
+          resourceAttributes: { namespace: "bravo", verb: "get", resource: "secrets", name },
+          user,
+          groups: ["system:authenticated"],
+        },
+      });
+    const denied = await post("127.0.0.5", access("foreign"), "/authorize");
+    expect(denied.status).toBe(200);
+    expect(JSON.parse(denied.body)).toEqual({
+      apiVersion: "authorization.k8s.io/v1",
+      kind: "SubjectAccessReview",
+      status: { allowed: false, denied: true, reason: "another compartment" },
+    });
+    const open_ = await post("127.0.0.5", access("ours"), "/authorize");
+    expect(JSON.parse(open_.body).status).toEqual({ allowed: false, reason: "no opinion" });
+    // A user name of megabytes is denied before it is decided.
+    const absurd = await post("127.0.0.5", access("ours", "x".repeat(100_000)), "/authorize");
+    expect(JSON.parse(absurd.body).status).toMatchObject({ allowed: false, denied: true });
+    for (const bad of [review("r"), "{}", "[]", JSON.stringify({ kind: "SubjectAccessReview", spec: null })])
+      expect((await post("127.0.0.5", bad, "/authorize")).status).toBe(400);
   });
 
   test("the bounds are the documented ones", () => {
