@@ -105,7 +105,7 @@ export async function passThrough(line: CommandLine): Promise<never> {
         guarded = await (await guard())({
           line,
           active: c,
-          lookup: new (await import("../../lib/kube/lookup.ts")).Lookup(kubectl, c.target, line),
+          lookup: new (await import("../../lib/kube/lookup.ts")).Lookup(kubectl, c.target, line, c.label),
           targets,
           own: svcFlags(line),
         });

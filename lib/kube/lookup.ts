@@ -40,6 +40,8 @@ export class Lookup {
     readonly kubectl: string,
     readonly target: KubeTarget,
     line: CommandLine,
+    /** The current compartment's label, for a refusal the cluster gave svc's own read. */
+    private readonly current = "",
   ) {
     const uses = line.flags.filter((f) => f.global);
     for (const f of uses) this.flags.set(f.name, [...(this.flags.get(f.name) ?? []), f.value]);
@@ -125,6 +127,14 @@ export class Lookup {
   /** `kubectl get … -o json`: the objects (a List's items, or the one object), or a kube_api error. */
   objects(words: string[], namespace?: string | null, stdin?: string): KubeObject[] {
     const r = this.run(["get", ...words, "-o", "json"], namespace, stdin);
+    // The cluster's authorization webhook refused the read itself (docs/admission.md, "Reads"): that is
+    // the answer, another compartment's object.
+    const denied = /Cannot read [^\n]*? in another compartment \([^)\n]*\)/.exec(r.err);
+    if (r.code !== 0 && denied)
+      throw new SvcError(
+        "compartment",
+        `${denied[0]} (the cluster refused svc's read)\ncurrent compartment: ${this.current}`,
+      );
     if (r.code !== 0)
       throw new SvcError(
         "kube_api",

@@ -61,7 +61,10 @@ export async function decideRead(spec: AccessReviewSpec, deps: AccessDeps): Prom
     return { decision: "no_opinion", message: "not a named read of a secret, config map or pod log" };
   if (isControlPlane(user)) return { decision: "no_opinion", message: "control plane" };
   const read = READS[key] as (typeof READS)[string];
-  // A missing object is refused like an unreadable mark: it may be created between this answer and the read.
   const marks = await deps.targetMarks(read.target, namespace, name);
+  // The API server answers 404 (kubectl apply reads first to learn whether to create). The answer is kept
+  // for the configured TTL: an object created under that name meanwhile is read without a decision.
+  if (marks === null)
+    return { decision: "no_opinion", message: `${read.what} ${clip(namespace)}/${clip(name)} not found` };
   return judge(marks, user, namespace, `${read.what} ${clip(namespace)}/${clip(name)}`, read, deps);
 }

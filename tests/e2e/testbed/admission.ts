@@ -27,10 +27,11 @@ export async function startAdmission(
   dir: string,
   logs: string,
   kubectl: (args: string[], input?: string) => string,
+  port: number,
 ): Promise<AdmissionState> {
   const home = join(dir, "admission");
   mkdirSync(home, { recursive: true });
-  const [port, metricsPort] = await Promise.all([freePort(), freePort()]);
+  const metricsPort = await freePort();
   const url = `https://127.0.0.1:${port}`;
   writeFileSync(
     join(home, "kustomization.yaml"),

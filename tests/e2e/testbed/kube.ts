@@ -1,10 +1,12 @@
 import { readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { stringify } from "yaml";
+import { parse, stringify } from "yaml";
 import { type AdmissionState, startAdmission } from "./admission.ts";
 import type { Peers } from "./peers.ts";
 import { writeClusterPki } from "./pki.ts";
 import { freePort, run, startDaemon, waitUntil } from "./process.ts";
+
+const REPO = new URL("../../..", import.meta.url).pathname.replace(/\/$/, "");
 
 /**
  * etcd + kube-apiserver (RBAC, client certificates and static tokens) + kube-controller-manager (the
@@ -178,9 +180,31 @@ function kwokConfig(
   return `${[...stages, ...rules].join("\n---\n")}\n`;
 }
 
+/**
+ * deploy/admission/authorization as shipped, with its webhook at the test bed's svc-proxy admission server
+ * (started after the API server; until then guarded reads are denied, as the failure policy says).
+ */
+function authorizationConfig(dir: string, caPem: string, port: number): string {
+  const shipped = join(REPO, "deploy", "admission", "authorization");
+  const kubeconfig = parse(readFileSync(join(shipped, "webhook-kubeconfig.yaml"), "utf8"));
+  kubeconfig.clusters[0].cluster = {
+    server: `https://127.0.0.1:${port}/authorize`,
+    "certificate-authority-data": Buffer.from(caPem).toString("base64"),
+  };
+  const kubeconfigFile = join(dir, "authorization-webhook.kubeconfig");
+  writeFileSync(kubeconfigFile, stringify(kubeconfig), { mode: 0o600 });
+  const config = parse(readFileSync(join(shipped, "authorization-config.yaml"), "utf8"));
+  for (const a of config.authorizers)
+    if (a.type === "Webhook") a.webhook.connectionInfo.kubeConfigFile = kubeconfigFile;
+  const file = join(dir, "authorization-config.yaml");
+  writeFileSync(file, stringify(config));
+  return file;
+}
+
 export async function startKube(p: Peers, dir: string, logs: string): Promise<KubeState> {
   const pki = await writeClusterPki(dir);
-  const [etcdClient, etcdPeer, apiPort, kwokPort, forwardPort] = await Promise.all([
+  const [etcdClient, etcdPeer, apiPort, kwokPort, forwardPort, admissionPort] = await Promise.all([
+    freePort(),
     freePort(),
     freePort(),
     freePort(),
@@ -269,7 +293,7 @@ export async function startKube(p: Peers, dir: string, logs: string): Promise<Ku
       `--tls-private-key-file=${pki.servingKeyFile}`,
       `--client-ca-file=${pki.caFile}`,
       `--token-auth-file=${tokenFile}`,
-      "--authorization-mode=RBAC",
+      `--authorization-config=${authorizationConfig(dir, pki.caPem, admissionPort)}`,
       "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
       `--service-account-key-file=${pki.saPublicFile}`,
       `--service-account-signing-key-file=${pki.saPrivateFile}`,
@@ -426,7 +450,7 @@ export async function startKube(p: Peers, dir: string, logs: string): Promise<Ku
     () => kubectl(["get", "clusterrole", "edit", "-o", "jsonpath={.rules[0].verbs}"]).trim() !== "",
     60_000,
   );
-  const admission = await startAdmission(apiserver, pki, dir, logs, kubectl);
+  const admission = await startAdmission(apiserver, pki, dir, logs, kubectl, admissionPort);
   pids.admission = admission.pid;
   return { kubeconfig, apiserver, users, pids, podLog, podPreviousLog, forwardPort, auditLog, admission };
 }
