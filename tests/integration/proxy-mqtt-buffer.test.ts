@@ -128,7 +128,17 @@ describe("MQTT publish buffer", () => {
     }
     const deadline = Date.now() + 60_000;
     while (new Set(seen).size < total && Date.now() < deadline) await Bun.sleep(100);
-    expect(new Set(seen).size).toBe(total);
+    // On a failure, which messages are missing and what the buffer logged say where one was lost.
+    const got = new Set(seen);
+    const missing = Array.from({ length: total }, (_, i) => i).filter((i) => !got.has(i));
+    if (missing.length > 0)
+      process.stderr.write(
+        `missing ${JSON.stringify(missing.slice(0, 20))}; the buffer logged:\n${logLines(b.client)
+          .filter((l) => l.level !== "debug")
+          .map((l) => JSON.stringify(l))
+          .join("\n")}\n`,
+      );
+    expect(missing).toEqual([]);
     // Duplicates are allowed (docs/proxy-mqtt.md, local acknowledgements); first arrivals are in publish order.
     const first = [...new Set(seen)];
     expect(first).toEqual(first.slice().sort((x, y) => x - y));
