@@ -30,6 +30,7 @@ const GUARDS: Record<string, () => Promise<Guard>> = {
   cp: pods,
   debug: pods,
   "port-forward": pods,
+  logs: pods,
   apply: manifests,
   create: manifests,
   replace: manifests,
@@ -43,9 +44,11 @@ const GUARDS: Record<string, () => Promise<Guard>> = {
   "apply edit-last-applied": edit,
   delete: () => import("./guards/delete.ts").then((m) => m.guardDelete),
   proxy: () => import("./guards/pods.ts").then((m) => m.guardProxy),
+  get: () => import("./guards/reads.ts").then((m) => m.guardReads),
+  describe: () => import("./guards/reads.ts").then((m) => m.guardReads),
 };
 
-/** get is not guarded, only rewritten (the COMPARTMENT column, the filters): it needs no lookup. */
+/** get is also rewritten (the COMPARTMENT column, the filters); its guard only checks reads of data. */
 const REWRITES: Record<string, () => Promise<(line: CommandLine, current: string) => string[]>> = {
   get: () => import("../../lib/kube/get-args.ts").then((m) => m.getArgs),
 };
@@ -102,13 +105,18 @@ export async function passThrough(line: CommandLine): Promise<never> {
         );
       if (rewrite) guarded = { args: (await rewrite())(line, c.label) };
       if (guard)
-        guarded = await (await guard())({
-          line,
-          active: c,
-          lookup: new (await import("../../lib/kube/lookup.ts")).Lookup(kubectl, c.target, line, c.label),
-          targets,
-          own: svcFlags(line),
-        });
+        guarded = {
+          ...guarded,
+          ...(await (
+            await guard()
+          )({
+            line,
+            active: c,
+            lookup: new (await import("../../lib/kube/lookup.ts")).Lookup(kubectl, c.target, line, c.label),
+            targets,
+            own: svcFlags(line),
+          })),
+        };
     } catch (e) {
       record(isSvcError(e, "compartment") ? "refused" : "error", 1);
       throw e;

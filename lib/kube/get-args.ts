@@ -44,7 +44,8 @@ export function getArgs(line: CommandLine, current: string): string[] {
   const selectors = [...flagValues(line, "selector"), ...compartment];
   const output = flagValue(line, "output");
   const table = (output === undefined || output === "wide") && !raw && !flagSet(line, "help");
-  const rest = restWords(line, new Set([...FILTERS, ...(compartment.length ? ["selector"] : [])]));
+  // --force is svc's (the override of its read check, cmd/svc/guards/reads.ts), never kubectl's.
+  const rest = restWords(line, new Set([...FILTERS, "force", ...(compartment.length ? ["selector"] : [])]));
   const added = [
     ...(compartment.length ? [`--selector=${selectors.join(",")}`] : []),
     ...(table ? [`--label-columns=${COMPARTMENT_LABEL}`] : []),

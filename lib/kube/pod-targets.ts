@@ -1,5 +1,5 @@
 import { SvcError } from "../errors.ts";
-import { type CommandLine, filenames } from "./grammar.ts";
+import { type CommandLine, filenames, flagValues } from "./grammar.ts";
 import type { KubeObject } from "./lookup.ts";
 
 /**
@@ -7,7 +7,8 @@ import type { KubeObject } from "./lookup.ts";
  * - exec, attach, port-forward: the first argument, `NAME` (a pod) or `TYPE/NAME`; exec and attach also
  *   take `-f` files;
  * - cp: each argument of the form `[NAMESPACE/]POD:PATH` (a `:` makes it a pod side, as for kubectl);
- * - debug: every argument before `--` (`NAME` is a pod, `TYPE/NAME` any kind) and `-f` files.
+ * - debug: every argument before `--` (`NAME` is a pod, `TYPE/NAME` any kind) and `-f` files;
+ * - logs: the first argument, `NAME` or `TYPE/NAME` (a second is the container), or the pods of `-l`.
  * Returns object references (`pod/x`, `deploy/y`) with their namespace where the line gives one.
  */
 export interface PodRef {
@@ -21,6 +22,8 @@ export interface PodTargets {
   files: string[];
   /** Nodes are targets too (debug): they are not a compartment question. */
   nodesAllowed: boolean;
+  /** `logs -l SELECTOR`: every pod it selects in the command's namespace. */
+  selector?: string;
 }
 
 const asRef = (name: string): string => (name.includes("/") ? name : `pod/${name}`);
@@ -50,6 +53,16 @@ export function podTargets(line: CommandLine): PodTargets {
     }
     case "cp":
       return { refs: line.positionals.flatMap(cpPod), files: [], nodesAllowed: false };
+    case "logs": {
+      const selector = flagValues(line, "selector").join(",");
+      if (selector && first === undefined) return { refs: [], files: [], nodesAllowed: false, selector };
+      if (selector || first === undefined || line.positionals.length > 2)
+        throw new SvcError(
+          "usage",
+          "logs: name one pod (NAME or TYPE/NAME, then a container), or -l SELECTOR",
+        );
+      return { refs: [{ ref: asRef(first) }], files: [], nodesAllowed: false };
+    }
     case "debug": {
       if (line.positionals.length === 0 && files.length === 0)
         throw new SvcError("usage", "debug: a pod or node (NAME or TYPE/NAME) or -f FILE is required");

@@ -1,6 +1,10 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { readFileSync, rmSync } from "node:fs";
+import { join } from "node:path";
 import { stringify } from "yaml";
-import { kubectlUser, useTestbed } from "./support.ts";
+import { tempDir } from "../support/dev-api.ts";
+import { BUN, ROOT } from "../support/proc.ts";
+import { createContexts, kubectlUser, useTestbed } from "./support.ts";
 import type { KubeState } from "./testbed/kube.ts";
 import { NODE } from "./testbed/kube.ts";
 import { waitUntil } from "./testbed/process.ts";
@@ -78,6 +82,95 @@ beforeAll(async () => {
 
 afterAll(() => {
   kubectl("admin", ["delete", "deploy,pod,secret,configmap", "-l", "svc-test=reads", "--wait=false"]);
+  rmSync(dir, { recursive: true, force: true });
+});
+
+const dir = tempDir("svc-reads-e2e-");
+/** svc as the test bed's alice (or olivia), in an ALPHA compartment context on namespace shared. */
+function svc(as: "alice" | "olivia", args: string[]) {
+  const r = Bun.spawnSync([BUN, "cmd/svc.ts", ...args], {
+    cwd: ROOT,
+    env: { ...process.env, SVC_CONFIG: join(dir, `${as}.yaml`), KUBECONFIG: testbed().kube.kubeconfig },
+  });
+  return { code: r.exitCode, out: r.stdout.toString(), err: r.stderr.toString() };
+}
+/** The webhook's log lines about `user` reading `object` (in namespace shared). */
+const webhookLines = (user: string, object: string) =>
+  readFileSync(testbed().kube.admission.log, "utf8")
+    .split("\n")
+    .filter((l) => l.includes(`"user":"${user}"`) && l.includes(`"object":"${NS}/${object}`));
+
+describe("the same reads through svc", () => {
+  beforeAll(() => {
+    for (const as of ["alice", "olivia"] as const)
+      expect(
+        createContexts(
+          (args) => svc(as, args),
+          [["us-ts-alpha", "ALPHA", testbed().kube.users[as].context, NS]],
+        ),
+      ).toEqual([0]);
+    for (const as of ["alice", "olivia"] as const)
+      expect(svc(as, ["context", "use", "us-ts-alpha"]).code).toBe(0);
+  });
+
+  test("alice's reads of BRAVO data are refused by svc before kubectl asks for them; her own pass", () => {
+    for (const [args, what, object] of [
+      [["get", "secret", "secret-bravo", "-o", "yaml"], "secret", "secret-bravo"],
+      [["get", "secret/secret-bravo", "-o", "jsonpath={.data}"], "secret", "secret-bravo"],
+      [["get", "secrets", "-o", "json"], "secret", "secret-bravo"],
+      [["get", "secrets", "-l", "svc-test=reads", "-o", "go-template={{.items}}"], "secret", "secret-bravo"],
+      [["get", "cm,secret", "-o", "custom-columns=D:.data"], "config map", "config-bravo"],
+      [["describe", "configmap", "config-bravo"], "config map", "config-bravo"],
+      [["describe", "configmap", "config-br"], "config map", "config-bravo"],
+      [["logs", "reader-bravo"], "logs of pod", "reader-bravo"],
+      [["logs", "deploy/web-bravo", "-f"], "logs of pod", "web-bravo"],
+      [["logs", "-l", "app=reader-bravo", "--all-containers"], "logs of pod", "reader-bravo"],
+    ] as const) {
+      const before = webhookLines("alice", object).length;
+      const r = svc("alice", [...args]);
+      expect({ args, code: r.code, out: r.out }).toEqual({ args, code: 1, out: "" });
+      expect(r.err).toContain(`Cannot read ${what} in another compartment (UK-S-BRAVO)`);
+      expect(r.err).toContain("current compartment: US-TS-ALPHA");
+      // kubectl never ran: the webhook saw no read of the object by alice.
+      expect(webhookLines("alice", object).length).toBe(before);
+    }
+    // edit reads the object whole itself first: the cluster refuses svc that read, and svc says so.
+    const edit = svc("alice", ["edit", "secret", "secret-bravo"]);
+    expect(edit.code).toBe(1);
+    expect(edit.err).toContain(
+      "Cannot read secret in another compartment (UK-S-BRAVO) (the cluster refused svc's read)",
+    );
+    for (const args of [
+      ["get", "secret", "secret-alpha", "-o", "jsonpath={.data.token}"],
+      ["get", "secrets", "-l", "svc-test=reads"],
+      ["describe", "configmap", "config-alpha"],
+      ["logs", "reader-alpha"],
+    ])
+      expect({ args, code: svc("alice", args).code }).toEqual({ args, code: 0 });
+    // A list view without data shows both compartments, in the COMPARTMENT column.
+    const table = svc("alice", ["get", "secrets", "-l", "svc-test=reads"]);
+    expect(table.out).toContain("UK-S-BRAVO");
+    expect(table.out).toContain("US-TS-ALPHA");
+  });
+
+  test("--force: refused for alice, who may not override; olivia's read passes with a warning", () => {
+    const alice = svc("alice", ["get", "secret", "secret-bravo", "-o", "yaml", "--force"]);
+    expect(alice.code).toBe(1);
+    expect(alice.err).toContain("--force refused: you may not override compartments");
+    const olivia = svc("olivia", [
+      "get",
+      "secret",
+      "secret-bravo",
+      "-o",
+      "jsonpath={.data.token}",
+      "--force",
+    ]);
+    expect({ code: olivia.code, out: olivia.out === "" }).toEqual({ code: 0, out: false });
+    expect(olivia.out).toBe(Buffer.from("bravo-secret-value").toString("base64"));
+    expect(olivia.err).toContain(
+      "--force: get of secret secret-bravo of compartment UK-S-BRAVO from US-TS-ALPHA",
+    );
+  });
 });
 
 describe("reads across compartments through the API server", () => {

@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { extname, join } from "node:path";
 import { SvcError } from "../../../lib/errors.ts";
 import { filenames, flagSet, flagValues } from "../../../lib/kube/grammar.ts";
-import { describeObject } from "../../../lib/kube/inject.ts";
+import { COMPARTMENT_LABEL, describeObject } from "../../../lib/kube/inject.ts";
 import { parseObjects } from "../../../lib/kube/manifests.ts";
 import { changedMarks, type Marks, marksOf } from "../../../lib/kube/marks.ts";
 import { say } from "../../say.ts";
@@ -44,6 +44,18 @@ export function guardEdit(g: GuardInput): Guarded {
     refuseUnlessOverridden(g, "", `${g.line.path.join(" ")} without the compartment check`);
     return { forced: true };
   }
+  // The editor shows a Secret's or ConfigMap's data: another compartment's is refused as a read.
+  const foreign = live.find(
+    (o) =>
+      (o.kind === "Secret" || o.kind === "ConfigMap") &&
+      (o.metadata?.labels?.[COMPARTMENT_LABEL] ?? "").toUpperCase() !== g.active.label,
+  );
+  if (foreign)
+    refuseUnlessOverridden(
+      g,
+      `Cannot read ${foreign.kind === "Secret" ? "secret" : "config map"} in another compartment (${foreign.metadata?.labels?.[COMPARTMENT_LABEL] || "no compartment label"})`,
+      "",
+    );
   const lastApplied = g.line.path[0] === "apply";
   const baseline: Baseline = {};
   for (const o of live) {

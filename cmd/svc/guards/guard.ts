@@ -40,7 +40,7 @@ export interface Guarded {
   after?: () => "refused" | undefined;
 }
 
-/** The override permission, asked of the cluster as a SelfSubjectAccessReview (`kubectl auth can-i`). */
+/** The override permission, asked of the cluster as a SelfSubjectAccessReview. */
 export const OVERRIDE_RESOURCE = "compartmentoverrides.svc.dev";
 
 /**
@@ -50,8 +50,20 @@ export const OVERRIDE_RESOURCE = "compartmentoverrides.svc.dev";
 export function refuseUnlessOverridden(g: GuardInput, refusal: string, warning: string): void {
   if (!flagSet(g.line, "force"))
     throw new SvcError("compartment", `${refusal}\ncurrent compartment: ${g.active.label}`);
-  const can = g.lookup.run(["auth", "can-i", "force", OVERRIDE_RESOURCE], null);
-  if (can.out.trim() !== "yes")
+  // A SelfSubjectAccessReview written out: `kubectl auth can-i force compartmentoverrides.svc.dev` looks
+  // the resource up in discovery, finds none (it is a name for RBAC only, not served), and then asks for
+  // a resource of that whole name in the core group, which no role grants.
+  const review = JSON.stringify({
+    apiVersion: "authorization.k8s.io/v1",
+    kind: "SelfSubjectAccessReview",
+    spec: { resourceAttributes: { group: "svc.dev", resource: "compartmentoverrides", verb: "force" } },
+  });
+  const can = g.lookup.run(
+    ["create", "--validate=false", "-f", "-", "-o", "jsonpath={.status.allowed}"],
+    null,
+    review,
+  );
+  if (can.out.trim() !== "true")
     throw new SvcError(
       "compartment",
       `--force refused: you may not override compartments (the cluster must allow "force" on ${OVERRIDE_RESOURCE}; see docs/svc-guard.md)\ncurrent compartment: ${g.active.label}`,

@@ -23,8 +23,11 @@ interface FoundPod {
 /** `pod/x`, `pods/x`, `po/x`: a pod by name, which svc can read without kubectl's resource discovery. */
 const POD_REF = /^(?:pods?|po)\/([^/]+)$/;
 
+/** What a refusal says the command would have done: "Cannot <this> pod in another compartment". */
+const DOING: Record<string, string> = { logs: "read logs of" };
+
 export async function guardPods(g: GuardInput): Promise<Guarded> {
-  const { refs: named, files, nodesAllowed } = podTargets(g.line);
+  const { refs: named, files, nodesAllowed, selector } = podTargets(g.line);
   const fromFiles = files.length > 0 ? await filesAsRefs(g, files) : undefined;
   // debug takes named targets and files together; the files' namespace (given to kubectl) is theirs too.
   const refs = [
@@ -42,6 +45,7 @@ export async function guardPods(g: GuardInput): Promise<Guarded> {
   const objects: KubeObject[] = [];
   for (const [namespace, names] of byName) objects.push(...(await g.lookup.pods(names, namespace)));
   for (const [namespace, names] of others) objects.push(...g.lookup.objects(names, namespace));
+  if (selector) objects.push(...g.lookup.objects(["pods", "--selector", selector]));
   const pods = objects.flatMap((o) => podsOf(g, o, nodesAllowed));
   g.targets.push(...pods.map((p) => `pod/${p.namespace}/${p.name}`));
   const foreign = pods.find((p) => p.compartment.toUpperCase() !== g.active.label);
@@ -55,7 +59,7 @@ export async function guardPods(g: GuardInput): Promise<Guarded> {
   const compartment = foreign.compartment || "no compartment label";
   refuseUnlessOverridden(
     g,
-    `Cannot execute in pod in another compartment (${compartment})`,
+    `Cannot ${DOING[g.line.path.join(" ")] ?? "execute in"} pod in another compartment (${compartment})`,
     `${g.line.path.join(" ")} into pod ${foreign.name} of compartment ${foreign.compartment || "(none)"}`,
   );
   return { ...rewritten, forced: true };

@@ -1,0 +1,104 @@
+import { SvcError } from "../../../lib/errors.ts";
+import { filenames, flagSet, flagValue, flagValues } from "../../../lib/kube/grammar.ts";
+import { COMPARTMENT_LABEL, describeObject } from "../../../lib/kube/inject.ts";
+import type { KubeObject } from "../../../lib/kube/lookup.ts";
+import { type Guarded, type GuardInput, refuseUnlessOverridden } from "./guard.ts";
+
+/**
+ * Reads of the data of Secrets and ConfigMaps (docs/svc-guard.md, "Reads of Secrets, ConfigMaps and
+ * logs"): `get` with an output that shows objects whole (yaml, json, jsonpath, go-template,
+ * custom-columns …; not the table, `wide` or `name`) and `describe`. svc reads the objects the command
+ * will show, listed (never read by name) through the command's own cluster target, and refuses if one is
+ * of another compartment or has no compartment label, with the words of the exec refusal. `-f` files are
+ * read as kubectl reads them. A list (no names, `-l`, `-A`) is checked
+ * object by object; `describe NAME` also shows the objects whose names start with NAME when none is
+ * called NAME, and all of those are checked. `--force` overrides for users the cluster allows to.
+ */
+const DATA_KINDS: Record<string, string> = {
+  secret: "secret",
+  secrets: "secret",
+  configmap: "config map",
+  configmaps: "config map",
+  cm: "config map",
+};
+const WHAT_OF_KIND: Record<string, string> = { Secret: "secret", ConfigMap: "config map" };
+
+/** `secrets`, `secrets.v1`, `cm` → its data kind; a type of another group (`secrets.example.com`) → undefined. */
+function dataKind(type: string): string | undefined {
+  const [name = "", ...rest] = type.toLowerCase().split(".");
+  const version = rest.join(".");
+  if (version !== "" && version !== "v1" && version !== "v1.") return undefined;
+  return Object.hasOwn(DATA_KINDS, name) ? name : undefined;
+}
+
+/** Outputs that show no object's data. */
+const TABLES = new Set(["wide", "name"]);
+
+export function guardReads(g: GuardInput): Guarded {
+  const describing = g.line.path[0] === "describe";
+  const output = flagValue(g.line, "output");
+  if (!describing && (output === undefined || TABLES.has(output))) return {};
+  const [first] = g.line.positionals;
+  const files = filenames(g.line);
+  // The data kinds the command names, and the names it gives for each (none: every object).
+  const named = new Map<string, string[]>();
+  if (files.length === 0 && first === undefined) return {};
+  if (files.includes("-"))
+    throw new SvcError(
+      "usage",
+      `${g.line.path[0]} -f - -o ${output ?? ""}: svc cannot read the objects from standard input and still pass the input on; give a file`,
+    );
+  if (files.length > 0) named.set("", []);
+  else if (first?.includes("/"))
+    for (const p of g.line.positionals) {
+      const [type = "", name = ""] = p.split("/");
+      if (dataKind(type)) named.set(type, [...(named.get(type) ?? []), name]);
+    }
+  else
+    for (const type of (first ?? "").split(","))
+      if (dataKind(type)) named.set(type, g.line.positionals.slice(1));
+  if (named.size === 0) return {};
+  const selectors = [
+    ...flagValues(g.line, "selector").map((s) => `--selector=${s}`),
+    ...flagValues(g.line, "field-selector").map((s) => `--field-selector=${s}`),
+    ...(flagSet(g.line, "all-namespaces") ? ["--all-namespaces"] : []),
+    ...(flagSet(g.line, "recursive") ? ["--recursive"] : []),
+  ];
+  // Lists, never a read by name: the cluster's authorization webhook answers those itself, and svc would
+  // see its refusal instead of the object.
+  const live: KubeObject[] = [];
+  for (const [type, names] of named) {
+    const words = type === "" ? files.flatMap((f) => ["--filename", f]) : [type];
+    const objects = g.lookup
+      .objects([...words, ...selectors, "--ignore-not-found"])
+      .filter((o) => Object.hasOwn(WHAT_OF_KIND, o.kind ?? ""));
+    live.push(
+      ...(names.length === 0
+        ? objects
+        : objects.filter((o) =>
+            describing ? shownByDescribe(o, names, objects) : names.includes(o.metadata?.name ?? ""),
+          )),
+    );
+  }
+  g.targets.push(...live.map((o) => describeObject(o as Record<string, unknown>)));
+  const foreign = live.find(
+    (o) => (o.metadata?.labels?.[COMPARTMENT_LABEL] ?? "").toUpperCase() !== g.active.label,
+  );
+  if (!foreign) return {};
+  const compartment = foreign.metadata?.labels?.[COMPARTMENT_LABEL] || "no compartment label";
+  const what = WHAT_OF_KIND[foreign.kind as string] as string;
+  refuseUnlessOverridden(
+    g,
+    `Cannot read ${what} in another compartment (${compartment})`,
+    `${g.line.path.join(" ")} of ${what} ${foreign.metadata?.name} of compartment ${foreign.metadata?.labels?.[COMPARTMENT_LABEL] || "(none)"}`,
+  );
+  return { forced: true };
+}
+
+/** kubectl describe TYPE NAME: the object NAME when there is one, else every object whose name starts so. */
+function shownByDescribe(o: KubeObject, names: string[], all: KubeObject[]): boolean {
+  const name = o.metadata?.name ?? "";
+  return names.some((n) =>
+    all.some((x) => x.kind === o.kind && x.metadata?.name === n) ? name === n : name.startsWith(n),
+  );
+}
