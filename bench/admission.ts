@@ -8,9 +8,12 @@
  * 10 refused (another); the answers are checked once before the load.
  * Alternated with a floor: a Bun.serve on the same TLS that answers every review "allowed" without
  * reading it — what the transport alone costs on this machine.
+ * With --review access, the authorization webhook instead (POST /authorize): SubjectAccessReviews of
+ * `get` on --pods labelled Secrets, as the API server sends them, the same mix (9 in 10 get no opinion,
+ * 1 in 10 is denied).
  * Reported per setup: reviews sent and answered, median and p99 latency (with the spread over rounds),
  * and the server's CPU time per review (from /proc, user + system).
- *   bun bench/admission.ts [--rate 1000] [--seconds 10] [--rounds 4] [--pods 300] [--out bench/results/admission.md]
+ *   bun bench/admission.ts [--review exec|access] [--rate 1000] [--seconds 10] [--rounds 4] [--pods 300] [--out bench/results/admission.md]
  */
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { homedir } from "node:os";
@@ -25,6 +28,7 @@ import { BenchRun, ROOT } from "./support.ts";
 
 const { values } = parseArgs({
   options: {
+    review: { type: "string", default: "exec" },
     rate: { type: "string", default: "1000" },
     seconds: { type: "string", default: "10" },
     rounds: { type: "string", default: "4" },
@@ -36,6 +40,9 @@ const rate = Number(values.rate);
 const seconds = Number(values.seconds);
 const rounds = Number(values.rounds);
 const podCount = Number(values.pods);
+const access = values.review === "access";
+if (!access && values.review !== "exec")
+  throw new Error(`--review ${values.review}: expected exec or access`);
 const tb = readTestbed();
 if (!tb) throw new Error("no test bed: run make testbed-up first");
 
@@ -63,22 +70,41 @@ const tls = {
 };
 
 const ALPHA = ["svc:country:us", "svc:sensitivity:ts", "svc:compartment:alpha", "system:authenticated"];
-const review = (i: number) =>
+// Even objects are ALPHA, odd ones BRAVO: every tenth review goes to a BRAVO one.
+const target = (i: number) => 2 * (i % (podCount / 2)) + (i % 10 === 9 ? 1 : 0);
+const accessReview = (i: number) =>
   JSON.stringify({
-    apiVersion: "admission.k8s.io/v1",
-    kind: "AdmissionReview",
-    request: {
-      uid: `bench-${i}`,
-      kind: { group: "", version: "v1", kind: "PodExecOptions" },
-      resource: { group: "", version: "v1", resource: "pods" },
-      subResource: "exec",
-      namespace: NS,
-      // Even pods are ALPHA, odd ones BRAVO: every tenth review goes to a BRAVO pod.
-      name: `pod-${i % 10 === 9 ? 2 * (i % (podCount / 2)) + 1 : 2 * (i % (podCount / 2))}`,
-      operation: "CONNECT",
-      userInfo: { username: "alice", groups: ALPHA },
+    apiVersion: "authorization.k8s.io/v1",
+    kind: "SubjectAccessReview",
+    spec: {
+      resourceAttributes: {
+        namespace: NS,
+        verb: "get",
+        version: "v1",
+        resource: "secrets",
+        name: `secret-${target(i)}`,
+      },
+      user: "alice",
+      groups: ALPHA,
     },
   });
+const review = (i: number) =>
+  access
+    ? accessReview(i)
+    : JSON.stringify({
+        apiVersion: "admission.k8s.io/v1",
+        kind: "AdmissionReview",
+        request: {
+          uid: `bench-${i}`,
+          kind: { group: "", version: "v1", kind: "PodExecOptions" },
+          resource: { group: "", version: "v1", resource: "pods" },
+          subResource: "exec",
+          namespace: NS,
+          name: `pod-${target(i)}`,
+          operation: "CONNECT",
+          userInfo: { username: "alice", groups: ALPHA },
+        },
+      });
 
 const VEGETA = join(process.env.XDG_CACHE_HOME || join(homedir(), ".cache"), "svc-tools", "bin", "vegeta");
 if (!existsSync(VEGETA))
@@ -141,7 +167,8 @@ async function checkAnswers(url: string) {
   const allowed = await Promise.all(
     Array.from({ length: 10 }, async (_, i) => {
       const r = await fetch(url, { method: "POST", body: review(i), tls: { ca } });
-      return ((await r.json()) as { response: { allowed: boolean } }).response.allowed;
+      const answer = (await r.json()) as { response?: { allowed: boolean }; status?: { denied?: boolean } };
+      return access ? answer.status?.denied !== true : answer.response?.allowed === true;
     }),
   );
   if (allowed.filter((a) => !a).length !== 1 || allowed[9] !== false)
@@ -149,18 +176,20 @@ async function checkAnswers(url: string) {
 }
 
 try {
-  process.stderr.write(`creating ${podCount} pods in ${NS}\n`);
+  process.stderr.write(`creating ${podCount} ${access ? "secrets" : "pods"} in ${NS}\n`);
   admin(["apply", "-f", "-"], stringify({ apiVersion: "v1", kind: "Namespace", metadata: { name: NS } }));
   const pods = Array.from({ length: podCount }, (_, i) =>
     stringify({
       apiVersion: "v1",
-      kind: "Pod",
+      kind: access ? "Secret" : "Pod",
       metadata: {
-        name: `pod-${i}`,
+        name: `${access ? "secret" : "pod"}-${i}`,
         namespace: NS,
         labels: { "svc.io/compartment": i % 2 ? "UK-S-BRAVO" : "US-TS-ALPHA" },
       },
-      spec: { containers: [{ name: "main", image: "busybox" }] },
+      ...(access
+        ? { stringData: { k: "v" } }
+        : { spec: { containers: [{ name: "main", image: "busybox" }] } }),
     }),
   );
   admin(["apply", "-f", "-"], pods.join("---\n"));
@@ -184,7 +213,7 @@ try {
   const floor = bench.start([
     process.execPath,
     "-e",
-    `Bun.serve({ hostname: "127.0.0.1", port: ${floorPort}, tls: ${JSON.stringify(tls)}, fetch: async (r) => { if (r.method === "GET") return new Response("ok"); const b = await r.json(); return Response.json({ apiVersion: "admission.k8s.io/v1", kind: "AdmissionReview", response: { uid: b.request.uid, allowed: true } }); } });`,
+    `Bun.serve({ hostname: "127.0.0.1", port: ${floorPort}, tls: ${JSON.stringify(tls)}, fetch: async (r) => { if (r.method === "GET") return new Response("ok"); const b = await r.json(); return Response.json(b.kind === "SubjectAccessReview" ? { apiVersion: "authorization.k8s.io/v1", kind: "SubjectAccessReview", status: { allowed: false } } : { apiVersion: "admission.k8s.io/v1", kind: "AdmissionReview", response: { uid: b.request.uid, allowed: true } }); } });`,
   ]);
   const ready = (url: string) =>
     waitUntil(
@@ -198,9 +227,10 @@ try {
     );
   await ready(`https://127.0.0.1:${webhookPort}/readyz`);
   await ready(`https://127.0.0.1:${floorPort}/`);
+  const path = access ? "/authorize" : "/validate";
   const setups: [string, string, number][] = [
-    ["svc-proxy webhook", `https://127.0.0.1:${webhookPort}/validate`, webhook.pid],
-    ["floor (answers without reading)", `https://127.0.0.1:${floorPort}/validate`, floor.pid],
+    ["svc-proxy webhook", `https://127.0.0.1:${webhookPort}${path}`, webhook.pid],
+    ["floor (answers without deciding)", `https://127.0.0.1:${floorPort}${path}`, floor.pid],
   ];
   await checkAnswers(setups[0]?.[1] as string);
   for (const [, url, pid] of setups) load(url, pid); // warm-up round, discarded
@@ -231,9 +261,9 @@ try {
   if (values.out)
     writeFileSync(
       values.out,
-      `# Admission webhook under load (bun bench/admission.ts --rate ${rate} --seconds ${seconds} --rounds ${rounds} --pods ${podCount})\n\nCONNECT pods/exec reviews from vegeta at ${rate}/s for ${seconds} s per round, ${rounds} rounds alternating with the floor after a warm-up round; medians over rounds. 9 in 10 reviews are allowed, 1 in 10 refused.\n\n${table}`,
+      `# ${access ? "Authorization" : "Admission"} webhook under load (bun bench/admission.ts --review ${values.review} --rate ${rate} --seconds ${seconds} --rounds ${rounds} --pods ${podCount})\n\n${access ? "SubjectAccessReviews of get on Secrets" : "CONNECT pods/exec reviews"} from vegeta at ${rate}/s for ${seconds} s per round, ${rounds} rounds alternating with the floor after a warm-up round; medians over rounds. 9 in 10 reviews are ${access ? "given no opinion" : "allowed"}, 1 in 10 ${access ? "denied" : "refused"}.\n\n${table}`,
     );
 } finally {
   await bench.stop();
-  admin(["delete", "pods", "--all", "-n", NS, "--wait=false"]);
+  admin(["delete", access ? "secrets" : "pods", "--all", "-n", NS, "--wait=false"]);
 }
