@@ -1,0 +1,145 @@
+import { describe, expect, test } from "bun:test";
+import type { Marks } from "../../lib/kube/marks-cache.ts";
+import type { AccessDeps } from "../../proxy/admission/access.ts";
+import { type AccessReviewSpec, decideRead, guardedRead } from "../../proxy/admission/authorize.ts";
+
+/**
+ * The authorization webhook's decision on one SubjectAccessReview (docs/admission.md, "Reads"): named
+ * reads of Secrets, ConfigMaps and pod logs by the clearance rule; no opinion for everything else. The
+ * marks come from a table standing in for the watch cache.
+ */
+const ALICE = ["svc:country:us", "svc:sensitivity:ts", "svc:compartment:alpha"];
+const m = (compartment?: string, level?: string, compartmentNote?: string): Marks => ({
+  compartment,
+  level,
+  compartmentNote,
+});
+const objects: Record<string, Marks> = {
+  "secrets/s-alpha": m("US-TS-ALPHA"),
+  "secrets/s-bravo": m("UK-S-BRAVO"),
+  "secrets/s-none": m(),
+  "secrets/s-bad": m("BRAVO"),
+  "secrets/__proto__": m("UK-S-BRAVO"),
+  "configmaps/cm-bravo": m(undefined, undefined, "uk:bravo"),
+  "configmaps/cm-clash": m("US-TS-ALPHA", undefined, "uk:bravo"),
+  "pods/p-alpha": m("US-TS-ALPHA"),
+  "pods/p-bravo": m("UK-S-BRAVO"),
+};
+const deps = (
+  o: { unlabeled?: "allow" | "deny"; overrides?: string[] } = {},
+): AccessDeps & { asked: string[] } => {
+  const asked: string[] = [];
+  return {
+    asked,
+    targetMarks: async (kind, _ns, name) => {
+      asked.push(`${kind}/${name}`);
+      const found = Object.hasOwn(objects, `${kind}/${name}`) ? objects[`${kind}/${name}`] : undefined;
+      return found ? [found] : null;
+    },
+    canOverride: async (u) => (o.overrides ?? []).includes(u.username ?? ""),
+    unlabeled: o.unlabeled ?? "deny",
+  };
+};
+const read = (
+  resource: string,
+  name: string | undefined,
+  o: { verb?: string; subresource?: string; group?: string; user?: string; groups?: unknown } = {},
+): AccessReviewSpec =>
+  ({
+    resourceAttributes: {
+      namespace: "shared",
+      verb: o.verb ?? "get",
+      group: o.group ?? "",
+      resource,
+      ...(o.subresource ? { subresource: o.subresource } : {}),
+      ...(name !== undefined ? { name } : {}),
+    },
+    user: o.user ?? "alice",
+    groups: o.groups ?? ALICE,
+  }) as AccessReviewSpec;
+
+describe("the authorization webhook's decision", () => {
+  test("another compartment's Secret, ConfigMap or pod log is denied by name, for get, list and watch", async () => {
+    for (const [spec, words] of [
+      [read("secrets", "s-bravo"), "Cannot read secret in another compartment (UK-S-BRAVO)"],
+      [read("secrets", "s-bravo", { verb: "watch" }), "Cannot read secret in another compartment"],
+      [read("secrets", "s-bravo", { verb: "list" }), "Cannot read secret in another compartment"],
+      [read("configmaps", "cm-bravo"), "Cannot read config map in another compartment (uk:bravo)"],
+      [read("pods", "p-bravo", { subresource: "log" }), "Cannot read the logs of pod in another compartment"],
+      [read("secrets", "__proto__"), "Cannot read secret in another compartment"],
+    ] as const) {
+      const v = await decideRead(spec, deps());
+      expect({ spec, decision: v.decision }).toEqual({ spec, decision: "refused" });
+      expect(v.message).toContain(words);
+    }
+  });
+
+  test("one's own compartment gets no opinion from the clearance (RBAC decides)", async () => {
+    const v = await decideRead(read("secrets", "s-alpha"), deps());
+    expect(v).toMatchObject({ allowed: true, decision: "allowed" });
+    expect((await decideRead(read("pods", "p-alpha", { subresource: "log" }), deps())).decision).toBe(
+      "allowed",
+    );
+  });
+
+  test("unreadable or disagreeing marks are denied; an unmarked object follows the unlabeled rule", async () => {
+    expect((await decideRead(read("secrets", "s-bad"), deps())).decision).toBe("refused");
+    expect((await decideRead(read("configmaps", "cm-clash"), deps())).decision).toBe("refused");
+    expect((await decideRead(read("secrets", "s-none"), deps())).decision).toBe("unlabeled");
+    expect((await decideRead(read("secrets", "s-none"), deps({ unlabeled: "allow" }))).decision).toBe(
+      "unlabeled",
+    );
+    expect((await decideRead(read("secrets", "s-none"), deps({ unlabeled: "allow" }))).message).toContain(
+      "has no compartment label",
+    );
+  });
+
+  test("an override holder passes, as an override", async () => {
+    const v = await decideRead(read("secrets", "s-bravo"), deps({ overrides: ["alice"] }));
+    expect(v).toMatchObject({ allowed: true, decision: "override" });
+  });
+
+  test("what the webhook does not decide gets no opinion, without a lookup", async () => {
+    const d = deps();
+    for (const spec of [
+      read("secrets", undefined, { verb: "list" }), // a whole namespace
+      read("secrets", ""),
+      read("secrets", "s-bravo", { verb: "update" }),
+      read("secrets", "s-bravo", { verb: "delete" }),
+      read("secrets", "s-bravo", { group: "example.com" }),
+      read("pods", "p-bravo"), // the pod itself: no data
+      read("pods", "p-bravo", { subresource: "exec" }),
+      read("deployments", "d-bravo"),
+      read("secrets", "s-bravo", { user: "system:kube-controller-manager", groups: [] }),
+      read("secrets", "s-bravo", { user: "system:node:kwok-node-0", groups: ["system:nodes"] }),
+      {
+        user: "alice",
+        groups: ALICE,
+        nonResourceAttributes: { path: "/healthz", verb: "get" },
+      } as AccessReviewSpec,
+      {} as AccessReviewSpec,
+    ]) {
+      const v = await decideRead(spec, d);
+      expect({ spec, decision: v.decision }).toEqual({ spec, decision: "no_opinion" });
+    }
+    expect(d.asked).toEqual([]);
+  });
+
+  test("a read of an object that does not exist gets no opinion (the API server answers 404)", async () => {
+    expect((await decideRead(read("secrets", "missing"), deps())).decision).toBe("no_opinion");
+  });
+
+  test("fields of the wrong type from a caller are not read as a request", async () => {
+    const odd = {
+      resourceAttributes: { namespace: ["shared"], verb: "get", resource: "secrets", name: { x: 1 } },
+    };
+    expect((await decideRead(odd as unknown as AccessReviewSpec, deps())).decision).toBe("no_opinion");
+    expect(
+      guardedRead({ resourceAttributes: { verb: "get", resource: "secrets", subresource: "x" } }),
+    ).toBeUndefined();
+    expect(guardedRead({ resourceAttributes: { verb: "get", resource: "secrets" } })).toBe("secrets/");
+    // Groups that are not a list are no clearances: a BRAVO secret is denied.
+    const v = await decideRead(read("secrets", "s-bravo", { groups: "svc:compartment:bravo" }), deps());
+    expect(v.decision).toBe("refused");
+  });
+});
