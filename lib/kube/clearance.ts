@@ -150,6 +150,41 @@ export function compartmentOf(marks: Marks): MarkedAs {
   };
 }
 
+/** The clearances a compartment context stands for: its country, its compartment, its sensitivity and below. */
+export function contextClearances(c: {
+  country: string;
+  sensitivity: string;
+  compartment: string;
+}): Clearances {
+  return {
+    countries: [c.country.toLowerCase()],
+    sensitivity: (SENSITIVITY_ORDER as readonly string[]).indexOf(c.sensitivity.toLowerCase()),
+    compartments: [c.compartment.toLowerCase()],
+  };
+}
+
+/**
+ * The one clearance rule, for svc's guards (with the clearances of the current context) and for the
+ * cluster's webhooks (with those of the requester's groups): an object whose marks cannot be read, or that
+ * has none, is not cleared by any clearance; a marked one is when every part each of its marks names is
+ * held (`marks`: the object's, and a workload's pod template's).
+ */
+export type Judgement =
+  | { kind: "cleared"; shown: string }
+  | { kind: "unlabeled" }
+  | { kind: "unreadable"; why: string }
+  | { kind: "not_cleared"; shown: string; missing: string[] };
+
+export function judgeMarks(c: Clearances, marks: readonly Marks[]): Judgement {
+  const read = marks.map(compartmentOf);
+  for (const r of read) if (r.kind === "unreadable") return { kind: "unreadable", why: r.why };
+  const marked = read.flatMap((r) => (r.kind === "marked" ? [r] : []));
+  if (marked.length === 0) return { kind: "unlabeled" };
+  const shown = [...new Set(marked.map((m) => m.shown))].join(", ");
+  const missing = [...new Set(marked.flatMap((m) => missingClearances(c, m.parts)))];
+  return missing.length === 0 ? { kind: "cleared", shown } : { kind: "not_cleared", shown, missing };
+}
+
 /** Two marked objects are of one compartment when their marks name the same parts. */
 export const sameCompartment = (a: Partial<Compartment>, b: Partial<Compartment>): boolean =>
   a.country === b.country && a.sensitivity === b.sensitivity && a.compartment === b.compartment;

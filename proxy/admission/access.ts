@@ -1,9 +1,4 @@
-import {
-  clearancesOf,
-  compartmentOf,
-  describeClearances,
-  missingClearances,
-} from "../../lib/kube/clearance.ts";
+import { clearancesOf, describeClearances, judgeMarks } from "../../lib/kube/clearance.ts";
 import { type Marks, marksOfMeta } from "../../lib/kube/marks-cache.ts";
 import {
   type AdmissionRequest,
@@ -155,12 +150,11 @@ export async function judge(
       : { allowed: false, decision, message: because, ...(compartment ? { compartment } : {}) };
 
   if (marks === null) return override(`svc admission: ${target} not found`, "refused");
-  const read = marks.map(compartmentOf);
-  for (const r of read)
-    if (r.kind === "unreadable")
-      return override(`svc admission: ${target} has compartment marks svc cannot read: ${r.why}`, "refused");
-  const marked = read.flatMap((r) => (r.kind === "marked" ? [r] : []));
-  if (marked.length === 0) {
+  const clearances = clearancesOf(groupsOf(user));
+  const j = judgeMarks(clearances, marks);
+  if (j.kind === "unreadable")
+    return override(`svc admission: ${target} has compartment marks svc cannot read: ${j.why}`, "refused");
+  if (j.kind === "unlabeled") {
     if (deps.unlabeled === "allow")
       return { allowed: true, decision: "unlabeled", message: `${target} has no compartment label` };
     return override(
@@ -168,13 +162,11 @@ export async function judge(
       "unlabeled",
     );
   }
-  const compartment = clip([...new Set(marked.map((m) => m.shown))].join(", "));
-  const clearances = clearancesOf(groupsOf(user));
-  const missing = new Set(marked.flatMap((m) => missingClearances(clearances, m.parts)));
-  if (missing.size === 0)
+  const compartment = clip(j.shown);
+  if (j.kind === "cleared")
     return { allowed: true, decision: "allowed", message: `cleared for ${compartment}`, compartment };
   return override(
-    `Cannot ${action.text} ${action.what} in another compartment (${compartment}); you are cleared for ${describeClearances(clearances)} (missing: ${[...missing].join(", ")})`,
+    `Cannot ${action.text} ${action.what} in another compartment (${compartment}); you are cleared for ${describeClearances(clearances)} (missing: ${j.missing.join(", ")})`,
     "refused",
     compartment,
   );

@@ -1,4 +1,5 @@
 import { describe, expect, test } from "bun:test";
+import { clearancesOf, contextClearances, judgeMarks } from "../../lib/kube/clearance.ts";
 import type { Marks } from "../../lib/kube/marks-cache.ts";
 import type { AccessDeps } from "../../proxy/admission/access.ts";
 import { type AccessReviewSpec, decideRead, guardedRead } from "../../proxy/admission/authorize.ts";
@@ -141,5 +142,30 @@ describe("the authorization webhook's decision", () => {
     // Groups that are not a list are no clearances: a BRAVO secret is denied.
     const v = await decideRead(read("secrets", "s-bravo", { groups: "svc:compartment:bravo" }), deps());
     expect(v.decision).toBe("refused");
+  });
+});
+
+describe("one clearance rule for svc and the cluster (lib/kube/clearance.ts)", () => {
+  test("a context and the groups of the same clearances clear the same marks", async () => {
+    const context = { country: "US", sensitivity: "TS", compartment: "ALPHA" };
+    const groups = ["svc:country:us", "svc:sensitivity:ts", "svc:compartment:alpha"];
+    const table: [Marks, boolean][] = [
+      [m("US-TS-ALPHA"), true],
+      [m("US-S-ALPHA"), true], // a lower sensitivity of the same compartment
+      [m("us-u-alpha"), true],
+      [m("UK-S-BRAVO"), false],
+      [m("US-TS-BRAVO"), false],
+      [m("GB-TS-ALPHA"), false],
+      [m(undefined, "us:s"), true],
+      [m(undefined, undefined, "us:bravo"), false],
+      [m("US-TS-ALPHA", undefined, "us:bravo"), false], // marks that disagree
+      [m("ALPHA"), false], // unreadable
+      [m(), false], // unlabeled
+    ];
+    for (const [marks, cleared] of table) {
+      const svc = judgeMarks(contextClearances(context), [marks]).kind === "cleared";
+      const cluster = judgeMarks(clearancesOf(groups), [marks]).kind === "cleared";
+      expect({ marks, svc, cluster }).toEqual({ marks, svc: cleared, cluster: cleared });
+    }
   });
 });

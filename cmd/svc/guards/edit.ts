@@ -3,11 +3,11 @@ import { tmpdir } from "node:os";
 import { extname, join } from "node:path";
 import { SvcError } from "../../../lib/errors.ts";
 import { filenames, flagSet, flagValues } from "../../../lib/kube/grammar.ts";
-import { COMPARTMENT_LABEL, describeObject } from "../../../lib/kube/inject.ts";
+import { describeObject } from "../../../lib/kube/inject.ts";
 import { parseObjects } from "../../../lib/kube/manifests.ts";
 import { changedMarks, type Marks, marksOf } from "../../../lib/kube/marks.ts";
 import { say } from "../../say.ts";
-import { type Guarded, type GuardInput, refuseUnlessOverridden } from "./guard.ts";
+import { type Guarded, type GuardInput, notCleared, refuseUnlessOverridden } from "./guard.ts";
 
 /**
  * `edit` and `apply edit-last-applied`: what the user changes in the editor cannot be read from the
@@ -45,15 +45,14 @@ export function guardEdit(g: GuardInput): Guarded {
     return { forced: true };
   }
   // The editor shows a Secret's or ConfigMap's data: another compartment's is refused as a read.
-  const foreign = live.find(
-    (o) =>
-      (o.kind === "Secret" || o.kind === "ConfigMap") &&
-      (o.metadata?.labels?.[COMPARTMENT_LABEL] ?? "").toUpperCase() !== g.active.label,
+  const foreign = notCleared(
+    g,
+    live.filter((o) => o.kind === "Secret" || o.kind === "ConfigMap"),
   );
   if (foreign)
     refuseUnlessOverridden(
       g,
-      `Cannot read ${foreign.kind === "Secret" ? "secret" : "config map"} in another compartment (${foreign.metadata?.labels?.[COMPARTMENT_LABEL] || "no compartment label"})`,
+      `Cannot read ${foreign.object.kind === "Secret" ? "secret" : "config map"} in another compartment (${foreign.shown})`,
       "",
     );
   const lastApplied = g.line.path[0] === "apply";

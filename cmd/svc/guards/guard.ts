@@ -1,7 +1,9 @@
 import type { ActiveContext } from "../../../lib/config/resolve.ts";
 import { SvcError } from "../../../lib/errors.ts";
+import { contextClearances, judgeMarks } from "../../../lib/kube/clearance.ts";
 import { type CommandLine, flagSet, restWords } from "../../../lib/kube/grammar.ts";
-import type { Lookup } from "../../../lib/kube/lookup.ts";
+import type { KubeObject, Lookup } from "../../../lib/kube/lookup.ts";
+import { marksOfMeta } from "../../../lib/kube/marks-cache.ts";
 import { say } from "../../say.ts";
 
 /**
@@ -38,6 +40,30 @@ export interface Guarded {
   forced?: boolean;
   /** Runs after kubectl: a refusal found during the run (edit) turns the decision. */
   after?: () => "refused" | undefined;
+}
+
+/**
+ * The first of `objects` the current context is not cleared for, by the rule the cluster's webhooks apply
+ * to the requester's groups (lib/kube/clearance.ts), with what a refusal shows of it: its compartment, "no
+ * compartment label", or why its marks cannot be read.
+ */
+export function notCleared(
+  g: GuardInput,
+  objects: KubeObject[],
+): { object: KubeObject; shown: string } | undefined {
+  const clearances = contextClearances(g.active);
+  for (const object of objects) {
+    const j = judgeMarks(clearances, [marksOfMeta(object.metadata)]);
+    if (j.kind === "cleared") continue;
+    const shown =
+      j.kind === "unlabeled"
+        ? "no compartment label"
+        : j.kind === "unreadable"
+          ? `marks svc cannot read: ${j.why}`
+          : j.shown;
+    return { object, shown };
+  }
+  return undefined;
 }
 
 /** The override permission, asked of the cluster as a SelfSubjectAccessReview. */

@@ -1,10 +1,10 @@
 import { SvcError } from "../../../lib/errors.ts";
 import { flagValue } from "../../../lib/kube/grammar.ts";
-import { COMPARTMENT_LABEL, describeObject } from "../../../lib/kube/inject.ts";
+import { describeObject } from "../../../lib/kube/inject.ts";
 import type { KubeObject } from "../../../lib/kube/lookup.ts";
 import { parseObjects, readSources } from "../../../lib/kube/manifests.ts";
 import { isNodeRef, type PodRef, podSelector, podTargets } from "../../../lib/kube/pod-targets.ts";
-import { type Guarded, type GuardInput, refuseUnlessOverridden, restWithout } from "./guard.ts";
+import { type Guarded, type GuardInput, notCleared, refuseUnlessOverridden, restWithout } from "./guard.ts";
 
 /**
  * exec, attach, cp, debug and port-forward (docs/svc-guard.md, "Every way into a pod"): they run only against
@@ -17,7 +17,7 @@ import { type Guarded, type GuardInput, refuseUnlessOverridden, restWithout } fr
 interface FoundPod {
   name: string;
   namespace: string;
-  compartment: string;
+  object: KubeObject;
 }
 
 /** `pod/x`, `pods/x`, `po/x`: a pod by name, which svc can read without kubectl's resource discovery. */
@@ -48,7 +48,10 @@ export async function guardPods(g: GuardInput): Promise<Guarded> {
   if (selector) objects.push(...g.lookup.objects(["pods", "--selector", selector]));
   const pods = objects.flatMap((o) => podsOf(g, o, nodesAllowed));
   g.targets.push(...pods.map((p) => `pod/${p.namespace}/${p.name}`));
-  const foreign = pods.find((p) => p.compartment.toUpperCase() !== g.active.label);
+  const foreign = notCleared(
+    g,
+    pods.map((p) => p.object),
+  );
   const pinned = g.lookup.resolvedNamespace();
   const rewritten = fromFiles
     ? { args: fromFiles.args, given: fromFiles.given }
@@ -56,11 +59,10 @@ export async function guardPods(g: GuardInput): Promise<Guarded> {
       ? { args: [`--namespace=${pinned}`, ...restWithout(g)], given: ["namespace"] }
       : {};
   if (!foreign) return rewritten;
-  const compartment = foreign.compartment || "no compartment label";
   refuseUnlessOverridden(
     g,
-    `Cannot ${DOING[g.line.path.join(" ")] ?? "execute in"} pod in another compartment (${compartment})`,
-    `${g.line.path.join(" ")} into pod ${foreign.name} of compartment ${foreign.compartment || "(none)"}`,
+    `Cannot ${DOING[g.line.path.join(" ")] ?? "execute in"} pod in another compartment (${foreign.shown})`,
+    `${g.line.path.join(" ")} into pod ${foreign.object.metadata?.name} of compartment ${foreign.shown}`,
   );
   return { ...rewritten, forced: true };
 }
@@ -114,10 +116,7 @@ async function filesAsRefs(
 
 function podsOf(g: GuardInput, o: KubeObject, nodesAllowed: boolean): FoundPod[] {
   const namespace = o.metadata?.namespace ?? "";
-  if (o.kind === "Pod")
-    return [
-      { name: o.metadata?.name ?? "", namespace, compartment: o.metadata?.labels?.[COMPARTMENT_LABEL] ?? "" },
-    ];
+  if (o.kind === "Pod") return [{ name: o.metadata?.name ?? "", namespace, object: o }];
   if (o.kind === "Node" && nodesAllowed) return [];
   const selector = podSelector(o);
   if (selector === undefined)

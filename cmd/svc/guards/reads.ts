@@ -1,15 +1,15 @@
 import { SvcError } from "../../../lib/errors.ts";
 import { filenames, flagSet, flagValue, flagValues } from "../../../lib/kube/grammar.ts";
-import { COMPARTMENT_LABEL, describeObject } from "../../../lib/kube/inject.ts";
+import { describeObject } from "../../../lib/kube/inject.ts";
 import type { KubeObject } from "../../../lib/kube/lookup.ts";
-import { type Guarded, type GuardInput, refuseUnlessOverridden } from "./guard.ts";
+import { type Guarded, type GuardInput, notCleared, refuseUnlessOverridden } from "./guard.ts";
 
 /**
  * Reads of the data of Secrets and ConfigMaps (docs/svc-guard.md, "Reads of Secrets, ConfigMaps and
  * logs"): `get` with an output that shows objects whole (yaml, json, jsonpath, go-template,
  * custom-columns …; not the table, `wide` or `name`) and `describe`. svc reads the objects the command
- * will show, listed (never read by name) through the command's own cluster target, and refuses if one is
- * of another compartment or has no compartment label, with the words of the exec refusal. `-f` files are
+ * will show, listed (never read by name) through the command's own cluster target, and refuses if the
+ * current context is not cleared for one (guard.ts, notCleared), with the words of the exec refusal. `-f` files are
  * read as kubectl reads them. A list (no names, `-l`, `-A`) is checked
  * object by object; `describe NAME` also shows the objects whose names start with NAME when none is
  * called NAME, and all of those are checked. `--force` overrides for users the cluster allows to.
@@ -81,16 +81,13 @@ export function guardReads(g: GuardInput): Guarded {
     );
   }
   g.targets.push(...live.map((o) => describeObject(o as Record<string, unknown>)));
-  const foreign = live.find(
-    (o) => (o.metadata?.labels?.[COMPARTMENT_LABEL] ?? "").toUpperCase() !== g.active.label,
-  );
+  const foreign = notCleared(g, live);
   if (!foreign) return {};
-  const compartment = foreign.metadata?.labels?.[COMPARTMENT_LABEL] || "no compartment label";
-  const what = WHAT_OF_KIND[foreign.kind as string] as string;
+  const what = WHAT_OF_KIND[foreign.object.kind as string] as string;
   refuseUnlessOverridden(
     g,
-    `Cannot read ${what} in another compartment (${compartment})`,
-    `${g.line.path.join(" ")} of ${what} ${foreign.metadata?.name} of compartment ${foreign.metadata?.labels?.[COMPARTMENT_LABEL] || "(none)"}`,
+    `Cannot read ${what} in another compartment (${foreign.shown})`,
+    `${g.line.path.join(" ")} of ${what} ${foreign.object.metadata?.name} of compartment ${foreign.shown}`,
   );
   return { forced: true };
 }
