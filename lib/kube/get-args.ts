@@ -17,7 +17,8 @@ import { refuseRawIntoPods } from "./raw-path.ts";
 
 const FILTERS = ["current-compartment", "compartment", "exclude-current-compartment", "filter-compartment"];
 
-export function getArgs(line: CommandLine, current: string): string[] {
+/** The label selector svc get's compartment filters stand for, or undefined without one. */
+export function compartmentFilter(line: CommandLine, current: string): string | undefined {
   const compartment: string[] = [];
   for (const f of line.flags) {
     if (f.name === "current-compartment" && f.value === "true")
@@ -38,6 +39,12 @@ export function getArgs(line: CommandLine, current: string): string[] {
       "usage",
       "use one of --current-compartment, --compartment, --exclude-current-compartment, --filter-compartment",
     );
+  return compartment[0];
+}
+
+export function getArgs(line: CommandLine, current: string): string[] {
+  const filter = compartmentFilter(line, current);
+  const compartment = filter ? [filter] : [];
   const raw = flagValue(line, "raw");
   // An empty --raw is no --raw to kubectl.
   if (raw) refuseRawIntoPods("get", raw);

@@ -129,7 +129,9 @@ export class Lookup {
     const r = this.run(["get", ...words, "-o", "json"], namespace, stdin);
     // The cluster's authorization webhook refused the read itself (docs/admission.md, "Reads"): that is
     // the answer, another compartment's object.
-    const denied = /Cannot read [^\n]*? in another compartment \([^)\n]*\)/.exec(r.err);
+    const denied =
+      /Cannot read [^\n]*? (in another compartment \([^)\n]*\)|without a compartment label)/.exec(r.err) ??
+      /svc admission: [^\n]*? has compartment marks svc cannot read/.exec(r.err);
     if (r.code !== 0 && denied)
       throw new SvcError(
         "compartment",

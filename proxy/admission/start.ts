@@ -26,6 +26,8 @@ import { readTlsPair, watchTlsPair } from "./tls-files.ts";
 const OVERRIDE_TTL_MS = 10_000;
 /** One deadline for a review's lookups, under the API server's 5 s. */
 const DECIDE_MS = 4_000;
+/** The same for an access review, under deploy/admission/authorization's 3 s: the denial says why. */
+const AUTHORIZE_MS = 2_500;
 const OVERRIDE_CACHE_MAX = 10_000;
 /** Objects read directly (not in a cache) for one review, at most: past it the review is refused. */
 const MAX_DIRECT_READS = 16;
@@ -229,8 +231,8 @@ export async function startAdmission(
     try {
       const spend = budget();
       verdict = await withDeadline(
-        decideRead(spec, { targetMarks: targetMarks(spend), canOverride, unlabeled: config.unlabeledPods }),
-        DECIDE_MS,
+        decideRead(spec, { targetMarks: targetMarks(spend), canOverride, unlabeled: config.unlabeledReads }),
+        AUTHORIZE_MS,
       );
     } catch (e) {
       verdict = {
@@ -292,6 +294,7 @@ export async function startAdmission(
     cluster: client.server,
     credentials: client.from,
     unlabeled_pods: config.unlabeledPods,
+    unlabeled_reads: config.unlabeledReads,
   });
   return {
     port: server.port,

@@ -114,6 +114,7 @@ export function admissionConfig(
     certFile: a.cert_file,
     keyFile: a.key_file,
     unlabeledPods: a.unlabeled_pods,
+    unlabeledReads: a.unlabeled_reads,
     kubeconfig: a.kubeconfig || undefined,
   };
 }

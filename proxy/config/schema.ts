@@ -117,6 +117,7 @@ export const Config = v.object({
       cert_file: nonEmpty("the path of the serving certificate (PEM)"),
       key_file: nonEmpty("the path of the serving certificate's private key (PEM)"),
       unlabeled_pods: v.optional(oneOf(["deny", "allow"] as const), "deny"),
+      unlabeled_reads: v.optional(oneOf(["deny", "allow"] as const), "allow"),
       kubeconfig: v.optional(str("a kubeconfig path"), ""),
     }),
   ),

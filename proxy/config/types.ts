@@ -31,6 +31,8 @@ export interface AdmissionConfig {
   certFile: string;
   keyFile: string;
   unlabeledPods: "deny" | "allow";
+  /** Named reads of an unmarked Secret, ConfigMap or pod log (the authorization webhook). */
+  unlabeledReads: "deny" | "allow";
   kubeconfig: string | undefined;
 }
 

@@ -67,8 +67,16 @@ const objects = (c: keyof typeof MARK) => [
 const FORBIDDEN =
   /Error from server \(Forbidden\).*Cannot (read|read the logs of) (secret|config map|pod) in another compartment \(UK-S-BRAVO\)/;
 
+/** A Secret with no marks: RBAC's alone by default (unlabeled_reads: allow). */
+const UNMARKED = {
+  apiVersion: "v1",
+  kind: "Secret",
+  metadata: { name: "secret-unmarked", labels: { "svc-test": "reads" } },
+  stringData: { token: "unmarked-value" },
+};
+
 beforeAll(async () => {
-  const docs = [...objects("alpha"), ...objects("bravo")].map((o) => stringify(o)).join("---\n");
+  const docs = [...objects("alpha"), ...objects("bravo"), UNMARKED].map((o) => stringify(o)).join("---\n");
   expect(kubectl("admin", ["apply", "-f", "-"], docs).err).toBe("");
   await waitUntil(
     "every reader and web pod running",
@@ -142,6 +150,8 @@ describe("the same reads through svc", () => {
     );
     for (const args of [
       ["get", "secret", "secret-alpha", "-o", "jsonpath={.data.token}"],
+      ["get", "secret", "secret-unmarked", "-o", "yaml"],
+      ["get", "secrets", "--current-compartment", "-o", "yaml"],
       ["get", "secrets", "-l", "svc-test=reads"],
       ["describe", "configmap", "config-alpha"],
       ["logs", "reader-alpha"],
@@ -206,6 +216,13 @@ describe("reads across compartments through the API server", () => {
       expect({ args, code: r.code, out: r.out.includes("bravo-") }).toEqual({ args, code: 1, out: false });
       expect({ args, err: r.err }).toMatchObject({ args, err: expect.stringMatching(FORBIDDEN) });
     }
+  });
+
+  test("an unmarked Secret is RBAC's alone: alice and bob read it", () => {
+    for (const user of ["alice", "bob"] as const)
+      expect(kubectl(user, ["get", "secret", "secret-unmarked", "-o", "jsonpath={.data.token}"]).out).toBe(
+        Buffer.from("unmarked-value").toString("base64"),
+      );
   });
 
   test("bob the other way round", () => {

@@ -102,6 +102,7 @@ describe("proxy configuration: defaults (docs/proxy-configuration.md)", () => {
       certFile: "/dev/null",
       keyFile: "/dev/null",
       unlabeledPods: "deny",
+      unlabeledReads: "allow",
       kubeconfig: undefined,
     });
     expect(warnings).toEqual([
@@ -137,11 +138,12 @@ describe("proxy configuration: every error at once, with path, value and what is
     ],
     [
       "admission block: what is missing or wrong, each named",
-      { admission: { address: "8443", unlabeled_pods: "maybe" } },
+      { admission: { address: "8443", unlabeled_pods: "maybe", unlabeled_reads: "__proto__" } },
       [
         "admission.cert_file: required field is missing",
         "admission.key_file: required field is missing",
         'admission.unlabeled_pods: invalid value "maybe" (allowed: deny, allow)',
+        'admission.unlabeled_reads: invalid value "__proto__" (allowed: deny, allow)',
         'admission.address: invalid address "8443" (allowed: host:port, or :port for all interfaces)',
       ],
     ],

@@ -48,12 +48,13 @@ export function guardEdit(g: GuardInput): Guarded {
   const foreign = notCleared(
     g,
     live.filter((o) => o.kind === "Secret" || o.kind === "ConfigMap"),
+    "allow",
   );
+  // Without --force (handled above): refused.
   if (foreign)
-    refuseUnlessOverridden(
-      g,
-      `Cannot read ${foreign.object.kind === "Secret" ? "secret" : "config map"} in another compartment (${foreign.shown})`,
-      "",
+    throw new SvcError(
+      "compartment",
+      `Cannot read ${foreign.object.kind === "Secret" ? "secret" : "config map"} in another compartment (${foreign.shown})\ncurrent compartment: ${g.active.label}`,
     );
   const lastApplied = g.line.path[0] === "apply";
   const baseline: Baseline = {};

@@ -2,6 +2,7 @@ import type { ActiveContext } from "../../../lib/config/resolve.ts";
 import { SvcError } from "../../../lib/errors.ts";
 import { contextClearances, judgeMarks } from "../../../lib/kube/clearance.ts";
 import { type CommandLine, flagSet, restWords } from "../../../lib/kube/grammar.ts";
+import { COMPARTMENT_LABEL } from "../../../lib/kube/inject.ts";
 import type { KubeObject, Lookup } from "../../../lib/kube/lookup.ts";
 import { marksOfMeta } from "../../../lib/kube/marks-cache.ts";
 import { say } from "../../say.ts";
@@ -45,21 +46,24 @@ export interface Guarded {
 /**
  * The first of `objects` the current context is not cleared for, by the rule the cluster's webhooks apply
  * to the requester's groups (lib/kube/clearance.ts), with what a refusal shows of it: its compartment, "no
- * compartment label", or why its marks cannot be read.
+ * compartment label", or its label and why its marks cannot be read. An object without marks is refused,
+ * or passes with `unlabeled` "allow" (reads, as the authorization webhook's default `unlabeled_reads`).
  */
 export function notCleared(
   g: GuardInput,
   objects: KubeObject[],
+  unlabeled: "allow" | "deny" = "deny",
 ): { object: KubeObject; shown: string } | undefined {
   const clearances = contextClearances(g.active);
   for (const object of objects) {
     const j = judgeMarks(clearances, [marksOfMeta(object.metadata)]);
-    if (j.kind === "cleared") continue;
+    if (j.kind === "cleared" || (j.kind === "unlabeled" && unlabeled === "allow")) continue;
+    const label = object.metadata?.labels?.[COMPARTMENT_LABEL];
     const shown =
       j.kind === "unlabeled"
         ? "no compartment label"
         : j.kind === "unreadable"
-          ? `marks svc cannot read: ${j.why}`
+          ? `${label || "no compartment label"}; ${j.why}`
           : j.shown;
     return { object, shown };
   }

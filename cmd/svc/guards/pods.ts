@@ -48,9 +48,11 @@ export async function guardPods(g: GuardInput): Promise<Guarded> {
   if (selector) objects.push(...g.lookup.objects(["pods", "--selector", selector]));
   const pods = objects.flatMap((o) => podsOf(g, o, nodesAllowed));
   g.targets.push(...pods.map((p) => `pod/${p.namespace}/${p.name}`));
+  // logs is a read: an unlabelled pod's log passes, as the authorization webhook lets it by default.
   const foreign = notCleared(
     g,
     pods.map((p) => p.object),
+    DOING[g.line.path.join(" ")] ? "allow" : "deny",
   );
   const pinned = g.lookup.resolvedNamespace();
   const rewritten = fromFiles
@@ -62,7 +64,7 @@ export async function guardPods(g: GuardInput): Promise<Guarded> {
   refuseUnlessOverridden(
     g,
     `Cannot ${DOING[g.line.path.join(" ")] ?? "execute in"} pod in another compartment (${foreign.shown})`,
-    `${g.line.path.join(" ")} into pod ${foreign.object.metadata?.name} of compartment ${foreign.shown}`,
+    `${g.line.path.join(" ")} ${DOING[g.line.path.join(" ")] ? "of" : "into"} pod ${foreign.object.metadata?.name} of compartment ${foreign.shown}`,
   );
   return { ...rewritten, forced: true };
 }

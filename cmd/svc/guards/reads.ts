@@ -1,4 +1,5 @@
 import { SvcError } from "../../../lib/errors.ts";
+import { compartmentFilter } from "../../../lib/kube/get-args.ts";
 import { filenames, flagSet, flagValue, flagValues } from "../../../lib/kube/grammar.ts";
 import { describeObject } from "../../../lib/kube/inject.ts";
 import type { KubeObject } from "../../../lib/kube/lookup.ts";
@@ -8,9 +9,10 @@ import { type Guarded, type GuardInput, notCleared, refuseUnlessOverridden } fro
  * Reads of the data of Secrets and ConfigMaps (docs/svc-guard.md, "Reads of Secrets, ConfigMaps and
  * logs"): `get` with an output that shows objects whole (yaml, json, jsonpath, go-template,
  * custom-columns …; not the table, `wide` or `name`) and `describe`. svc reads the objects the command
- * will show, listed (never read by name) through the command's own cluster target, and refuses if the
- * current context is not cleared for one (guard.ts, notCleared), with the words of the exec refusal. `-f` files are
- * read as kubectl reads them. A list (no names, `-l`, `-A`) is checked
+ * will show, listed (not read by name, but for `-f` and `-k` files) through the command's own cluster target, and refuses if the
+ * current context is not cleared for one (guard.ts, notCleared), with the words of the exec refusal;
+ * unmarked objects pass, as the authorization webhook lets them by default. `-f` files are read as
+ * kubectl reads them. A list (no names, `-l`, `-A`) is checked
  * object by object; `describe NAME` also shows the objects whose names start with NAME when none is
  * called NAME, and all of those are checked. `--force` overrides for users the cluster allows to.
  */
@@ -36,14 +38,18 @@ const TABLES = new Set(["wide", "name"]);
 
 export function guardReads(g: GuardInput): Guarded {
   const describing = g.line.path[0] === "describe";
-  const output = flagValue(g.line, "output");
+  // kubectl prints with a go-template when --template is given without -o.
+  const output = flagValue(g.line, "output") ?? (flagValue(g.line, "template") ? "go-template" : undefined);
   if (!describing && (output === undefined || TABLES.has(output))) return {};
   const [first] = g.line.positionals;
-  const files = filenames(g.line);
+  const files = [
+    ...filenames(g.line).flatMap((f) => ["--filename", f]),
+    ...flagValues(g.line, "kustomize").flatMap((k) => ["--kustomize", k]),
+  ];
   // The data kinds the command names, and the names it gives for each (none: every object).
   const named = new Map<string, string[]>();
   if (files.length === 0 && first === undefined) return {};
-  if (files.includes("-"))
+  if (filenames(g.line).includes("-"))
     throw new SvcError(
       "usage",
       `${g.line.path[0]} -f - -o ${output ?? ""}: svc cannot read the objects from standard input and still pass the input on; give a file`,
@@ -58,17 +64,19 @@ export function guardReads(g: GuardInput): Guarded {
     for (const type of (first ?? "").split(","))
       if (dataKind(type)) named.set(type, g.line.positionals.slice(1));
   if (named.size === 0) return {};
+  // svc get's compartment filters narrow what is printed: they narrow what is checked too.
+  const filter = describing ? undefined : compartmentFilter(g.line, g.active.label);
   const selectors = [
-    ...flagValues(g.line, "selector").map((s) => `--selector=${s}`),
+    ...[...flagValues(g.line, "selector"), ...(filter ? [filter] : [])].map((s) => `--selector=${s}`),
     ...flagValues(g.line, "field-selector").map((s) => `--field-selector=${s}`),
     ...(flagSet(g.line, "all-namespaces") ? ["--all-namespaces"] : []),
     ...(flagSet(g.line, "recursive") ? ["--recursive"] : []),
   ];
-  // Lists, never a read by name: the cluster's authorization webhook answers those itself, and svc would
-  // see its refusal instead of the object.
+  // Lists, not reads by name (but for -f and -k, which kubectl reads by name): the cluster's authorization
+  // webhook answers named reads itself, and svc would see its refusal instead of the object.
   const live: KubeObject[] = [];
   for (const [type, names] of named) {
-    const words = type === "" ? files.flatMap((f) => ["--filename", f]) : [type];
+    const words = type === "" ? files : [type];
     const objects = g.lookup
       .objects([...words, ...selectors, "--ignore-not-found"])
       .filter((o) => Object.hasOwn(WHAT_OF_KIND, o.kind ?? ""));
@@ -81,7 +89,7 @@ export function guardReads(g: GuardInput): Guarded {
     );
   }
   g.targets.push(...live.map((o) => describeObject(o as Record<string, unknown>)));
-  const foreign = notCleared(g, live);
+  const foreign = notCleared(g, live, "allow");
   if (!foreign) return {};
   const what = WHAT_OF_KIND[foreign.object.kind as string] as string;
   refuseUnlessOverridden(

@@ -105,7 +105,9 @@ export async function startHttpListener(l: ListenerConfig, deps: ListenerDeps): 
   const holdH2Socket = (socket: Socket) => {
     const key = connectionKey(socket);
     h2Sockets.set(key, socket);
-    socket.once("close", () => h2Sockets.delete(key));
+    socket.once("close", () => {
+      if (h2Sockets.get(key) === socket) h2Sockets.delete(key);
+    });
   };
   // An HTTP/2 connection is accounted as its session (HTTP/2 callers of mTLS and h2c listeners). A session
   // that fails ends with its streams (each answers or is reset); the listener goes on.
@@ -117,18 +119,22 @@ export async function startHttpListener(l: ListenerConfig, deps: ListenerDeps): 
     );
     session.on("error", (e: Error) => log.debug("caller HTTP/2 session failed", { error: e.message }));
     const remote = session.socket?.remoteAddress;
-    const key = connectionKey(session.socket);
+    // The connection under this session, found once: the session event follows its connection at once.
+    const raw = h2Sockets.get(connectionKey(session.socket));
+    // After the GOAWAY has had its chance to reach the caller.
+    const reset = () => {
+      if (raw) setTimeout(() => raw.resetAndDestroy(), GOAWAY_GRACE_MS).unref();
+    };
+    // A session ended by the runtime or by us (idle, drain, an expired certificate) may leave its
+    // connection open and unread (h2-guard.ts): it is reset whatever ended the session.
+    session.once("close", reset);
     guardSession(
       session,
       (reason, detail) => {
         events?.http2Ended(reason);
         log.warn("caller HTTP/2 connection ended", { reason, detail, remote });
       },
-      () => {
-        const socket = h2Sockets.get(key);
-        // After the GOAWAY has had its chance to reach the caller.
-        if (socket) setTimeout(() => socket.resetAndDestroy(), GOAWAY_GRACE_MS).unref();
-      },
+      reset,
     );
   };
   // The peer of an HTTP/2 session, verified once from its TLS connection (req.socket is a proxy object).
