@@ -7,22 +7,16 @@ import { type Guarded, type GuardInput, notCleared, refuseUnlessOverridden } fro
 
 /**
  * Reads of the data of Secrets and ConfigMaps (docs/svc-guard.md, "Reads of Secrets, ConfigMaps and
- * logs"): `get` with an output that shows objects whole (yaml, json, jsonpath, go-template,
- * custom-columns …; not the table, `wide` or `name`) and `describe`. svc reads the objects the command
- * will show, listed (not read by name, but for `-f` and `-k` files) through the command's own cluster target, and refuses if the
- * current context is not cleared for one (guard.ts, notCleared), with the words of the exec refusal;
- * unmarked objects pass, as the authorization webhook lets them by default. `-f` files are read as
- * kubectl reads them. A list (no names, `-l`, `-A`) is checked
- * object by object; `describe NAME` also shows the objects whose names start with NAME when none is
- * called NAME, and all of those are checked. `--force` overrides for users the cluster allows to.
+ * logs"): `get` with an output that shows objects whole (yaml, json, jsonpath, go-template, `--template`,
+ * custom-columns …; not the table, `wide` or `name`) and `describe`. svc finds the objects the command will
+ * show through the command's own cluster target, and refuses if the current context is not cleared for
+ * one (guard.ts, notCleared) with the words of the exec refusal; unmarked objects pass, as the cluster's
+ * authorization webhook lets them by default. It lists their kind, with the command's selectors, `-A` and
+ * svc get's compartment filters, and matches the names itself; `-f` and `-k` objects are read as kubectl
+ * reads them. `describe NAME` also shows the objects whose names start with NAME when none is called
+ * NAME: all of those are checked. `--force` overrides for users the cluster allows to.
  */
-const DATA_KINDS: Record<string, string> = {
-  secret: "secret",
-  secrets: "secret",
-  configmap: "config map",
-  configmaps: "config map",
-  cm: "config map",
-};
+const DATA_KINDS = new Set(["secret", "secrets", "configmap", "configmaps", "cm"]);
 const WHAT_OF_KIND: Record<string, string> = { Secret: "secret", ConfigMap: "config map" };
 
 /** `secrets`, `secrets.v1`, `cm` → its data kind; a type of another group (`secrets.example.com`) → undefined. */
@@ -30,7 +24,7 @@ function dataKind(type: string): string | undefined {
   const [name = "", ...rest] = type.toLowerCase().split(".");
   const version = rest.join(".");
   if (version !== "" && version !== "v1" && version !== "v1.") return undefined;
-  return Object.hasOwn(DATA_KINDS, name) ? name : undefined;
+  return DATA_KINDS.has(name) ? name : undefined;
 }
 
 /** Outputs that show no object's data. */
