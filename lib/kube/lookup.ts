@@ -113,6 +113,11 @@ export class Lookup {
     return resolveKubeconfig(flags);
   }
 
+  /** The namespace the command names (`-n`), else the compartment context's; undefined when neither does. */
+  namedNamespace(): string | undefined {
+    return this.flags.get("namespace")?.at(-1) || this.target.namespace || undefined;
+  }
+
   /**
    * The namespace a direct read resolved when neither the command line nor the compartment context named
    * one (it came from the kubeconfig's context, or is "default"): the command is given it too, so that

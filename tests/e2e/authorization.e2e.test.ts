@@ -43,6 +43,13 @@ const objects = (c: keyof typeof MARK) => [
     metadata: { name: `config-${c}`, labels: labels(c) },
     data: { setting: `${c}-config-value` },
   },
+  // Read only under an override: the API server keeps the webhook's answers for 5 s, per object.
+  {
+    apiVersion: "v1",
+    kind: "ConfigMap",
+    metadata: { name: `config-${c}-2`, labels: labels(c) },
+    data: { setting: `${c}-config-value` },
+  },
   {
     apiVersion: "v1",
     kind: "Pod",
@@ -95,7 +102,7 @@ afterAll(() => {
 
 const dir = tempDir("svc-reads-e2e-");
 /** svc as the test bed's alice (or olivia), in an ALPHA compartment context on namespace shared. */
-function svc(as: "alice" | "olivia", args: string[]) {
+function svc(as: "alice" | "olivia" | "bob", args: string[]) {
   const r = Bun.spawnSync([BUN, "cmd/svc.ts", ...args], {
     cwd: ROOT,
     env: { ...process.env, SVC_CONFIG: join(dir, `${as}.yaml`), KUBECONFIG: testbed().kube.kubeconfig },
@@ -282,6 +289,52 @@ describe("reads across compartments through the API server", () => {
         expect({ args, code: kubectl("alice", args).code }).toEqual({ args, code: 0 });
     } finally {
       process.kill(pid, "SIGCONT");
+    }
+  });
+});
+
+// In namespace bravo, where bob holds his own role: the webhook keeps an override answer for 10 s per user
+// and namespace (a refusal included), and the tests above ask it about bob in namespace shared.
+describe("a namespaced override", () => {
+  test("an override granted in one namespace (a RoleBinding) holds there, for svc and the cluster alike", () => {
+    const BRAVO_NS = "bravo";
+    const admin = (args: string[], input?: string) => kubectlUser(testbed(), "admin", BRAVO_NS, args, input);
+    const binding = ["rolebinding", "bob-override-reads"];
+    const config = {
+      apiVersion: "v1",
+      kind: "ConfigMap",
+      metadata: { name: "config-alpha-in-bravo", namespace: BRAVO_NS, labels: labels("alpha") },
+      data: { setting: "alpha-config-value" },
+    };
+    expect(admin(["apply", "-f", "-"], stringify(config)).code).toBe(0);
+    expect(admin(["create", ...binding, "--clusterrole=svc-compartment-override", "--user=bob"]).code).toBe(
+      0,
+    );
+    try {
+      expect(
+        svc("bob", [
+          "context",
+          "create",
+          "uk-s-bravo",
+          "--country=UK",
+          "--sensitivity=S",
+          "--compartment=BRAVO",
+          `--kube-context=${testbed().kube.users.bob.context}`,
+          `--namespace=${BRAVO_NS}`,
+        ]).code,
+      ).toBe(0);
+      expect(svc("bob", ["context", "use", "uk-s-bravo"]).code).toBe(0);
+      const read = ["get", "configmap", "config-alpha-in-bravo", "-o", "jsonpath={.data.setting}"];
+      const r = svc("bob", [...read, "--force"]);
+      expect({ code: r.code, out: r.out }).toEqual({ code: 0, out: "alpha-config-value" });
+      expect(r.err).toContain(
+        "--force: get of config map config-alpha-in-bravo of compartment US-TS-ALPHA from UK-S-BRAVO",
+      );
+      // Plain kubectl: the webhook finds the same grant.
+      expect(kubectlUser(testbed(), "bob", BRAVO_NS, read).out).toBe("alpha-config-value");
+    } finally {
+      admin(["delete", ...binding]);
+      admin(["delete", "configmap", "config-alpha-in-bravo"]);
     }
   });
 });

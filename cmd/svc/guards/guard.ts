@@ -83,10 +83,19 @@ export function refuseUnlessOverridden(g: GuardInput, refusal: string, warning: 
   // A SelfSubjectAccessReview written out: `kubectl auth can-i force compartmentoverrides.svc.dev` looks
   // the resource up in discovery, finds none (it is a name for RBAC only, not served), and then asks for
   // a resource of that whole name in the core group, which no role grants.
+  // In the command's namespace when it names one, as the cluster's webhooks ask; else cluster-wide.
+  const namespace = g.lookup.namedNamespace();
   const review = JSON.stringify({
     apiVersion: "authorization.k8s.io/v1",
     kind: "SelfSubjectAccessReview",
-    spec: { resourceAttributes: { group: "svc.dev", resource: "compartmentoverrides", verb: "force" } },
+    spec: {
+      resourceAttributes: {
+        group: "svc.dev",
+        resource: "compartmentoverrides",
+        verb: "force",
+        ...(namespace ? { namespace } : {}),
+      },
+    },
   });
   const can = g.lookup.run(
     ["create", "--validate=false", "-f", "-", "-o", "jsonpath={.status.allowed}"],
