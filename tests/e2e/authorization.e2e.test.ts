@@ -293,24 +293,28 @@ describe("reads across compartments through the API server", () => {
   });
 });
 
-// In namespace bravo, where bob holds his own role: the webhook keeps an override answer for 10 s per user
-// and namespace (a refusal included), and the tests above ask it about bob in namespace shared.
+// In a namespace of its own: the webhook keeps an override answer for 10 s per user and namespace (a
+// refusal included), and other tests ask it about bob in namespaces shared and bravo.
 describe("a namespaced override", () => {
   test("an override granted in one namespace (a RoleBinding) holds there, for svc and the cluster alike", () => {
-    const BRAVO_NS = "bravo";
-    const admin = (args: string[], input?: string) => kubectlUser(testbed(), "admin", BRAVO_NS, args, input);
-    const binding = ["rolebinding", "bob-override-reads"];
+    const OWN_NS = "reads-override";
+    const admin = (args: string[], input?: string) => kubectlUser(testbed(), "admin", OWN_NS, args, input);
     const config = {
       apiVersion: "v1",
       kind: "ConfigMap",
-      metadata: { name: "config-alpha-in-bravo", namespace: BRAVO_NS, labels: labels("alpha") },
+      metadata: { name: "config-alpha-here", namespace: OWN_NS, labels: labels("alpha") },
       data: { setting: "alpha-config-value" },
     };
-    expect(admin(["apply", "-f", "-"], stringify(config)).code).toBe(0);
-    expect(admin(["create", ...binding, "--clusterrole=svc-compartment-override", "--user=bob"]).code).toBe(
-      0,
-    );
+    expect(kubectlUser(testbed(), "admin", "default", ["create", "namespace", OWN_NS]).code).toBe(0);
     try {
+      expect(admin(["apply", "-f", "-"], stringify(config)).code).toBe(0);
+      for (const [name, role] of [
+        ["bob-view", "view"],
+        ["bob-override", "svc-compartment-override"],
+      ])
+        expect(
+          admin(["create", "rolebinding", name as string, `--clusterrole=${role}`, "--user=bob"]).code,
+        ).toBe(0);
       expect(
         svc("bob", [
           "context",
@@ -320,21 +324,20 @@ describe("a namespaced override", () => {
           "--sensitivity=S",
           "--compartment=BRAVO",
           `--kube-context=${testbed().kube.users.bob.context}`,
-          `--namespace=${BRAVO_NS}`,
+          `--namespace=${OWN_NS}`,
         ]).code,
       ).toBe(0);
       expect(svc("bob", ["context", "use", "uk-s-bravo"]).code).toBe(0);
-      const read = ["get", "configmap", "config-alpha-in-bravo", "-o", "jsonpath={.data.setting}"];
+      const read = ["get", "configmap", "config-alpha-here", "-o", "jsonpath={.data.setting}"];
       const r = svc("bob", [...read, "--force"]);
       expect({ code: r.code, out: r.out }).toEqual({ code: 0, out: "alpha-config-value" });
       expect(r.err).toContain(
-        "--force: get of config map config-alpha-in-bravo of compartment US-TS-ALPHA from UK-S-BRAVO",
+        "--force: get of config map config-alpha-here of compartment US-TS-ALPHA from UK-S-BRAVO",
       );
       // Plain kubectl: the webhook finds the same grant.
-      expect(kubectlUser(testbed(), "bob", BRAVO_NS, read).out).toBe("alpha-config-value");
+      expect(kubectlUser(testbed(), "bob", OWN_NS, read).out).toBe("alpha-config-value");
     } finally {
-      admin(["delete", ...binding]);
-      admin(["delete", "configmap", "config-alpha-in-bravo"]);
+      kubectlUser(testbed(), "admin", "default", ["delete", "namespace", OWN_NS, "--timeout=25s"]);
     }
   });
 });
