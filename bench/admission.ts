@@ -178,7 +178,7 @@ async function checkAnswers(url: string) {
 try {
   process.stderr.write(`creating ${podCount} ${access ? "secrets" : "pods"} in ${NS}\n`);
   admin(["apply", "-f", "-"], stringify({ apiVersion: "v1", kind: "Namespace", metadata: { name: NS } }));
-  const pods = Array.from({ length: podCount }, (_, i) =>
+  const objects = Array.from({ length: podCount }, (_, i) =>
     stringify({
       apiVersion: "v1",
       kind: access ? "Secret" : "Pod",
@@ -192,7 +192,7 @@ try {
         : { spec: { containers: [{ name: "main", image: "busybox" }] } }),
     }),
   );
-  admin(["apply", "-f", "-"], pods.join("---\n"));
+  admin(["apply", "-f", "-"], objects.join("---\n"));
 
   const [webhookPort, floorPort] = [await freePort(), await freePort()];
   const config = join(bench.dir, "admission.yaml");

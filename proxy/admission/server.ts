@@ -181,10 +181,9 @@ export function startAdmissionServer(o: AdmissionServerOptions): AdmissionServer
       o.onBadRequest(`request.uid has ${request.uid.length} characters (at most ${MAX_UID})`);
       return plain(400, `svc-proxy admission: request.uid is longer than ${MAX_UID} characters`);
     }
-    const v = review.apiVersion;
     const reply = (verdict: Verdict) =>
       Response.json({
-        apiVersion: typeof v === "string" && v.length <= MAX_API_VERSION ? v : "admission.k8s.io/v1",
+        apiVersion: echoed(review.apiVersion, "admission.k8s.io/v1"),
         kind: "AdmissionReview",
         response: {
           uid: request.uid,
@@ -200,12 +199,7 @@ export function startAdmissionServer(o: AdmissionServerOptions): AdmissionServer
       note(`review ${clip(request.uid)} from ${address}: ${absurd}`);
       return reply({ allowed: false, decision: "refused", message: absurd });
     }
-    const full = ticket.decide();
-    if (full) {
-      note(`review from ${address} answered 429: ${full}`);
-      return plain(429, `svc-proxy admission: ${full}`);
-    }
-    return reply(await o.decide(request));
+    return whenRoom(ticket, "review", address, async () => reply(await o.decide(request)));
   };
 
   /**
@@ -219,10 +213,9 @@ export function startAdmissionServer(o: AdmissionServerOptions): AdmissionServer
       o.onBadRequest(`not a SubjectAccessReview with a spec (kind ${shown(review?.kind)})`);
       return plain(400, "svc-proxy admission: expected a SubjectAccessReview with a spec");
     }
-    const v = review.apiVersion;
     const reply = (denied: boolean, reason: string) =>
       Response.json({
-        apiVersion: typeof v === "string" && v.length <= MAX_API_VERSION ? v : "authorization.k8s.io/v1",
+        apiVersion: echoed(review.apiVersion, "authorization.k8s.io/v1"),
         kind: "SubjectAccessReview",
         status: { allowed: false, ...(denied ? { denied: true, reason } : { reason }) },
       });
@@ -236,13 +229,23 @@ export function startAdmissionServer(o: AdmissionServerOptions): AdmissionServer
       note(`access review from ${address}: ${absurd}`);
       return reply(true, absurd);
     }
+    return whenRoom(ticket, "access review", address, async () => {
+      const { denied, reason } = await o.authorize(spec);
+      return reply(denied, reason);
+    });
+  };
+
+  /** The gate's last bound (reviews being decided), then the decision; past the bound the answer is 429. */
+  const whenRoom = (
+    ticket: Ticket,
+    what: string,
+    address: string,
+    then: () => Promise<Response>,
+  ): Promise<Response> | Response => {
     const full = ticket.decide();
-    if (full) {
-      note(`access review from ${address} answered 429: ${full}`);
-      return plain(429, `svc-proxy admission: ${full}`);
-    }
-    const { denied, reason } = await o.authorize(spec);
-    return reply(denied, reason);
+    if (!full) return then();
+    note(`${what} from ${address} answered 429: ${full}`);
+    return plain(429, `svc-proxy admission: ${full}`);
   };
 
   const serve = (tls: TlsPair, port: number): Server<undefined> =>
@@ -274,6 +277,11 @@ export function startAdmissionServer(o: AdmissionServerOptions): AdmissionServer
       await server.stop();
     },
   };
+}
+
+/** The review's apiVersion, echoed when it is a short string; else `fallback`. */
+function echoed(v: unknown, fallback: string): string {
+  return typeof v === "string" && v.length <= MAX_API_VERSION ? v : fallback;
 }
 
 /** Bytes a request says its body has: its Content-Length, or MAX_BODY when it is sent in chunks. */

@@ -128,8 +128,8 @@ export async function startAdmission(
   const targetMarks =
     (spend: () => void) =>
     async (kind: TargetKind, namespace: string, name: string): Promise<Marks[] | null> => {
-      if (kind === "pods" || kind === "serviceaccounts" || kind === "secrets" || kind === "configmaps") {
-        const m = await cachedMarks(kind, namespace, name, spend);
+      if ((CACHED as string[]).includes(kind)) {
+        const m = await cachedMarks(kind as CachedKind, namespace, name, spend);
         return m === null ? null : [m];
       }
       const o = await readWorkload(OWNER_PATHS[SCALED[kind] as string] as string, namespace, name, spend);
@@ -183,12 +183,49 @@ export async function startAdmission(
     return allowed;
   };
 
-  const decide = async (request: AdmissionRequest): Promise<Verdict> => {
+  /**
+   * One decision of either webhook: `work` within `ms` (past it, or on an error, the request is refused
+   * with why), counted under `label`, and logged, an override as a warning and a refusal as `refused`.
+   */
+  const decided = async <V extends ReadVerdict>(
+    work: (spend: () => void) => Promise<V>,
+    ms: number,
+    names: { failed: (why: string) => string; refused: string; passed: string; label: () => string },
+    about: { user: unknown; groups: unknown; operation: string; object: string; uid?: unknown },
+  ): Promise<V | Verdict> => {
     const started = performance.now();
-    let verdict: Verdict;
+    let verdict: V | Verdict;
     try {
-      const spend = budget();
-      verdict = await withDeadline(
+      verdict = await withDeadline(work(budget()), ms);
+    } catch (e) {
+      verdict = {
+        allowed: false,
+        decision: "refused",
+        message: names.failed((e as Error).message),
+      };
+    }
+    // Metric label values stay few: anything else a caller sends is counted as "other".
+    metrics?.review(names.label(), verdict.decision, (performance.now() - started) / 1000);
+    const { groups } = about;
+    const fields = {
+      decision: verdict.decision,
+      user: clip(about.user),
+      groups: Array.isArray(groups) ? groups.slice(0, 50).map((g) => clip(g)) : clip(groups),
+      operation: about.operation,
+      object: about.object,
+      compartment: "compartment" in verdict && verdict.compartment ? clip(verdict.compartment) : undefined,
+      ...(about.uid !== undefined ? { uid: clip(about.uid) } : {}),
+      message: clip(verdict.message, 1000),
+    };
+    if (verdict.decision === "override") alog.warn("compartment override", fields);
+    else if (refusal(verdict)) alog.info(names.refused, fields);
+    else alog.debug(names.passed, fields);
+    return verdict;
+  };
+
+  const decide = (request: AdmissionRequest) =>
+    decided(
+      (spend) =>
         review(request, {
           targetMarks: targetMarks(spend),
           marks: (kind, namespace, name) => cachedMarks(kind, namespace, name, spend),
@@ -196,72 +233,46 @@ export async function startAdmission(
           canOverride,
           unlabeled: config.unlabeledPods,
         }),
-        DECIDE_MS,
-      );
-    } catch (e) {
-      verdict = {
-        allowed: false,
-        decision: "refused",
-        message: `svc admission: cannot decide (${(e as Error).message}); refused`,
-      };
-    }
-    // Metric label values stay few: anything else a caller sends is counted as "other".
-    metrics?.review(reviewLabel(request), verdict.decision, (performance.now() - started) / 1000);
-    const groups = request.userInfo?.groups;
-    const fields = {
-      decision: verdict.decision,
-      user: clip(request.userInfo?.username),
-      groups: Array.isArray(groups) ? groups.slice(0, 50).map((g) => clip(g)) : clip(groups),
-      operation: `${clip(request.operation)} ${clip(request.resource?.resource)}${request.subResource ? `/${clip(request.subResource)}` : ""}`,
-      object: `${clip(request.namespace)}/${clip(request.name)}`,
-      compartment: verdict.compartment && clip(verdict.compartment),
-      uid: clip(request.uid),
-      message: clip(verdict.message, 1000),
-    };
-    if (verdict.decision === "override") alog.warn("compartment override", fields);
-    else if (!verdict.allowed) alog.info("refused", fields);
-    else alog.debug("allowed", fields);
-    return verdict;
-  };
+      DECIDE_MS,
+      {
+        failed: (why) => `svc admission: cannot decide (${why}); refused`,
+        refused: "refused",
+        passed: "allowed",
+        label: () => reviewLabel(request),
+      },
+      {
+        user: request.userInfo?.username,
+        groups: request.userInfo?.groups,
+        operation: operationOf(request.operation, request.resource?.resource, request.subResource),
+        object: `${clip(request.namespace)}/${clip(request.name)}`,
+        uid: request.uid,
+      },
+    );
 
   /** The authorization webhook's reads (authorize.ts), logged and counted as the reviews are. */
   const authorize = async (spec: AccessReviewSpec): Promise<{ denied: boolean; reason: string }> => {
-    const started = performance.now();
-    let verdict: ReadVerdict;
-    try {
-      const spend = budget();
-      verdict = await withDeadline(
-        decideRead(spec, { targetMarks: targetMarks(spend), canOverride, unlabeled: config.unlabeledReads }),
-        AUTHORIZE_MS,
-      );
-    } catch (e) {
-      verdict = {
-        allowed: false,
-        decision: "refused",
-        message: `svc authorization: cannot decide (${(e as Error).message}); denied`,
-      };
-    }
-    const key = guardedRead(spec);
-    metrics?.review(
-      key ? `read ${key.replace(/\/$/, "")}` : "read other",
-      verdict.decision,
-      (performance.now() - started) / 1000,
-    );
     const a = spec.resourceAttributes;
-    const fields = {
-      decision: verdict.decision,
-      user: clip(spec.user),
-      groups: Array.isArray(spec.groups) ? spec.groups.slice(0, 50).map((g) => clip(g)) : clip(spec.groups),
-      operation: `${clip(a?.verb)} ${clip(a?.resource)}${a?.subresource ? `/${clip(a.subresource)}` : ""}`,
-      object: `${clip(a?.namespace)}/${clip(a?.name)}`,
-      ...("compartment" in verdict && verdict.compartment ? { compartment: clip(verdict.compartment) } : {}),
-      message: clip(verdict.message, 1000),
-    };
-    if (verdict.decision === "override") alog.warn("compartment override", fields);
-    else if (verdict.decision !== "no_opinion" && !verdict.allowed) alog.info("read denied", fields);
-    else alog.debug("no opinion", fields);
-    const denied = verdict.decision !== "no_opinion" && !verdict.allowed;
-    return { denied, reason: verdict.message };
+    const verdict = await decided(
+      (spend) =>
+        decideRead(spec, { targetMarks: targetMarks(spend), canOverride, unlabeled: config.unlabeledReads }),
+      AUTHORIZE_MS,
+      {
+        failed: (why) => `svc authorization: cannot decide (${why}); denied`,
+        refused: "read denied",
+        passed: "no opinion",
+        label: () => {
+          const key = guardedRead(spec);
+          return key ? `read ${key.replace(/\/$/, "")}` : "read other";
+        },
+      },
+      {
+        user: spec.user,
+        groups: spec.groups,
+        operation: operationOf(a?.verb, a?.resource, a?.subresource),
+        object: `${clip(a?.namespace)}/${clip(a?.name)}`,
+      },
+    );
+    return { denied: refusal(verdict), reason: verdict.message };
   };
 
   let server: ReturnType<typeof startAdmissionServer>;
@@ -305,6 +316,13 @@ export async function startAdmission(
     },
   };
 }
+
+/** "CONNECT pods/exec", "get secrets": what a logged decision was about. */
+const operationOf = (verb: unknown, resource: unknown, subresource: unknown) =>
+  `${clip(verb)} ${clip(resource)}${subresource ? `/${clip(subresource)}` : ""}`;
+
+/** A decision that refuses (an admission review) or denies (a read); no opinion refuses nothing. */
+const refusal = (v: ReadVerdict): boolean => v.decision !== "no_opinion" && !v.allowed;
 
 function withDeadline<T>(work: Promise<T>, ms: number): Promise<T> {
   let timer: ReturnType<typeof setTimeout> | undefined;

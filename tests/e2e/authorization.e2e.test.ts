@@ -24,30 +24,20 @@ type User = keyof KubeState["users"];
 const kubectl = (user: User, args: string[], input?: string) => kubectlUser(testbed(), user, NS, args, input);
 
 const labels = (c: keyof typeof MARK) => ({ "svc.io/compartment": MARK[c], "svc-test": "reads" });
+const secret = (name: string, token: string, labelled: Record<string, string>) => ({
+  apiVersion: "v1",
+  kind: "Secret",
+  metadata: { name, labels: labelled },
+  stringData: { token },
+});
 const objects = (c: keyof typeof MARK) => [
-  {
-    apiVersion: "v1",
-    kind: "Secret",
-    metadata: { name: `secret-${c}`, labels: labels(c) },
-    stringData: { token: `${c}-secret-value` },
-  },
-  {
-    apiVersion: "v1",
-    kind: "Secret",
-    metadata: { name: `secret-${c}-2`, labels: labels(c) },
-    stringData: { token: `${c}-second-value` },
-  },
+  secret(`secret-${c}`, `${c}-secret-value`, labels(c)),
+  // Read only while the webhook is stopped: the API server keeps the webhook's answers for 5 s, per object.
+  secret(`secret-${c}-2`, `${c}-second-value`, labels(c)),
   {
     apiVersion: "v1",
     kind: "ConfigMap",
     metadata: { name: `config-${c}`, labels: labels(c) },
-    data: { setting: `${c}-config-value` },
-  },
-  // Read only under an override: the API server keeps the webhook's answers for 5 s, per object.
-  {
-    apiVersion: "v1",
-    kind: "ConfigMap",
-    metadata: { name: `config-${c}-2`, labels: labels(c) },
     data: { setting: `${c}-config-value` },
   },
   {
@@ -75,12 +65,7 @@ const FORBIDDEN =
   /Error from server \(Forbidden\).*Cannot (read|read the logs of) (secret|config map|pod) in another compartment \(UK-S-BRAVO\)/;
 
 /** A Secret with no marks: RBAC's alone by default (unlabeled_reads: allow). */
-const UNMARKED = {
-  apiVersion: "v1",
-  kind: "Secret",
-  metadata: { name: "secret-unmarked", labels: { "svc-test": "reads" } },
-  stringData: { token: "unmarked-value" },
-};
+const UNMARKED = secret("secret-unmarked", "unmarked-value", { "svc-test": "reads" });
 
 beforeAll(async () => {
   const docs = [...objects("alpha"), ...objects("bravo"), UNMARKED].map((o) => stringify(o)).join("---\n");

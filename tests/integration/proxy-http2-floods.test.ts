@@ -50,9 +50,8 @@ afterAll(async () => {
   target.close();
 });
 
-/** One ordinary call on a new connection: what every other caller must still get. */
-async function served(): Promise<string> {
-  const session = http2.connect(`http://127.0.0.1:${clientPort}`);
+/** One ordinary call, on a new connection or `session`: what every other caller must still get. */
+async function served(session = http2.connect(`http://127.0.0.1:${clientPort}`)): Promise<string> {
   const req = session.request({ ":path": "/" });
   req.end();
   let body = "";
@@ -177,18 +176,7 @@ test("a caller that pings as a keepalive does keeps its connection", async () =>
   const session = http2.connect(`http://127.0.0.1:${clientPort}`);
   for (let i = 0; i < 200; i++)
     await new Promise<void>((resolve, reject) => session.ping((e) => (e ? reject(e) : resolve())));
-  const req = session.request({ ":path": "/" });
-  req.end();
-  let body = "";
-  req.on("data", (d) => {
-    body += d;
-  });
-  await new Promise((resolve, reject) => {
-    req.on("end", resolve);
-    req.on("error", reject);
-  });
-  session.close();
-  expect(body).toBe("ok");
+  expect(await served(session)).toBe("ok");
 });
 
 test("CONTINUATION frames that never end a header block: the proxy stops reading and closes", async () => {

@@ -7,7 +7,8 @@ import { describeObject } from "../../../lib/kube/inject.ts";
 import { parseObjects } from "../../../lib/kube/manifests.ts";
 import { changedMarks, type Marks, marksOf } from "../../../lib/kube/marks.ts";
 import { say } from "../../say.ts";
-import { type Guarded, type GuardInput, notCleared, refuseUnlessOverridden } from "./guard.ts";
+import { type Guarded, type GuardInput, refuseUnlessOverridden } from "./guard.ts";
+import { refuseDataReads } from "./reads.ts";
 
 /**
  * `edit` and `apply edit-last-applied`: what the user changes in the editor cannot be read from the
@@ -44,18 +45,9 @@ export function guardEdit(g: GuardInput): Guarded {
     refuseUnlessOverridden(g, "", `${g.line.path.join(" ")} without the compartment check`);
     return { forced: true };
   }
-  // The editor shows a Secret's or ConfigMap's data: another compartment's is refused as a read.
-  const foreign = notCleared(
-    g,
-    live.filter((o) => o.kind === "Secret" || o.kind === "ConfigMap"),
-    "allow",
-  );
-  // Without --force (handled above): refused.
-  if (foreign)
-    throw new SvcError(
-      "compartment",
-      `Cannot read ${foreign.object.kind === "Secret" ? "secret" : "config map"} in another compartment (${foreign.shown})\ncurrent compartment: ${g.active.label}`,
-    );
+  // The editor shows a Secret's or ConfigMap's data: another compartment's is refused as a read (without
+  // --force, handled above).
+  refuseDataReads(g, live);
   const lastApplied = g.line.path[0] === "apply";
   const baseline: Baseline = {};
   for (const o of live) {

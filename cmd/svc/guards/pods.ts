@@ -48,11 +48,13 @@ export async function guardPods(g: GuardInput): Promise<Guarded> {
   if (selector) objects.push(...g.lookup.objects(["pods", "--selector", selector]));
   const pods = objects.flatMap((o) => podsOf(g, o, nodesAllowed));
   g.targets.push(...pods.map((p) => `pod/${p.namespace}/${p.name}`));
+  const command = g.line.path.join(" ");
+  const doing = DOING[command];
   // logs is a read: an unlabelled pod's log passes, as the authorization webhook lets it by default.
   const foreign = notCleared(
     g,
     pods.map((p) => p.object),
-    DOING[g.line.path.join(" ")] ? "allow" : "deny",
+    doing ? "allow" : "deny",
   );
   const pinned = g.lookup.resolvedNamespace();
   const rewritten = fromFiles
@@ -63,8 +65,8 @@ export async function guardPods(g: GuardInput): Promise<Guarded> {
   if (!foreign) return rewritten;
   refuseUnlessOverridden(
     g,
-    `Cannot ${DOING[g.line.path.join(" ")] ?? "execute in"} pod in another compartment (${foreign.shown})`,
-    `${g.line.path.join(" ")} ${DOING[g.line.path.join(" ")] ? "of" : "into"} pod ${foreign.object.metadata?.name} of compartment ${foreign.shown}`,
+    `Cannot ${doing ?? "execute in"} pod in another compartment (${foreign.shown})`,
+    `${command} ${doing ? "of" : "into"} pod ${foreign.object.metadata?.name} of compartment ${foreign.shown}`,
   );
   return { ...rewritten, forced: true };
 }

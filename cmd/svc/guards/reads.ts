@@ -36,14 +36,15 @@ export function guardReads(g: GuardInput): Guarded {
   const output = flagValue(g.line, "output") ?? (flagValue(g.line, "template") ? "go-template" : undefined);
   if (!describing && (output === undefined || TABLES.has(output))) return {};
   const [first] = g.line.positionals;
+  const fileArgs = filenames(g.line);
   const files = [
-    ...filenames(g.line).flatMap((f) => ["--filename", f]),
+    ...fileArgs.flatMap((f) => ["--filename", f]),
     ...flagValues(g.line, "kustomize").flatMap((k) => ["--kustomize", k]),
   ];
   // The data kinds the command names, and the names it gives for each (none: every object).
   const named = new Map<string, string[]>();
   if (files.length === 0 && first === undefined) return {};
-  if (filenames(g.line).includes("-"))
+  if (fileArgs.includes("-"))
     throw new SvcError(
       "usage",
       `${g.line.path[0]} -f - -o ${output ?? ""}: svc cannot read the objects from standard input and still pass the input on; give a file`,
@@ -83,15 +84,28 @@ export function guardReads(g: GuardInput): Guarded {
     );
   }
   g.targets.push(...live.map((o) => describeObject(o as Record<string, unknown>)));
-  const foreign = notCleared(g, live, "allow");
-  if (!foreign) return {};
+  return refuseDataReads(g, live) ? { forced: true } : {};
+}
+
+/**
+ * Refuses, unless overridden, when one of `objects` is a Secret or ConfigMap the current context is not
+ * cleared for (unmarked ones pass); true when the override was used. Also for `edit`, whose editor
+ * shows what it opens.
+ */
+export function refuseDataReads(g: GuardInput, objects: KubeObject[]): boolean {
+  const foreign = notCleared(
+    g,
+    objects.filter((o) => Object.hasOwn(WHAT_OF_KIND, o.kind ?? "")),
+    "allow",
+  );
+  if (!foreign) return false;
   const what = WHAT_OF_KIND[foreign.object.kind as string] as string;
   refuseUnlessOverridden(
     g,
     `Cannot read ${what} in another compartment (${foreign.shown})`,
     `${g.line.path.join(" ")} of ${what} ${foreign.object.metadata?.name} of compartment ${foreign.shown}`,
   );
-  return { forced: true };
+  return true;
 }
 
 /** kubectl describe TYPE NAME: the object NAME when there is one, else every object whose name starts so. */

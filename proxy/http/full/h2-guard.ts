@@ -19,15 +19,13 @@ const CONTROL_RATE = 100;
 
 const { NGHTTP2_ENHANCE_YOUR_CALM } = http2.constants;
 
+/**
+ * Watches one caller session: `ended` is told of abuse, and the session is destroyed (by the runtime, or
+ * here for a control flood). The connection under it is the listener's to close when the session does.
+ */
 export function guardSession(
   session: http2.Http2Session,
   ended: (reason: H2Abuse, detail: string) => void,
-  /**
-   * Resets the connection under the session, once its GOAWAY has had a moment to go out. The runtime's
-   * session.destroy() leaves it open, and unread, after the runtime itself ended the session for a flood
-   * over TLS, and after a session.destroy() on an h2c connection handed over from the HTTP/1.1 sniffing.
-   */
-  closeConnection: () => void,
 ): void {
   let tokens = CONTROL_BURST;
   let last = performance.now();
@@ -42,7 +40,6 @@ export function guardSession(
     ended("control_flood", `more than ${CONTROL_BURST} PING and SETTINGS frames (${CONTROL_RATE} a second)`);
     if (!session.destroyed) session.goaway(NGHTTP2_ENHANCE_YOUR_CALM);
     session.destroy();
-    closeConnection();
   };
   session.on("ping", control);
   session.on("remoteSettings", control);
@@ -52,7 +49,5 @@ export function guardSession(
       ended("rapid_reset", e.message);
     else if (e.code === "ERR_HTTP2_ERROR")
       ended(e.message.startsWith("Flooding was detected") ? "control_flood" : "protocol_error", e.message);
-    else return;
-    closeConnection();
   });
 }

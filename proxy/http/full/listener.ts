@@ -31,7 +31,7 @@ import { guardSession } from "./h2-guard.ts";
 
 // Concurrent streams per HTTP/2 caller connection, announced in SETTINGS (the common default).
 const MAX_STREAMS = 100;
-// How long the connection of an HTTP/2 session ended for abuse stays open for its GOAWAY to be read.
+// How long the connection of an ended HTTP/2 session stays open for its GOAWAY to be read.
 const GOAWAY_GRACE_MS = 1000;
 
 /**
@@ -121,21 +121,16 @@ export async function startHttpListener(l: ListenerConfig, deps: ListenerDeps): 
     const remote = session.socket?.remoteAddress;
     // The connection under this session, found once: the session event follows its connection at once.
     const raw = h2Sockets.get(connectionKey(session.socket));
-    // After the GOAWAY has had its chance to reach the caller.
-    const reset = () => {
+    // A session ended by the runtime (a flood over TLS) or by us (abuse, idle, drain, an expired
+    // certificate on an h2c connection handed over by the sniffing) may leave its connection open and
+    // unread: it is reset whatever ended the session, once a GOAWAY has had its chance to reach the caller.
+    session.once("close", () => {
       if (raw) setTimeout(() => raw.resetAndDestroy(), GOAWAY_GRACE_MS).unref();
-    };
-    // A session ended by the runtime or by us (idle, drain, an expired certificate) may leave its
-    // connection open and unread (h2-guard.ts): it is reset whatever ended the session.
-    session.once("close", reset);
-    guardSession(
-      session,
-      (reason, detail) => {
-        events?.http2Ended(reason);
-        log.warn("caller HTTP/2 connection ended", { reason, detail, remote });
-      },
-      reset,
-    );
+    });
+    guardSession(session, (reason, detail) => {
+      events?.http2Ended(reason);
+      log.warn("caller HTTP/2 connection ended", { reason, detail, remote });
+    });
   };
   // The peer of an HTTP/2 session, verified once from its TLS connection (req.socket is a proxy object).
   const sessionPeers = new WeakMap<object, VerifiedPeer | undefined>();
