@@ -113,7 +113,7 @@ export class ProxyMetrics {
   });
   private readonly bufferDropped = new Counter({
     name: "svc_proxy_mqtt_buffer_dropped_total",
-    help: "Messages the MQTT publish buffer did not deliver: reason=overflow (evicted or discarded by the overflow policy), oversized, expired (max-ttl), rejected (publish refused by overflow-policy reject, connection closed), refused (the target's PUBACK carried an error reason code)",
+    help: "Messages the MQTT publish buffer did not deliver: reason=overflow (evicted or discarded by the overflow policy), oversized, expired (max-ttl), rejected (publish refused by overflow-policy reject, connection closed), refused (the target's PUBACK carried an error reason code), storage (publish refused because storage.path could not be written, connection closed)",
     labelNames: ["listener", "reason"],
     registers: [this.registry],
   });
@@ -127,6 +127,30 @@ export class ProxyMetrics {
     name: "svc_proxy_mqtt_buffer_connects_total",
     help: "Connection attempts of the MQTT publish buffer to its target: result=ok (CONNACK success) or failed",
     labelNames: ["listener", "result"],
+    registers: [this.registry],
+  });
+  private readonly bufferStoredMessages = new Gauge({
+    name: "svc_proxy_mqtt_buffer_stored_messages",
+    help: "Messages in the MQTT publish buffer's storage.path (storage.type sqlite; all sessions of the listener)",
+    labelNames: ["listener"],
+    registers: [this.registry],
+  });
+  private readonly bufferStoredBytes = new Gauge({
+    name: "svc_proxy_mqtt_buffer_stored_bytes",
+    help: "Payload bytes in the MQTT publish buffer's storage.path (storage.type sqlite; all sessions of the listener)",
+    labelNames: ["listener"],
+    registers: [this.registry],
+  });
+  private readonly bufferReplayed = new Counter({
+    name: "svc_proxy_mqtt_buffer_replayed_total",
+    help: "Messages the MQTT publish buffer read back from storage.path at start, to be delivered again",
+    labelNames: ["listener"],
+    registers: [this.registry],
+  });
+  private readonly bufferStorageFailures = new Counter({
+    name: "svc_proxy_mqtt_buffer_storage_failures_total",
+    help: "Writes to the MQTT publish buffer's storage.path that failed (a full disk, an I/O error); the publishes they carried were refused",
+    labelNames: ["listener"],
     registers: [this.registry],
   });
   readonly workloadApiUp = new Gauge({
@@ -203,6 +227,12 @@ export class ProxyMetrics {
         dropped: (reason) => this.bufferDropped.inc({ listener, reason }),
         delivered: () => this.bufferDelivered.inc({ listener }),
         connect: (result) => this.bufferConnects.inc({ listener, result }),
+        stored: (messages, bytes) => {
+          this.bufferStoredMessages.inc({ listener }, messages);
+          this.bufferStoredBytes.inc({ listener }, bytes);
+        },
+        replayed: (messages) => this.bufferReplayed.inc({ listener }, messages),
+        storageFailed: () => this.bufferStorageFailures.inc({ listener }),
       },
     };
   }

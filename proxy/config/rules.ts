@@ -4,6 +4,7 @@
  * database and the sections a document needs. Each reports every problem it finds and builds its part of
  * the resolved configuration (types.ts).
  */
+import { resolve } from "node:path";
 import { parseDuration } from "../../lib/duration.ts";
 import { parseEndpoint } from "../../lib/spiffe/address.ts";
 import { compilePatterns } from "../../lib/spiffe/authorizer.ts";
@@ -181,6 +182,7 @@ export function listenerConfigs(
 ): ListenerConfig[] {
   const problem = reporter(problems);
   const seen = new Map<string, number>();
+  const files = new Map<string, string>();
   return listeners.map(([i, l, positions]) => {
     const at = `listeners[${i}]`;
     const first = seen.get(l.name);
@@ -225,6 +227,17 @@ export function listenerConfigs(
       handshakeMs: timeout(l.timeouts, "handshake", `${at}.timeouts.handshake`, problem),
     };
     checkMiddlewares(l, at, notaryEnabled, problem, warnings, positions);
+    for (const [k, m] of l.middlewares.entries())
+      if (m.type === "buffer" && m.storage.path) {
+        const field = `${at}.middlewares[${positions?.[k] ?? k}].storage.path`;
+        const other = files.get(resolve(m.storage.path));
+        if (other)
+          problem(
+            field,
+            `${JSON.stringify(m.storage.path)} is also ${other}; each buffer needs a file of its own`,
+          );
+        else files.set(resolve(m.storage.path), field);
+      }
     if (l.connection.http2 && l.protocol !== "http")
       problem(`${at}.connection.http2`, `only http listeners speak HTTP/2, not ${l.protocol}`);
     if (l.connection.http2 && l.middlewares.some((m) => m.type === "openai"))
@@ -348,6 +361,12 @@ function checkMiddlewares(
       problem(`${path}.type`, "notary-query needs notary.enable: true");
     if (m.type === "buffer") {
       if (m.storage["max-bytes"] === 0) m.storage["max-bytes"] = DEFAULT_BUFFER_MAX_BYTES;
+      if (m.storage.type === "sqlite") {
+        if (!m.storage.path)
+          problem(`${path}.storage.path`, "storage.type sqlite needs a path (the database file)");
+        else writableParent(`${path}.storage.path`, m.storage.path, problem);
+      } else if (m.storage.path)
+        problem(`${path}.storage.path`, "goes with storage.type sqlite only (in-memory keeps no file)");
       const d = (field: string, text: string, fallback: string, onDefault?: () => void) =>
         durationMs(text, fallback, `${path}.${field}`, problem, onDefault);
       d("storage.max-ttl", m.storage["max-ttl"], "0s");

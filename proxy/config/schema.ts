@@ -26,6 +26,7 @@ export const MODES = ["client", "server", "central"] as const;
 export const PROTOCOLS = ["http", "tcp", "mqtt"] as const;
 export const OVERFLOW_POLICIES = ["reject", "drop-oldest", "drop-newest"] as const;
 export const MIDDLEWARE_TYPES = ["notary-query", "openai", "dummy", "buffer"] as const;
+export const STORAGE_TYPES = ["in-memory", "sqlite"] as const;
 
 export const DEFAULT_METRICS_ADDR = ":7600";
 /** handshake bounds the TLS handshake of every mTLS listener (HTTP, TCP and MQTT alike). */
@@ -42,7 +43,8 @@ export const Middleware = v.variant(
       type: v.literal("buffer"),
       storage: v.optional(
         v.object({
-          type: v.optional(oneOf(["in-memory"] as const), "in-memory"),
+          type: v.optional(oneOf(STORAGE_TYPES), "in-memory"),
+          path: v.optional(nonEmpty("a database file path")),
           "max-bytes": count(DEFAULT_BUFFER_MAX_BYTES),
           "max-messages": count(0),
           "max-ttl": duration("0s"),

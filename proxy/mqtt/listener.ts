@@ -1,10 +1,12 @@
+import { SvcError } from "../../lib/errors.ts";
 import type { ListenerConfig } from "../config/types.ts";
 import type { ListenerDeps, RunningListener } from "../listener.ts";
 import { acceptStreams } from "../stream/accept.ts";
 import { targetDialer } from "../stream/dial.ts";
 import { serveCaller } from "../stream/serve-caller.ts";
 import { bufferOptions } from "./buffer/options.ts";
-import { PublishBuffer } from "./buffer/publish-buffer.ts";
+import { PublishBuffer, type PublishBufferDeps } from "./buffer/publish-buffer.ts";
+import { MemoryStore } from "./buffer/store.ts";
 import { tunnel } from "./tunnel.ts";
 
 /**
@@ -12,14 +14,27 @@ import { tunnel } from "./tunnel.ts";
  * buffer middleware each caller connection is tunnelled to its own target connection (tunnel.ts); with
  * it, publishing sessions are acknowledged here and delivered through the buffer (buffer/).
  */
-const NO_BUFFER_EVENTS = { depth() {}, dropped() {}, delivered() {}, connect() {} };
+const NO_BUFFER_EVENTS = {
+  depth() {},
+  dropped() {},
+  delivered() {},
+  connect() {},
+  stored() {},
+  replayed() {},
+  storageFailed() {},
+};
 
 export async function startMqttListener(l: ListenerConfig, deps: ListenerDeps): Promise<RunningListener> {
   const log = deps.log.with({ listener: l.name });
   const dial = targetDialer(l, deps);
   const options = bufferOptions(l);
   if (options) {
-    const buffer = new PublishBuffer({ options, dial, events: deps.events?.buffer ?? NO_BUFFER_EVENTS, log });
+    const buffer = await openBuffer(l.name, {
+      options,
+      dial,
+      events: deps.events?.buffer ?? NO_BUFFER_EVENTS,
+      log,
+    });
     const running = await acceptStreams(l, deps, (caller, peer) =>
       buffer.accept(
         caller,
@@ -40,4 +55,25 @@ export async function startMqttListener(l: ListenerConfig, deps: ListenerDeps): 
       tunnel(c, target, { notary: deps.notary, origin, log: connLog }),
     ),
   );
+}
+
+/**
+ * The listener's buffer over its store: storage.type sqlite opens (and reads back) its file first, and a
+ * file that cannot be read stops the listener with an error naming it.
+ */
+async function openBuffer(name: string, d: Omit<PublishBufferDeps, "store">): Promise<PublishBuffer> {
+  const path = d.options.path;
+  if (!path) return new PublishBuffer({ ...d, store: new MemoryStore() });
+  const field = `listener ${name}: storage.path`;
+  const { SqliteStore } = await import("./buffer/store-sqlite.ts");
+  const store = SqliteStore.open(path, field, d.events, d.log);
+  try {
+    return new PublishBuffer({ ...d, store });
+  } catch (e) {
+    store.close();
+    throw new SvcError(
+      "usage",
+      `${field}: ${path} holds a message this build cannot read (${(e as Error).message}); the file is left as it is`,
+    );
+  }
 }

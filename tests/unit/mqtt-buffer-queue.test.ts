@@ -1,6 +1,7 @@
 import { describe, expect, test } from "bun:test";
 import type { BufferEvents, DropReason } from "../../proxy/mqtt/buffer/events.ts";
 import { MessageQueue } from "../../proxy/mqtt/buffer/queue.ts";
+import { MemoryStore } from "../../proxy/mqtt/buffer/store.ts";
 
 function recorder() {
   const r = { messages: 0, bytes: 0, dropped: [] as DropReason[], delivered: 0 };
@@ -12,6 +13,9 @@ function recorder() {
     dropped: (reason) => r.dropped.push(reason),
     delivered: () => r.delivered++,
     connect: () => {},
+    stored: () => {},
+    replayed: () => {},
+    storageFailed: () => {},
   };
   return { r, events };
 }
@@ -22,6 +26,8 @@ const msg = (text: string, qos: 0 | 1 = 1) => ({
   qos,
   retain: false,
 });
+const wire = { packet: Buffer.alloc(0), version: 4 as const };
+const kept = () => {};
 const limits = { maxBytes: 10, maxMessages: 0, maxTtlMs: 0, overflow: "reject" as const };
 const drain = (q: MessageQueue) => {
   const out: string[] = [];
@@ -32,24 +38,24 @@ const drain = (q: MessageQueue) => {
 describe("MQTT publish buffer queue", () => {
   test("reject: a message that does not fit is refused and nothing queued is lost", () => {
     const { r, events } = recorder();
-    const q = new MessageQueue(limits, events);
-    expect(q.offer(msg("12345"))).toBe("queued");
-    expect(q.offer(msg("67890"))).toBe("queued");
-    expect(q.offer(msg("x"))).toBe("rejected");
+    const q = new MessageQueue("c", limits, events, new MemoryStore());
+    expect(q.offer(msg("12345"), wire, kept)).toBe("queued");
+    expect(q.offer(msg("67890"), wire, kept)).toBe("queued");
+    expect(q.offer(msg("x"), wire, kept)).toBe("rejected");
     expect(drain(q)).toEqual(["12345", "67890"]);
     expect(r).toMatchObject({ messages: 2, bytes: 10, dropped: ["rejected"] });
   });
 
   test("drop-oldest evicts from the front, in flight included; an oversized message still fails", () => {
     const { r, events } = recorder();
-    const q = new MessageQueue({ ...limits, overflow: "drop-oldest" }, events);
-    q.offer(msg("aaaa"));
-    q.offer(msg("bbbb"));
+    const q = new MessageQueue("c", { ...limits, overflow: "drop-oldest" }, events, new MemoryStore());
+    q.offer(msg("aaaa"), wire, kept);
+    q.offer(msg("bbbb"), wire, kept);
     const sent = q.take();
     expect(sent?.payload.toString()).toBe("aaaa");
-    expect(q.offer(msg("cccc"))).toBe("queued");
+    expect(q.offer(msg("cccc"), wire, kept)).toBe("queued");
     expect(q.holds(sent as never)).toBe(false);
-    expect(q.offer(msg("x".repeat(11)))).toBe("oversized");
+    expect(q.offer(msg("x".repeat(11)), wire, kept)).toBe("oversized");
     expect(drain(q)).toEqual(["bbbb", "cccc"]);
     q.delivered(sent as never); // the evicted message's late PUBACK changes nothing
     expect(r).toMatchObject({ messages: 2, bytes: 8, dropped: ["overflow", "oversized"], delivered: 0 });
@@ -57,12 +63,17 @@ describe("MQTT publish buffer queue", () => {
 
   test("drop-newest discards the new message; max-messages limits the count", () => {
     const { r, events } = recorder();
-    const q = new MessageQueue({ ...limits, maxMessages: 2, overflow: "drop-newest" }, events);
-    expect([q.offer(msg("1")), q.offer(msg("2")), q.offer(msg("3"))]).toEqual([
-      "queued",
-      "queued",
-      "dropped",
-    ]);
+    const q = new MessageQueue(
+      "c",
+      { ...limits, maxMessages: 2, overflow: "drop-newest" },
+      events,
+      new MemoryStore(),
+    );
+    expect([
+      q.offer(msg("1"), wire, kept),
+      q.offer(msg("2"), wire, kept),
+      q.offer(msg("3"), wire, kept),
+    ]).toEqual(["queued", "queued", "dropped"]);
     expect(drain(q)).toEqual(["1", "2"]);
     expect(r.dropped).toEqual(["overflow"]);
   });
@@ -70,13 +81,19 @@ describe("MQTT publish buffer queue", () => {
   test("max-ttl: an expired message is dropped before it is sent, and frees room for a new one", () => {
     let now = 0;
     const { r, events } = recorder();
-    const q = new MessageQueue({ ...limits, maxBytes: 12, maxTtlMs: 1000 }, events, () => now);
-    q.offer(msg("old1"));
-    q.offer(msg("old2"));
+    const q = new MessageQueue(
+      "c",
+      { ...limits, maxBytes: 12, maxTtlMs: 1000 },
+      events,
+      new MemoryStore(),
+      () => now,
+    );
+    q.offer(msg("old1"), wire, kept);
+    q.offer(msg("old2"), wire, kept);
     now = 600;
-    q.offer(msg("new"));
+    q.offer(msg("new"), wire, kept);
     now = 1500;
-    expect(q.offer(msg("room"))).toBe("queued"); // old1 and old2 expired to make room
+    expect(q.offer(msg("room"), wire, kept)).toBe("queued"); // old1 and old2 expired to make room
     now = 2001;
     expect(drain(q)).toEqual(["room"]); // "new" is past its TTL when its turn comes
     expect(r.dropped).toEqual(["expired", "expired", "expired"]);
@@ -85,8 +102,8 @@ describe("MQTT publish buffer queue", () => {
 
   test("after a failed connection, messages in flight are sent again first, in their order", () => {
     const { r, events } = recorder();
-    const q = new MessageQueue({ ...limits, maxBytes: 100 }, events);
-    for (const t of ["1", "2", "3", "4"]) q.offer(msg(t));
+    const q = new MessageQueue("c", { ...limits, maxBytes: 100 }, events, new MemoryStore());
+    for (const t of ["1", "2", "3", "4"]) q.offer(msg(t), wire, kept);
     const [one, two] = [q.take(), q.take()];
     q.delivered(one as never);
     expect(q.inFlight).toBe(1);

@@ -47,12 +47,18 @@ export class Delivery {
   onEmpty: () => void = () => {};
 
   constructor(
-    private readonly connect: IConnectPacket,
+    private connect: IConnectPacket,
     private readonly version: MqttVersion,
     private readonly queue: MessageQueue,
     private readonly d: DeliveryDeps,
   ) {
     this.delayMs = d.options.backoffInitialMs;
+  }
+
+  /** The returning client's credentials, for a session read back from storage (which holds no password). */
+  credentials(username: string | undefined, password: Buffer): void {
+    const { username: _u, password: _p, ...rest } = this.connect;
+    this.connect = { ...rest, ...(username !== undefined ? { username } : {}), password };
   }
 
   /** New messages are queued: send them now, or connect first. */

@@ -13,6 +13,8 @@ export interface BufferOptions {
   backoffMaxMs: number;
   /** timeouts.idle: an upstream connection with nothing to send is closed after this long. */
   idleMs: number;
+  /** storage.path of storage.type sqlite; undefined in memory. */
+  path?: string;
 }
 
 type BufferEntry = Extract<ListenerConfig["middlewares"][number], { type: "buffer" }>;
@@ -30,5 +32,6 @@ export function bufferOptions(l: ListenerConfig): BufferOptions | undefined {
     backoffInitialMs: parseDuration(m["reconnect-backoff"].initial),
     backoffMaxMs: parseDuration(m["reconnect-backoff"].max),
     idleMs: l.timeouts.idleMs,
+    ...(m.storage.type === "sqlite" && m.storage.path ? { path: m.storage.path } : {}),
   };
 }

@@ -8,7 +8,8 @@ import { PROPERTY } from "../notarize.ts";
 import { Delivery } from "./delivery.ts";
 import type { BufferEvents } from "./events.ts";
 import type { BufferOptions } from "./options.ts";
-import { MessageQueue, type Offer } from "./queue.ts";
+import { MessageQueue, type Offer, type QueuedMessage } from "./queue.ts";
+import type { BufferStore, StoredSession } from "./store.ts";
 
 /**
  * The MQTT publish buffer (docs/proxy-mqtt.md, "The publish buffer"): client connections are answered
@@ -16,13 +17,16 @@ import { MessageQueue, type Offer } from "./queue.ts";
  * — and each session (client identifier) has its own in-memory queue, delivered to the target by its own
  * upstream connection. Only publishing: SUBSCRIBE, QoS 2 and notarization are refused with MQTT's reason
  * codes. A client that reconnects with the same identifier takes its session over, queue included; a
- * session ends when no client is connected and its queue is empty. Everything is lost at process exit.
+ * session ends when no client is connected and its queue is empty. What outlives the process is the
+ * store's affair (store.ts): with a file, the sessions and messages it holds are delivered again at start,
+ * before any client connects.
  */
 export interface PublishBufferDeps {
   options: BufferOptions;
   dial: Dialer;
   events: BufferEvents;
   log: Logger;
+  store: BufferStore;
 }
 
 interface Session {
@@ -32,6 +36,8 @@ interface Session {
   client: Socket | undefined;
   /** The MQTT version the attached client speaks. */
   clientVersion: MqttVersion;
+  /** Read back from the store: its upstream CONNECT has no password until its client returns. */
+  restored: boolean;
 }
 
 const ONLY_PUBLISHING = "svc-proxy's MQTT publish buffer carries publishing connections only";
@@ -40,15 +46,48 @@ const SLACK_BYTES = 64 * 1024;
 export class PublishBuffer {
   private readonly sessions = new Map<string, Session>();
 
-  constructor(private readonly d: PublishBufferDeps) {}
+  /** Reads back what the store holds and starts delivering it; a message it cannot decode throws. */
+  constructor(private readonly d: PublishBufferDeps) {
+    const { sessions, messages } = d.store.restored();
+    if (messages.length === 0) {
+      for (const s of sessions) d.store.endSession(s.clientId);
+      return;
+    }
+    const known = new Map(sessions.map((s) => [s.clientId, s]));
+    const decoders = new Map<MqttVersion, PacketDecoder>();
+    for (const m of messages) {
+      let s = this.sessions.get(m.clientId);
+      if (!s) {
+        const stored = known.get(m.clientId) ?? {
+          clientId: m.clientId,
+          version: m.version,
+          protocolId: m.version === 3 ? "MQIsdp" : "MQTT",
+          clean: true,
+          keepalive: 60,
+        };
+        known.delete(m.clientId);
+        s = this.create(stored, undefined, true);
+      }
+      let decoder = decoders.get(m.version);
+      if (!decoder) decoders.set(m.version, (decoder = new PacketDecoder(m.version)));
+      const p = decoder.decode(m.packet);
+      if (p.cmd !== "publish") throw new MalformedPacket(`stored message ${m.seq} is a ${p.cmd} packet`);
+      s.queue.restore({ ...publishFields(p), seq: m.seq, enqueuedAt: m.enqueuedAt, sent: true, kept: true });
+    }
+    for (const s of known.values()) d.store.endSession(s.clientId);
+    d.events.replayed(messages.length);
+    d.log.info("replaying stored messages", { messages: messages.length, sessions: this.sessions.size });
+    for (const s of this.sessions.values()) s.delivery.wake();
+  }
 
+  /** Stops delivering; what the store holds stays there (in memory, it goes with the process). */
   close(): void {
     for (const s of this.sessions.values()) {
       s.delivery.close();
-      s.queue.clear();
       s.client?.destroy();
     }
     this.sessions.clear();
+    this.d.store.close();
   }
 
   accept(socket: Socket, log: Logger): void {
@@ -105,21 +144,20 @@ export class PublishBuffer {
       log.debug("session", { client_id: id, version, held: session.queue.messages });
     };
 
-    const onPublish = (p: IPublishPacket, s: Session) => {
+    const onPublish = (p: IPublishPacket, raw: Buffer, s: Session) => {
       if (p.qos === 2) {
         close("QoS 2 is not supported by the publish buffer (use QoS 0 or 1)", Reason.qosNotSupported);
         return;
       }
-      const payload = Buffer.isBuffer(p.payload) ? p.payload : Buffer.from(p.payload);
-      const { topicAlias: _alias, subscriptionIdentifier: _sub, ...properties } = p.properties ?? {};
-      const result = s.queue.offer({
-        topic: p.topic,
-        payload,
-        qos: p.qos,
-        retain: p.retain,
-        ...(p.properties ? { properties } : {}),
+      const v = version ?? 4;
+      const m = publishFields(p);
+      // What is stored must read back alone: a topic alias is resolved against nothing after a restart.
+      const packet = p.properties?.topicAlias !== undefined ? encode({ ...p, ...m }, v) : raw;
+      const result = s.queue.offer(m, { packet, version: v }, (error) => {
+        if (error) this.unstored(error, p, s, v, send, close);
+        else if (!socket.destroyed) this.answer("queued", p, s, v, send, close);
       });
-      this.answer(result, p, s, version ?? 4, send, close);
+      if (result !== "queued") this.answer(result, p, s, v, send, close);
     };
 
     const onPacket = (raw: Buffer) => {
@@ -135,7 +173,7 @@ export class PublishBuffer {
       }
       switch (p.cmd) {
         case "publish":
-          return onPublish(p, session);
+          return onPublish(p, raw, session);
         case "pingreq":
           return void send({ cmd: "pingresp" });
         case "disconnect":
@@ -230,6 +268,31 @@ export class PublishBuffer {
     close(why, Reason.quotaExceeded);
   }
 
+  /**
+   * The store could not keep a message: refused like a publish that overflow-policy reject turns away
+   * (MQTT 5 QoS 1: PUBACK 0x97 with the reason; then the connection closes), and logged by the store.
+   */
+  private unstored(
+    error: string,
+    p: IPublishPacket,
+    s: Session,
+    version: MqttVersion,
+    send: (p: Packet) => void,
+    close: (reason: string, code?: number) => void,
+  ): void {
+    if (s.client && !s.client.destroyed) {
+      if (p.qos === 1 && version === 5)
+        send({
+          cmd: "puback",
+          messageId: p.messageId ?? 0,
+          reasonCode: Reason.quotaExceeded,
+          properties: { reasonString: error },
+        });
+      close(error, Reason.quotaExceeded);
+    }
+    if (!s.client && s.queue.messages === 0) this.end(s);
+  }
+
   /** The session of `id`, created if new; a client already attached to it is disconnected (takeover). */
   private attach(id: string, connect: IConnectPacket, version: MqttVersion, socket: Socket): Session {
     let s = this.sessions.get(id);
@@ -239,31 +302,50 @@ export class PublishBuffer {
       if (s.clientVersion === 5) old.end(encode({ cmd: "disconnect", reasonCode: 0x8e }, 5));
       else old.destroy();
     }
-    if (!s) {
-      const queue = new MessageQueue(this.d.options, this.d.events);
-      const upstreamConnect: IConnectPacket = {
-        cmd: "connect",
+    if (s?.restored && connect.password !== undefined)
+      s.delivery.credentials(connect.username, connect.password);
+    if (s) s.restored = false;
+    s ??= this.create(
+      {
         clientId: id,
-        protocolVersion: version,
+        version,
         protocolId: connect.protocolId ?? "MQTT",
         clean: connect.clean ?? true,
         keepalive: connect.keepalive ?? 60,
         ...(connect.username !== undefined ? { username: connect.username } : {}),
-        ...(connect.password !== undefined ? { password: connect.password } : {}),
-      };
-      const delivery = new Delivery(upstreamConnect, version, queue, {
-        ...this.d,
-        log: this.d.log.with({ client_id: id }),
-      });
-      const created: Session = { id, queue, delivery, client: undefined, clientVersion: version };
-      delivery.onEmpty = () => {
-        if (!created.client) this.end(created);
-      };
-      this.sessions.set(id, created);
-      s = created;
-    }
+      },
+      connect.password,
+      false,
+    );
     s.client = socket;
     s.clientVersion = version;
+    return s;
+  }
+
+  /** A new session, with the upstream CONNECT it delivers with; the store keeps all of it but the password. */
+  private create(stored: StoredSession, password: Buffer | undefined, restored: boolean): Session {
+    const id = stored.clientId;
+    const queue = new MessageQueue(id, this.d.options, this.d.events, this.d.store);
+    const upstreamConnect: IConnectPacket = {
+      cmd: "connect",
+      clientId: id,
+      protocolVersion: stored.version,
+      protocolId: stored.protocolId as IConnectPacket["protocolId"],
+      clean: stored.clean,
+      keepalive: stored.keepalive,
+      ...(stored.username !== undefined ? { username: stored.username } : {}),
+      ...(password !== undefined ? { password } : {}),
+    };
+    const delivery = new Delivery(upstreamConnect, stored.version, queue, {
+      ...this.d,
+      log: this.d.log.with({ client_id: id }),
+    });
+    const s: Session = { id, queue, delivery, client: undefined, clientVersion: stored.version, restored };
+    delivery.onEmpty = () => {
+      if (!s.client) this.end(s);
+    };
+    this.sessions.set(id, s);
+    if (!restored) this.d.store.openSession(stored);
     return s;
   }
 
@@ -271,5 +353,19 @@ export class PublishBuffer {
     if (this.sessions.get(s.id) !== s) return;
     this.sessions.delete(s.id);
     s.delivery.close();
+    this.d.store.endSession(s.id);
   }
+}
+
+/** A PUBLISH as the queue holds it: the properties passed on, without those of this hop. */
+function publishFields(p: IPublishPacket): Omit<QueuedMessage, "seq" | "enqueuedAt" | "sent" | "kept"> {
+  const payload = Buffer.isBuffer(p.payload) ? p.payload : Buffer.from(p.payload);
+  const { topicAlias: _alias, subscriptionIdentifier: _sub, ...properties } = p.properties ?? {};
+  return {
+    topic: p.topic,
+    payload,
+    qos: p.qos === 1 ? 1 : 0,
+    retain: p.retain,
+    ...(p.properties ? { properties } : {}),
+  };
 }

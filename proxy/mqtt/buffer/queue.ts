@@ -1,11 +1,15 @@
+import type { MqttVersion } from "../codec.ts";
 import type { BufferEvents } from "./events.ts";
 import type { BufferOptions } from "./options.ts";
+import type { BufferStore } from "./store.ts";
 
 /**
  * One client session's publish buffer (docs/proxy-mqtt.md, "Limits and overflow"): messages in arrival
  * order, bounded by payload bytes and count, with the overflow policies. A message leaves when the target
  * acknowledged it (QoS 1), when it was written (QoS 0), or when it is dropped; messages sent but not yet
- * acknowledged stay counted (in flight) and go back to the front when the connection fails.
+ * acknowledged stay counted (in flight) and go back to the front when the connection fails. Every message
+ * is handed to the listener's store (store.ts) when it is queued and removed from it when it leaves; it is
+ * sent only once the store has kept it, so messages go out in order and never ahead of their storage.
  */
 export interface QueuedMessage {
   seq: number;
@@ -18,6 +22,8 @@ export interface QueuedMessage {
   enqueuedAt: number;
   /** Sent at least once before (a resend carries the DUP flag). */
   sent: boolean;
+  /** The store has it: it may be sent. */
+  kept: boolean;
 }
 
 export type Offer = "queued" | "dropped" | "rejected" | "oversized";
@@ -34,8 +40,10 @@ export class MessageQueue {
   private seq = 0;
 
   constructor(
+    private readonly clientId: string,
     private readonly limits: Limits,
     private readonly events: BufferEvents,
+    private readonly store: BufferStore,
     private readonly now: () => number = Date.now,
   ) {}
 
@@ -49,8 +57,16 @@ export class MessageQueue {
     return this.inflight.size;
   }
 
-  /** Adds a message under the overflow policy. */
-  offer(m: Omit<QueuedMessage, "seq" | "enqueuedAt" | "sent">): Offer {
+  /**
+   * Adds a message under the overflow policy and hands it to the store with its PUBLISH packet as the
+   * client sent it (`packet`, in protocol `version`). `kept` is called once the store has it, or with why
+   * it could not keep it (the message is then withdrawn): only then may the publisher be answered.
+   */
+  offer(
+    m: Omit<QueuedMessage, "seq" | "enqueuedAt" | "sent" | "kept">,
+    wire: { packet: Buffer; version: MqttVersion },
+    kept: (error?: string) => void,
+  ): Offer {
     const size = m.payload.length;
     const { maxBytes, maxMessages, overflow } = this.limits;
     const fits = () => this.bytes + size <= maxBytes && (maxMessages === 0 || this.messages < maxMessages);
@@ -70,17 +86,53 @@ export class MessageQueue {
       }
       while (!fits() && this.messages > 0) this.evictOldest();
     }
-    this.waiting.push({ ...m, seq: ++this.seq, enqueuedAt: this.now(), sent: false });
+    const q: QueuedMessage = {
+      ...m,
+      seq: this.store.nextSeq(),
+      enqueuedAt: this.now(),
+      sent: false,
+      kept: false,
+    };
+    this.seq = q.seq;
+    this.waiting.push(q);
     this.bytes += size;
     this.events.depth(1, size);
+    const stored = {
+      seq: q.seq,
+      clientId: this.clientId,
+      ...wire,
+      payloadBytes: size,
+      enqueuedAt: q.enqueuedAt,
+    };
+    this.store.add(stored, (error) => {
+      if (error) this.withdraw(q);
+      else q.kept = true;
+      kept(error);
+    });
     return "queued";
+  }
+
+  /** A message read back from the store at start: held again, whatever the limits say now. */
+  restore(m: QueuedMessage): void {
+    this.seq = Math.max(this.seq, m.seq);
+    this.waiting.push(m);
+    this.bytes += m.payload.length;
+    this.events.depth(1, m.payload.length);
+  }
+
+  /** The store could not keep a queued message: it leaves, unsent (it cannot have been sent). */
+  private withdraw(m: QueuedMessage): void {
+    const at = this.waiting.indexOf(m, this.head);
+    if (at < 0) return; // evicted or expired meanwhile
+    this.waiting.splice(at, 1);
+    this.release(m, "storage");
   }
 
   /** The next message to send, skipping (and dropping) expired ones; it is counted in flight if QoS 1. */
   take(): QueuedMessage | undefined {
     for (;;) {
       const m = this.waiting[this.head];
-      if (!m) return undefined;
+      if (!m?.kept) return undefined;
       this.waiting[this.head++] = undefined as unknown as QueuedMessage;
       this.compact();
       if (this.expired(m)) {
@@ -105,7 +157,7 @@ export class MessageQueue {
     this.release(m, "refused");
   }
 
-  /** The sequence number of the newest message held (0 when none ever was). */
+  /** The sequence number of the newest message queued (0 when none ever was). */
   get newest(): number {
     return this.seq;
   }
@@ -127,15 +179,6 @@ export class MessageQueue {
   /** Is a QoS 1 message still held (not evicted)? */
   holds(m: QueuedMessage): boolean {
     return this.inflight.has(m.seq);
-  }
-
-  /** Drops every message (the session ends without a way to deliver them). */
-  clear(): void {
-    for (const m of [...this.inflight.values(), ...this.waiting.slice(this.head)])
-      this.release(m, "overflow");
-    this.inflight.clear();
-    this.waiting = [];
-    this.head = 0;
   }
 
   private expired(m: QueuedMessage): boolean {
@@ -171,7 +214,8 @@ export class MessageQueue {
     this.compact();
   }
 
-  private release(m: QueuedMessage, dropped?: "overflow" | "expired" | "refused"): void {
+  private release(m: QueuedMessage, dropped?: "overflow" | "expired" | "refused" | "storage"): void {
+    this.store.remove(m.seq);
     this.bytes -= m.payload.length;
     this.events.depth(-1, -m.payload.length);
     if (dropped) this.events.dropped(dropped);

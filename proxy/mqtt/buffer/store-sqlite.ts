@@ -1,0 +1,308 @@
+import { Database, type Statement } from "bun:sqlite";
+import { accessSync, constants, existsSync } from "node:fs";
+import { dirname } from "node:path";
+import { SvcError } from "../../../lib/errors.ts";
+import type { Logger } from "../../log.ts";
+import type { MqttVersion } from "../codec.ts";
+import type { BufferEvents } from "./events.ts";
+import type { BufferStore, StoredMessage, StoredSession } from "./store.ts";
+
+/**
+ * `storage.type: sqlite` (docs/proxy-mqtt.md, "Storage"): one SQLite file per listener, in WAL mode with
+ * synchronous=FULL, so a committed transaction is on disk, not only handed to the kernel. Writes are
+ * grouped: everything the buffer asks for within one turn of the event loop is one transaction, and only
+ * after it commits are the publishers answered. The file is held with an exclusive lock for the life of
+ * the process, so a second svc-proxy configured with it cannot open it. A file this build cannot read
+ * (corrupt, not a database, a newer schema) stops the listener and is left as it is.
+ */
+const MIGRATIONS = [
+  `CREATE TABLE sessions (
+     client_id TEXT PRIMARY KEY, version INTEGER NOT NULL, protocol_id TEXT NOT NULL,
+     clean INTEGER NOT NULL, keepalive INTEGER NOT NULL, username TEXT);
+   CREATE TABLE messages (
+     seq INTEGER PRIMARY KEY, client_id TEXT NOT NULL, version INTEGER NOT NULL, packet BLOB NOT NULL,
+     payload_bytes INTEGER NOT NULL, enqueued_at INTEGER NOT NULL);`,
+];
+
+type SessionOp = { open: StoredSession } | { end: string };
+
+interface SessionRow {
+  client_id: string;
+  version: number;
+  protocol_id: string;
+  clean: number;
+  keepalive: number;
+  username: string | null;
+}
+
+interface MessageRow {
+  seq: number;
+  client_id: string;
+  version: number;
+  packet: Uint8Array;
+  payload_bytes: number;
+  enqueued_at: number;
+}
+
+export class SqliteStore implements BufferStore {
+  private seq = 0;
+  private adds: { m: StoredMessage; done: (error?: string) => void }[] = [];
+  private removes: number[] = [];
+  private sessionOps: SessionOp[] = [];
+  private scheduled = false;
+  /** Why the last write failed, while writes fail. */
+  private failing: string | undefined;
+  /** Payload bytes of each stored message, for the stored-bytes gauge. */
+  private readonly sizes = new Map<number, number>();
+  private readonly insertMessage: Statement;
+  private readonly deleteMessage: Statement;
+  private readonly upsertSession: Statement;
+  private readonly deleteSession: Statement;
+  private restoredState: ReturnType<BufferStore["restored"]> | undefined;
+
+  private constructor(
+    private readonly db: Database,
+    private readonly path: string,
+    private readonly events: BufferEvents,
+    private readonly log: Logger,
+  ) {
+    this.insertMessage = db.prepare(
+      "INSERT INTO messages (seq, client_id, version, packet, payload_bytes, enqueued_at) VALUES (?, ?, ?, ?, ?, ?)",
+    );
+    this.deleteMessage = db.prepare("DELETE FROM messages WHERE seq = ?");
+    this.upsertSession = db.prepare(
+      `INSERT INTO sessions (client_id, version, protocol_id, clean, keepalive, username) VALUES (?, ?, ?, ?, ?, ?)
+       ON CONFLICT (client_id) DO UPDATE SET version = excluded.version, protocol_id = excluded.protocol_id,
+         clean = excluded.clean, keepalive = excluded.keepalive, username = excluded.username`,
+    );
+    this.deleteSession = db.prepare("DELETE FROM sessions WHERE client_id = ?");
+  }
+
+  /** Opens (creating) the file at `path`; `field` names the setting in errors. */
+  static open(path: string, field: string, events: BufferEvents, log: Logger): SqliteStore {
+    const dir = dirname(path);
+    if (!existsSync(dir))
+      throw new SvcError(
+        "usage",
+        `${field}: the directory ${dir} of ${path} does not exist; create it first`,
+      );
+    try {
+      accessSync(dir, constants.W_OK);
+    } catch {
+      throw new SvcError(
+        "usage",
+        `${field}: the directory ${dir} is not writable; svc-proxy writes ${path} and its journal ${path}-wal there`,
+      );
+    }
+    let db: Database | undefined;
+    try {
+      db = new Database(path, { create: true, strict: true });
+      db.run("PRAGMA busy_timeout = 0");
+      // Exclusive: the lock taken by the first write below is held until the process ends.
+      db.run("PRAGMA locking_mode = EXCLUSIVE");
+      db.run("PRAGMA journal_mode = WAL");
+      db.run("PRAGMA synchronous = FULL");
+      db.run("BEGIN EXCLUSIVE");
+      db.run("COMMIT");
+    } catch (e) {
+      db?.close();
+      const message = (e as Error).message;
+      if ((e as { code?: string }).code === "SQLITE_BUSY")
+        throw new SvcError(
+          "usage",
+          `${field}: ${path} is in use by another process (another svc-proxy?); each buffer needs a file of its own`,
+        );
+      throw new SvcError(
+        "usage",
+        `${field}: cannot open ${path} as a buffer database: ${message}; the file is left as it is`,
+      );
+    }
+    const store = new SqliteStore(db, path, events, log);
+    try {
+      store.migrate(field);
+      store.load(field);
+    } catch (e) {
+      db.close();
+      throw e;
+    }
+    return store;
+  }
+
+  /** The schema version this build writes. */
+  static readonly VERSION = MIGRATIONS.length;
+
+  private migrate(field: string): void {
+    const check = this.db.query("PRAGMA quick_check").all() as { quick_check: string }[];
+    if (check.length !== 1 || check[0]?.quick_check !== "ok")
+      throw new SvcError(
+        "usage",
+        `${field}: ${this.path} is damaged (${check
+          .slice(0, 3)
+          .map((r) => r.quick_check)
+          .join("; ")}); it is left as it is: move it away to start with an empty buffer`,
+      );
+    const version = (this.db.query("PRAGMA user_version").get() as { user_version: number }).user_version;
+    if (version > MIGRATIONS.length)
+      throw new SvcError(
+        "usage",
+        `${field}: ${this.path} has schema version ${version}, newer than this build's ${MIGRATIONS.length}; use a newer svc-proxy (the file is left as it is)`,
+      );
+    for (let v = version; v < MIGRATIONS.length; v++)
+      this.db.transaction(() => {
+        this.db.run(MIGRATIONS[v] as string);
+        this.db.run(`PRAGMA user_version = ${v + 1}`);
+      })();
+  }
+
+  private load(field: string): void {
+    const sessions = (this.db.query("SELECT * FROM sessions").all() as SessionRow[]).map(
+      (r): StoredSession => ({
+        clientId: r.client_id,
+        version: r.version as MqttVersion,
+        protocolId: r.protocol_id,
+        clean: r.clean !== 0,
+        keepalive: r.keepalive,
+        ...(r.username !== null ? { username: r.username } : {}),
+      }),
+    );
+    const messages = (this.db.query("SELECT * FROM messages ORDER BY seq").all() as MessageRow[]).map(
+      (r): StoredMessage => {
+        if (![3, 4, 5].includes(r.version) || !(r.packet instanceof Uint8Array))
+          throw new SvcError(
+            "usage",
+            `${field}: ${this.path} holds a message (seq ${r.seq}) this build cannot read`,
+          );
+        return {
+          seq: r.seq,
+          clientId: r.client_id,
+          version: r.version as MqttVersion,
+          packet: Buffer.from(r.packet),
+          payloadBytes: r.payload_bytes,
+          enqueuedAt: r.enqueued_at,
+        };
+      },
+    );
+    this.seq = messages.at(-1)?.seq ?? 0;
+    let bytes = 0;
+    for (const m of messages) {
+      this.sizes.set(m.seq, m.payloadBytes);
+      bytes += m.payloadBytes;
+    }
+    this.events.stored(messages.length, bytes);
+    this.restoredState = { sessions, messages };
+  }
+
+  restored() {
+    const r = this.restoredState ?? { sessions: [], messages: [] };
+    this.restoredState = undefined;
+    return r;
+  }
+
+  nextSeq(): number {
+    return ++this.seq;
+  }
+
+  openSession(s: StoredSession): void {
+    this.sessionOps.push({ open: s });
+    this.schedule();
+  }
+
+  endSession(clientId: string): void {
+    this.sessionOps.push({ end: clientId });
+    this.schedule();
+  }
+
+  add(m: StoredMessage, done: (error?: string) => void): void {
+    this.adds.push({ m, done });
+    this.schedule();
+  }
+
+  remove(seq: number): void {
+    this.removes.push(seq);
+    this.schedule();
+  }
+
+  close(): void {
+    this.flush();
+    this.db.close();
+  }
+
+  private schedule(): void {
+    if (this.scheduled) return;
+    this.scheduled = true;
+    setImmediate(() => this.flush());
+  }
+
+  /** Writes what was asked since the last flush in one transaction, then answers the adds. */
+  private flush(): void {
+    this.scheduled = false;
+    const { adds, removes, sessionOps } = this;
+    if (adds.length + removes.length + sessionOps.length === 0) return;
+    this.adds = [];
+    this.removes = [];
+    this.sessionOps = [];
+    try {
+      this.db.run("BEGIN");
+      try {
+        for (const op of sessionOps) {
+          if ("end" in op) this.deleteSession.run(op.end);
+          else {
+            const s = op.open;
+            this.upsertSession.run(
+              s.clientId,
+              s.version,
+              s.protocolId,
+              s.clean ? 1 : 0,
+              s.keepalive,
+              s.username ?? null,
+            );
+          }
+        }
+        for (const { m } of adds)
+          this.insertMessage.run(m.seq, m.clientId, m.version, m.packet, m.payloadBytes, m.enqueuedAt);
+        for (const seq of removes) this.deleteMessage.run(seq);
+        this.db.run("COMMIT");
+      } catch (e) {
+        try {
+          this.db.run("ROLLBACK");
+        } catch {
+          // SQLite already rolled back (as it does on a full disk).
+        }
+        throw e;
+      }
+    } catch (e) {
+      const reason = (e as Error).message;
+      // Removals and session changes are tried again with the next write; the new messages are refused.
+      this.removes = [...removes, ...this.removes];
+      this.sessionOps = [...sessionOps, ...this.sessionOps];
+      this.events.storageFailed();
+      if (this.failing === undefined)
+        this.log.error("buffer storage cannot be written: new publishes are refused until it can", {
+          path: this.path,
+          error: reason,
+        });
+      this.failing = reason;
+      for (const { done } of adds) done(`the buffer's storage cannot be written (${reason})`);
+      return;
+    }
+    if (this.failing !== undefined) {
+      this.log.info("buffer storage written again", { path: this.path });
+      this.failing = undefined;
+    }
+    let messages = adds.length;
+    let bytes = 0;
+    for (const { m } of adds) {
+      this.sizes.set(m.seq, m.payloadBytes);
+      bytes += m.payloadBytes;
+    }
+    for (const seq of removes) {
+      const size = this.sizes.get(seq);
+      if (size === undefined) continue;
+      this.sizes.delete(seq);
+      messages--;
+      bytes -= size;
+    }
+    this.events.stored(messages, bytes);
+    for (const { done } of adds) done();
+  }
+}
