@@ -96,7 +96,8 @@ async function h2spec(port: number, known: string[]): Promise<void> {
   expect(summary).not.toBeNull();
   const failed = failures(report).sort();
   // On a mismatch the report says why each case failed (a timeout, or what h2spec received instead).
-  if (JSON.stringify(failed) !== JSON.stringify([...known].sort())) console.error(report.slice(report.indexOf("Failures:")));
+  if (JSON.stringify(failed) !== JSON.stringify([...known].sort()))
+    console.error(report.slice(report.indexOf("Failures:")));
   expect(failed).toEqual([...known].sort());
   expect(Number(summary?.[4])).toBe(known.length);
 }

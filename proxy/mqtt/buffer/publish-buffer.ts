@@ -68,8 +68,8 @@ export class PublishBuffer {
         known.delete(m.clientId);
         s = this.create(stored, undefined, true);
       }
-      let decoder = decoders.get(m.version);
-      if (!decoder) decoders.set(m.version, (decoder = new PacketDecoder(m.version)));
+      const decoder = decoders.get(m.version) ?? new PacketDecoder(m.version);
+      decoders.set(m.version, decoder);
       const p = decoder.decode(m.packet);
       if (p.cmd !== "publish") throw new MalformedPacket(`stored message ${m.seq} is a ${p.cmd} packet`);
       s.queue.restore({ ...publishFields(p), seq: m.seq, enqueuedAt: m.enqueuedAt, sent: true, kept: true });
