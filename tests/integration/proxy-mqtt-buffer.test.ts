@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { join } from "node:path";
 import { waitUntil } from "../e2e/testbed/process.ts";
 import { type DevApi, startProdApis, tempDir } from "../support/dev-api.ts";
 import { type Broker, startBroker } from "../support/mosquitto.ts";
@@ -35,10 +36,15 @@ interface Buffered {
  * A broker, a server proxy in front of it (down unless `linkUp`, so the buffer cannot deliver until
  * linkUp() while subscribers are already listening), and a buffering client proxy.
  */
+let files = 0;
 async function buffered(
-  buffer: Record<string, unknown>,
+  kind: Storage,
+  given: Record<string, unknown>,
   o: { linkUp?: boolean; persistent?: boolean; timeouts?: Record<string, string> } = {},
 ): Promise<Buffered> {
+  const storage = { ...(given.storage as object), type: kind };
+  if (kind === "sqlite") Object.assign(storage, { path: join(dir, `buffer-${++files}.db`) });
+  const buffer = { ...given, storage };
   const broker = await startBroker(dir, await freePort(), o.persistent ? { persistent: true } : {});
   const [serverPort, port, metricsPort] = [await freePort(), await freePort(), await freePort()];
   const proxy = (as: string, listener: Record<string, unknown>, metricsAddr = "0") =>
@@ -90,9 +96,12 @@ const qos1Publishes = (n: number) =>
 
 const range = (n: number, from = 0) => Array.from({ length: n }, (_, i) => String(from + i));
 
-describe("MQTT publish buffer", () => {
+type Storage = "in-memory" | "sqlite";
+
+// Every behaviour holds alike with both storage types; what only a file can do is in proxy-mqtt-storage.test.ts.
+describe.each(["in-memory", "sqlite"] as const)("MQTT publish buffer, storage %s", (kind) => {
   test("CONNACK and PUBACK are local: a client publishes while the broker is down, and it all arrives later", async () => {
-    const b = await buffered(fast, { linkUp: false });
+    const b = await buffered(kind, fast, { linkUp: false });
     for (const version of [4, 5] as const) {
       const pub = await mqttClient(b.port, { protocolVersion: version, clientId: `down-${version}` });
       await pub.publishAsync("late/arrival", `qos0 v${version}`, { qos: 0 });
@@ -109,7 +118,7 @@ describe("MQTT publish buffer", () => {
   }, 30_000);
 
   test("the broker stopped and restarted while 10,000 QoS 1 messages are published: every one arrives, in order", async () => {
-    const b = await buffered(fast, { persistent: true });
+    const b = await buffered(kind, fast, { persistent: true });
     const sub = await mqttClient(b.broker.port, {
       protocolVersion: 4,
       clientId: "outage-sub",
@@ -147,7 +156,7 @@ describe("MQTT publish buffer", () => {
   }, 120_000);
 
   test("overflow-policy reject: the publish that does not fit fails and the connection closes", async () => {
-    const b = await buffered({ ...fast, storage: { "max-messages": 2 } }, { linkUp: false });
+    const b = await buffered(kind, { ...fast, storage: { "max-messages": 2 } }, { linkUp: false });
     const replies = await rawMqtt(b.port, [
       { cmd: "connect", clientId: "rej", protocolVersion: 5 },
       ...qos1Publishes(3),
@@ -163,7 +172,7 @@ describe("MQTT publish buffer", () => {
   });
 
   test("overflow-policy reject on MQTT 3.1.1: no PUBACK for the refused publish, only the close", async () => {
-    const b = await buffered({ ...fast, storage: { "max-messages": 2 } }, { linkUp: false });
+    const b = await buffered(kind, { ...fast, storage: { "max-messages": 2 } }, { linkUp: false });
     const replies = await rawMqtt(
       b.port,
       [{ cmd: "connect", clientId: "rej4", protocolVersion: 4 }, ...qos1Publishes(3)],
@@ -178,6 +187,7 @@ describe("MQTT publish buffer", () => {
 
   test("overflow-policy drop-oldest keeps the newest; an oversized message still fails", async () => {
     const b = await buffered(
+      kind,
       { ...fast, storage: { "max-messages": 3, "max-bytes": 100 }, "overflow-policy": "drop-oldest" },
       { linkUp: false },
     );
@@ -202,6 +212,7 @@ describe("MQTT publish buffer", () => {
 
   test("overflow-policy drop-newest keeps the oldest and still acknowledges", async () => {
     const b = await buffered(
+      kind,
       { ...fast, storage: { "max-messages": 3 }, "overflow-policy": "drop-newest" },
       { linkUp: false },
     );
@@ -220,7 +231,7 @@ describe("MQTT publish buffer", () => {
   test("storage.max-ttl: messages older than the TTL are not sent", async () => {
     // The TTL leaves the fresh message time to be delivered on a loaded machine (500 ms did not, once);
     // the sleep is the stale messages' age, the thing under test, not a wait for an event.
-    const b = await buffered({ ...fast, storage: { "max-ttl": "2s" } }, { linkUp: false });
+    const b = await buffered(kind, { ...fast, storage: { "max-ttl": "2s" } }, { linkUp: false });
     const pub = await mqttClient(b.port, { clientId: "ttl" });
     for (const m of ["stale1", "stale2"]) await pub.publishAsync("ttl", m, { qos: 1 });
     await Bun.sleep(2300);
@@ -236,7 +247,11 @@ describe("MQTT publish buffer", () => {
   }, 30_000);
 
   test("reconnect backoff doubles from initial to max while the target is down, and resets after a replay", async () => {
-    const b = await buffered({ "reconnect-backoff": { initial: "100ms", max: "800ms" } }, { linkUp: false });
+    const b = await buffered(
+      kind,
+      { "reconnect-backoff": { initial: "100ms", max: "800ms" } },
+      { linkUp: false },
+    );
     const pub = await mqttClient(b.port, { clientId: "backoff" });
     await pub.publishAsync("b", "held", { qos: 1 });
     const failures = () =>
@@ -263,7 +278,7 @@ describe("MQTT publish buffer", () => {
   }, 30_000);
 
   test("timeouts.idle closes an idle upstream; the next publish reconnects", async () => {
-    const b = await buffered(fast, { timeouts: { idle: "300ms" } });
+    const b = await buffered(kind, fast, { timeouts: { idle: "300ms" } });
     const pub = await mqttClient(b.port, { clientId: "idle" });
     await pub.publishAsync("i", "1", { qos: 1 });
     await waitUntil("the idle upstream closed", () =>
@@ -280,7 +295,7 @@ describe("MQTT publish buffer", () => {
   }, 30_000);
 
   test("SUBSCRIBE, QoS 2 and notarization are refused with MQTT reason codes", async () => {
-    const b = await buffered(fast, { linkUp: false });
+    const b = await buffered(kind, fast, { linkUp: false });
     const v5 = await rawMqtt(b.port, [
       {
         cmd: "connect",

@@ -95,6 +95,8 @@ export class PublishBuffer {
     let session: Session | undefined;
     let version: MqttVersion | undefined;
     const decoder = new PacketDecoder();
+    /** Publishes of this connection whose answer waits for an earlier one's (the store's turn). */
+    const answers: { ready: boolean; run: () => void }[] = [];
     let keepalive: ReturnType<typeof setTimeout> | undefined;
     let keepaliveMs = 0;
     const send = (p: Packet) => socket.write(encode(p, version ?? 4));
@@ -153,11 +155,24 @@ export class PublishBuffer {
       const m = publishFields(p);
       // What is stored must read back alone: a topic alias is resolved against nothing after a restart.
       const packet = p.properties?.topicAlias !== undefined ? encode({ ...p, ...m }, v) : raw;
-      const result = s.queue.offer(m, { packet, version: v }, (error) => {
-        if (error) this.unstored(error, p, s, v, send, close);
-        else if (!socket.destroyed) this.answer("queued", p, s, v, send, close);
-      });
-      if (result !== "queued") this.answer(result, p, s, v, send, close);
+      // Answers go out in the order of the publishes (MQTT's rule for PUBACK), each once it is decided.
+      const slot = { ready: false, run: () => {} };
+      answers.push(slot);
+      const decided = (run: () => void) => {
+        slot.run = run;
+        slot.ready = true;
+        while (answers[0]?.ready) (answers.shift() as typeof slot).run();
+      };
+      const result = s.queue.offer(m, { packet, version: v }, (error) =>
+        decided(() => {
+          if (!socket.destroyed) {
+            if (error) this.unstored(error, p, s, v, send, close);
+            else this.answer("queued", p, s, v, send, close);
+          }
+          if (error && !s.client && s.queue.messages === 0) this.end(s);
+        }),
+      );
+      if (result !== "queued") decided(() => this.answer(result, p, s, v, send, close));
     };
 
     const onPacket = (raw: Buffer) => {
@@ -280,17 +295,15 @@ export class PublishBuffer {
     send: (p: Packet) => void,
     close: (reason: string, code?: number) => void,
   ): void {
-    if (s.client && !s.client.destroyed) {
-      if (p.qos === 1 && version === 5)
-        send({
-          cmd: "puback",
-          messageId: p.messageId ?? 0,
-          reasonCode: Reason.quotaExceeded,
-          properties: { reasonString: error },
-        });
-      close(error, Reason.quotaExceeded);
-    }
-    if (!s.client && s.queue.messages === 0) this.end(s);
+    this.d.log.warn("message refused", { client_id: s.id, reason: error });
+    if (p.qos === 1 && version === 5)
+      send({
+        cmd: "puback",
+        messageId: p.messageId ?? 0,
+        reasonCode: Reason.quotaExceeded,
+        properties: { reasonString: error },
+      });
+    close(error, Reason.quotaExceeded);
   }
 
   /** The session of `id`, created if new; a client already attached to it is disconnected (takeover). */

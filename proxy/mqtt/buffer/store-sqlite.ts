@@ -60,12 +60,15 @@ export class SqliteStore implements BufferStore {
   private readonly deleteSession: Statement;
   private restoredState: ReturnType<BufferStore["restored"]> | undefined;
 
+  /** Checks and upgrades the schema, then reads back what the file holds; throws what it cannot read. */
   private constructor(
     private readonly db: Database,
     private readonly path: string,
+    field: string,
     private readonly events: BufferEvents,
     private readonly log: Logger,
   ) {
+    this.migrate(field);
     this.insertMessage = db.prepare(
       "INSERT INTO messages (seq, client_id, version, packet, payload_bytes, enqueued_at) VALUES (?, ?, ?, ?, ?, ?)",
     );
@@ -76,6 +79,7 @@ export class SqliteStore implements BufferStore {
          clean = excluded.clean, keepalive = excluded.keepalive, username = excluded.username`,
     );
     this.deleteSession = db.prepare("DELETE FROM sessions WHERE client_id = ?");
+    this.load(field);
   }
 
   /** Opens (creating) the file at `path`; `field` names the setting in errors. */
@@ -117,15 +121,16 @@ export class SqliteStore implements BufferStore {
         `${field}: cannot open ${path} as a buffer database: ${message}; the file is left as it is`,
       );
     }
-    const store = new SqliteStore(db, path, events, log);
     try {
-      store.migrate(field);
-      store.load(field);
+      return new SqliteStore(db, path, field, events, log);
     } catch (e) {
       db.close();
-      throw e;
+      if (e instanceof SvcError) throw e;
+      throw new SvcError(
+        "usage",
+        `${field}: cannot read ${path} as a buffer database: ${(e as Error).message}; the file is left as it is`,
+      );
     }
-    return store;
   }
 
   /** The schema version this build writes. */
