@@ -2,11 +2,10 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { join } from "node:path";
 import { waitUntil } from "../e2e/testbed/process.ts";
 import { type DevApi, startProdApis, tempDir } from "../support/dev-api.ts";
-import { type Broker, startBroker } from "../support/mosquitto.ts";
+import { type Buffered, buffered as startBuffered } from "../support/mqtt-buffer.ts";
 import { collect, connackOf, mqttClient, rawMqtt } from "../support/mqtt-clients.ts";
-import { freePort } from "../support/net.ts";
-import { type Proc, stopAll } from "../support/proc.ts";
-import { logLines, startSvcProxy } from "../support/proxy.ts";
+import { stopAll } from "../support/proc.ts";
+import { logLines } from "../support/proxy.ts";
 
 /**
  * The MQTT publish buffer in a client proxy, delivering through a server proxy to Debian's mosquitto,
@@ -23,64 +22,21 @@ afterAll(async () => {
   await stopAll();
 }, 30_000);
 
-interface Buffered {
-  port: number;
-  metricsPort: number;
-  client: Proc;
-  broker: Broker;
-  /** Starts the server proxy between the buffer and the broker (when it was left down). */
-  linkUp(): Promise<Proc>;
-}
-
-/**
- * A broker, a server proxy in front of it (down unless `linkUp`, so the buffer cannot deliver until
- * linkUp() while subscribers are already listening), and a buffering client proxy.
- */
 let files = 0;
-async function buffered(
+/** The test bed of support/mqtt-buffer.ts with the storage type under test (sqlite: a file per call). */
+function buffered(
   kind: Storage,
   given: Record<string, unknown>,
-  o: { linkUp?: boolean; persistent?: boolean; timeouts?: Record<string, string> } = {},
-): Promise<Buffered> {
+  o: Parameters<typeof startBuffered>[3] = {},
+) {
   const storage = { ...(given.storage as object), type: kind };
   if (kind === "sqlite") Object.assign(storage, { path: join(dir, `buffer-${++files}.db`) });
-  const buffer = { ...given, storage };
-  const broker = await startBroker(dir, await freePort(), o.persistent ? { persistent: true } : {});
-  const [serverPort, port, metricsPort] = [await freePort(), await freePort(), await freePort()];
-  const proxy = (as: string, listener: Record<string, unknown>, metricsAddr = "0") =>
-    startSvcProxy({
-      spiffe: { workload_socket_path: apis[as]?.socket },
-      metricsAddr,
-      listeners: [{ name: "mqtt", protocol: "mqtt", ...listener }],
-    });
-  const linkUp = () =>
-    proxy("api", {
-      address: `127.0.0.1:${serverPort}`,
-      mode: "server",
-      target: { url: `mqtt://127.0.0.1:${broker.port}` },
-    });
-  if (o.linkUp !== false) await linkUp();
-  const client = await proxy(
-    "web",
-    {
-      address: `127.0.0.1:${port}`,
-      mode: "client",
-      target: { url: `mqtts://127.0.0.1:${serverPort}` },
-      middlewares: [{ type: "buffer", ...buffer }],
-      ...(o.timeouts ? { timeouts: o.timeouts } : {}),
-    },
-    `127.0.0.1:${metricsPort}`,
-  );
-  return { port, metricsPort, client, broker, linkUp };
+  return startBuffered(dir, apis, { ...given, storage }, o);
 }
 
 const fast = { "reconnect-backoff": { initial: "100ms", max: "1s" } };
 
-async function metric(b: Buffered, name: string): Promise<number> {
-  const text = await (await fetch(`http://127.0.0.1:${b.metricsPort}/metrics`)).text();
-  const line = text.split("\n").find((l) => l.startsWith(name));
-  return line ? Number(line.split(" ").pop()) : 0;
-}
+const metric = (b: Buffered, name: string) => b.metric(name);
 
 /** QoS 1 PUBLISH packets m1…mN on topic r, with packet identifiers 1…N. */
 const qos1Publishes = (n: number) =>

@@ -104,10 +104,8 @@ export class SqliteStore implements BufferStore {
       db.run("PRAGMA busy_timeout = 0");
       // Exclusive: the lock taken by the first write below is held until the process ends.
       db.run("PRAGMA locking_mode = EXCLUSIVE");
-      db.run("PRAGMA journal_mode = WAL");
-      db.run("PRAGMA synchronous = FULL");
-      db.run("BEGIN EXCLUSIVE");
-      db.run("COMMIT");
+      // A read first: a file held by another process, or that is no database, fails here unchanged.
+      db.query("PRAGMA user_version").get();
     } catch (e) {
       db?.close();
       const message = (e as Error).message;
@@ -152,6 +150,11 @@ export class SqliteStore implements BufferStore {
         "usage",
         `${field}: ${this.path} has schema version ${version}, newer than this build's ${MIGRATIONS.length}; use a newer svc-proxy (the file is left as it is)`,
       );
+    // Checked and found readable: from here on the file is written.
+    this.db.run("PRAGMA journal_mode = WAL");
+    this.db.run("PRAGMA synchronous = FULL");
+    this.db.run("BEGIN EXCLUSIVE");
+    this.db.run("COMMIT");
     for (let v = version; v < MIGRATIONS.length; v++)
       this.db.transaction(() => {
         this.db.run(MIGRATIONS[v] as string);
@@ -227,8 +230,11 @@ export class SqliteStore implements BufferStore {
     this.schedule();
   }
 
+  /** Writes what is pending and closes the file (its journal folded back into it). */
   close(): void {
     this.flush();
+    for (const s of [this.insertMessage, this.deleteMessage, this.upsertSession, this.deleteSession])
+      s.finalize();
     this.db.close();
   }
 

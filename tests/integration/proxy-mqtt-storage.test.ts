@@ -1,0 +1,247 @@
+import { Database } from "bun:sqlite";
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { createHash } from "node:crypto";
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { waitUntil } from "../e2e/testbed/process.ts";
+import { type DevApi, startProdApis, tempDir } from "../support/dev-api.ts";
+import { type Buffered, buffered } from "../support/mqtt-buffer.ts";
+import { collect, mqttClient } from "../support/mqtt-clients.ts";
+import { BUN, ROOT, runToEnd, stopAll } from "../support/proc.ts";
+import { logLines } from "../support/proxy.ts";
+
+/**
+ * What only `storage.type: sqlite` does (docs/proxy-mqtt.md, "Storage"): acknowledged messages outlive
+ * the process and are replayed without their publisher; the password of a CONNECT never reaches the file;
+ * a file that cannot be read, a directory that cannot be written, a file another proxy holds and a full
+ * file system each get a clear answer and lose nothing. Everything the buffer does alike in memory and on
+ * disk is tested with both in proxy-mqtt-buffer.test.ts.
+ */
+const dir = tempDir();
+const apis: Record<string, DevApi> = {};
+const mounts: string[] = [];
+
+beforeAll(async () => {
+  Object.assign(apis, await startProdApis(dir, ["web", "api"]));
+});
+afterAll(async () => {
+  await stopAll();
+  for (const m of mounts) await runToEnd(["umount", m]);
+}, 30_000);
+
+const fast = { "reconnect-backoff": { initial: "100ms", max: "1s" } };
+const sqlite = (path: string, extra: Record<string, unknown> = {}) => ({
+  ...fast,
+  storage: { type: "sqlite", path, ...extra },
+});
+const digest = (path: string) => createHash("sha256").update(readFileSync(path)).digest("hex");
+
+/** Starts svc-proxy with `config`, expecting it to exit at once (killed after 20 s): exit code, stderr. */
+async function failsToStart(config: object): Promise<{ code: number; err: string }> {
+  const { code, err } = await runToEnd(["timeout", "20", BUN, "cmd/svc-proxy.ts"], {
+    cwd: ROOT,
+    env: { ...process.env, SVC_PROXY_CONFIG: JSON.stringify(config) },
+  });
+  return { code, err };
+}
+
+/** Publishes `n` QoS 1 messages "<prefix>-i" on topic `t`, each acknowledged before the next. */
+async function publish(b: Buffered, clientId: string, t: string, n: number, prefix = clientId) {
+  const pub = await mqttClient(b.port, { clientId });
+  for (let i = 0; i < n; i++) await pub.publishAsync(t, `${prefix}-${i}`, { qos: 1 });
+  await pub.endAsync();
+}
+
+/** A tmpfs of `size` at a new directory (the file-system cases need root, as CI has). */
+async function tmpfs(size: string): Promise<string> {
+  const at = join(dir, `fs-${mounts.length}`);
+  mkdirSync(at);
+  const r = await runToEnd(["mount", "-t", "tmpfs", "-o", `size=${size}`, "tmpfs", at]);
+  if (r.code !== 0) throw new Error(`mount a tmpfs at ${at} (run the tests as root): ${r.err}`);
+  mounts.push(at);
+  return at;
+}
+
+describe("MQTT publish buffer, storage sqlite", () => {
+  test("a restart replays every acknowledged message without its publisher; no password reaches the file", async () => {
+    const path = join(dir, "replay.db");
+    const b = await buffered(dir, apis, sqlite(path), { linkUp: false });
+    const v5 = await mqttClient(b.port, {
+      clientId: "dev-5",
+      username: "meter",
+      password: "never-on-disk-5",
+    });
+    await v5.publishAsync("r/5", "with properties", {
+      qos: 1,
+      properties: {
+        contentType: "text/plain",
+        correlationData: Buffer.from([0, 1, 2]),
+        userProperties: { site: "north" },
+      },
+    });
+    await v5.publishAsync("r/5", "qos 0", { qos: 0 });
+    await v5.endAsync();
+    const v4 = await mqttClient(b.port, {
+      clientId: "dev-4",
+      protocolVersion: 4,
+      username: "meter",
+      password: "never-on-disk-4",
+    });
+    for (const m of ["a", "b", "c"]) await v4.publishAsync("r/4", m, { qos: 1 });
+    await v4.endAsync();
+    await waitUntil(
+      "all five stored",
+      async () => (await b.metric("svc_proxy_mqtt_buffer_stored_messages")) === 5,
+    );
+    await b.client.stop("SIGKILL");
+
+    const onDisk = Buffer.concat([
+      readFileSync(path),
+      existsSync(`${path}-wal`) ? readFileSync(`${path}-wal`) : Buffer.alloc(0),
+    ]);
+    expect(onDisk.includes("never-on-disk")).toBe(false);
+    expect(onDisk.includes("meter")).toBe(true);
+
+    await b.restart();
+    expect(await b.metric('svc_proxy_mqtt_buffer_replayed_total{listener="mqtt"}')).toBe(5);
+    const sub5 = await mqttClient(b.broker.port, { clientId: "sub-5" });
+    const got5: { payload: string; props: unknown }[] = [];
+    sub5.on("message", (_t, payload, packet) =>
+      got5.push({ payload: payload.toString(), props: packet.properties }),
+    );
+    await sub5.subscribeAsync("r/5", { qos: 1 });
+    const sub4 = await collect(b.broker.port, "r/4");
+    await b.linkUp();
+    expect(await sub4.until(3)).toEqual(["a", "b", "c"]);
+    await waitUntil("both v5 messages", () => got5.length >= 2);
+    expect(got5.map((m) => m.payload)).toEqual(["with properties", "qos 0"]);
+    expect(got5[0]?.props).toMatchObject({
+      contentType: "text/plain",
+      correlationData: Buffer.from([0, 1, 2]),
+      userProperties: { site: "north" },
+    });
+    await waitUntil(
+      "storage emptied",
+      async () => (await b.metric("svc_proxy_mqtt_buffer_stored_messages")) === 0,
+    );
+    await Promise.all([sub5.endAsync(), sub4.client.endAsync()]);
+  }, 60_000);
+
+  test("files it cannot read stop the listener, naming the file, and are left as they are", async () => {
+    const config = (path: string) => ({
+      spiffe: { workload_socket_path: apis.web?.socket },
+      metricsAddr: "0",
+      listeners: [
+        {
+          name: "mqtt",
+          protocol: "mqtt",
+          address: "127.0.0.1:0",
+          mode: "client",
+          target: { url: "mqtts://127.0.0.1:1" },
+          middlewares: [{ type: "buffer", storage: { type: "sqlite", path } }],
+        },
+      ],
+    });
+    const garbage = join(dir, "garbage.db");
+    writeFileSync(garbage, Buffer.alloc(8192, 0x5a));
+    const newer = join(dir, "newer.db");
+    const db = new Database(newer, { create: true });
+    db.run("PRAGMA user_version = 99");
+    db.close();
+    // A real buffer file with messages, one of its pages overwritten.
+    const damaged = join(dir, "damaged.db");
+    const b = await buffered(dir, apis, sqlite(damaged), { linkUp: false });
+    await publish(b, "dmg", "d", 200, "x".repeat(200));
+    await b.client.stop();
+    const bytes = readFileSync(damaged);
+    expect(bytes.length).toBeGreaterThan(4 * 4096);
+    bytes.fill(0xff, 4096, 4 * 4096);
+    writeFileSync(damaged, bytes);
+
+    for (const [path, says] of [
+      [garbage, "file is not a database"],
+      [newer, "schema version 99, newer than this build's 1"],
+      [damaged, damaged],
+    ] as const) {
+      const before = digest(path);
+      const { code, err } = await failsToStart(config(path));
+      expect(code).not.toBe(0);
+      expect(err).toContain(`listener mqtt: storage.path: `);
+      expect(err).toContain(path);
+      expect(err).toContain(says);
+      expect(err).not.toContain("    at ");
+      expect(digest(path)).toBe(before);
+    }
+  }, 60_000);
+
+  test("two proxies cannot share a file, nor two listeners of one proxy", async () => {
+    const path = join(dir, "shared.db");
+    const b = await buffered(dir, apis, sqlite(path), { linkUp: false });
+    const { code, err } = await failsToStart(b.config);
+    expect(code).not.toBe(0);
+    expect(err).toContain(`${path} is in use by another process`);
+    const listener = (b.config as { listeners: object[] }).listeners[0] as Record<string, unknown>;
+    const twice = await failsToStart({
+      ...b.config,
+      listeners: [listener, { ...listener, name: "again", address: "127.0.0.1:0" }],
+    });
+    expect(twice.code).not.toBe(0);
+    expect(twice.err).toContain("listeners[1].middlewares[0].storage.path");
+    expect(twice.err).toContain("each buffer needs a file of its own");
+    // The first proxy still serves.
+    await publish(b, "still", "s", 1);
+    expect(await b.metric("svc_proxy_mqtt_buffer_stored_messages")).toBe(1);
+  }, 60_000);
+
+  test("a read-only directory stops the listener, naming it; writable again, every message is replayed", async () => {
+    const at = await tmpfs("16m");
+    const path = join(at, "buffer.db");
+    const b = await buffered(dir, apis, sqlite(path), { linkUp: false });
+    await publish(b, "ro", "ro", 20);
+    await b.client.stop("SIGKILL");
+    const before = digest(path);
+    expect((await runToEnd(["mount", "-o", "remount,ro", at])).code).toBe(0);
+    const { code, err } = await failsToStart(b.config);
+    expect(code).not.toBe(0);
+    expect(err).toContain(at);
+    expect(err).toContain("not writable");
+    expect(digest(path)).toBe(before);
+    expect((await runToEnd(["mount", "-o", "remount,rw", at])).code).toBe(0);
+    await b.restart();
+    expect(await b.metric('svc_proxy_mqtt_buffer_replayed_total{listener="mqtt"}')).toBe(20);
+    const sub = await collect(b.broker.port, "ro");
+    await b.linkUp();
+    expect(await sub.until(20)).toEqual(Array.from({ length: 20 }, (_, i) => `ro-${i}`));
+    await sub.client.endAsync();
+  }, 60_000);
+
+  test("a full file system refuses new publishes like overflow-policy reject; what was stored still flows", async () => {
+    const at = await tmpfs("1m");
+    const b = await buffered(dir, apis, sqlite(join(at, "buffer.db")), { linkUp: false });
+    const pub = await mqttClient(b.port, { clientId: "full" });
+    const acked: number[] = [];
+    let refusal: (Error & { code?: number }) | undefined;
+    for (let i = 0; i < 2000 && !refusal; i++)
+      await pub.publishAsync("full", `${i}:${"p".repeat(1000)}`, { qos: 1 }).then(
+        () => acked.push(i),
+        (e) => {
+          refusal = e;
+        },
+      );
+    expect(refusal?.code).toBe(0x97);
+    expect(acked.length).toBeGreaterThan(0);
+    expect(
+      logLines(b.client).some(
+        (l) => l.msg === "buffer storage cannot be written: new publishes are refused until it can",
+      ),
+    ).toBe(true);
+    expect(
+      await b.metric('svc_proxy_mqtt_buffer_dropped_total{listener="mqtt",reason="storage"}'),
+    ).toBeGreaterThan(0);
+    const sub = await collect(b.broker.port, "full");
+    await b.linkUp();
+    const got = await sub.until(acked.length, 30_000);
+    expect(new Set(got.map((m) => Number(m.split(":")[0])))).toEqual(new Set(acked));
+    await sub.client.endAsync();
+  }, 90_000);
+});
