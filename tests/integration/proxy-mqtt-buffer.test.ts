@@ -1,5 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { connect as netConnect } from "node:net";
 import { join } from "node:path";
+import mqttPacket from "mqtt-packet";
 import { waitUntil } from "../e2e/testbed/process.ts";
 import { type DevApi, startProdApis, tempDir } from "../support/dev-api.ts";
 import { type Buffered, buffered as startBuffered } from "../support/mqtt-buffer.ts";
@@ -249,6 +251,19 @@ describe.each(["in-memory", "sqlite"] as const)("MQTT publish buffer, storage %s
     expect(await metric(b, 'svc_proxy_mqtt_buffer_connects_total{listener="mqtt",result="ok"}')).toBe(2);
     await pub.endAsync();
   }, 30_000);
+
+  test("a client that closes its side without DISCONNECT has its connection closed", async () => {
+    const b = await buffered(kind, fast, { linkUp: false });
+    const closed = await new Promise<boolean>((resolve) => {
+      const s = netConnect(b.port, "127.0.0.1", () =>
+        s.write(mqttPacket.generate({ cmd: "connect", clientId: "half" }, { protocolVersion: 4 })),
+      );
+      s.once("data", () => s.end());
+      s.on("error", () => {});
+      s.on("close", () => resolve(true));
+    });
+    expect(closed).toBe(true);
+  });
 
   test("SUBSCRIBE, QoS 2 and notarization are refused with MQTT reason codes", async () => {
     const b = await buffered(kind, fast, { linkUp: false });

@@ -229,6 +229,8 @@ export class PublishBuffer {
       }
     });
     socket.on("error", () => {});
+    // A client that closes its side without DISCONNECT is done all the same (the listener keeps sockets half-open).
+    socket.on("end", () => socket.end());
     socket.once("close", () => {
       clearTimeout(keepalive);
       if (session?.client === socket) {
