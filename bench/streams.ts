@@ -1,23 +1,20 @@
 /**
- * TCP and MQTT through a client→server proxy pair, against a direct connection and (TCP) against a
- * ghostunnel pair, in the same run with SVIDs from the same development Workload API:
- * - TCP throughput: 512 MiB sent through and counted by a sink that answers with the count;
- * - TCP new connections per second: connect, one byte each way, close; 8 at a time;
- * - MQTT QoS 1 messages per second from mqtt.js (100 in flight) to Debian's mosquitto: direct, through an
- *   unbuffered pair, and through a pair whose client proxy buffers.
- * Needs `make build`, ghostunnel (`tests/e2e/build-peers.sh ghostunnel`) and mosquitto; no other peer.
+ * TCP through a client→server proxy pair, against a direct connection and a ghostunnel pair, in the
+ * same run with SVIDs from the same development Workload API:
+ * - throughput: 512 MiB sent through and counted by a sink that answers with the count;
+ * - new connections per second: connect, one byte each way, close; 8 at a time.
+ * MQTT has its own benchmark, bench/mqtt.ts. Needs `make build` and ghostunnel
+ * (`tests/e2e/build-peers.sh ghostunnel`); no other peer.
  *
- *   bun bench/streams.ts [--mib 512] [--connections 2000] [--messages 20000] [--rounds 5]
+ *   bun bench/streams.ts [--mib 512] [--connections 2000] [--rounds 5]
  *                        [--baseline path/to/svc-proxy] [--out bench/results/streams.md]
  *
- * --baseline adds a pair of another svc-proxy binary (an earlier build) to the TCP and unbuffered MQTT
- * paths, so that before and after alternate in one run.
+ * --baseline adds a pair of another svc-proxy binary (an earlier build), so that before and after
+ * alternate in one run.
  */
-import { existsSync, writeFileSync } from "node:fs";
+import { writeFileSync } from "node:fs";
 import { connect, createServer } from "node:net";
-import { join } from "node:path";
 import { parseArgs } from "node:util";
-import { connectAsync } from "mqtt";
 import { freePort, waitForPort } from "../tests/support/net.ts";
 import { median, range } from "./stats.ts";
 import { BenchRun, exactId } from "./support.ts";
@@ -26,7 +23,6 @@ const { values: o } = parseArgs({
   options: {
     mib: { type: "string", default: "512" },
     connections: { type: "string", default: "2000" },
-    messages: { type: "string", default: "20000" },
     rounds: { type: "string", default: "5" },
     baseline: { type: "string" },
     out: { type: "string" },
@@ -74,22 +70,6 @@ async function connectionRate(port: number, total: number, parallel = 8): Promis
   return total / ((performance.now() - started) / 1000);
 }
 
-/** QoS 1 publishes with up to 100 unacknowledged: messages/s. */
-async function mqttRate(port: number, total: number): Promise<number> {
-  const c = await connectAsync({ host: "127.0.0.1", port, protocolVersion: 5, reconnectPeriod: 0 });
-  const payload = Buffer.alloc(64, 1);
-  let left = total;
-  const started = performance.now();
-  await Promise.all(
-    Array.from({ length: 100 }, async () => {
-      while (left-- > 0) await c.publishAsync("bench/qos1", payload, { qos: 1 });
-    }),
-  );
-  const rate = total / ((performance.now() - started) / 1000);
-  await c.endAsync();
-  return rate;
-}
-
 const run = new BenchRun();
 try {
   await run.workloadApis(["client", "server"]);
@@ -104,22 +84,11 @@ try {
   const echo = createServer((s) => s.on("data", (d) => s.write(d)));
   for (const srv of [sink, echo]) await new Promise<void>((r) => srv.listen(0, "127.0.0.1", () => r()));
   const portOf = (srv: ReturnType<typeof createServer>) => (srv.address() as { port: number }).port;
-  const brokerPort = await freePort();
-  writeFileSync(
-    join(run.dir, "mosquitto.conf"),
-    `listener ${brokerPort} 127.0.0.1\nallow_anonymous true\npersistence false\n`,
-  );
-  run.start([
-    existsSync("/usr/sbin/mosquitto") ? "/usr/sbin/mosquitto" : "mosquitto",
-    "-c",
-    join(run.dir, "mosquitto.conf"),
-  ]);
-
-  const svcPair = async (protocol: "tcp" | "mqtt", target: number, buffer = false, binary?: string) => {
+  const svcPair = async (target: number, binary?: string) => {
     const [server, client] = [await freePort(), await freePort()];
     const proxy = (sa: string, listener: object) =>
-      run.svcProxy(sa, { name: "l", protocol, ...listener }, undefined, binary);
-    const [plain, tls] = protocol === "tcp" ? ["tcp", "tls"] : ["mqtt", "mqtts"];
+      run.svcProxy(sa, { name: "l", protocol: "tcp", ...listener }, undefined, binary);
+    const [plain, tls] = ["tcp", "tls"];
     proxy("server", {
       address: `127.0.0.1:${server}`,
       mode: "server",
@@ -130,7 +99,6 @@ try {
       address: `127.0.0.1:${client}`,
       mode: "client",
       target: { url: `${tls}://127.0.0.1:${server}`, spiffe_ids: [exactId("server")] },
-      ...(buffer ? { middlewares: [{ type: "buffer" }] } : {}),
     });
     for (const p of [server, client]) await waitForPort(p);
     return client;
@@ -151,12 +119,12 @@ try {
   const tcpTargets = {
     direct: { sink: portOf(sink), echo: portOf(echo) },
     "ghostunnel pair": { sink: await ghPair(portOf(sink)), echo: await ghPair(portOf(echo)) },
-    "svc-proxy pair": { sink: await svcPair("tcp", portOf(sink)), echo: await svcPair("tcp", portOf(echo)) },
+    "svc-proxy pair": { sink: await svcPair(portOf(sink)), echo: await svcPair(portOf(echo)) },
     ...(o.baseline
       ? {
           "svc-proxy pair, baseline": {
-            sink: await svcPair("tcp", portOf(sink), false, o.baseline),
-            echo: await svcPair("tcp", portOf(echo), false, o.baseline),
+            sink: await svcPair(portOf(sink), o.baseline),
+            echo: await svcPair(portOf(echo), o.baseline),
           },
         }
       : {}),
@@ -179,34 +147,11 @@ try {
   const tcp = Object.fromEntries(
     Object.entries(tcpRuns).map(([k, v]) => [k, { mibs: median(v.mibs), cps: median(v.cps) }]),
   );
-  await waitForPort(brokerPort);
-  const messages = Number(o.messages);
-  const mqttRuns: Record<string, number[]> = {};
-  const mqttTargets = {
-    "direct to mosquitto": brokerPort,
-    "svc-proxy pair": await svcPair("mqtt", brokerPort),
-    "svc-proxy pair, client buffering": await svcPair("mqtt", brokerPort, true),
-    ...(o.baseline
-      ? { "svc-proxy pair, baseline": await svcPair("mqtt", brokerPort, false, o.baseline) }
-      : {}),
-  };
-  for (const [name, port] of Object.entries(mqttTargets)) {
-    await mqttRate(port, 1000); // warm-up
-    mqttRuns[name] = [];
-  }
-  for (let r = 0; r < rounds; r++)
-    for (const [name, port] of Object.entries(mqttTargets)) {
-      const rate = await mqttRate(port, messages);
-      mqttRuns[name]?.push(rate);
-      process.stderr.write(`round ${r + 1} mqtt ${name}: ${rate.toFixed(0)} msg/s\n`);
-    }
-  const mqtt = Object.fromEntries(Object.entries(mqttRuns).map(([k, v]) => [k, median(v)]));
-
   const ratio = (a: number | undefined, b: number | undefined) => ((a ?? 0) / (b ?? 1)).toFixed(2);
   const svc = tcp["svc-proxy pair"];
   const gh = tcp["ghostunnel pair"];
   const lines = [
-    `# TCP and MQTT through proxy pairs (bench/streams.ts, ${new Date().toISOString().slice(0, 10)})`,
+    `# TCP through proxy pairs (bench/streams.ts, ${new Date().toISOString().slice(0, 10)})`,
     "",
     `TCP: ${o.mib} MiB one way; ${conns} connections, 8 at a time, one byte each way. Loopback, 2 cores shared by all processes. Medians of ${rounds} rounds (every path once per round, alternating), range over rounds in brackets.`,
     "",
@@ -218,15 +163,6 @@ try {
     ),
     "",
     `svc-proxy pair vs ghostunnel pair: throughput ${ratio(svc?.mibs, gh?.mibs)}×, new connections ${ratio(svc?.cps, gh?.cps)}×.`,
-    "",
-    `MQTT: ${messages} QoS 1 PUBLISH of 64 bytes from mqtt.js, 100 in flight, MQTT 5, to mosquitto; medians of ${rounds} alternating rounds.`,
-    "",
-    "| path | messages/s | × direct |",
-    "|---|---:|---:|",
-    ...Object.entries(mqtt).map(
-      ([k, v]) =>
-        `| ${k} | ${v.toFixed(0)} (${range(mqttRuns[k] ?? [], 0)}) | ${ratio(v, mqtt["direct to mosquitto"])} |`,
-    ),
     "",
   ];
   const table = lines.join("\n");
