@@ -9,7 +9,8 @@ import type { MessageQueue, QueuedMessage } from "./queue.ts";
 
 /**
  * Delivers one session's buffered messages to the target (docs/proxy-mqtt.md, "Reconnecting"):
- * connects on demand with the client's CONNECT, sends in order with up to WINDOW QoS 1 messages in flight,
+ * connects on demand with the client's CONNECT, sends in order with up to WINDOW QoS 1 messages in flight
+ * (and up to WINDOW messages per write),
  * removes a QoS 1 message on the target's PUBACK and a QoS 0 message once written. A failed attempt
  * requeues what was in flight and retries after a delay that doubles from reconnect-backoff.initial up to
  * max, and returns to initial once a reconnection has delivered everything held when it began (a
@@ -80,18 +81,25 @@ export class Delivery {
 
   private clearTimers(): void {
     clearTimeout(this.retryTimer);
-    clearTimeout(this.progressTimer);
+    this.stopProgress();
     clearTimeout(this.idleTimer);
     clearInterval(this.pingTimer);
   }
 
   /** Arms (or re-arms) the replay budget: without progress within backoff max, the attempt fails. */
   private expectProgress(): void {
+    // Re-armed on every PUBACK: refreshing the one timer costs less than a new one each time.
+    if (this.progressTimer) this.progressTimer.refresh();
+    else
+      this.progressTimer = setTimeout(() => {
+        this.progressTimer = undefined;
+        this.fail(`no progress within reconnect-backoff.max (${this.d.options.backoffMaxMs} ms)`);
+      }, this.d.options.backoffMaxMs);
+  }
+
+  private stopProgress(): void {
     clearTimeout(this.progressTimer);
-    this.progressTimer = setTimeout(
-      () => this.fail(`no progress within reconnect-backoff.max (${this.d.options.backoffMaxMs} ms)`),
-      this.d.options.backoffMaxMs,
-    );
+    this.progressTimer = undefined;
   }
 
   private async attempt(): Promise<void> {
@@ -141,7 +149,7 @@ export class Delivery {
           if (Date.now() - this.lastWrite >= keepaliveMs / 2)
             this.write(encode({ cmd: "pingreq" }, this.version));
         }, keepaliveMs / 2);
-      clearTimeout(this.progressTimer);
+      this.stopProgress();
       this.pump();
     } else if (p.cmd === "puback") this.onPuback(p);
     else if (p.cmd === "disconnect")
@@ -162,7 +170,7 @@ export class Delivery {
 
   private progressed(m: QueuedMessage): void {
     if (this.byPacketId.size > 0) this.expectProgress();
-    else clearTimeout(this.progressTimer);
+    else this.stopProgress();
     if (this.failures > 0 && m.seq >= this.replayUntil) this.replayed();
   }
 
@@ -172,12 +180,30 @@ export class Delivery {
     this.delayMs = this.d.options.backoffInitialMs;
   }
 
+  /** Sends what the window allows, as one write (one TLS record for a burst of small messages). */
   private pump(): void {
     if (this.state !== "connected" || !this.socket) return;
-    while (!this.blocked && this.byPacketId.size < WINDOW) {
-      const m = this.queue.take();
-      if (!m) break;
-      this.send(m);
+    for (let more = true; more && !this.blocked; ) {
+      const out: Buffer[] = [];
+      const qos0: QueuedMessage[] = [];
+      for (let m: QueuedMessage | undefined; out.length < WINDOW && this.byPacketId.size < WINDOW; ) {
+        m = this.queue.take();
+        if (!m) break;
+        out.push(this.encoded(m));
+        if (m.qos === 0) qos0.push(m);
+      }
+      more = out.length === WINDOW;
+      if (out.length === 0) break;
+      this.write(
+        out.length === 1 ? (out[0] as Buffer) : Buffer.concat(out),
+        qos0.length === 0
+          ? undefined
+          : (e) => {
+              // A failed write puts them back at the front, in order; otherwise they were delivered.
+              if (e) for (const m of qos0.reverse()) this.queue.unsent(m);
+              else for (const m of qos0) this.queue.delivered(m);
+            },
+      );
     }
     if (this.byPacketId.size === 0 && this.queue.messages === 0) {
       if (this.failures > 0) this.replayed();
@@ -186,7 +212,8 @@ export class Delivery {
     }
   }
 
-  private send(m: QueuedMessage): void {
+  /** A message as the PUBLISH to send now; a QoS 1 one is in flight under a packet identifier from here. */
+  private encoded(m: QueuedMessage): Buffer {
     const publish = {
       cmd: "publish" as const,
       topic: m.topic,
@@ -197,17 +224,11 @@ export class Delivery {
       ...(m.properties && this.version === 5 ? { properties: m.properties } : {}),
     };
     m.sent = true;
-    if (m.qos === 0) {
-      this.write(encode(publish, this.version), (e) => {
-        if (e) this.queue.unsent(m);
-        else this.queue.delivered(m);
-      });
-      return;
-    }
+    if (m.qos === 0) return encode(publish, this.version);
     const id = this.packetId();
     this.byPacketId.set(id, m);
     if (this.byPacketId.size === 1) this.expectProgress();
-    this.write(encode({ ...publish, messageId: id }, this.version));
+    return encode({ ...publish, messageId: id }, this.version);
   }
 
   private packetId(): number {

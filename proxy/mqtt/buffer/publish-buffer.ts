@@ -99,9 +99,25 @@ export class PublishBuffer {
     const answers: { ready: boolean; run: () => void }[] = [];
     let keepalive: ReturnType<typeof setTimeout> | undefined;
     let keepaliveMs = 0;
-    const send = (p: Packet) => socket.write(encode(p, version ?? 4));
+    // What one turn of the event loop answers goes out as one write (PUBACKs for a burst of publishes).
+    let out: Buffer[] = [];
+    const flush = () => {
+      const parts = out;
+      out = [];
+      if (parts.length > 0 && !socket.destroyed)
+        socket.write(parts.length === 1 ? (parts[0] as Buffer) : Buffer.concat(parts));
+    };
+    const send = (p: Packet) => {
+      out.push(encode(p, version ?? 4));
+      if (out.length === 1) queueMicrotask(flush);
+    };
+    const finish = () => {
+      flush();
+      socket.end();
+    };
     const close = (reason: string, code?: number) => {
       if (socket.destroyed) return;
+      flush();
       log.warn("client connection closed", { reason });
       if (version === 5 && code !== undefined)
         socket.end(encode({ cmd: "disconnect", reasonCode: code, properties: { reasonString: reason } }, 5));
@@ -115,7 +131,7 @@ export class PublishBuffer {
       if (!id) {
         if (version !== 5 && !p.clean) {
           send({ cmd: "connack", returnCode: 2, sessionPresent: false });
-          socket.end();
+          finish();
           return;
         }
         id = assigned = `svc-${crypto.randomUUID()}`;
@@ -192,7 +208,7 @@ export class PublishBuffer {
         case "pingreq":
           return void send({ cmd: "pingresp" });
         case "disconnect":
-          return void socket.end();
+          return finish();
         case "subscribe":
           log.warn("SUBSCRIBE refused", { reason: ONLY_PUBLISHING });
           return void send({
@@ -230,7 +246,7 @@ export class PublishBuffer {
     });
     socket.on("error", () => {});
     // A client that closes its side without DISCONNECT is done all the same (the listener keeps sockets half-open).
-    socket.on("end", () => socket.end());
+    socket.on("end", finish);
     socket.once("close", () => {
       clearTimeout(keepalive);
       if (session?.client === socket) {
