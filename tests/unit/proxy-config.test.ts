@@ -383,6 +383,43 @@ describe("proxy configuration: every error at once, with path, value and what is
       ],
     ],
     [
+      "buffer storage: sqlite without a path, a path in memory, an unknown type",
+      {
+        spiffe: { workload_socket_path: "unix:///a.sock" },
+        listeners: ["sqlite", "in-memory", "disk"].map((type, i) => ({
+          name: `m${i}`,
+          protocol: "mqtt",
+          address: `127.0.0.1:${1883 + i}`,
+          mode: "client",
+          target: { url: "mqtts://broker:8883" },
+          middlewares: [{ type: "buffer", storage: { type, ...(i === 1 ? { path: "/tmp/b.db" } : {}) } }],
+        })),
+      },
+      [
+        'listeners[2].middlewares[0].storage.type: invalid value "disk" (allowed: in-memory, sqlite)',
+        "listeners[0].middlewares[0].storage.path: storage.type sqlite needs a path (the database file)",
+        "listeners[1].middlewares[0].storage.path: goes with storage.type sqlite only (in-memory keeps no file)",
+      ],
+    ],
+    [
+      "buffer storage: one file for two buffers (by its resolved path), a directory that does not exist",
+      {
+        spiffe: { workload_socket_path: "unix:///a.sock" },
+        listeners: ["/tmp/b.db", "/tmp/../tmp/b.db", "/nonexistent-dir/b.db"].map((path, i) => ({
+          name: `m${i}`,
+          protocol: "mqtt",
+          address: `127.0.0.1:${1883 + i}`,
+          mode: "client",
+          target: { url: "mqtts://broker:8883" },
+          middlewares: [{ type: "buffer", storage: { type: "sqlite", path } }],
+        })),
+      },
+      [
+        'listeners[1].middlewares[0].storage.path: "/tmp/../tmp/b.db" is also listeners[0].middlewares[0].storage.path; each buffer needs a file of its own',
+        'listeners[2].middlewares[0].storage.path: directory /nonexistent-dir of "/nonexistent-dir/b.db" does not exist (it must exist and be writable)',
+      ],
+    ],
+    [
       "bad metricsAddr",
       base({}, { metricsAddr: "localhost" }),
       ['metricsAddr: invalid address "localhost" (allowed: host:port, :port, or "0" to disable)'],
