@@ -127,6 +127,28 @@ describe("MQTT publish buffer, storage sqlite", () => {
     await Promise.all([sub5.endAsync(), sub4.client.endAsync()]);
   }, 60_000);
 
+  test("a replay without the password waits for the publisher's return, then uses its password", async () => {
+    const users = { meter: "meter-secret", reader: "reader-secret" };
+    const b = await buffered(dir, apis, sqlite(join(dir, "credentials.db")), { linkUp: false, users });
+    const pub = await mqttClient(b.port, { clientId: "cred", username: "meter", password: users.meter });
+    for (const m of ["1", "2", "3"]) await pub.publishAsync("cred", m, { qos: 1 });
+    await pub.endAsync();
+    await b.client.stop("SIGKILL");
+    await b.restart();
+    const sub = await collect(b.broker.port, "cred", { username: "reader", password: users.reader });
+    await b.linkUp();
+    // The broker refuses the stored session's CONNECT: it has a username and no password.
+    await waitUntil("the replay refused", () =>
+      logLines(b.client).some(
+        (l) => l.msg === "upstream failed" && String(l.reason).includes("refused CONNECT"),
+      ),
+    );
+    expect(sub.messages).toEqual([]);
+    const back = await mqttClient(b.port, { clientId: "cred", username: "meter", password: users.meter });
+    expect(await sub.until(3)).toEqual(["1", "2", "3"]);
+    await Promise.all([back.endAsync(), sub.client.endAsync()]);
+  }, 60_000);
+
   test("files it cannot read stop the listener, naming the file, and are left as they are", async () => {
     const config = (path: string) => ({
       spiffe: { workload_socket_path: apis.web?.socket },

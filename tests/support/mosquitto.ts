@@ -1,10 +1,12 @@
 import { existsSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { spawnSync } from "bun";
 import { waitForPort } from "./net.ts";
 import { type Proc, spawnProc } from "./proc.ts";
 
 /**
- * Debian's mosquitto as a test broker on a loopback port: anonymous, no persistence, MQTT 3.1.1 and 5.
+ * Debian's mosquitto as a test broker on a loopback port: anonymous (or `users` with passwords), no
+ * persistence, MQTT 3.1.1 and 5.
  * stop() and start() take it down and bring it back on the same port (broker outages); `started: false`
  * leaves it down at first.
  */
@@ -19,7 +21,7 @@ const MOSQUITTO = ["/usr/sbin/mosquitto", "/usr/bin/mosquitto"].find(existsSync)
 export async function startBroker(
   dir: string,
   port: number,
-  o: { persistent?: boolean; started?: boolean } = {},
+  o: { persistent?: boolean; started?: boolean; users?: Record<string, string> } = {},
 ): Promise<Broker> {
   const conf = join(dir, `mosquitto-${port}.conf`);
   // Persistent: sessions and their queued messages survive a restart (saved at shutdown), and an offline
@@ -27,7 +29,19 @@ export async function startBroker(
   const persistence = o.persistent
     ? `persistence true\npersistence_location ${dir}/\npersistence_file mosquitto-${port}.db\nmax_queued_messages 0\n`
     : "persistence false\n";
-  writeFileSync(conf, `listener ${port} 127.0.0.1\nallow_anonymous true\n${persistence}log_dest stderr\n`);
+  // Users: only they may connect, each with its password.
+  let auth = "allow_anonymous true\n";
+  if (o.users) {
+    const passwords = join(dir, `mosquitto-${port}.passwd`);
+    writeFileSync(passwords, "");
+    for (const [user, password] of Object.entries(o.users))
+      spawnSync(["mosquitto_passwd", "-b", passwords, user, password]);
+    auth = `allow_anonymous false\npassword_file ${passwords}\n`;
+  }
+  // Started as root, mosquitto would drop to its own user, which cannot write the persistence file or read
+  // the password file in the test's private directory (it failed to save its queues at shutdown).
+  const user = process.getuid?.() === 0 ? "user root\n" : "";
+  writeFileSync(conf, `${user}listener ${port} 127.0.0.1\n${auth}${persistence}log_dest stderr\n`);
   let proc: Proc | undefined;
   const broker: Broker = {
     port,

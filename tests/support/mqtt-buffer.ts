@@ -26,9 +26,17 @@ export async function buffered(
   dir: string,
   apis: Record<string, DevApi>,
   buffer: Record<string, unknown>,
-  o: { linkUp?: boolean; persistent?: boolean; timeouts?: Record<string, string> } = {},
+  o: {
+    linkUp?: boolean;
+    persistent?: boolean;
+    timeouts?: Record<string, string>;
+    users?: Record<string, string>;
+  } = {},
 ): Promise<Buffered> {
-  const broker = await startBroker(dir, await freePort(), o.persistent ? { persistent: true } : {});
+  const broker = await startBroker(dir, await freePort(), {
+    ...(o.persistent ? { persistent: true } : {}),
+    ...(o.users ? { users: o.users } : {}),
+  });
   const [serverPort, port, metricsPort] = [await freePort(), await freePort(), await freePort()];
   const config = (as: string, listener: Record<string, unknown>, metricsAddr = "0") => ({
     spiffe: { workload_socket_path: apis[as]?.socket },
