@@ -364,6 +364,11 @@ function checkMiddlewares(
       if (m.storage.type === "sqlite") {
         if (!m.storage.path)
           problem(`${path}.storage.path`, "storage.type sqlite needs a path (the database file)");
+        else if (m.storage.path === ":memory:" || m.storage.path.startsWith("file:"))
+          problem(
+            `${path}.storage.path`,
+            `${JSON.stringify(m.storage.path)}: expected a file path (SQLite names and URIs are not taken; for a buffer in memory use storage.type in-memory)`,
+          );
         else writableParent(`${path}.storage.path`, m.storage.path, problem);
       } else if (m.storage.path)
         problem(`${path}.storage.path`, "goes with storage.type sqlite only (in-memory keeps no file)");

@@ -402,10 +402,10 @@ describe("proxy configuration: every error at once, with path, value and what is
       ],
     ],
     [
-      "buffer storage: one file for two buffers (by its resolved path), a directory that does not exist",
+      "buffer storage: one file for two buffers (by its resolved path), a directory that does not exist, :memory:",
       {
         spiffe: { workload_socket_path: "unix:///a.sock" },
-        listeners: ["/tmp/b.db", "/tmp/../tmp/b.db", "/nonexistent-dir/b.db"].map((path, i) => ({
+        listeners: ["/tmp/b.db", "/tmp/../tmp/b.db", "/nonexistent-dir/b.db", ":memory:"].map((path, i) => ({
           name: `m${i}`,
           protocol: "mqtt",
           address: `127.0.0.1:${1883 + i}`,
@@ -417,6 +417,7 @@ describe("proxy configuration: every error at once, with path, value and what is
       [
         'listeners[1].middlewares[0].storage.path: "/tmp/../tmp/b.db" is also listeners[0].middlewares[0].storage.path; each buffer needs a file of its own',
         'listeners[2].middlewares[0].storage.path: directory /nonexistent-dir of "/nonexistent-dir/b.db" does not exist (it must exist and be writable)',
+        'listeners[3].middlewares[0].storage.path: ":memory:": expected a file path (SQLite names and URIs are not taken; for a buffer in memory use storage.type in-memory)',
       ],
     ],
     [

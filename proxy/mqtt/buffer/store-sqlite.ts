@@ -106,9 +106,11 @@ export class SqliteStore implements BufferStore {
       db.run("PRAGMA locking_mode = EXCLUSIVE");
       // A read first: a file held by another process, or that is no database, fails here unchanged.
       db.query("PRAGMA user_version").get();
+      return new SqliteStore(db, path, field, events, log);
     } catch (e) {
       db?.close();
-      const message = (e as Error).message;
+      if (e instanceof SvcError) throw e;
+      // Another process holds the lock: at the first read, or when two start at once, at the first write.
       if ((e as { code?: string }).code === "SQLITE_BUSY")
         throw new SvcError(
           "usage",
@@ -116,23 +118,10 @@ export class SqliteStore implements BufferStore {
         );
       throw new SvcError(
         "usage",
-        `${field}: cannot open ${path} as a buffer database: ${message}; the file is left as it is`,
-      );
-    }
-    try {
-      return new SqliteStore(db, path, field, events, log);
-    } catch (e) {
-      db.close();
-      if (e instanceof SvcError) throw e;
-      throw new SvcError(
-        "usage",
         `${field}: cannot read ${path} as a buffer database: ${(e as Error).message}; the file is left as it is`,
       );
     }
   }
-
-  /** The schema version this build writes. */
-  static readonly VERSION = MIGRATIONS.length;
 
   private migrate(field: string): void {
     const check = this.db.query("PRAGMA quick_check").all() as { quick_check: string }[];
