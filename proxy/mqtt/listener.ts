@@ -1,4 +1,3 @@
-import { SvcError } from "../../lib/errors.ts";
 import type { ListenerConfig } from "../config/types.ts";
 import type { ListenerDeps, RunningListener } from "../listener.ts";
 import { acceptStreams } from "../stream/accept.ts";
@@ -35,12 +34,18 @@ export async function startMqttListener(l: ListenerConfig, deps: ListenerDeps): 
       events: deps.events?.buffer ?? NO_BUFFER_EVENTS,
       log,
     });
-    const running = await acceptStreams(l, deps, (caller, peer) =>
-      buffer.accept(
-        caller,
-        log.with({ remote: caller.remoteAddress, ...(peer ? { peer: peer.id.uri } : {}) }),
-      ),
-    );
+    let running: RunningListener;
+    try {
+      running = await acceptStreams(l, deps, (caller, peer) =>
+        buffer.accept(
+          caller,
+          log.with({ remote: caller.remoteAddress, ...(peer ? { peer: peer.id.uri } : {}) }),
+        ),
+      );
+    } catch (e) {
+      buffer.close(); // its deliveries stop and its file is let go
+      throw e;
+    }
     return {
       port: running.port,
       async close(drainMs) {
@@ -64,16 +69,9 @@ export async function startMqttListener(l: ListenerConfig, deps: ListenerDeps): 
 async function openBuffer(name: string, d: Omit<PublishBufferDeps, "store">): Promise<PublishBuffer> {
   const path = d.options.path;
   if (!path) return new PublishBuffer({ ...d, store: new MemoryStore() });
-  const field = `listener ${name}: storage.path`;
   const { SqliteStore } = await import("./buffer/store-sqlite.ts");
-  const store = SqliteStore.open(path, field, d.events, d.log);
-  try {
-    return new PublishBuffer({ ...d, store });
-  } catch (e) {
-    store.close();
-    throw new SvcError(
-      "usage",
-      `${field}: ${path} holds a message this build cannot read (${(e as Error).message}); the file is left as it is`,
-    );
-  }
+  return new PublishBuffer({
+    ...d,
+    store: SqliteStore.open(path, `listener ${name}: storage.path`, d.events, d.log),
+  });
 }

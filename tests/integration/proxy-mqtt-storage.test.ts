@@ -2,11 +2,13 @@ import { Database } from "bun:sqlite";
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createHash } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { connect as netConnect } from "node:net";
 import { join } from "node:path";
+import mqttPacket from "mqtt-packet";
 import { waitUntil } from "../e2e/testbed/process.ts";
 import { type DevApi, startProdApis, tempDir } from "../support/dev-api.ts";
 import { type Buffered, buffered } from "../support/mqtt-buffer.ts";
-import { collect, mqttClient } from "../support/mqtt-clients.ts";
+import { collect, mqttClient, rawMqtt } from "../support/mqtt-clients.ts";
 import { BUN, ROOT, runToEnd, stopAll } from "../support/proc.ts";
 import { logLines } from "../support/proxy.ts";
 
@@ -149,6 +151,38 @@ describe("MQTT publish buffer, storage sqlite", () => {
     await Promise.all([back.endAsync(), sub.client.endAsync()]);
   }, 60_000);
 
+  test("a message stored after its publisher left is delivered all the same; a password without a user name is refused", async () => {
+    const b = await buffered(dir, apis, sqlite(join(dir, "left.db")));
+    const sub = await collect(b.broker.port, "left");
+    // CONNECT, PUBLISH and DISCONNECT in one write: the connection is gone before the message is on disk.
+    await rawMqtt(
+      b.port,
+      [
+        { cmd: "connect", clientId: "left", protocolVersion: 4 },
+        { cmd: "publish", topic: "left", payload: "after the publisher", qos: 0, dup: false, retain: false },
+        { cmd: "disconnect" },
+      ],
+      4,
+    );
+    expect(await sub.until(1)).toEqual(["after the publisher"]);
+    // mqtt-packet cannot write this CONNECT either (hence the refusal): MQTT 5, clean start, password "x",
+    // client identifier "nameless", no user name, written byte by byte.
+    const nameless = Buffer.from("101800044d5154540542003c0000086e616d656c6573730001" + "78", "hex");
+    const reply = await new Promise<Buffer>((resolve) => {
+      const chunks: Buffer[] = [];
+      const c = netConnect(b.port, "127.0.0.1", () => c.write(nameless));
+      c.on("data", (d: Buffer) => chunks.push(d));
+      c.on("error", () => {});
+      c.on("close", () => resolve(Buffer.concat(chunks)));
+    });
+    const parser = mqttPacket.parser({ protocolVersion: 5 });
+    const got: mqttPacket.Packet[] = [];
+    parser.on("packet", (p) => got.push(p));
+    parser.parse(reply);
+    expect(got).toMatchObject([{ cmd: "connack", reasonCode: 0x86 }]);
+    await sub.client.endAsync();
+  }, 60_000);
+
   test("files it cannot read stop the listener, naming the file, and are left as they are", async () => {
     const config = (path: string) => ({
       spiffe: { workload_socket_path: apis.web?.socket },
@@ -166,6 +200,10 @@ describe("MQTT publish buffer, storage sqlite", () => {
     });
     const garbage = join(dir, "garbage.db");
     writeFileSync(garbage, Buffer.alloc(8192, 0x5a));
+    const foreign = join(dir, "foreign.db");
+    const other = new Database(foreign, { create: true });
+    other.run("CREATE TABLE accounts (id INTEGER PRIMARY KEY)");
+    other.close();
     const newer = join(dir, "newer.db");
     const db = new Database(newer, { create: true });
     db.run("PRAGMA user_version = 99");
@@ -183,6 +221,7 @@ describe("MQTT publish buffer, storage sqlite", () => {
     for (const [path, says] of [
       [garbage, "file is not a database"],
       [newer, "schema version 99, newer than this build's 1"],
+      [foreign, "a database of another program"],
       [damaged, damaged],
     ] as const) {
       const before = digest(path);

@@ -19,6 +19,8 @@ import type { MessageQueue, QueuedMessage } from "./queue.ts";
  * reconnects it.
  */
 const WINDOW = 64;
+/** A write gathers messages up to this many bytes (a single larger message is written alone). */
+const BATCH_BYTES = 256 * 1024;
 
 type State = "idle" | "backoff" | "connecting" | "connected" | "closed";
 
@@ -58,14 +60,13 @@ export class Delivery {
 
   /** The returning client's credentials, for a session read back from storage (which holds no password). */
   credentials(username: string | undefined, password: Buffer): void {
-    const { username: _u, password: _p, ...rest } = this.connect;
-    this.connect = { ...rest, ...(username !== undefined ? { username } : {}), password };
+    this.connect = { ...this.connect, username: username ?? this.connect.username, password };
   }
 
   /** New messages are queued: send them now, or connect first. */
   wake(): void {
     clearTimeout(this.idleTimer);
-    if (this.state === "idle") void this.attempt();
+    if (this.state === "idle") this.start();
     else if (this.state === "connected") this.pump();
   }
 
@@ -100,6 +101,11 @@ export class Delivery {
   private stopProgress(): void {
     clearTimeout(this.progressTimer);
     this.progressTimer = undefined;
+  }
+
+  /** An attempt whose own failure (a CONNECT that cannot be encoded, say) fails it like any other. */
+  private start(): void {
+    this.attempt().catch((e: Error) => this.fail(e.message));
   }
 
   private async attempt(): Promise<void> {
@@ -183,16 +189,21 @@ export class Delivery {
   /** Sends what the window allows, as one write (one TLS record for a burst of small messages). */
   private pump(): void {
     if (this.state !== "connected" || !this.socket) return;
-    for (let more = true; more && !this.blocked; ) {
+    for (let more = true; more && !this.blocked && this.state === "connected" && !this.socket?.destroyed; ) {
       const out: Buffer[] = [];
       const qos0: QueuedMessage[] = [];
+      let bytes = 0;
       for (let m: QueuedMessage | undefined; out.length < WINDOW && this.byPacketId.size < WINDOW; ) {
+        if (bytes >= BATCH_BYTES) break;
         m = this.queue.take();
         if (!m) break;
-        out.push(this.encoded(m));
+        const b = this.encoded(m);
+        if (!b) continue;
+        out.push(b);
+        bytes += b.length;
         if (m.qos === 0) qos0.push(m);
       }
-      more = out.length === WINDOW;
+      more = out.length === WINDOW || bytes >= BATCH_BYTES;
       if (out.length === 0) break;
       this.write(
         out.length === 1 ? (out[0] as Buffer) : Buffer.concat(out),
@@ -213,7 +224,7 @@ export class Delivery {
   }
 
   /** A message as the PUBLISH to send now; a QoS 1 one is in flight under a packet identifier from here. */
-  private encoded(m: QueuedMessage): Buffer {
+  private encoded(m: QueuedMessage): Buffer | undefined {
     const publish = {
       cmd: "publish" as const,
       topic: m.topic,
@@ -223,12 +234,25 @@ export class Delivery {
       dup: m.qos === 1 && m.sent,
       ...(m.properties && this.version === 5 ? { properties: m.properties } : {}),
     };
+    const id = m.qos === 1 ? this.packetId() : undefined;
+    let b: Buffer;
+    try {
+      b = encode(id === undefined ? publish : { ...publish, messageId: id }, this.version);
+    } catch (e) {
+      // One message that cannot be written (mqtt-packet refuses it) is dropped, not the delivery.
+      this.d.log.error("message cannot be encoded for the target, dropped", {
+        topic: m.topic,
+        error: (e as Error).message,
+      });
+      this.queue.discard(m);
+      return undefined;
+    }
     m.sent = true;
-    if (m.qos === 0) return encode(publish, this.version);
-    const id = this.packetId();
-    this.byPacketId.set(id, m);
-    if (this.byPacketId.size === 1) this.expectProgress();
-    return encode({ ...publish, messageId: id }, this.version);
+    if (id !== undefined) {
+      this.byPacketId.set(id, m);
+      if (this.byPacketId.size === 1) this.expectProgress();
+    }
+    return b;
   }
 
   private packetId(): number {
@@ -243,6 +267,7 @@ export class Delivery {
     const s = this.socket;
     if (!s || s.destroyed) {
       done?.(new Error("not connected"));
+      this.fail("the connection to the target is gone");
       return;
     }
     this.lastWrite = Date.now();
@@ -280,7 +305,7 @@ export class Delivery {
     this.state = "backoff";
     this.retryTimer = setTimeout(() => {
       this.state = "idle";
-      if (this.queue.messages > 0) void this.attempt();
+      if (this.queue.messages > 0) this.start();
     }, delay);
   }
 }

@@ -46,7 +46,7 @@ const SLACK_BYTES = 64 * 1024;
 export class PublishBuffer {
   private readonly sessions = new Map<string, Session>();
 
-  /** Reads back what the store holds and starts delivering it; a message it cannot decode throws. */
+  /** Takes over what the store held at start and starts delivering it. */
   constructor(private readonly d: PublishBufferDeps) {
     const { sessions, messages } = d.store.restored();
     if (messages.length === 0) {
@@ -54,7 +54,6 @@ export class PublishBuffer {
       return;
     }
     const known = new Map(sessions.map((s) => [s.clientId, s]));
-    const decoders = new Map<MqttVersion, PacketDecoder>();
     for (const m of messages) {
       let s = this.sessions.get(m.clientId);
       if (!s) {
@@ -68,11 +67,13 @@ export class PublishBuffer {
         known.delete(m.clientId);
         s = this.create(stored, undefined, true);
       }
-      const decoder = decoders.get(m.version) ?? new PacketDecoder(m.version);
-      decoders.set(m.version, decoder);
-      const p = decoder.decode(m.packet);
-      if (p.cmd !== "publish") throw new MalformedPacket(`stored message ${m.seq} is a ${p.cmd} packet`);
-      s.queue.restore({ ...publishFields(p), seq: m.seq, enqueuedAt: m.enqueuedAt, sent: true, kept: true });
+      s.queue.restore({
+        ...publishFields(m.publish),
+        seq: m.seq,
+        enqueuedAt: m.enqueuedAt,
+        sent: true,
+        kept: true,
+      });
     }
     for (const s of known.values()) d.store.endSession(s.clientId);
     d.events.replayed(messages.length);
@@ -107,17 +108,22 @@ export class PublishBuffer {
       if (parts.length > 0 && !socket.destroyed)
         socket.write(parts.length === 1 ? (parts[0] as Buffer) : Buffer.concat(parts));
     };
+    // Once the connection is being closed, nothing more is read from it or answered on it.
+    let closing = false;
     const send = (p: Packet) => {
+      if (closing) return;
       out.push(encode(p, version ?? 4));
       if (out.length === 1) queueMicrotask(flush);
     };
     const finish = () => {
       flush();
+      closing = true;
       socket.end();
     };
     const close = (reason: string, code?: number) => {
-      if (socket.destroyed) return;
+      if (socket.destroyed || closing) return;
       flush();
+      closing = true;
       log.warn("client connection closed", { reason });
       if (version === 5 && code !== undefined)
         socket.end(encode({ cmd: "disconnect", reasonCode: code, properties: { reasonString: reason } }, 5));
@@ -135,6 +141,18 @@ export class PublishBuffer {
           return;
         }
         id = assigned = `svc-${crypto.randomUUID()}`;
+      }
+      if (p.password !== undefined && p.username === undefined) {
+        // MQTT 5 allows it, but the CONNECT could not be passed on to the target.
+        const why = "a password without a user name cannot be passed on by the publish buffer";
+        log.warn("CONNECT refused", { reason: why });
+        send(
+          version === 5
+            ? { cmd: "connack", reasonCode: 0x86, sessionPresent: false, properties: { reasonString: why } }
+            : { cmd: "connack", returnCode: 4, sessionPresent: false },
+        );
+        finish();
+        return;
       }
       session = this.attach(id, p, version, socket);
       keepaliveMs = (p.keepalive ?? 0) * 1500;
@@ -181,7 +199,9 @@ export class PublishBuffer {
       };
       const result = s.queue.offer(m, { packet, version: v }, (error) =>
         decided(() => {
-          if (!socket.destroyed) {
+          // Kept: it is delivered whether or not its publisher is still there to be answered.
+          if (!error) s.delivery.wake();
+          if (!closing && !socket.destroyed) {
             if (error) this.unstored(error, p, s, v, send, close);
             else this.answer("queued", p, s, v, send, close);
           }
@@ -237,11 +257,17 @@ export class PublishBuffer {
       bytes: () => {},
     });
     socket.on("data", (chunk: Buffer) => {
+      if (closing) return;
       try {
         framer.push(chunk);
       } catch (e) {
-        if (!(e instanceof MalformedPacket)) throw e;
-        close(`malformed MQTT packet from the caller: ${e.message}`, Reason.malformed);
+        if (e instanceof MalformedPacket)
+          close(`malformed MQTT packet from the caller: ${e.message}`, Reason.malformed);
+        else {
+          // A fault of ours on one connection ends that connection, never the process.
+          log.error("client connection failed", { error: (e as Error).message });
+          close(`internal error: ${(e as Error).message}`, Reason.unspecified);
+        }
       }
     });
     socket.on("error", () => {});

@@ -157,6 +157,12 @@ export class MessageQueue {
     this.release(m, "refused");
   }
 
+  /** A taken message that cannot be sent at all leaves as refused. */
+  discard(m: QueuedMessage): void {
+    this.inflight.delete(m.seq);
+    this.release(m, "refused");
+  }
+
   /** The sequence number of the newest message queued (0 when none ever was). */
   get newest(): number {
     return this.seq;

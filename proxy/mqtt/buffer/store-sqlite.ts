@@ -1,11 +1,12 @@
 import { Database, type Statement } from "bun:sqlite";
 import { accessSync, constants, existsSync } from "node:fs";
 import { dirname } from "node:path";
+import type { Packet } from "mqtt-packet";
 import { SvcError } from "../../../lib/errors.ts";
 import type { Logger } from "../../log.ts";
-import type { MqttVersion } from "../codec.ts";
+import { type MqttVersion, PacketDecoder } from "../codec.ts";
 import type { BufferEvents } from "./events.ts";
-import type { BufferStore, StoredMessage, StoredSession } from "./store.ts";
+import type { BufferStore, Restored, StoredMessage, StoredSession } from "./store.ts";
 
 /**
  * `storage.type: sqlite` (docs/proxy-mqtt.md, "Storage"): one SQLite file per listener, in WAL mode with
@@ -15,8 +16,12 @@ import type { BufferStore, StoredMessage, StoredSession } from "./store.ts";
  * the process, so a second svc-proxy configured with it cannot open it. A file this build cannot read
  * (corrupt, not a database, a newer schema) stops the listener and is left as it is.
  */
+/** PRAGMA application_id of a buffer file ("svcB"): a database of another program is refused. */
+const APPLICATION_ID = 0x73766342;
+
 const MIGRATIONS = [
-  `CREATE TABLE sessions (
+  `PRAGMA application_id = ${APPLICATION_ID};
+   CREATE TABLE sessions (
      client_id TEXT PRIMARY KEY, version INTEGER NOT NULL, protocol_id TEXT NOT NULL,
      clean INTEGER NOT NULL, keepalive INTEGER NOT NULL, username TEXT);
    CREATE TABLE messages (
@@ -50,6 +55,7 @@ export class SqliteStore implements BufferStore {
   private removes: number[] = [];
   private sessionOps: SessionOp[] = [];
   private scheduled = false;
+  private closed = false;
   /** Why the last write failed, while writes fail. */
   private failing: string | undefined;
   /** Payload bytes of each stored message, for the stored-bytes gauge. */
@@ -58,9 +64,12 @@ export class SqliteStore implements BufferStore {
   private readonly deleteMessage: Statement;
   private readonly upsertSession: Statement;
   private readonly deleteSession: Statement;
-  private restoredState: ReturnType<BufferStore["restored"]> | undefined;
+  private restoredState: Restored | undefined;
 
-  /** Checks and upgrades the schema, then reads back what the file holds; throws what it cannot read. */
+  /**
+   * Checks the file and reads back what it holds before anything is written to it (a file that fails is
+   * left as it is), then takes it over: WAL, the exclusive lock, the schema upgraded.
+   */
   private constructor(
     private readonly db: Database,
     private readonly path: string,
@@ -68,7 +77,10 @@ export class SqliteStore implements BufferStore {
     private readonly events: BufferEvents,
     private readonly log: Logger,
   ) {
-    this.migrate(field);
+    const version = this.check(field);
+    let held = version === MIGRATIONS.length ? this.read(field) : undefined;
+    this.takeOver(version);
+    held ??= this.read(field);
     this.insertMessage = db.prepare(
       "INSERT INTO messages (seq, client_id, version, packet, payload_bytes, enqueued_at) VALUES (?, ?, ?, ?, ?, ?)",
     );
@@ -79,7 +91,14 @@ export class SqliteStore implements BufferStore {
          clean = excluded.clean, keepalive = excluded.keepalive, username = excluded.username`,
     );
     this.deleteSession = db.prepare("DELETE FROM sessions WHERE client_id = ?");
-    this.load(field);
+    this.seq = held.messages.at(-1)?.seq ?? 0;
+    let bytes = 0;
+    for (const m of held.messages) {
+      this.sizes.set(m.seq, m.payloadBytes);
+      bytes += m.payloadBytes;
+    }
+    this.events.stored(held.messages.length, bytes);
+    this.restoredState = held;
   }
 
   /** Opens (creating) the file at `path`; `field` names the setting in errors. */
@@ -108,7 +127,8 @@ export class SqliteStore implements BufferStore {
       db.query("PRAGMA user_version").get();
       return new SqliteStore(db, path, field, events, log);
     } catch (e) {
-      db?.close();
+      // Not closed: closing folds a journal into the file, and the file is to be left as it is. The
+      // listener does not start and the process ends, which lets the lock go.
       if (e instanceof SvcError) throw e;
       // Another process holds the lock: at the first read, or when two start at once, at the first write.
       if ((e as { code?: string }).code === "SQLITE_BUSY")
@@ -123,7 +143,8 @@ export class SqliteStore implements BufferStore {
     }
   }
 
-  private migrate(field: string): void {
+  /** The file's schema version, once it is found readable, intact and a buffer's (or empty). */
+  private check(field: string): number {
     const check = this.db.query("PRAGMA quick_check").all() as { quick_check: string }[];
     if (check.length !== 1 || check[0]?.quick_check !== "ok")
       throw new SvcError(
@@ -139,7 +160,18 @@ export class SqliteStore implements BufferStore {
         "usage",
         `${field}: ${this.path} has schema version ${version}, newer than this build's ${MIGRATIONS.length}; use a newer svc-proxy (the file is left as it is)`,
       );
-    // Checked and found readable: from here on the file is written.
+    const app = (this.db.query("PRAGMA application_id").get() as { application_id: number }).application_id;
+    const tables = (this.db.query("SELECT count(*) AS n FROM sqlite_master").get() as { n: number }).n;
+    if (version === 0 ? tables > 0 : app !== APPLICATION_ID)
+      throw new SvcError(
+        "usage",
+        `${field}: ${this.path} is a database of another program, not an svc-proxy buffer; it is left as it is (give the buffer a file of its own)`,
+      );
+    return version;
+  }
+
+  /** From here on the file is written: WAL with full syncs, held exclusively, its schema brought up to date. */
+  private takeOver(version: number): void {
     this.db.run("PRAGMA journal_mode = WAL");
     this.db.run("PRAGMA synchronous = FULL");
     this.db.run("BEGIN EXCLUSIVE");
@@ -151,45 +183,65 @@ export class SqliteStore implements BufferStore {
       })();
   }
 
-  private load(field: string): void {
+  /** Every session and message the file holds, each checked (a message decoded); throws at the first bad one. */
+  private read(field: string): Restored {
+    const bad = (what: string) =>
+      new SvcError(
+        "usage",
+        `${field}: ${this.path} holds ${what} this build cannot read; it is left as it is`,
+      );
     const sessions = (this.db.query("SELECT * FROM sessions").all() as SessionRow[]).map(
-      (r): StoredSession => ({
-        clientId: r.client_id,
-        version: r.version as MqttVersion,
-        protocolId: r.protocol_id,
-        clean: r.clean !== 0,
-        keepalive: r.keepalive,
-        ...(r.username !== null ? { username: r.username } : {}),
-      }),
-    );
-    const messages = (this.db.query("SELECT * FROM messages ORDER BY seq").all() as MessageRow[]).map(
-      (r): StoredMessage => {
-        if (![3, 4, 5].includes(r.version) || !(r.packet instanceof Uint8Array))
-          throw new SvcError(
-            "usage",
-            `${field}: ${this.path} holds a message (seq ${r.seq}) this build cannot read`,
-          );
+      (r): StoredSession => {
+        if (
+          typeof r.client_id !== "string" ||
+          !isVersion(r.version) ||
+          !["MQTT", "MQIsdp"].includes(r.protocol_id) ||
+          ![0, 1].includes(r.clean) ||
+          !Number.isInteger(r.keepalive) ||
+          r.keepalive < 0 ||
+          r.keepalive > 65_535 ||
+          (r.username !== null && typeof r.username !== "string")
+        )
+          throw bad(`a session (${JSON.stringify(r.client_id)})`);
         return {
-          seq: r.seq,
           clientId: r.client_id,
-          version: r.version as MqttVersion,
-          packet: Buffer.from(r.packet),
-          payloadBytes: r.payload_bytes,
-          enqueuedAt: r.enqueued_at,
+          version: r.version,
+          protocolId: r.protocol_id,
+          clean: r.clean === 1,
+          keepalive: r.keepalive,
+          ...(r.username !== null ? { username: r.username } : {}),
         };
       },
     );
-    this.seq = messages.at(-1)?.seq ?? 0;
-    let bytes = 0;
-    for (const m of messages) {
-      this.sizes.set(m.seq, m.payloadBytes);
-      bytes += m.payloadBytes;
-    }
-    this.events.stored(messages.length, bytes);
-    this.restoredState = { sessions, messages };
+    const decoders = new Map<MqttVersion, PacketDecoder>();
+    const messages = (this.db.query("SELECT * FROM messages ORDER BY seq").all() as MessageRow[]).map((r) => {
+      if (typeof r.client_id !== "string" || !isVersion(r.version) || !(r.packet instanceof Uint8Array))
+        throw bad(`a message (seq ${r.seq})`);
+      const decoder = decoders.get(r.version) ?? new PacketDecoder(r.version);
+      decoders.set(r.version, decoder);
+      const packet = Buffer.from(r.packet);
+      let publish: Packet;
+      try {
+        publish = decoder.decode(packet);
+      } catch (e) {
+        throw bad(`a message (seq ${r.seq}: ${(e as Error).message})`);
+      }
+      if (publish.cmd !== "publish" || publish.qos === 2)
+        throw bad(`a message (seq ${r.seq}) that is no QoS 0 or 1 PUBLISH`);
+      return {
+        seq: r.seq,
+        clientId: r.client_id,
+        version: r.version,
+        packet,
+        payloadBytes: r.payload_bytes,
+        enqueuedAt: r.enqueued_at,
+        publish,
+      };
+    });
+    return { sessions, messages };
   }
 
-  restored() {
+  restored(): Restored {
     const r = this.restoredState ?? { sessions: [], messages: [] };
     this.restoredState = undefined;
     return r;
@@ -222,13 +274,14 @@ export class SqliteStore implements BufferStore {
   /** Writes what is pending and closes the file (its journal folded back into it). */
   close(): void {
     this.flush();
+    this.closed = true;
     for (const s of [this.insertMessage, this.deleteMessage, this.upsertSession, this.deleteSession])
       s.finalize();
     this.db.close();
   }
 
   private schedule(): void {
-    if (this.scheduled) return;
+    if (this.scheduled || this.closed) return;
     this.scheduled = true;
     setImmediate(() => this.flush());
   }
@@ -282,7 +335,7 @@ export class SqliteStore implements BufferStore {
           error: reason,
         });
       this.failing = reason;
-      for (const { done } of adds) done(`the buffer's storage cannot be written (${reason})`);
+      for (const { done } of adds) this.answer(done, `the buffer's storage cannot be written (${reason})`);
       return;
     }
     if (this.failing !== undefined) {
@@ -303,6 +356,17 @@ export class SqliteStore implements BufferStore {
       bytes -= size;
     }
     this.events.stored(messages, bytes);
-    for (const { done } of adds) done();
+    for (const { done } of adds) this.answer(done);
+  }
+
+  /** One publisher's answer: a failure there is logged and ends nobody else's. */
+  private answer(done: (error?: string) => void, error?: string): void {
+    try {
+      done(error);
+    } catch (e) {
+      this.log.error("answering a stored publish failed", { error: (e as Error).message });
+    }
   }
 }
+
+const isVersion = (v: unknown): v is MqttVersion => v === 3 || v === 4 || v === 5;

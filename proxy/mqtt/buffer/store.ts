@@ -1,3 +1,4 @@
+import type { IPublishPacket } from "mqtt-packet";
 import type { MqttVersion } from "../codec.ts";
 
 /**
@@ -27,10 +28,16 @@ export interface StoredMessage {
   enqueuedAt: number;
 }
 
+/** What a store held at start: sessions, and messages (oldest first) with their PUBLISH decoded. */
+export interface Restored {
+  sessions: StoredSession[];
+  messages: (StoredMessage & { publish: IPublishPacket })[];
+}
+
 export interface BufferStore {
-  /** Sessions and messages found at start, oldest message first (empty for in-memory). */
-  restored(): { sessions: StoredSession[]; messages: StoredMessage[] };
-  /** The next message's sequence number: increasing across the listener's sessions and restarts. */
+  /** What the store held at start (nothing for in-memory); handed out once. */
+  restored(): Restored;
+  /** The next message's sequence number: increasing across the listener's sessions, and after a restart above every stored one. */
   nextSeq(): number;
   /** A session begins: its upstream CONNECT is kept with its messages. */
   openSession(s: StoredSession): void;
@@ -46,7 +53,7 @@ export interface BufferStore {
 /** `storage.type: in-memory`: nothing outlives the process, and everything is kept at once. */
 export class MemoryStore implements BufferStore {
   private seq = 0;
-  restored() {
+  restored(): Restored {
     return { sessions: [], messages: [] };
   }
   nextSeq(): number {
