@@ -18,7 +18,7 @@ import type { Subprocess } from "bun";
 import { connectAsync } from "mqtt";
 import { freePort, waitForPort } from "../tests/support/net.ts";
 import { cpuUs, median, range } from "./stats.ts";
-import { BenchRun, exactId } from "./support.ts";
+import { BenchRun, exactId, report } from "./support.ts";
 
 const { values: o } = parseArgs({
   options: {
@@ -174,9 +174,7 @@ try {
     `The sqlite buffer against the in-memory one: ${ratio(rate("svc-proxy pair, buffer in sqlite"), rate("svc-proxy pair, buffer in memory"))}×.`,
     "",
   ];
-  const table = lines.join("\n");
-  process.stdout.write(table);
-  if (o.out) writeFileSync(o.out, table);
+  report(lines, o.out);
 } finally {
   await run.stop();
   process.exit(0);

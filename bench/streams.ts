@@ -12,12 +12,11 @@
  * --baseline adds a pair of another svc-proxy binary (an earlier build), so that before and after
  * alternate in one run.
  */
-import { writeFileSync } from "node:fs";
 import { connect, createServer } from "node:net";
 import { parseArgs } from "node:util";
 import { freePort, waitForPort } from "../tests/support/net.ts";
 import { median, range } from "./stats.ts";
-import { BenchRun, exactId } from "./support.ts";
+import { BenchRun, exactId, report } from "./support.ts";
 
 const { values: o } = parseArgs({
   options: {
@@ -165,9 +164,7 @@ try {
     `svc-proxy pair vs ghostunnel pair: throughput ${ratio(svc?.mibs, gh?.mibs)}×, new connections ${ratio(svc?.cps, gh?.cps)}×.`,
     "",
   ];
-  const table = lines.join("\n");
-  process.stdout.write(table);
-  if (o.out) writeFileSync(o.out, table);
+  report(lines, o.out);
 } finally {
   await run.stop();
   process.exit(0);

@@ -1,4 +1,4 @@
-import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { type Subprocess, spawn } from "bun";
@@ -92,4 +92,11 @@ export class BenchRun {
     await Promise.all(this.procs.map((p) => p.exited));
     rmSync(this.dir, { recursive: true, force: true });
   }
+}
+
+/** Prints a benchmark's Markdown report and writes it to `out` when given. */
+export function report(lines: string[], out?: string): void {
+  const table = lines.join("\n");
+  process.stdout.write(table);
+  if (out) writeFileSync(out, table);
 }

@@ -202,8 +202,7 @@ export class PublishBuffer {
           // Kept: it is delivered whether or not its publisher is still there to be answered.
           if (!error) s.delivery.wake();
           if (!closing && !socket.destroyed) {
-            if (error) this.unstored(error, p, s, v, send, close);
-            else this.answer("queued", p, s, v, send, close);
+            this.answer(error === undefined ? "queued" : { unstored: error }, p, s, v, send, close);
           }
           if (error && !s.client && s.queue.messages === 0) this.end(s);
         }),
@@ -283,9 +282,12 @@ export class PublishBuffer {
     socket.resume();
   }
 
-  /** Answers a PUBLISH by what the queue made of it (docs/proxy-mqtt.md, "Limits and overflow"). */
+  /**
+   * Answers a PUBLISH by what the queue made of it (docs/proxy-mqtt.md, "Limits and overflow"); one the
+   * store could not keep is refused as overflow-policy reject refuses (docs/proxy-mqtt.md, "Storage").
+   */
   private answer(
-    result: Offer,
+    result: Offer | { unstored: string },
     p: IPublishPacket,
     s: Session,
     version: MqttVersion,
@@ -315,39 +317,18 @@ export class PublishBuffer {
       return;
     }
     const why =
-      result === "rejected"
-        ? `publish buffer full (${s.queue.messages} messages, ${s.queue.payloadBytes} payload bytes; overflow-policy reject)`
-        : `message of ${p.payload.length} bytes is larger than the buffer's storage.max-bytes (${this.d.options.maxBytes})`;
+      typeof result === "object"
+        ? result.unstored
+        : result === "rejected"
+          ? `publish buffer full (${s.queue.messages} messages, ${s.queue.payloadBytes} payload bytes; overflow-policy reject)`
+          : `message of ${p.payload.length} bytes is larger than the buffer's storage.max-bytes (${this.d.options.maxBytes})`;
+    if (result !== "rejected") this.d.log.warn("message refused", { client_id: s.id, reason: why });
     if (result === "oversized" && version === 5 && p.qos === 1) {
-      this.d.log.warn("message refused", { client_id: s.id, reason: why });
       puback(Reason.quotaExceeded, why);
       return;
     }
     puback(Reason.quotaExceeded, why);
     close(why, Reason.quotaExceeded);
-  }
-
-  /**
-   * The store could not keep a message: refused like a publish that overflow-policy reject turns away
-   * (MQTT 5 QoS 1: PUBACK 0x97 with the reason; then the connection closes), and logged by the store.
-   */
-  private unstored(
-    error: string,
-    p: IPublishPacket,
-    s: Session,
-    version: MqttVersion,
-    send: (p: Packet) => void,
-    close: (reason: string, code?: number) => void,
-  ): void {
-    this.d.log.warn("message refused", { client_id: s.id, reason: error });
-    if (p.qos === 1 && version === 5)
-      send({
-        cmd: "puback",
-        messageId: p.messageId ?? 0,
-        reasonCode: Reason.quotaExceeded,
-        properties: { reasonString: error },
-      });
-    close(error, Reason.quotaExceeded);
   }
 
   /** The session of `id`, created if new; a client already attached to it is disconnected (takeover). */
