@@ -1,12 +1,12 @@
 /**
- * MQTT QoS 1 messages per second from mqtt.js (100 in flight, 64-byte payloads, MQTT 5) to Debian's
- * mosquitto: direct, through an unbuffered client→server pair, and through pairs whose client proxy
+ * MQTT QoS 1 messages per second from mqtt.js (100 in flight by default, 64-byte payloads, MQTT 5) to
+ * Debian's mosquitto: direct, through an unbuffered client→server pair, and through pairs whose client proxy
  * buffers in memory and in an SQLite file (storage.type sqlite). Every path once per round after a
  * warm-up, rounds alternating (A B C D A B C D …); medians with the range over rounds, ratios, and the
  * CPU time of the two proxies per message. Needs `make build` and mosquitto; no other peer.
  *
- *   bun bench/mqtt.ts [--messages 20000] [--rounds 5] [--baseline path/to/svc-proxy]
- *                     [--out bench/results/mqtt.md]
+ *   bun bench/mqtt.ts [--messages 20000] [--inflight 100] [--rounds 5]
+ *                     [--baseline path/to/svc-proxy] [--out bench/results/mqtt.md]
  *
  * --baseline adds the unbuffered and in-memory pairs of another svc-proxy binary (an earlier build).
  */
@@ -23,6 +23,7 @@ import { BenchRun, exactId, report } from "./support.ts";
 const { values: o } = parseArgs({
   options: {
     messages: { type: "string", default: "20000" },
+    inflight: { type: "string", default: "100" },
     rounds: { type: "string", default: "5" },
     baseline: { type: "string" },
     out: { type: "string" },
@@ -60,7 +61,7 @@ class Arrivals {
 }
 
 /**
- * QoS 1 publishes with up to 100 unacknowledged: messages acknowledged per second, and delivered per
+ * QoS 1 publishes with up to --inflight unacknowledged: messages acknowledged per second, and delivered per
  * second (until the subscriber has all of them: a buffer acknowledges before it delivers).
  */
 async function mqttRate(port: number, total: number, arrivals: Arrivals) {
@@ -70,7 +71,7 @@ async function mqttRate(port: number, total: number, arrivals: Arrivals) {
   arrivals.count = 0;
   const started = performance.now();
   await Promise.all(
-    Array.from({ length: 100 }, async () => {
+    Array.from({ length: Number(o.inflight) }, async () => {
       while (left-- > 0) await c.publishAsync("bench/qos1", payload, { qos: 1 });
     }),
   );
@@ -162,7 +163,7 @@ try {
   const lines = [
     `# MQTT through proxy pairs (bench/mqtt.ts, ${new Date().toISOString().slice(0, 10)})`,
     "",
-    `${messages} QoS 1 PUBLISH of 64 bytes from mqtt.js, 100 in flight, MQTT 5, to mosquitto, which passes them to one QoS 0 subscriber. Loopback, 2 cores shared by all processes. Medians of ${rounds} rounds (every path once per round, alternating), range over rounds in brackets. Acknowledged: PUBACKs to the publisher per second; delivered: messages per second until the subscriber had them all (a buffer acknowledges first). CPU: both proxies' user + system time per message, delivery included.`,
+    `${messages} QoS 1 PUBLISH of 64 bytes from mqtt.js, ${o.inflight} in flight, MQTT 5, to mosquitto, which passes them to one QoS 0 subscriber. Loopback, 2 cores shared by all processes. Medians of ${rounds} rounds (every path once per round, alternating), range over rounds in brackets. Acknowledged: PUBACKs to the publisher per second; delivered: messages per second until the subscriber had them all (a buffer acknowledges first). CPU: both proxies' user + system time per message, delivery included.`,
     "",
     "| path | acknowledged/s | × direct | delivered/s | × direct | CPU µs/message |",
     "|---|---:|---:|---:|---:|---:|",

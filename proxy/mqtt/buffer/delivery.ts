@@ -9,8 +9,8 @@ import type { MessageQueue, QueuedMessage } from "./queue.ts";
 
 /**
  * Delivers one session's buffered messages to the target (docs/proxy-mqtt.md, "Reconnecting"):
- * connects on demand with the client's CONNECT, sends in order with up to WINDOW QoS 1 messages in flight
- * (and up to WINDOW messages per write),
+ * connects on demand with the client's CONNECT, sends in order with up to MAX_IN_FLIGHT QoS 1 messages in
+ * flight (fewer when an MQTT 5 target's CONNACK sets Receive Maximum) and up to BATCH messages per write,
  * removes a QoS 1 message on the target's PUBACK and a QoS 0 message once written. A failed attempt
  * requeues what was in flight and retries after a delay that doubles from reconnect-backoff.initial up to
  * max, and returns to initial once a reconnection has delivered everything held when it began (a
@@ -18,7 +18,8 @@ import type { MessageQueue, QueuedMessage } from "./queue.ts";
  * reconnect-backoff.max. An upstream with nothing to send for timeouts.idle is closed; the next message
  * reconnects it.
  */
-const WINDOW = 64;
+const MAX_IN_FLIGHT = 1024;
+const BATCH = 64;
 /** A write gathers messages up to this many bytes (a single larger message is written alone). */
 const BATCH_BYTES = 256 * 1024;
 
@@ -40,6 +41,8 @@ export class Delivery {
   private replayUntil = 0;
   private readonly byPacketId = new Map<number, QueuedMessage>();
   private nextPacketId = 1;
+  /** QoS 1 messages allowed in flight on this connection. */
+  private window = MAX_IN_FLIGHT;
   private blocked = false;
   private lastWrite = 0;
   private retryTimer: ReturnType<typeof setTimeout> | undefined;
@@ -148,6 +151,7 @@ export class Delivery {
       }
       this.d.events.connect("ok");
       this.state = "connected";
+      this.window = Math.min(MAX_IN_FLIGHT, p.properties?.receiveMaximum ?? MAX_IN_FLIGHT);
       this.d.log.debug("upstream connected", { failures: this.failures });
       const keepaliveMs = (this.connect.keepalive ?? 60) * 1000;
       if (keepaliveMs > 0)
@@ -193,7 +197,7 @@ export class Delivery {
       const out: Buffer[] = [];
       const qos0: QueuedMessage[] = [];
       let bytes = 0;
-      for (let m: QueuedMessage | undefined; out.length < WINDOW && this.byPacketId.size < WINDOW; ) {
+      for (let m: QueuedMessage | undefined; out.length < BATCH && this.byPacketId.size < this.window; ) {
         if (bytes >= BATCH_BYTES) break;
         m = this.queue.take();
         if (!m) break;
@@ -203,7 +207,7 @@ export class Delivery {
         bytes += b.length;
         if (m.qos === 0) qos0.push(m);
       }
-      more = out.length === WINDOW || bytes >= BATCH_BYTES;
+      more = out.length === BATCH || bytes >= BATCH_BYTES;
       if (out.length === 0) break;
       this.write(
         out.length === 1 ? (out[0] as Buffer) : Buffer.concat(out),
