@@ -322,8 +322,9 @@ export class PublishBuffer {
         : result === "rejected"
           ? `publish buffer full (${s.queue.messages} messages, ${s.queue.payloadBytes} payload bytes; overflow-policy reject)`
           : `message of ${p.payload.length} bytes is larger than the buffer's storage.max-bytes (${this.d.options.maxBytes})`;
-    if (result !== "rejected") this.d.log.warn("message refused", { client_id: s.id, reason: why });
     if (result === "oversized" && version === 5 && p.qos === 1) {
+      // The connection stays: the refusal is logged here (closing it logs the reason otherwise).
+      this.d.log.warn("message refused", { client_id: s.id, reason: why });
       puback(Reason.quotaExceeded, why);
       return;
     }
