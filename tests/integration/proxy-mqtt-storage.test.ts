@@ -10,7 +10,7 @@ import { type DevApi, startProdApis, tempDir } from "../support/dev-api.ts";
 import { type Buffered, buffered } from "../support/mqtt-buffer.ts";
 import { collect, mqttClient, rawMqtt } from "../support/mqtt-clients.ts";
 import { BUN, ROOT, runToEnd, stopAll } from "../support/proc.ts";
-import { logLines } from "../support/proxy.ts";
+import { logLines, waitForLog } from "../support/proxy.ts";
 
 /**
  * What only `storage.type: sqlite` does (docs/proxy-mqtt.md, "Storage"): acknowledged messages outlive
@@ -291,11 +291,8 @@ describe("MQTT publish buffer, storage sqlite", () => {
       );
     expect(refusal?.code).toBe(0x97);
     expect(acked.length).toBeGreaterThan(0);
-    expect(
-      logLines(b.client).some(
-        (l) => l.msg === "buffer storage cannot be written: new publishes are refused until it can",
-      ),
-    ).toBe(true);
+    // The log line was written before the refusal went out; reading the proxy's stderr may lag.
+    await waitForLog(b.client, "buffer storage cannot be written: new publishes are refused until it can");
     expect(
       await b.metric('svc_proxy_mqtt_buffer_dropped_total{listener="mqtt",reason="storage"}'),
     ).toBeGreaterThan(0);

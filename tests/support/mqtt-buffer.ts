@@ -2,7 +2,7 @@ import type { DevApi } from "./dev-api.ts";
 import { type Broker, startBroker } from "./mosquitto.ts";
 import { freePort } from "./net.ts";
 import type { Proc } from "./proc.ts";
-import { startSvcProxy } from "./proxy.ts";
+import { startSvcProxy, waitForLog } from "./proxy.ts";
 
 /**
  * A broker, a server proxy in front of it (down unless `linkUp`, so the buffer cannot deliver until
@@ -63,15 +63,21 @@ export async function buffered(
     },
     `127.0.0.1:${metricsPort}`,
   );
+  // The metrics endpoint comes up after the listeners: wait for it too, so that metric() can be asked.
+  const client = async () => {
+    const p = await startSvcProxy(clientConfig);
+    await waitForLog(p, "metrics");
+    return p;
+  };
   const b: Buffered = {
     port,
     metricsPort,
-    client: await startSvcProxy(clientConfig),
+    client: await client(),
     broker,
     config: clientConfig,
     linkUp,
     async restart() {
-      b.client = await startSvcProxy(clientConfig);
+      b.client = await client();
       return b.client;
     },
     async metric(name) {
