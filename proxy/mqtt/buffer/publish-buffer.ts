@@ -38,6 +38,8 @@ interface Session {
   clientVersion: MqttVersion;
   /** Read back from the store: its upstream CONNECT has no password until its client returns. */
   restored: boolean;
+  /** What the store keeps of its upstream CONNECT. */
+  stored: StoredSession;
 }
 
 const ONLY_PUBLISHING = "svc-proxy's MQTT publish buffer carries publishing connections only";
@@ -341,9 +343,15 @@ export class PublishBuffer {
       if (s.clientVersion === 5) old.end(encode({ cmd: "disconnect", reasonCode: 0x8e }, 5));
       else old.destroy();
     }
-    if (s?.restored && connect.password !== undefined)
-      s.delivery.credentials(connect.username, connect.password);
-    if (s) s.restored = false;
+    if (s?.restored) {
+      // Its client is back: the delivery takes the client's credentials, and the store what it may keep.
+      if (connect.password !== undefined) {
+        s.delivery.credentials(connect.username, connect.password);
+        if (connect.username !== undefined) s.stored = { ...s.stored, username: connect.username };
+      }
+      this.d.store.openSession(s.stored);
+      s.restored = false;
+    }
     s ??= this.create(
       {
         clientId: id,
@@ -379,7 +387,15 @@ export class PublishBuffer {
       ...this.d,
       log: this.d.log.with({ client_id: id }),
     });
-    const s: Session = { id, queue, delivery, client: undefined, clientVersion: stored.version, restored };
+    const s: Session = {
+      id,
+      queue,
+      delivery,
+      client: undefined,
+      clientVersion: stored.version,
+      restored,
+      stored,
+    };
     delivery.onEmpty = () => {
       if (!s.client) this.end(s);
     };
