@@ -289,6 +289,7 @@ export class SqliteStore implements BufferStore {
   /** Writes what was asked since the last flush in one transaction, then answers the adds. */
   private flush(): void {
     this.scheduled = false;
+    if (this.closed) return; // a turn scheduled before close, whose work close() already wrote
     const { adds, removes, sessionOps } = this;
     if (adds.length + removes.length + sessionOps.length === 0) return;
     this.adds = [];

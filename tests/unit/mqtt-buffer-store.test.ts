@@ -1,0 +1,103 @@
+import { describe, expect, test } from "bun:test";
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import mqttPacket from "mqtt-packet";
+import type { Logger } from "../../proxy/log.ts";
+import type { BufferEvents } from "../../proxy/mqtt/buffer/events.ts";
+import type { StoredMessage } from "../../proxy/mqtt/buffer/store.ts";
+import { SqliteStore } from "../../proxy/mqtt/buffer/store-sqlite.ts";
+
+/**
+ * The buffer's SQLite store on real files (docs/proxy-mqtt.md, "Storage"): what one turn of the event
+ * loop asks is one transaction, answered after it; what a later start reads back; sequence numbers.
+ */
+const dir = mkdtempSync(join(tmpdir(), "svc-store-"));
+
+function open(path: string) {
+  const lines: { level: string; msg: string }[] = [];
+  const stored = { messages: 0, bytes: 0 };
+  const events: BufferEvents = {
+    depth() {},
+    dropped() {},
+    delivered() {},
+    connect() {},
+    stored: (m, b) => {
+      stored.messages += m;
+      stored.bytes += b;
+    },
+    replayed() {},
+    storageFailed() {},
+  };
+  const log = {
+    error: (msg: string) => lines.push({ level: "error", msg }),
+    warn: (msg: string) => lines.push({ level: "warn", msg }),
+    info: (msg: string) => lines.push({ level: "info", msg }),
+    debug() {},
+  } as unknown as Logger;
+  return { store: SqliteStore.open(path, "storage.path", events, log), lines, stored };
+}
+
+const publish = (store: SqliteStore, clientId: string, text: string): StoredMessage => ({
+  seq: store.nextSeq(),
+  clientId,
+  version: 4,
+  packet: mqttPacket.generate(
+    { cmd: "publish", topic: "t", payload: text, qos: 1, messageId: 1, dup: false, retain: false },
+    { protocolVersion: 4 },
+  ),
+  payloadBytes: text.length,
+  enqueuedAt: 1,
+});
+
+/** Lets the store's write of this turn happen. */
+const turn = () => new Promise((r) => setImmediate(r));
+
+describe("MQTT buffer store (SQLite)", () => {
+  test("one turn is one write: the adds are answered after it, an add removed in the same turn leaves nothing", async () => {
+    const path = join(dir, "turn.db");
+    const { store, stored } = open(path);
+    store.openSession({ clientId: "c", version: 4, protocolId: "MQTT", clean: true, keepalive: 60 });
+    const answered: string[] = [];
+    const [a, b] = [publish(store, "c", "a"), publish(store, "c", "bb")];
+    store.add(a, (e) => answered.push(e ?? "a kept"));
+    store.add(b, (e) => answered.push(e ?? "b kept"));
+    store.remove(a.seq);
+    expect(answered).toEqual([]);
+    await turn();
+    expect(answered).toEqual(["a kept", "b kept"]);
+    expect(stored).toEqual({ messages: 1, bytes: 2 });
+    store.close();
+
+    const again = open(path);
+    const held = again.store.restored();
+    expect(held.messages.map((m) => [m.seq, m.publish.payload.toString()])).toEqual([[b.seq, "bb"]]);
+    expect(held.sessions.map((s) => s.clientId)).toEqual(["c"]);
+    expect(again.store.restored().messages).toEqual([]); // handed out once
+    // New messages are numbered above every stored one.
+    expect(again.store.nextSeq()).toBe(b.seq + 1);
+    again.store.close();
+  });
+
+  test("after close nothing more is written or logged", async () => {
+    const { store, lines } = open(join(dir, "closed.db"));
+    const m = publish(store, "c", "x");
+    store.add(m, () => {});
+    store.close();
+    store.remove(m.seq);
+    await turn();
+    expect(lines.filter((l) => l.level === "error")).toEqual([]);
+  });
+
+  test("a session ended and begun again in one turn is kept", async () => {
+    const path = join(dir, "sessions.db");
+    const { store } = open(path);
+    const s = { clientId: "c", version: 5 as const, protocolId: "MQTT", clean: false, keepalive: 30 };
+    store.openSession(s);
+    await turn();
+    store.endSession("c");
+    store.openSession({ ...s, username: "meter" });
+    store.close();
+    expect(open(path).store.restored().sessions).toEqual([{ ...s, username: "meter" }]);
+  });
+});
