@@ -63,6 +63,8 @@ export const Reason = {
   malformed: 0x81,
   protocolError: 0x82,
   implementationSpecific: 0x83,
+  topicNameInvalid: 0x90,
+  topicAliasInvalid: 0x94,
   qosNotSupported: 0x9b,
   quotaExceeded: 0x97,
   /** MQTT 3.1.1 SUBACK failure return code. */

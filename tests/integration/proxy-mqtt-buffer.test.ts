@@ -265,6 +265,35 @@ describe.each(["in-memory", "sqlite"] as const)("MQTT publish buffer, storage %s
     expect(closed).toBe(true);
   });
 
+  test("a PUBLISH the target would refuse is not acknowledged: wildcards, an empty topic, a topic alias", async () => {
+    const b = await buffered(kind, fast, { linkUp: false });
+    const publish = (topic: string, properties?: { topicAlias: number }) => ({
+      cmd: "publish" as const,
+      topic,
+      payload: "x",
+      qos: 1 as const,
+      messageId: 1,
+      dup: false,
+      retain: false,
+      ...(properties ? { properties } : {}),
+    });
+    for (const [p, code] of [
+      [publish("a/#"), 0x90],
+      [publish("a/+/b"), 0x90],
+      [publish("a", { topicAlias: 1 }), 0x94],
+    ] as const) {
+      const replies = await rawMqtt(b.port, [
+        { cmd: "connect", clientId: "bad-topic", protocolVersion: 5 },
+        p,
+      ]);
+      expect(replies.map((r) => [r.cmd, (r as { reasonCode?: number }).reasonCode ?? 0])).toEqual([
+        ["connack", 0],
+        ["disconnect", code],
+      ]);
+    }
+    expect(await metric(b, 'svc_proxy_mqtt_buffer_messages{listener="mqtt"}')).toBe(0);
+  });
+
   test("SUBSCRIBE, QoS 2 and notarization are refused with MQTT reason codes", async () => {
     const b = await buffered(kind, fast, { linkUp: false });
     const v5 = await rawMqtt(b.port, [

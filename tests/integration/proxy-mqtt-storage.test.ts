@@ -206,6 +206,7 @@ describe("MQTT publish buffer, storage sqlite", () => {
     other.close();
     const newer = join(dir, "newer.db");
     const db = new Database(newer, { create: true });
+    db.run("PRAGMA application_id = 1937138498"); // a buffer's ("svcB"), written by a newer build
     db.run("PRAGMA user_version = 99");
     db.close();
     // A real buffer file with messages, one of its pages overwritten.

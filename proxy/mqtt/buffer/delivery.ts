@@ -43,6 +43,8 @@ export class Delivery {
   private nextPacketId = 1;
   /** QoS 1 messages allowed in flight on this connection. */
   private window = MAX_IN_FLIGHT;
+  /** Connection attempts begun; only the latest may act. */
+  private attempts = 0;
   private blocked = false;
   private lastWrite = 0;
   private retryTimer: ReturnType<typeof setTimeout> | undefined;
@@ -113,37 +115,60 @@ export class Delivery {
 
   private async attempt(): Promise<void> {
     this.state = "connecting";
+    // A dial that outlives its attempt (failed by the progress budget) must not touch a later one.
+    const attempt = ++this.attempts;
     if (this.failures > 0) this.replayUntil = this.queue.newest;
     this.expectProgress();
     let socket: Socket;
     try {
       socket = (await this.d.dial()).socket;
     } catch (e) {
-      this.fail((e as Error).message);
+      if (attempt === this.attempts) this.fail((e as Error).message);
       return;
     }
-    if (this.state !== "connecting") {
+    if (this.state !== "connecting" || attempt !== this.attempts) {
       socket.destroy();
       return;
     }
     this.socket = socket;
+    this.blocked = false;
+    // Every event of this socket is ignored once it is no longer the delivery's socket.
+    const current = () => this.socket === socket;
     const parser = mqtt.parser({ protocolVersion: this.version });
-    parser.on("packet", (p: Packet) => this.onPacket(p));
-    parser.on("error", (e: Error) => this.fail(`malformed MQTT packet from the target: ${e.message}`));
-    socket.on("data", (chunk: Buffer) => parser.parse(chunk));
+    parser.on("packet", (p: Packet) => {
+      if (current()) this.onPacket(p);
+    });
+    parser.on("error", (e: Error) => {
+      if (current()) this.fail(`malformed MQTT packet from the target: ${e.message}`);
+    });
+    socket.on("data", (chunk: Buffer) => {
+      try {
+        parser.parse(chunk);
+      } catch (e) {
+        if (current()) this.fail(`the target's packets could not be handled: ${(e as Error).message}`);
+      }
+    });
     socket.on("drain", () => {
+      if (!current()) return;
       this.blocked = false;
       this.pump();
     });
-    socket.on("error", (e) => this.fail(e.message));
+    socket.on("error", (e) => {
+      if (current()) this.fail(e.message);
+    });
+    // The dialled socket is half-open: the target's end of stream is its close.
+    socket.on("end", () => {
+      if (current()) this.fail("the target closed the connection");
+    });
     socket.on("close", () => {
-      if (this.socket === socket) this.fail("the target closed the connection");
+      if (current()) this.fail("the target closed the connection");
     });
     this.write(encode(this.connect, this.version));
   }
 
   private onPacket(p: Packet): void {
     if (p.cmd === "connack") {
+      if (this.state !== "connecting") return;
       const code = p.reasonCode ?? p.returnCode ?? 0;
       if (code !== 0) {
         this.fail(`the target refused CONNECT with reason code 0x${code.toString(16)}`);
@@ -154,6 +179,7 @@ export class Delivery {
       this.window = Math.min(MAX_IN_FLIGHT, p.properties?.receiveMaximum ?? MAX_IN_FLIGHT);
       this.d.log.debug("upstream connected", { failures: this.failures });
       const keepaliveMs = (this.connect.keepalive ?? 60) * 1000;
+      clearInterval(this.pingTimer);
       if (keepaliveMs > 0)
         this.pingTimer = setInterval(() => {
           if (Date.now() - this.lastWrite >= keepaliveMs / 2)
@@ -287,6 +313,7 @@ export class Delivery {
       const s = this.socket;
       this.socket = undefined;
       this.state = "idle";
+      this.blocked = false;
       clearInterval(this.pingTimer);
       s?.end(encode({ cmd: "disconnect" }, this.version));
     }, this.d.options.idleMs);

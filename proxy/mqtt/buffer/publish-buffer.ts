@@ -187,19 +187,31 @@ export class PublishBuffer {
         close("QoS 2 is not supported by the publish buffer (use QoS 0 or 1)", Reason.qosNotSupported);
         return;
       }
+      // A message the target would refuse must not be acknowledged: held, it would block its session.
+      const bad = badTopic(p);
+      if (bad) {
+        close(`PUBLISH refused: ${bad.why}`, bad.code);
+        return;
+      }
       const v = version ?? 4;
       const m = publishFields(p);
-      // What is stored must read back alone: a topic alias is resolved against nothing after a restart.
-      const packet = p.properties?.topicAlias !== undefined ? encode({ ...p, ...m }, v) : raw;
       // Answers go out in the order of the publishes (MQTT's rule for PUBACK), each once it is decided.
       const slot = { ready: false, run: () => {} };
       answers.push(slot);
       const decided = (run: () => void) => {
         slot.run = run;
         slot.ready = true;
-        while (answers[0]?.ready) (answers.shift() as typeof slot).run();
+        while (answers[0]?.ready) {
+          const next = answers.shift() as typeof slot;
+          try {
+            next.run();
+          } catch (e) {
+            // One answer that fails ends only itself; the ones after it still go out.
+            log.error("answering a publish failed", { error: (e as Error).message });
+          }
+        }
       };
-      const result = s.queue.offer(m, { packet, version: v }, (error) =>
+      const result = s.queue.offer(m, { packet: raw, version: v }, (error) =>
         decided(() => {
           // Kept: it is delivered whether or not its publisher is still there to be answered.
           if (!error) s.delivery.wake();
@@ -212,17 +224,22 @@ export class PublishBuffer {
       if (result !== "queued") decided(() => this.answer(result, p, s, v, send, close));
     };
 
+    // The keep-alive runs from the CONNECT on, and every packet pushes it back.
+    const alive = () => {
+      if (keepaliveMs === 0) return;
+      clearTimeout(keepalive);
+      keepalive = setTimeout(() => close("keep alive expired", 0x8d), keepaliveMs);
+    };
     const onPacket = (raw: Buffer) => {
+      if (closing) return; // the rest of a chunk after DISCONNECT or a refusal
       const p = decoder.decode(raw);
-      if (keepaliveMs > 0) {
-        clearTimeout(keepalive);
-        keepalive = setTimeout(() => close("keep alive expired", 0x8d), keepaliveMs);
-      }
       if (!session) {
         if (p.cmd !== "connect") throw new MalformedPacket("the first packet must be CONNECT");
         onConnect(p);
+        alive();
         return;
       }
+      alive();
       switch (p.cmd) {
         case "publish":
           return onPublish(p, raw, session);
@@ -423,4 +440,22 @@ function publishFields(p: IPublishPacket): Omit<QueuedMessage, "seq" | "enqueued
     retain: p.retain,
     ...(p.properties ? { properties } : {}),
   };
+}
+
+/**
+ * Why a PUBLISH cannot be passed on as it is, with its MQTT 5 reason code: a topic alias (the CONNACK
+ * allows none, and a stored message must read back alone), an empty topic, or one with a wildcard or NUL.
+ */
+function badTopic(p: IPublishPacket): { why: string; code: number } | undefined {
+  if (p.properties?.topicAlias !== undefined)
+    return {
+      why: "topic aliases are not accepted (Topic Alias Maximum is 0)",
+      code: Reason.topicAliasInvalid,
+    };
+  if (p.topic === "" || p.topic.includes("+") || p.topic.includes("#") || p.topic.includes("\0"))
+    return {
+      why: `topic name ${JSON.stringify(p.topic)} is empty or has a wildcard or NUL`,
+      code: Reason.topicNameInvalid,
+    };
+  return undefined;
 }

@@ -155,17 +155,18 @@ export class SqliteStore implements BufferStore {
           .join("; ")}); it is left as it is: move it away to start with an empty buffer`,
       );
     const version = (this.db.query("PRAGMA user_version").get() as { user_version: number }).user_version;
+    const app = (this.db.query("PRAGMA application_id").get() as { application_id: number }).application_id;
+    const tables = (this.db.query("SELECT count(*) AS n FROM sqlite_master").get() as { n: number }).n;
+    // A buffer's file carries its application_id from its first schema on; an empty file carries none.
+    if (version === 0 ? tables > 0 || app !== 0 : app !== APPLICATION_ID)
+      throw new SvcError(
+        "usage",
+        `${field}: ${this.path} is a database of another program, not an svc-proxy buffer; it is left as it is (give the buffer a file of its own)`,
+      );
     if (version > MIGRATIONS.length)
       throw new SvcError(
         "usage",
         `${field}: ${this.path} has schema version ${version}, newer than this build's ${MIGRATIONS.length}; use a newer svc-proxy (the file is left as it is)`,
-      );
-    const app = (this.db.query("PRAGMA application_id").get() as { application_id: number }).application_id;
-    const tables = (this.db.query("SELECT count(*) AS n FROM sqlite_master").get() as { n: number }).n;
-    if (version === 0 ? tables > 0 : app !== APPLICATION_ID)
-      throw new SvcError(
-        "usage",
-        `${field}: ${this.path} is a database of another program, not an svc-proxy buffer; it is left as it is (give the buffer a file of its own)`,
       );
     return version;
   }
