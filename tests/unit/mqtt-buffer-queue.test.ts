@@ -112,4 +112,17 @@ describe("MQTT publish buffer queue", () => {
     expect(two?.payload.toString()).toBe("2");
     expect(r).toMatchObject({ delivered: 1, messages: 3 });
   });
+
+  test("a QoS 0 message being written is still held; a failed write puts it back in front", () => {
+    const { events } = recorder();
+    const q = new MessageQueue("c", { ...limits, maxBytes: 100 }, events, new MemoryStore());
+    for (const t of ["a", "b"]) q.offer(msg(t, 0), wire, kept);
+    const a = q.take();
+    expect(q.messages).toBe(2); // the session cannot end while "a" is being written
+    q.unsent(a as never);
+    expect(drain(q)).toEqual(["a", "b"]);
+    expect(q.messages).toBe(2);
+    q.delivered(a as never);
+    expect(q.messages).toBe(1);
+  });
 });

@@ -240,9 +240,16 @@ export class Delivery {
         qos0.length === 0
           ? undefined
           : (e) => {
-              // A failed write puts them back at the front, in order; otherwise they were delivered.
-              if (e) for (const m of qos0.reverse()) this.queue.unsent(m);
-              else for (const m of qos0) this.queue.delivered(m);
+              // A failed write puts them back at the front, in order, to be sent again (by the retry of a
+              // failed connection, or a new one after an idle close); otherwise they were delivered, and
+              // the buffer may now be empty.
+              if (e) {
+                for (const m of qos0.reverse()) this.queue.unsent(m);
+                if (this.state === "idle") this.wake();
+              } else {
+                for (const m of qos0) this.queue.delivered(m);
+                if (this.state === "connected") this.pump();
+              }
             },
       );
     }

@@ -38,6 +38,8 @@ export class MessageQueue {
   private readonly inflight = new Map<number, QueuedMessage>();
   private bytes = 0;
   private seq = 0;
+  /** QoS 0 messages taken and not yet written. */
+  private writing = 0;
 
   constructor(
     private readonly clientId: string,
@@ -47,8 +49,9 @@ export class MessageQueue {
     private readonly now: () => number = Date.now,
   ) {}
 
+  /** Held: waiting, in flight (QoS 1) and being written (QoS 0). */
   get messages(): number {
-    return this.waiting.length - this.head + this.inflight.size;
+    return this.waiting.length - this.head + this.inflight.size + this.writing;
   }
   get payloadBytes(): number {
     return this.bytes;
@@ -140,6 +143,7 @@ export class MessageQueue {
         continue;
       }
       if (m.qos === 1) this.inflight.set(m.seq, m);
+      else this.writing++;
       return m;
     }
   }
@@ -147,6 +151,7 @@ export class MessageQueue {
   /** A QoS 0 message written, or a QoS 1 message acknowledged: it leaves the buffer. */
   delivered(m: QueuedMessage): void {
     if (m.qos === 1 && !this.inflight.delete(m.seq)) return; // evicted meanwhile
+    if (m.qos === 0) this.writing--;
     this.release(m);
     this.events.delivered();
   }
@@ -159,7 +164,8 @@ export class MessageQueue {
 
   /** A taken message that cannot be sent at all leaves as refused. */
   discard(m: QueuedMessage): void {
-    this.inflight.delete(m.seq);
+    if (m.qos === 0) this.writing--;
+    else this.inflight.delete(m.seq);
     this.release(m, "refused");
   }
 
@@ -170,6 +176,7 @@ export class MessageQueue {
 
   /** A QoS 0 message whose write failed goes back to the front, to be retried (docs/proxy-mqtt.md). */
   unsent(m: QueuedMessage): void {
+    this.writing--;
     this.waiting.splice(this.head, 0, m);
   }
 
