@@ -294,6 +294,42 @@ describe.each(["in-memory", "sqlite"] as const)("MQTT publish buffer, storage %s
     expect(await metric(b, 'svc_proxy_mqtt_buffer_messages{listener="mqtt"}')).toBe(0);
   });
 
+  test("a connection without CONNECT within timeouts.read, and one that will not close after a refusal, are dropped", async () => {
+    const b = await buffered(kind, fast, { linkUp: false, timeouts: { read: "300ms" } });
+    // A client that never closes its side (allowHalfOpen). Once the proxy has ended the connection, the
+    // client keeps writing a byte every 100 ms: the proxy ignores them while the socket lingers half-open
+    // and the kernel resets the connection once the proxy has dropped it, which ends the wait.
+    const closedBy = (packets: Buffer[]) =>
+      new Promise<Buffer>((resolve) => {
+        const got: Buffer[] = [];
+        const s = netConnect({ port: b.port, host: "127.0.0.1", allowHalfOpen: true }, () => {
+          for (const p of packets) s.write(p);
+        });
+        s.on("data", (d: Buffer) => got.push(d));
+        s.on("end", () => {
+          const poke = setInterval(() => s.write("x"), 100);
+          const done = () => {
+            clearInterval(poke);
+            resolve(Buffer.concat(got));
+          };
+          s.once("error", done);
+          s.once("close", done);
+        });
+        s.on("error", () => {});
+      });
+    expect((await closedBy([])).length).toBe(0);
+    const v5 = (p: mqttPacket.Packet) => mqttPacket.generate(p, { protocolVersion: 5 });
+    const replies = await closedBy([
+      v5({ cmd: "connect", clientId: "linger", protocolVersion: 5 }),
+      v5({ cmd: "publish", topic: "q2", payload: "x", qos: 2, messageId: 1, dup: false, retain: false }),
+    ]);
+    const parser = mqttPacket.parser({ protocolVersion: 5 });
+    const got: mqttPacket.Packet[] = [];
+    parser.on("packet", (p) => got.push(p));
+    parser.parse(replies);
+    expect(got.map((p) => p.cmd)).toEqual(["connack", "disconnect"]);
+  });
+
   test("SUBSCRIBE, QoS 2 and notarization are refused with MQTT reason codes", async () => {
     const b = await buffered(kind, fast, { linkUp: false });
     const v5 = await rawMqtt(b.port, [

@@ -13,6 +13,8 @@ export interface BufferOptions {
   backoffMaxMs: number;
   /** timeouts.idle: an upstream connection with nothing to send is closed after this long. */
   idleMs: number;
+  /** timeouts.read: a client connection must send its CONNECT within this long. */
+  connectMs: number;
   /** storage.path of storage.type sqlite; undefined in memory. */
   path?: string;
 }
@@ -32,6 +34,7 @@ export function bufferOptions(l: ListenerConfig): BufferOptions | undefined {
     backoffInitialMs: parseDuration(m["reconnect-backoff"].initial),
     backoffMaxMs: parseDuration(m["reconnect-backoff"].max),
     idleMs: l.timeouts.idleMs,
+    connectMs: l.timeouts.readMs,
     ...(m.storage.type === "sqlite" && m.storage.path ? { path: m.storage.path } : {}),
   };
 }

@@ -43,6 +43,8 @@ interface Session {
 }
 
 const ONLY_PUBLISHING = "svc-proxy's MQTT publish buffer carries publishing connections only";
+/** How long a connection the proxy has ended waits for the client to close its side before it is dropped. */
+const LINGER_MS = 2000;
 const SLACK_BYTES = 64 * 1024;
 
 export class PublishBuffer {
@@ -117,10 +119,12 @@ export class PublishBuffer {
       out.push(encode(p, version ?? 4));
       if (out.length === 1) queueMicrotask(flush);
     };
+    // Ending our side leaves the socket half-open until the client closes its own: give it a while.
+    const linger = () => setTimeout(() => socket.destroy(), LINGER_MS).unref();
     const finish = () => {
       flush();
       closing = true;
-      socket.end();
+      socket.end(linger);
     };
     const close = (reason: string, code?: number) => {
       if (socket.destroyed || closing) return;
@@ -128,7 +132,10 @@ export class PublishBuffer {
       closing = true;
       log.warn("client connection closed", { reason });
       if (version === 5 && code !== undefined)
-        socket.end(encode({ cmd: "disconnect", reasonCode: code, properties: { reasonString: reason } }, 5));
+        socket.end(
+          encode({ cmd: "disconnect", reasonCode: code, properties: { reasonString: reason } }, 5),
+          linger,
+        );
       else socket.destroy();
     };
 
@@ -230,11 +237,16 @@ export class PublishBuffer {
       clearTimeout(keepalive);
       keepalive = setTimeout(() => close("keep alive expired", 0x8d), keepaliveMs);
     };
+    const connectDeadline = setTimeout(
+      () => close(`no CONNECT within timeouts.read (${o.connectMs} ms)`),
+      o.connectMs,
+    );
     const onPacket = (raw: Buffer) => {
       if (closing) return; // the rest of a chunk after DISCONNECT or a refusal
       const p = decoder.decode(raw);
       if (!session) {
         if (p.cmd !== "connect") throw new MalformedPacket("the first packet must be CONNECT");
+        clearTimeout(connectDeadline);
         onConnect(p);
         alive();
         return;
@@ -293,6 +305,7 @@ export class PublishBuffer {
     socket.on("end", finish);
     socket.once("close", () => {
       clearTimeout(keepalive);
+      clearTimeout(connectDeadline);
       if (session?.client === socket) {
         session.client = undefined;
         if (session.queue.messages === 0) this.end(session);
@@ -357,7 +370,10 @@ export class PublishBuffer {
     if (s?.client && s.client !== socket) {
       const old = s.client;
       s.client = undefined;
-      if (s.clientVersion === 5) old.end(encode({ cmd: "disconnect", reasonCode: 0x8e }, 5));
+      if (s.clientVersion === 5)
+        old.end(encode({ cmd: "disconnect", reasonCode: 0x8e }, 5), () =>
+          setTimeout(() => old.destroy(), LINGER_MS).unref(),
+        );
       else old.destroy();
     }
     if (s?.restored) {
