@@ -18,7 +18,7 @@ export interface StoredSession {
   username?: string;
 }
 
-/** A message as stored: the PUBLISH packet in the session's protocol version. */
+/** A message as stored: the PUBLISH as its client sent it, in that client's protocol version. */
 export interface StoredMessage {
   seq: number;
   clientId: string;
