@@ -4,7 +4,7 @@ import { join } from "node:path";
 import mqttPacket from "mqtt-packet";
 import { waitUntil } from "../e2e/testbed/process.ts";
 import { type DevApi, startProdApis, tempDir } from "../support/dev-api.ts";
-import { type Buffered, buffered as startBuffered } from "../support/mqtt-buffer.ts";
+import { buffered as startBuffered } from "../support/mqtt-buffer.ts";
 import { collect, connackOf, mqttClient, rawMqtt } from "../support/mqtt-clients.ts";
 import { stopAll } from "../support/proc.ts";
 import { logLines } from "../support/proxy.ts";
@@ -38,8 +38,6 @@ function buffered(
 
 const fast = { "reconnect-backoff": { initial: "100ms", max: "1s" } };
 
-const metric = (b: Buffered, name: string) => b.metric(name);
-
 /** QoS 1 PUBLISH packets m1…mN on topic r, with packet identifiers 1…N. */
 const qos1Publishes = (n: number) =>
   Array.from({ length: n }, (_, i) => ({
@@ -66,12 +64,12 @@ describe.each(["in-memory", "sqlite"] as const)("MQTT publish buffer, storage %s
       await pub.publishAsync("late/arrival", `qos1 v${version}`, { qos: 1 });
       await pub.endAsync();
     }
-    expect(await metric(b, 'svc_proxy_mqtt_buffer_messages{listener="mqtt"}')).toBe(4);
+    expect(await b.metric('svc_proxy_mqtt_buffer_messages{listener="mqtt"}')).toBe(4);
     const sub = await collect(b.broker.port, "late/arrival");
     await b.linkUp();
     const got = await sub.until(4);
     expect([...got].sort()).toEqual(["qos0 v4", "qos0 v5", "qos1 v4", "qos1 v5"]);
-    expect(await metric(b, 'svc_proxy_mqtt_buffer_messages{listener="mqtt"}')).toBe(0);
+    expect(await b.metric('svc_proxy_mqtt_buffer_messages{listener="mqtt"}')).toBe(0);
     await sub.client.endAsync();
   }, 30_000);
 
@@ -126,7 +124,7 @@ describe.each(["in-memory", "sqlite"] as const)("MQTT publish buffer, storage %s
       ["puback", 0x97],
       ["disconnect", 0x97],
     ]);
-    expect(await metric(b, 'svc_proxy_mqtt_buffer_dropped_total{listener="mqtt",reason="rejected"}')).toBe(1);
+    expect(await b.metric('svc_proxy_mqtt_buffer_dropped_total{listener="mqtt",reason="rejected"}')).toBe(1);
   });
 
   test("overflow-policy reject on MQTT 3.1.1: no PUBACK for the refused publish, only the close", async () => {
@@ -161,10 +159,8 @@ describe.each(["in-memory", "sqlite"] as const)("MQTT publish buffer, storage %s
     const sub = await collect(b.broker.port, "o");
     await b.linkUp();
     expect(await sub.until(3)).toEqual(["2", "3", "4"]);
-    expect(await metric(b, 'svc_proxy_mqtt_buffer_dropped_total{listener="mqtt",reason="overflow"}')).toBe(2);
-    expect(await metric(b, 'svc_proxy_mqtt_buffer_dropped_total{listener="mqtt",reason="oversized"}')).toBe(
-      1,
-    );
+    expect(await b.metric('svc_proxy_mqtt_buffer_dropped_total{listener="mqtt",reason="overflow"}')).toBe(2);
+    expect(await b.metric('svc_proxy_mqtt_buffer_dropped_total{listener="mqtt",reason="oversized"}')).toBe(1);
     await sub.client.endAsync();
   }, 30_000);
 
@@ -182,7 +178,7 @@ describe.each(["in-memory", "sqlite"] as const)("MQTT publish buffer, storage %s
     expect(await sub.until(3)).toEqual(["0", "1", "2"]);
     await Bun.sleep(300);
     expect(sub.messages).toEqual(["0", "1", "2"]);
-    expect(await metric(b, 'svc_proxy_mqtt_buffer_dropped_total{listener="mqtt",reason="overflow"}')).toBe(2);
+    expect(await b.metric('svc_proxy_mqtt_buffer_dropped_total{listener="mqtt",reason="overflow"}')).toBe(2);
     await sub.client.endAsync();
   }, 30_000);
 
@@ -199,7 +195,7 @@ describe.each(["in-memory", "sqlite"] as const)("MQTT publish buffer, storage %s
     expect(await sub.until(1)).toEqual(["fresh"]);
     // The stale messages were dropped when the replay reached them, before "fresh" was sent: counted,
     // so none of them can still arrive.
-    expect(await metric(b, 'svc_proxy_mqtt_buffer_dropped_total{listener="mqtt",reason="expired"}')).toBe(2);
+    expect(await b.metric('svc_proxy_mqtt_buffer_dropped_total{listener="mqtt",reason="expired"}')).toBe(2);
     expect(sub.messages).toEqual(["fresh"]);
     await Promise.all([pub.endAsync(), sub.client.endAsync()]);
   }, 30_000);
@@ -222,7 +218,7 @@ describe.each(["in-memory", "sqlite"] as const)("MQTT publish buffer, storage %s
     const link = await b.linkUp();
     const deadline = Date.now() + 10_000;
     while (
-      (await metric(b, 'svc_proxy_mqtt_buffer_delivered_total{listener="mqtt"}')) < 1 &&
+      (await b.metric('svc_proxy_mqtt_buffer_delivered_total{listener="mqtt"}')) < 1 &&
       Date.now() < deadline
     )
       await Bun.sleep(100);
@@ -245,10 +241,10 @@ describe.each(["in-memory", "sqlite"] as const)("MQTT publish buffer, storage %s
     await pub.publishAsync("i", "2", { qos: 1 });
     await waitUntil(
       "the second message delivered",
-      async () => (await metric(b, 'svc_proxy_mqtt_buffer_delivered_total{listener="mqtt"}')) === 2,
+      async () => (await b.metric('svc_proxy_mqtt_buffer_delivered_total{listener="mqtt"}')) === 2,
       10_000,
     );
-    expect(await metric(b, 'svc_proxy_mqtt_buffer_connects_total{listener="mqtt",result="ok"}')).toBe(2);
+    expect(await b.metric('svc_proxy_mqtt_buffer_connects_total{listener="mqtt",result="ok"}')).toBe(2);
     await pub.endAsync();
   }, 30_000);
 
@@ -291,7 +287,7 @@ describe.each(["in-memory", "sqlite"] as const)("MQTT publish buffer, storage %s
         ["disconnect", code],
       ]);
     }
-    expect(await metric(b, 'svc_proxy_mqtt_buffer_messages{listener="mqtt"}')).toBe(0);
+    expect(await b.metric('svc_proxy_mqtt_buffer_messages{listener="mqtt"}')).toBe(0);
   });
 
   test("a connection without CONNECT within timeouts.read, and one that will not close after a refusal, are dropped", async () => {

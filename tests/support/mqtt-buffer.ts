@@ -1,4 +1,5 @@
 import type { DevApi } from "./dev-api.ts";
+import { metricValue } from "./metrics.ts";
 import { type Broker, startBroker } from "./mosquitto.ts";
 import { freePort } from "./net.ts";
 import type { Proc } from "./proc.ts";
@@ -80,11 +81,7 @@ export async function buffered(
       b.client = await client();
       return b.client;
     },
-    async metric(name) {
-      const text = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
-      const line = text.split("\n").find((l) => l.startsWith(name));
-      return line ? Number(line.split(" ").pop()) : 0;
-    },
+    metric: (name) => metricValue(metricsPort, name),
   };
   return b;
 }

@@ -103,7 +103,8 @@ export class MessageQueue {
     const stored = {
       seq: q.seq,
       clientId: this.clientId,
-      ...wire,
+      packet: wire.packet,
+      version: wire.version,
       payloadBytes: size,
       enqueuedAt: q.enqueuedAt,
     };

@@ -1,6 +1,4 @@
 import { Database, type Statement } from "bun:sqlite";
-import { accessSync, constants, existsSync } from "node:fs";
-import { dirname } from "node:path";
 import type { Packet } from "mqtt-packet";
 import { SvcError } from "../../../lib/errors.ts";
 import type { Logger } from "../../log.ts";
@@ -103,20 +101,7 @@ export class SqliteStore implements BufferStore {
 
   /** Opens (creating) the file at `path`; `field` names the setting in errors. */
   static open(path: string, field: string, events: BufferEvents, log: Logger): SqliteStore {
-    const dir = dirname(path);
-    if (!existsSync(dir))
-      throw new SvcError(
-        "usage",
-        `${field}: the directory ${dir} of ${path} does not exist; create it first`,
-      );
-    try {
-      accessSync(dir, constants.W_OK);
-    } catch {
-      throw new SvcError(
-        "usage",
-        `${field}: the directory ${dir} is not writable; svc-proxy writes ${path} and its journal ${path}-wal there`,
-      );
-    }
+    // That its directory exists and is writable was checked with the configuration (rules.ts).
     let db: Database | undefined;
     try {
       db = new Database(path, { create: true, strict: true });
