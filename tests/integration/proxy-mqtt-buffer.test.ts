@@ -73,6 +73,72 @@ describe.each(["in-memory", "sqlite"] as const)("MQTT publish buffer, storage %s
     await sub.client.endAsync();
   }, 30_000);
 
+  test("the target gets each PUBLISH as its client sent it: MQTT 5 properties, retain, a session a 3.1.1 client took over", async () => {
+    const b = await buffered(kind, fast);
+    const live: { payload: string; props: unknown }[] = [];
+    const sub = await mqttClient(b.broker.port, { clientId: "wire-sub" });
+    sub.on("message", (_t, payload, packet) =>
+      live.push({ payload: payload.toString(), props: packet.properties }),
+    );
+    await sub.subscribeAsync("wire/live", { qos: 1 });
+    const properties = {
+      contentType: "text/plain",
+      payloadFormatIndicator: true,
+      correlationData: Buffer.from([7, 0, 7]),
+      userProperties: { site: "north" },
+    };
+    const v5 = await mqttClient(b.port, { clientId: "wire" });
+    await v5.publishAsync("wire/live", "from v5", { qos: 1, properties });
+    await v5.publishAsync("wire/kept", "retained", { qos: 1, retain: true });
+    // The session (MQTT 5 upstream) taken over by a 3.1.1 client: its PUBLISH is written anew for the target.
+    const v4 = await mqttClient(b.port, { clientId: "wire", protocolVersion: 4 });
+    await v4.publishAsync("wire/live", "from v4", { qos: 1 });
+    await waitUntil("both live messages", () => live.length >= 2, 20_000);
+    expect(live.map((m) => m.payload)).toEqual(["from v5", "from v4"]);
+    expect(live[0]?.props).toMatchObject(properties);
+    const late = await mqttClient(b.broker.port, { clientId: "wire-late" });
+    const kept = new Promise<unknown>((resolve) =>
+      late.on("message", (_t, payload, packet) =>
+        resolve({ payload: payload.toString(), retain: packet.retain }),
+      ),
+    );
+    await late.subscribeAsync("wire/kept", { qos: 1 });
+    expect(await kept).toEqual({ payload: "retained", retain: true });
+    v5.end(true);
+    await Promise.all([v4.endAsync(), sub.endAsync(), late.endAsync()]);
+  }, 30_000);
+
+  test("what the target's CONNACK does not allow: QoS 1 sent at QoS 0, retain cleared, an oversized PUBLISH dropped", async () => {
+    const b = await buffered(kind, fast, {
+      broker: "max_qos 0\nretain_available false\nmax_packet_size 200\n",
+    });
+    const sub = await collect(b.broker.port, "limits");
+    const pub = await mqttClient(b.port, { clientId: "limits" });
+    await pub.publishAsync("limits", "qos 1", { qos: 1 });
+    await pub.publishAsync("limits", "retained", { qos: 1, retain: true });
+    await pub.publishAsync("limits", "x".repeat(300), { qos: 1 });
+    await pub.publishAsync("limits", "after", { qos: 1 });
+    expect(await sub.until(3)).toEqual(["qos 1", "retained", "after"]);
+    await waitUntil(
+      "the oversized one counted",
+      async () =>
+        (await b.metric('svc_proxy_mqtt_buffer_dropped_total{listener="mqtt",reason="refused"}')) === 1,
+    );
+    const warned = logLines(b.client)
+      .filter((l) => l.level === "warn")
+      .map((l) => l.msg);
+    expect(warned).toEqual(
+      expect.arrayContaining([
+        expect.stringContaining("Maximum QoS"),
+        expect.stringContaining("Retain Available"),
+        expect.stringContaining("Maximum Packet Size (200 bytes)"),
+      ]),
+    );
+    expect(logLines(b.client).some((l) => l.msg === "upstream failed")).toBe(false);
+    expect(await b.metric('svc_proxy_mqtt_buffer_messages{listener="mqtt"}')).toBe(0);
+    await Promise.all([pub.endAsync(), sub.client.endAsync()]);
+  }, 30_000);
+
   test("the broker stopped and restarted while 10,000 QoS 1 messages are published: every one arrives, in order", async () => {
     const b = await buffered(kind, fast, { persistent: true });
     const sub = await mqttClient(b.broker.port, {

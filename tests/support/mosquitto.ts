@@ -6,7 +6,7 @@ import { type Proc, spawnProc } from "./proc.ts";
 
 /**
  * Debian's mosquitto as a test broker on a loopback port: anonymous (or `users` with passwords), no
- * persistence, MQTT 3.1.1 and 5.
+ * persistence, MQTT 3.1.1 and 5; `extra` adds lines to its configuration.
  * stop() and start() take it down and bring it back on the same port (broker outages); `started: false`
  * leaves it down at first.
  */
@@ -21,7 +21,7 @@ const MOSQUITTO = ["/usr/sbin/mosquitto", "/usr/bin/mosquitto"].find(existsSync)
 export async function startBroker(
   dir: string,
   port: number,
-  o: { persistent?: boolean; started?: boolean; users?: Record<string, string> } = {},
+  o: { persistent?: boolean; started?: boolean; users?: Record<string, string>; extra?: string } = {},
 ): Promise<Broker> {
   const conf = join(dir, `mosquitto-${port}.conf`);
   // Persistent: sessions and their queued messages survive a restart (saved at shutdown), and an offline
@@ -41,7 +41,10 @@ export async function startBroker(
   // Started as root, mosquitto would drop to its own user, which cannot write the persistence file or read
   // the password file in the test's private directory (it failed to save its queues at shutdown).
   const user = process.getuid?.() === 0 ? "user root\n" : "";
-  writeFileSync(conf, `${user}listener ${port} 127.0.0.1\n${auth}${persistence}log_dest stderr\n`);
+  writeFileSync(
+    conf,
+    `${user}listener ${port} 127.0.0.1\n${auth}${persistence}log_dest stderr\n${o.extra ?? ""}`,
+  );
   let proc: Proc | undefined;
   const broker: Broker = {
     port,

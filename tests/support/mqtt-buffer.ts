@@ -32,11 +32,14 @@ export async function buffered(
     persistent?: boolean;
     timeouts?: Record<string, string>;
     users?: Record<string, string>;
+    /** More lines of mosquitto's configuration. */
+    broker?: string;
   } = {},
 ): Promise<Buffered> {
   const broker = await startBroker(dir, await freePort(), {
     ...(o.persistent ? { persistent: true } : {}),
     ...(o.users ? { users: o.users } : {}),
+    ...(o.broker ? { extra: o.broker } : {}),
   });
   const [serverPort, port, metricsPort] = [await freePort(), await freePort(), await freePort()];
   const config = (as: string, listener: Record<string, unknown>, metricsAddr = "0") => ({

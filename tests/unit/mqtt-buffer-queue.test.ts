@@ -125,4 +125,19 @@ describe("MQTT publish buffer queue", () => {
     q.delivered(a as never);
     expect(q.messages).toBe(1);
   });
+
+  test("a QoS 1 message sent at QoS 0 leaves once written, and a failed write puts it back in front", () => {
+    const { r, events } = recorder();
+    const q = new MessageQueue("c", { ...limits, maxBytes: 100 }, events, new MemoryStore());
+    q.offer({ ...msg("a"), wire }, wire, kept);
+    q.offer(msg("b"), wire, kept);
+    const a = q.take();
+    if (!a) throw new Error("nothing taken");
+    q.downgrade(a);
+    expect([a.qos, a.wire, q.inFlight, q.messages]).toEqual([0, undefined, 0, 2]);
+    q.unsent(a);
+    expect(drain(q)).toEqual(["a", "b"]);
+    q.delivered(a);
+    expect([q.inFlight, q.messages, r.delivered]).toEqual([1, 1, 1]);
+  });
 });

@@ -43,6 +43,10 @@ export class Delivery {
   private nextPacketId = 1;
   /** QoS 1 messages allowed in flight on this connection. */
   private window = MAX_IN_FLIGHT;
+  /** What the target's CONNACK allows (MQTT 5 properties; a 3.1.1 target announces nothing). */
+  private allows = ANYTHING;
+  /** Which of the target's limits this connection has already logged. */
+  private readonly logged = new Set<string>();
   /** Connection attempts begun; only the latest may act. */
   private attempts = 0;
   private blocked = false;
@@ -177,6 +181,12 @@ export class Delivery {
       this.d.events.connect("ok");
       this.state = "connected";
       this.window = Math.min(MAX_IN_FLIGHT, p.properties?.receiveMaximum ?? MAX_IN_FLIGHT);
+      this.allows = {
+        qos: p.properties?.maximumQoS === 0 ? 0 : 1,
+        retain: p.properties?.retainAvailable !== false,
+        packetBytes: p.properties?.maximumPacketSize ?? Number.POSITIVE_INFINITY,
+      };
+      this.logged.clear();
       this.d.log.debug("upstream connected", { failures: this.failures });
       const keepaliveMs = (this.connect.keepalive ?? 60) * 1000;
       clearInterval(this.pingTimer);
@@ -220,23 +230,23 @@ export class Delivery {
   private pump(): void {
     if (this.state !== "connected" || !this.socket) return;
     for (let more = true; more && !this.blocked && this.state === "connected" && !this.socket?.destroyed; ) {
-      const out: Buffer[] = [];
+      const out: Outgoing[] = [];
       const qos0: QueuedMessage[] = [];
       let bytes = 0;
       for (let m: QueuedMessage | undefined; out.length < BATCH && this.byPacketId.size < this.window; ) {
         if (bytes >= BATCH_BYTES) break;
         m = this.queue.take();
         if (!m) break;
-        const b = this.encoded(m);
-        if (!b) continue;
-        out.push(b);
-        bytes += b.length;
+        const o = this.outgoing(m);
+        if (!o) continue;
+        out.push(o);
+        bytes += o.bytes.length;
         if (m.qos === 0) qos0.push(m);
       }
       more = out.length === BATCH || bytes >= BATCH_BYTES;
       if (out.length === 0) break;
       this.write(
-        out.length === 1 ? (out[0] as Buffer) : Buffer.concat(out),
+        joined(out, bytes),
         qos0.length === 0
           ? undefined
           : (e) => {
@@ -261,20 +271,71 @@ export class Delivery {
   }
 
   /** A message as the PUBLISH to send now; a QoS 1 one is in flight under a packet identifier from here. */
-  private encoded(m: QueuedMessage): Buffer | undefined {
+  private outgoing(m: QueuedMessage): Outgoing | undefined {
+    this.withinLimits(m);
+    const id = m.qos === 1 ? this.packetId() : undefined;
+    const dup = m.qos === 1 && m.sent;
+    const wire = m.wire?.version === this.version ? m.wire.packet : undefined;
+    const bytes = wire ?? this.encoded(m, id, dup);
+    if (!bytes) return undefined;
+    if (bytes.length > this.allows.packetBytes) {
+      this.limited(
+        "size",
+        `a PUBLISH larger than the target's Maximum Packet Size (${this.allows.packetBytes} bytes) is dropped`,
+        m,
+      );
+      this.queue.discard(m);
+      return undefined;
+    }
+    const o: Outgoing = wire ? { bytes, id, dup } : { bytes };
+    m.sent = true;
+    if (id !== undefined) {
+      this.byPacketId.set(id, m);
+      if (this.byPacketId.size === 1) this.expectProgress();
+    }
+    return o;
+  }
+
+  /**
+   * A message the target's CONNACK does not allow as it is, but can take otherwise, is changed to fit: a
+   * QoS 1 message is sent at QoS 0 where Maximum QoS is 0, and without its retain flag where Retain
+   * Available is 0 (docs/proxy-mqtt.md, "What the target allows"). Either is logged once per connection.
+   */
+  private withinLimits(m: QueuedMessage): void {
+    if (m.qos > this.allows.qos) {
+      this.limited("qos", "the target allows QoS 0 only (Maximum QoS): QoS 1 messages are sent at QoS 0", m);
+      this.queue.downgrade(m);
+    }
+    if (m.retain && !this.allows.retain) {
+      this.limited(
+        "retain",
+        "the target keeps no retained messages (Retain Available): retain flags are cleared",
+        m,
+      );
+      m.retain = false;
+      m.wire = undefined;
+    }
+  }
+
+  private limited(kind: string, what: string, m: QueuedMessage): void {
+    if (this.logged.has(kind)) return;
+    this.logged.add(kind);
+    this.d.log.warn(what, { topic: m.topic });
+  }
+
+  /** A message written anew for the target, when its PUBLISH as received cannot be sent on. */
+  private encoded(m: QueuedMessage, id: number | undefined, dup: boolean): Buffer | undefined {
     const publish = {
       cmd: "publish" as const,
       topic: m.topic,
       payload: m.payload,
       qos: m.qos,
       retain: m.retain,
-      dup: m.qos === 1 && m.sent,
+      dup,
       ...(m.properties && this.version === 5 ? { properties: m.properties } : {}),
     };
-    const id = m.qos === 1 ? this.packetId() : undefined;
-    let b: Buffer;
     try {
-      b = encode(id === undefined ? publish : { ...publish, messageId: id }, this.version);
+      return encode(id === undefined ? publish : { ...publish, messageId: id }, this.version);
     } catch (e) {
       // One message that cannot be written (mqtt-packet refuses it) is dropped, not the delivery.
       this.d.log.error("message cannot be encoded for the target, dropped", {
@@ -284,12 +345,6 @@ export class Delivery {
       this.queue.discard(m);
       return undefined;
     }
-    m.sent = true;
-    if (id !== undefined) {
-      this.byPacketId.set(id, m);
-      if (this.byPacketId.size === 1) this.expectProgress();
-    }
-    return b;
   }
 
   private packetId(): number {
@@ -346,4 +401,41 @@ export class Delivery {
       if (this.queue.messages > 0) this.start();
     }, delay);
   }
+}
+
+/** Before a CONNACK says otherwise. */
+const ANYTHING = { qos: 1, retain: true, packetBytes: Number.POSITIVE_INFINITY };
+
+/**
+ * A PUBLISH on its way to the target: written anew (`bytes` as they go), or as its client sent it, which
+ * needs only its DUP flag and, at QoS 1, the target's packet identifier set (MQTT 3.1.1 and 5 put the
+ * identifier right after the topic name).
+ */
+interface Outgoing {
+  bytes: Buffer;
+  id?: number;
+  dup?: boolean;
+}
+
+/** The PUBLISHes of one write, in one buffer. */
+function joined(out: Outgoing[], size: number): Buffer {
+  const b = Buffer.allocUnsafe(size);
+  let at = 0;
+  for (const o of out) {
+    o.bytes.copy(b, at);
+    if (o.dup !== undefined) {
+      b[at] = ((b[at] as number) & ~0x08) | (o.dup ? 0x08 : 0);
+      if (o.id !== undefined) b.writeUInt16BE(o.id, at + packetIdOffset(o.bytes));
+    }
+    at += o.bytes.length;
+  }
+  return b;
+}
+
+/** Where a QoS 1 PUBLISH's packet identifier begins: after the fixed header and the topic name. */
+function packetIdOffset(publish: Buffer): number {
+  let topic = 1;
+  while (((publish[topic] as number) & 0x80) !== 0) topic++;
+  topic++;
+  return topic + 2 + publish.readUInt16BE(topic);
 }

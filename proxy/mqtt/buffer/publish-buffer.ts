@@ -8,7 +8,7 @@ import { PROPERTY } from "../notarize.ts";
 import { Delivery } from "./delivery.ts";
 import type { BufferEvents } from "./events.ts";
 import type { BufferOptions } from "./options.ts";
-import { MessageQueue, type Offer, type QueuedMessage } from "./queue.ts";
+import { MessageQueue, type Offer, type QueuedMessage, type Wire } from "./queue.ts";
 import type { BufferStore, StoredSession } from "./store.ts";
 
 /**
@@ -72,7 +72,7 @@ export class PublishBuffer {
         s = this.create(stored, undefined, true);
       }
       s.queue.restore({
-        ...publishFields(m.publish),
+        ...publishFields(m.publish, { packet: m.packet, version: m.version }),
         seq: m.seq,
         enqueuedAt: m.enqueuedAt,
         sent: true,
@@ -201,7 +201,7 @@ export class PublishBuffer {
         return;
       }
       const v = version ?? 4;
-      const m = publishFields(p);
+      const m = publishFields(p, { packet: raw, version: v });
       // Answers go out in the order of the publishes (MQTT's rule for PUBACK), each once it is decided.
       const slot = { ready: false, run: () => {} };
       answers.push(slot);
@@ -231,11 +231,11 @@ export class PublishBuffer {
       if (result !== "queued") decided(() => this.answer(result, p, s, v, send, close));
     };
 
-    // The keep-alive runs from the CONNECT on, and every packet pushes it back.
+    // The keep-alive runs from the CONNECT on, and every packet pushes it back (one timer, refreshed).
     const alive = () => {
       if (keepaliveMs === 0) return;
-      clearTimeout(keepalive);
-      keepalive = setTimeout(() => close("keep alive expired", 0x8d), keepaliveMs);
+      if (keepalive) keepalive.refresh();
+      else keepalive = setTimeout(() => close("keep alive expired", 0x8d), keepaliveMs);
     };
     const connectDeadline = setTimeout(
       () => close(`no CONNECT within timeouts.read (${o.connectMs} ms)`),
@@ -445,16 +445,23 @@ export class PublishBuffer {
   }
 }
 
-/** A PUBLISH as the queue holds it: the properties passed on, without those of this hop. */
-function publishFields(p: IPublishPacket): Omit<QueuedMessage, "seq" | "enqueuedAt" | "sent" | "kept"> {
+/**
+ * A PUBLISH as the queue holds it: the properties passed on, without those of this hop. The packet as
+ * received (`wire`) is kept to be sent on as it is, unless it carries such a property.
+ */
+function publishFields(
+  p: IPublishPacket,
+  wire: Wire,
+): Omit<QueuedMessage, "seq" | "enqueuedAt" | "sent" | "kept"> {
   const payload = Buffer.isBuffer(p.payload) ? p.payload : Buffer.from(p.payload);
-  const { topicAlias: _alias, subscriptionIdentifier: _sub, ...properties } = p.properties ?? {};
+  const { topicAlias, subscriptionIdentifier, ...properties } = p.properties ?? {};
   return {
     topic: p.topic,
     payload,
     qos: p.qos === 1 ? 1 : 0,
     retain: p.retain,
     ...(p.properties ? { properties } : {}),
+    ...(topicAlias === undefined && subscriptionIdentifier === undefined ? { wire } : {}),
   };
 }
 

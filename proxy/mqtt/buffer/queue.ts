@@ -19,11 +19,19 @@ export interface QueuedMessage {
   retain: boolean;
   /** MQTT 5 PUBLISH properties, passed on. */
   properties?: Record<string, unknown>;
+  /** The PUBLISH as its client sent it, when it may be sent on as it is (delivery.ts). */
+  wire?: Wire;
   enqueuedAt: number;
   /** Sent at least once before (a resend carries the DUP flag). */
   sent: boolean;
   /** The store has it: it may be sent. */
   kept: boolean;
+}
+
+/** A PUBLISH packet as received, and the protocol version it is written in. */
+export interface Wire {
+  packet: Buffer;
+  version: MqttVersion;
 }
 
 export type Offer = "queued" | "dropped" | "rejected" | "oversized";
@@ -67,7 +75,7 @@ export class MessageQueue {
    */
   offer(
     m: Omit<QueuedMessage, "seq" | "enqueuedAt" | "sent" | "kept">,
-    wire: { packet: Buffer; version: MqttVersion },
+    wire: Wire,
     kept: (error?: string) => void,
   ): Offer {
     const size = m.payload.length;
@@ -161,6 +169,14 @@ export class MessageQueue {
   refused(m: QueuedMessage): void {
     if (!this.inflight.delete(m.seq)) return;
     this.release(m, "refused");
+  }
+
+  /** A QoS 1 message just taken is to be sent at QoS 0: it leaves once written, as QoS 0 messages do. */
+  downgrade(m: QueuedMessage): void {
+    if (m.qos === 0 || !this.inflight.delete(m.seq)) return;
+    m.qos = 0;
+    m.wire = undefined;
+    this.writing++;
   }
 
   /** A taken message that cannot be sent at all leaves as refused. */
