@@ -50,6 +50,10 @@ export class Delivery {
   /** Connection attempts begun; only the latest may act. */
   private attempts = 0;
   private blocked = false;
+  /** A pump is due at the end of the current turn. */
+  private pumpQueued = false;
+  /** The target acknowledged messages since the last pump (the progress budget starts again). */
+  private acked = false;
   private lastWrite = 0;
   private retryTimer: ReturnType<typeof setTimeout> | undefined;
   private progressTimer: ReturnType<typeof setTimeout> | undefined;
@@ -72,11 +76,33 @@ export class Delivery {
     this.connect = { ...this.connect, username: username ?? this.connect.username, password };
   }
 
-  /** New messages are queued: send them now, or connect first. */
+  /**
+   * New messages are queued: send them once the current turn has queued all it read (one write for a
+   * burst), or connect first.
+   */
   wake(): void {
-    clearTimeout(this.idleTimer);
+    if (this.idleTimer) {
+      clearTimeout(this.idleTimer);
+      this.idleTimer = undefined;
+    }
     if (this.state === "idle") this.start();
-    else if (this.state === "connected") this.pump();
+    else if (this.state === "connected") this.pumpSoon();
+  }
+
+  /** Pumps once the current turn is done: after all it read was queued, or all PUBACKs it read were taken. */
+  private pumpSoon(): void {
+    if (this.pumpQueued) return;
+    this.pumpQueued = true;
+    queueMicrotask(() => {
+      this.pumpQueued = false;
+      if (this.state !== "connected") return;
+      if (this.acked) {
+        this.acked = false;
+        if (this.byPacketId.size > 0) this.expectProgress();
+        else this.stopProgress();
+      }
+      this.pump();
+    });
   }
 
   /** Ends delivery: a connected upstream is sent DISCONNECT, a connection in progress is dropped. */
@@ -210,14 +236,9 @@ export class Delivery {
       this.d.log.warn("target refused a message", { topic: m.topic, reason_code: p.reasonCode });
       this.queue.refused(m);
     } else this.queue.delivered(m);
-    this.progressed(m);
-    this.pump();
-  }
-
-  private progressed(m: QueuedMessage): void {
-    if (this.byPacketId.size > 0) this.expectProgress();
-    else this.stopProgress();
     if (this.failures > 0 && m.seq >= this.replayUntil) this.replayed();
+    this.acked = true;
+    this.pumpSoon();
   }
 
   private replayed(): void {
