@@ -392,6 +392,23 @@ describe.each(["in-memory", "sqlite"] as const)("MQTT publish buffer, storage %s
     expect(got.map((p) => p.cmd)).toEqual(["connack", "disconnect"]);
   });
 
+  test("a malformed packet ends its connection with DISCONNECT 0x81; the listener serves the next client", async () => {
+    const b = await buffered(kind, fast);
+    const connect = { cmd: "connect" as const, clientId: "garbled", protocolVersion: 5 as const };
+    for (const garbage of [
+      Buffer.from([0x41, 0x02, 0x00, 0x01]), // a PUBACK with reserved flags set
+      Buffer.from([0x32, 0x05, 0x00, 0x09, 0x61, 0x00, 0x01]), // a topic length past the packet's end
+      Buffer.from([0x30, 0xff, 0xff, 0xff, 0xff, 0x01]), // a remaining length of five bytes
+    ]) {
+      const replies = await rawMqtt(b.port, [connect, garbage]);
+      expect(replies.map((p) => p.cmd)).toEqual(["connack", "disconnect"]);
+      expect((replies[1] as { reasonCode?: number }).reasonCode).toBe(0x81);
+    }
+    const pub = await mqttClient(b.port, { clientId: "after-garbage" });
+    await pub.publishAsync("after", "still served", { qos: 1 });
+    await pub.endAsync();
+  }, 30_000);
+
   test("SUBSCRIBE, QoS 2 and notarization are refused with MQTT reason codes", async () => {
     const b = await buffered(kind, fast, { linkUp: false });
     const v5 = await rawMqtt(b.port, [

@@ -60,12 +60,12 @@ export function connackOf(
 }
 
 /**
- * Speaks MQTT by hand: writes `packets`, then returns what came back, decoded, once the other side
+ * Speaks MQTT by hand: writes `packets` (a Buffer as it is), then returns what came back, decoded, once the other side
  * closed or `waitMs` passed.
  */
 export function rawMqtt(
   port: number,
-  packets: Packet[],
+  packets: (Packet | Buffer)[],
   version: 4 | 5 = 5,
   waitMs = 3000,
 ): Promise<Packet[]> {
@@ -74,7 +74,8 @@ export function rawMqtt(
     const got: Packet[] = [];
     parser.on("packet", (p) => got.push(p));
     const s = netConnect(port, "127.0.0.1", () => {
-      for (const p of packets) s.write(mqttPacket.generate(p, { protocolVersion: version }));
+      for (const p of packets)
+        s.write(Buffer.isBuffer(p) ? p : mqttPacket.generate(p, { protocolVersion: version }));
     });
     const timer = setTimeout(() => s.destroy(), waitMs);
     s.on("data", (d: Buffer) => parser.parse(d));

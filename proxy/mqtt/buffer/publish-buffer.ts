@@ -2,9 +2,10 @@ import type { Socket } from "node:net";
 import type { IConnectPacket, IPublishPacket, Packet } from "mqtt-packet";
 import type { Logger } from "../../log.ts";
 import type { Dialer } from "../../stream/dial.ts";
-import { encode, type MqttVersion, PacketDecoder, Reason, userProperty } from "../codec.ts";
-import { MalformedPacket, MqttFramer } from "../framer.ts";
+import { encode, type MqttVersion, Reason, userProperty } from "../codec.ts";
+import { MalformedPacket } from "../framer.ts";
 import { PROPERTY } from "../notarize.ts";
+import { PacketReader } from "../reader.ts";
 import { Delivery } from "./delivery.ts";
 import type { BufferEvents } from "./events.ts";
 import type { BufferOptions } from "./options.ts";
@@ -99,7 +100,6 @@ export class PublishBuffer {
     const o = this.d.options;
     let session: Session | undefined;
     let version: MqttVersion | undefined;
-    const decoder = new PacketDecoder();
     /** Publishes of this connection whose answer waits for an earlier one's (the store's turn). */
     const answers: { ready: boolean; run: () => void }[] = [];
     let keepalive: ReturnType<typeof setTimeout> | undefined;
@@ -241,9 +241,8 @@ export class PublishBuffer {
       () => close(`no CONNECT within timeouts.read (${o.connectMs} ms)`),
       o.connectMs,
     );
-    const onPacket = (raw: Buffer) => {
+    const onPacket = (p: Packet, raw: Buffer) => {
       if (closing) return; // the rest of a chunk after DISCONNECT or a refusal
-      const p = decoder.decode(raw);
       if (!session) {
         if (p.cmd !== "connect") throw new MalformedPacket("the first packet must be CONNECT");
         clearTimeout(connectDeadline);
@@ -280,16 +279,11 @@ export class PublishBuffer {
       }
     };
 
-    const framer = new MqttFramer({
-      whole: () => true,
-      maxWholeBytes: o.maxBytes + SLACK_BYTES,
-      packet: onPacket,
-      bytes: () => {},
-    });
+    const reader = new PacketReader(o.maxBytes + SLACK_BYTES, onPacket);
     socket.on("data", (chunk: Buffer) => {
       if (closing) return;
       try {
-        framer.push(chunk);
+        reader.push(chunk);
       } catch (e) {
         if (e instanceof MalformedPacket)
           close(`malformed MQTT packet from the caller: ${e.message}`, Reason.malformed);
