@@ -39,15 +39,54 @@ export class PacketDecoder {
  * one is left out; and a packet it still cannot write is an error, never an empty write.
  */
 export function encode(packet: Packet, version: MqttVersion): Buffer {
-  const props = (packet as { properties?: { userProperties?: object } }).properties;
-  let p = packet;
-  if (props?.userProperties && Object.keys(props.userProperties).length === 0) {
-    const { userProperties: _, ...rest } = props;
-    p = { ...packet, properties: rest } as Packet;
-  }
-  const out = mqtt.generate(p, { protocolVersion: version });
+  const out = mqtt.generate(writable(packet), { protocolVersion: version });
   if (out.length === 0) throw new Error(`cannot encode the ${packet.cmd} packet`);
   return out;
+}
+
+function writable(packet: Packet): Packet {
+  const props = (packet as { properties?: { userProperties?: object } }).properties;
+  if (!props?.userProperties || Object.keys(props.userProperties).length > 0) return packet;
+  const { userProperties: _, ...rest } = props;
+  return { ...packet, properties: rest } as Packet;
+}
+
+/**
+ * Packets to be sent together, as one buffer: mqtt-packet writes each one's pieces straight into the
+ * batch (no buffer per packet), and `take` joins them. A packet it cannot write is an error, as in encode.
+ */
+export class PacketBatch {
+  private parts: Buffer[] = [];
+  private failure: Error | undefined;
+  private readonly sink = {
+    write: (b: Buffer) => this.parts.push(b) > 0,
+    destroy: (e: Error) => {
+      this.failure = e;
+    },
+  };
+
+  get empty(): boolean {
+    return this.parts.length === 0;
+  }
+
+  add(packet: Packet, version: MqttVersion): void {
+    const mark = this.parts.length;
+    this.failure = undefined;
+    mqtt.writeToStream(writable(packet), this.sink as never, { protocolVersion: version });
+    // Set by mqtt-packet through the sink while it wrote (TypeScript cannot see that).
+    const failure = this.failure as Error | undefined;
+    if (failure || this.parts.length === mark) {
+      this.parts.length = mark;
+      throw new Error(`cannot encode the ${packet.cmd} packet${failure ? `: ${failure.message}` : ""}`);
+    }
+  }
+
+  /** The packets added since the last take, in one new buffer (pieces may be mqtt-packet's shared ones). */
+  take(): Buffer {
+    const b = Buffer.concat(this.parts);
+    this.parts = [];
+    return b;
+  }
 }
 
 /** The first value of a user property, if present. */

@@ -2,7 +2,7 @@ import type { Socket } from "node:net";
 import type { IConnectPacket, IPublishPacket, Packet } from "mqtt-packet";
 import type { Logger } from "../../log.ts";
 import type { Dialer } from "../../stream/dial.ts";
-import { encode, type MqttVersion, Reason, userProperty } from "../codec.ts";
+import { encode, type MqttVersion, PacketBatch, Reason, userProperty } from "../codec.ts";
 import { MalformedPacket } from "../framer.ts";
 import { PROPERTY } from "../notarize.ts";
 import { PacketReader } from "../reader.ts";
@@ -105,19 +105,19 @@ export class PublishBuffer {
     let keepalive: ReturnType<typeof setTimeout> | undefined;
     let keepaliveMs = 0;
     // What one turn of the event loop answers goes out as one write (PUBACKs for a burst of publishes).
-    let out: Buffer[] = [];
+    const out = new PacketBatch();
     const flush = () => {
-      const parts = out;
-      out = [];
-      if (parts.length > 0 && !socket.destroyed)
-        socket.write(parts.length === 1 ? (parts[0] as Buffer) : Buffer.concat(parts));
+      if (out.empty) return;
+      const b = out.take();
+      if (!socket.destroyed) socket.write(b);
     };
     // Once the connection is being closed, nothing more is read from it or answered on it.
     let closing = false;
     const send = (p: Packet) => {
       if (closing) return;
-      out.push(encode(p, version ?? 4));
-      if (out.length === 1) queueMicrotask(flush);
+      const first = out.empty;
+      out.add(p, version ?? 4);
+      if (first) queueMicrotask(flush);
     };
     // Ending our side leaves the socket half-open until the client closes its own: give it a while.
     const linger = () => setTimeout(() => socket.destroy(), LINGER_MS).unref();
