@@ -59,7 +59,8 @@ export class PacketBatch {
   private parts: Buffer[] = [];
   private failure: Error | undefined;
   private readonly sink = {
-    write: (b: Buffer) => this.parts.push(b) > 0,
+    // mqtt-packet writes strings (topics, reason strings) as they are, and buffers.
+    write: (b: Buffer | string) => this.parts.push(typeof b === "string" ? Buffer.from(b) : b) > 0,
     destroy: (e: Error) => {
       this.failure = e;
     },

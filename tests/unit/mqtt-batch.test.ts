@@ -8,6 +8,9 @@ describe("MQTT packet batch", () => {
     const packets: Packet[] = [
       { cmd: "connack", sessionPresent: false, reasonCode: 0, properties: { maximumQoS: 1 } },
       ...[1, 2, 255, 256, 65_535].map((messageId) => ({ cmd: "puback" as const, messageId })),
+      { cmd: "puback", messageId: 3, reasonCode: 0x97, properties: { reasonString: "buffer full: ü" } },
+      { cmd: "suback", messageId: 4, granted: [0x83], properties: { reasonString: "publishing only" } },
+      { cmd: "disconnect", reasonCode: 0x90, properties: { reasonString: 'topic "a/+"' } },
       { cmd: "pingresp" },
     ];
     for (const p of packets) batch.add(p, 5);

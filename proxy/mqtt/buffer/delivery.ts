@@ -96,12 +96,17 @@ export class Delivery {
     queueMicrotask(() => {
       this.pumpQueued = false;
       if (this.state !== "connected") return;
-      if (this.acked) {
-        this.acked = false;
-        if (this.byPacketId.size > 0) this.expectProgress();
-        else this.stopProgress();
+      try {
+        if (this.acked) {
+          this.acked = false;
+          if (this.byPacketId.size > 0) this.expectProgress();
+          else this.stopProgress();
+        }
+        this.pump();
+      } catch (e) {
+        // A fault of ours fails this attempt (retried later), never the process.
+        this.fail(`sending to the target failed: ${(e as Error).message}`);
       }
-      this.pump();
     });
   }
 

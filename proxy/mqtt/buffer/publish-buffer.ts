@@ -108,8 +108,14 @@ export class PublishBuffer {
     const out = new PacketBatch();
     const flush = () => {
       if (out.empty) return;
-      const b = out.take();
-      if (!socket.destroyed) socket.write(b);
+      try {
+        const b = out.take();
+        if (!socket.destroyed) socket.write(b);
+      } catch (e) {
+        // Run from a microtask too: a fault of ours ends this connection, never the process.
+        log.error("answering the client failed", { error: (e as Error).message });
+        socket.destroy();
+      }
     };
     // Once the connection is being closed, nothing more is read from it or answered on it.
     let closing = false;
