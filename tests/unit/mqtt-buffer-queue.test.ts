@@ -119,11 +119,36 @@ describe("MQTT publish buffer queue", () => {
     for (const t of ["a", "b"]) q.offer(msg(t, 0), wire, kept);
     const a = q.take();
     expect(q.messages).toBe(2); // the session cannot end while "a" is being written
-    q.unsent(a as never);
+    q.unsent([a as never]);
     expect(drain(q)).toEqual(["a", "b"]);
     expect(q.messages).toBe(2);
     q.delivered(a as never);
     expect(q.messages).toBe(1);
+  });
+
+  test("QoS 0 and QoS 1 messages that failed go out again in their order, whichever failed first", () => {
+    for (const unsentFirst of [true, false]) {
+      const { events } = recorder();
+      const q = new MessageQueue("c", { ...limits, maxBytes: 100 }, events, new MemoryStore());
+      for (const [t, qos] of [
+        ["a", 1],
+        ["b", 0],
+        ["c", 1],
+        ["d", 0],
+        ["e", 1],
+      ] as const)
+        q.offer(msg(t, qos), wire, kept);
+      const taken = [q.take(), q.take(), q.take(), q.take()] as never[]; // a, b, c, d; e still waiting
+      const written0 = [taken[1], taken[3]] as never[];
+      if (unsentFirst) {
+        q.unsent(written0);
+        q.requeueInflight();
+      } else {
+        q.requeueInflight();
+        q.unsent(written0);
+      }
+      expect(drain(q)).toEqual(["a", "b", "c", "d", "e"]);
+    }
   });
 
   test("a QoS 1 message sent at QoS 0 leaves once written, and a failed write puts it back in front", () => {
@@ -135,7 +160,7 @@ describe("MQTT publish buffer queue", () => {
     if (!a) throw new Error("nothing taken");
     q.downgrade(a);
     expect([a.qos, a.wire, q.inFlight, q.messages]).toEqual([0, undefined, 0, 2]);
-    q.unsent(a);
+    q.unsent([a]);
     expect(drain(q)).toEqual(["a", "b"]);
     q.delivered(a);
     expect([q.inFlight, q.messages, r.delivered]).toEqual([1, 1, 1]);

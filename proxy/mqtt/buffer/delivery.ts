@@ -280,7 +280,7 @@ export class Delivery {
               // failed connection, or a new one after an idle close); otherwise they were delivered, and
               // the buffer may now be empty.
               if (e) {
-                for (const m of qos0.reverse()) this.queue.unsent(m);
+                this.queue.unsent(qos0);
                 if (this.state === "idle") this.wake();
               } else {
                 for (const m of qos0) this.queue.delivered(m);

@@ -191,18 +191,37 @@ export class MessageQueue {
     return this.seq;
   }
 
-  /** A QoS 0 message whose write failed goes back to the front, to be retried (docs/proxy-mqtt.md). */
-  unsent(m: QueuedMessage): void {
-    this.writing--;
-    this.waiting.splice(this.head, 0, m);
+  /** QoS 0 messages whose write failed go back among those waiting, to be written again. */
+  unsent(ms: QueuedMessage[]): void {
+    this.writing -= ms.length;
+    this.putBack(ms);
   }
 
-  /** The connection failed: messages in flight go back to the front, in order, to be sent again. */
+  /** The connection failed: messages in flight go back among those waiting, to be sent again. */
   requeueInflight(): void {
     if (this.inflight.size === 0) return;
     const back = [...this.inflight.values()];
     this.inflight.clear();
-    this.waiting = [...back, ...this.waiting.slice(this.head)];
+    this.putBack(back);
+  }
+
+  /**
+   * Messages taken earlier go back among those waiting, each in its place by sequence number (`waiting`
+   * stays in that order), so a session's messages go out again in the order they came, whichever of them
+   * failed first (QoS 0 writes and QoS 1 messages in flight fail separately).
+   */
+  private putBack(back: QueuedMessage[]): void {
+    back.sort((a, b) => a.seq - b.seq);
+    const rest = this.waiting.slice(this.head);
+    const merged: QueuedMessage[] = [];
+    let i = 0;
+    for (const m of rest) {
+      while (i < back.length && (back[i] as QueuedMessage).seq < m.seq)
+        merged.push(back[i++] as QueuedMessage);
+      merged.push(m);
+    }
+    while (i < back.length) merged.push(back[i++] as QueuedMessage);
+    this.waiting = merged;
     this.head = 0;
   }
 
