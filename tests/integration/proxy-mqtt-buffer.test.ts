@@ -327,7 +327,7 @@ describe.each(["in-memory", "sqlite"] as const)("MQTT publish buffer, storage %s
     expect(closed).toBe(true);
   });
 
-  test("a PUBLISH the target would refuse is not acknowledged: wildcards, an empty topic, a topic alias", async () => {
+  test("a PUBLISH the target would refuse is not acknowledged: wildcards, control characters, ill-formed UTF-8, a topic alias, no packet identifier", async () => {
     const b = await buffered(kind, fast, { linkUp: false });
     const publish = (topic: string, properties?: { topicAlias: number }) => ({
       cmd: "publish" as const,
@@ -342,7 +342,13 @@ describe.each(["in-memory", "sqlite"] as const)("MQTT publish buffer, storage %s
     for (const [p, code] of [
       [publish("a/#"), 0x90],
       [publish("a/+/b"), 0x90],
+      [publish("a\u0007b"), 0x90],
+      [publish("a/\ufffe"), 0x90],
       [publish("a", { topicAlias: 1 }), 0x94],
+      // Topic "a", 0xC0 0x80, "b" (an overlong NUL, not UTF-8), packet identifier 7.
+      [Buffer.from([0x32, 0x0a, 0x00, 0x04, 0x61, 0xc0, 0x80, 0x62, 0x00, 0x07, 0x00, 0x78]), 0x81],
+      // QoS 1 without room for a packet identifier.
+      [Buffer.from([0x32, 0x03, 0x00, 0x01, 0x61]), 0x81],
     ] as const) {
       const replies = await rawMqtt(b.port, [
         { cmd: "connect", clientId: "bad-topic", protocolVersion: 5 },
@@ -355,6 +361,38 @@ describe.each(["in-memory", "sqlite"] as const)("MQTT publish buffer, storage %s
     }
     expect(await b.metric('svc_proxy_mqtt_buffer_messages{listener="mqtt"}')).toBe(0);
   });
+
+  test("a user property that is not UTF-8 reaches the broker with replacement characters, not as bytes it refuses", async () => {
+    const b = await buffered(kind, fast);
+    const got: unknown[] = [];
+    const sub = await mqttClient(b.broker.port, { clientId: "props-sub" });
+    sub.on("message", (_t, payload, packet) =>
+      got.push([payload.toString(), packet.properties?.userProperties]),
+    );
+    await sub.subscribeAsync("props", { qos: 1 });
+    const good = mqttPacket.generate(
+      {
+        cmd: "publish",
+        topic: "props",
+        payload: "x",
+        qos: 1,
+        messageId: 1,
+        dup: false,
+        retain: false,
+        properties: { userProperties: { k: "vv" } },
+      },
+      { protocolVersion: 5 },
+    );
+    // The same PUBLISH with the value's bytes "vv" replaced by 0xC0 0x80 (not UTF-8).
+    const bad = Buffer.from(good);
+    bad.set([0xc0, 0x80], bad.indexOf("vv"));
+    const replies = await rawMqtt(b.port, [{ cmd: "connect", clientId: "props", protocolVersion: 5 }, bad]);
+    expect(replies.map((r) => r.cmd)).toEqual(["connack", "puback"]);
+    await waitUntil("the message arrives", () => got.length > 0, 20_000);
+    expect(got).toEqual([["x", { k: "\ufffd\ufffd" }]]);
+    expect(logLines(b.client).some((l) => l.msg === "upstream failed")).toBe(false);
+    await sub.endAsync();
+  }, 30_000);
 
   test("a connection without CONNECT within timeouts.read, and one that will not close after a refusal, are dropped", async () => {
     const b = await buffered(kind, fast, { linkUp: false, timeouts: { read: "300ms" } });

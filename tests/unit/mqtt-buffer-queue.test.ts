@@ -126,6 +126,22 @@ describe("MQTT publish buffer queue", () => {
     expect(q.messages).toBe(1);
   });
 
+  test("drop-oldest with only messages being written: the new message is held over the limit (no endless eviction)", () => {
+    const { r, events } = recorder();
+    const q = new MessageQueue(
+      "c",
+      { ...limits, maxBytes: 100, maxMessages: 2, overflow: "drop-oldest" },
+      events,
+      new MemoryStore(),
+    );
+    for (const t of ["a", "b"]) q.offer(msg(t, 0), wire, kept);
+    const written = [q.take(), q.take()];
+    expect(q.offer(msg("c", 0), wire, kept)).toBe("queued");
+    expect([q.messages, r.dropped]).toEqual([3, []]);
+    for (const m of written) q.delivered(m as never);
+    expect(drain(q)).toEqual(["c"]);
+  });
+
   test("QoS 0 and QoS 1 messages that failed go out again in their order, whichever failed first", () => {
     for (const unsentFirst of [true, false]) {
       const { events } = recorder();

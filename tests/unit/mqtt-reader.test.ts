@@ -56,6 +56,20 @@ describe("MQTT packet reader", () => {
     expect(() => read([connect, publish(9)], 40)).toThrow(/exceeds the 40 byte limit/);
   });
 
+  test("a packet's fields stay inside its own bytes, even with another packet after it in the same read", () => {
+    // A QoS 1 PUBLISH too short for its packet identifier, then a PINGREQ: mqtt-packet reads no identifier
+    // (-1; the buffer refuses it), not one made of the PINGREQ's bytes.
+    const noId = Buffer.from([0x32, 0x03, 0x00, 0x01, 0x61, 0xc0, 0x00]);
+    expect(read([connect, noId]).map((g) => [g.cmd, g.id])).toEqual([
+      ["connect", undefined],
+      ["publish", -1],
+      ["pingreq", undefined],
+    ]);
+    // An MQTT 5 PUBLISH whose property length runs past its end, then a PUBREL.
+    const overrun = Buffer.from([0x32, 0x06, 0x00, 0x01, 0x61, 0x00, 0x01, 0x02, 0x62, 0x02, 0x00, 0x01]);
+    expect(() => read([connect, overrun])).toThrow(MalformedPacket);
+  });
+
   test("the packets before a malformed one in the same read are handed on first", () => {
     const got: string[] = [];
     const reader = new PacketReader(1 << 20, (p) => got.push(p.cmd));

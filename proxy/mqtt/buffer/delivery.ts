@@ -3,6 +3,7 @@ import mqtt, { type IConnectPacket, type IPubackPacket, type Packet } from "mqtt
 import type { Logger } from "../../log.ts";
 import type { Dialer } from "../../stream/dial.ts";
 import { encode, type MqttVersion } from "../codec.ts";
+import { publishLayout } from "../publish-layout.ts";
 import type { BufferEvents } from "./events.ts";
 import type { BufferOptions } from "./options.ts";
 import type { MessageQueue, QueuedMessage } from "./queue.ts";
@@ -209,6 +210,10 @@ export class Delivery {
         this.fail(`the target refused CONNECT with reason code 0x${code.toString(16)}`);
         return;
       }
+      if (p.properties?.receiveMaximum === 0 || p.properties?.maximumPacketSize === 0) {
+        this.fail("the target's CONNACK sets Receive Maximum or Maximum Packet Size to 0 (a protocol error)");
+        return;
+      }
       this.d.events.connect("ok");
       this.state = "connected";
       this.window = Math.min(MAX_IN_FLIGHT, p.properties?.receiveMaximum ?? MAX_IN_FLIGHT);
@@ -302,7 +307,11 @@ export class Delivery {
     const id = m.qos === 1 ? this.packetId() : undefined;
     const dup = m.qos === 1 && m.sent;
     const wire = m.wire?.version === this.version ? m.wire.packet : undefined;
-    const bytes = wire ?? this.encoded(m, id, dup);
+    const idAt = wire ? publishLayout(wire)?.idAt : undefined;
+    // The packet as received is sent only with room for the identifier at QoS 1 (always so for what the
+    // buffer accepted); otherwise it is written anew.
+    const reuse = wire !== undefined && idAt !== undefined && (id === undefined || idAt + 2 <= wire.length);
+    const bytes = reuse ? wire : this.encoded(m, id, dup);
     if (!bytes) return undefined;
     if (bytes.length > this.allows.packetBytes) {
       this.limited(
@@ -313,7 +322,7 @@ export class Delivery {
       this.queue.discard(m);
       return undefined;
     }
-    const o: Outgoing = wire ? { bytes, id, dup } : { bytes };
+    const o: Outgoing = reuse ? { bytes, id, idAt, dup } : { bytes };
     m.sent = true;
     if (id !== undefined) {
       this.byPacketId.set(id, m);
@@ -439,7 +448,8 @@ const ANYTHING = { qos: 1, retain: true, packetBytes: Number.POSITIVE_INFINITY }
  */
 interface Outgoing {
   bytes: Buffer;
-  id?: number;
+  id?: number | undefined;
+  idAt?: number;
   dup?: boolean;
 }
 
@@ -451,17 +461,9 @@ function joined(out: Outgoing[], size: number): Buffer {
     o.bytes.copy(b, at);
     if (o.dup !== undefined) {
       b[at] = ((b[at] as number) & ~0x08) | (o.dup ? 0x08 : 0);
-      if (o.id !== undefined) b.writeUInt16BE(o.id, at + packetIdOffset(o.bytes));
+      if (o.id !== undefined && o.idAt !== undefined) b.writeUInt16BE(o.id, at + o.idAt);
     }
     at += o.bytes.length;
   }
   return b;
-}
-
-/** Where a QoS 1 PUBLISH's packet identifier begins: after the fixed header and the topic name. */
-function packetIdOffset(publish: Buffer): number {
-  let topic = 1;
-  while (((publish[topic] as number) & 0x80) !== 0) topic++;
-  topic++;
-  return topic + 2 + publish.readUInt16BE(topic);
 }

@@ -1,3 +1,4 @@
+import { isUtf8 } from "node:buffer";
 import type { Socket } from "node:net";
 import type { IConnectPacket, IPublishPacket, Packet } from "mqtt-packet";
 import type { Logger } from "../../log.ts";
@@ -5,6 +6,7 @@ import type { Dialer } from "../../stream/dial.ts";
 import { encode, type MqttVersion, PacketBatch, Reason, userProperty } from "../codec.ts";
 import { MalformedPacket } from "../framer.ts";
 import { PROPERTY } from "../notarize.ts";
+import { publishLayout } from "../publish-layout.ts";
 import { PacketReader } from "../reader.ts";
 import { Delivery } from "./delivery.ts";
 import type { BufferEvents } from "./events.ts";
@@ -200,8 +202,14 @@ export class PublishBuffer {
         close("QoS 2 is not supported by the publish buffer (use QoS 0 or 1)", Reason.qosNotSupported);
         return;
       }
+      // mqtt-packet reads a QoS 1 PUBLISH without room for its packet identifier as identifier -1.
+      const id = p.messageId ?? -1;
+      if (p.qos === 1 && !(id >= 1 && id <= 65_535)) {
+        close("malformed PUBLISH: QoS 1 without a packet identifier from 1 to 65535", Reason.malformed);
+        return;
+      }
       // A message the target would refuse must not be acknowledged: held, it would block its session.
-      const bad = badTopic(p);
+      const bad = badTopic(p, raw);
       if (bad) {
         close(`PUBLISH refused: ${bad.why}`, bad.code);
         return;
@@ -461,24 +469,47 @@ function publishFields(
     qos: p.qos === 1 ? 1 : 0,
     retain: p.retain,
     ...(p.properties ? { properties } : {}),
-    ...(topicAlias === undefined && subscriptionIdentifier === undefined ? { wire } : {}),
+    ...(topicAlias === undefined && subscriptionIdentifier === undefined && !replaced(p.properties)
+      ? { wire }
+      : {}),
   };
 }
 
 /**
- * Why a PUBLISH cannot be passed on as it is, with its MQTT 5 reason code: a topic alias (the CONNACK
- * allows none, and a stored message must read back alone), an empty topic, or one with a wildcard or NUL.
+ * Does a string property hold a replacement character, as mqtt-packet reads bytes that are not UTF-8? Such
+ * a PUBLISH is written anew (with the replacement characters, which every broker takes) rather than passed
+ * on as received (which a strict broker refuses).
  */
-function badTopic(p: IPublishPacket): { why: string; code: number } | undefined {
+function replaced(props: IPublishPacket["properties"]): boolean {
+  if (!props) return false;
+  const strings = [props.contentType, props.responseTopic];
+  for (const [k, v] of Object.entries(props.userProperties ?? {})) strings.push(k, ...[v].flat());
+  return strings.some((s) => typeof s === "string" && s.includes("\uFFFD"));
+}
+
+/**
+ * Why a PUBLISH cannot be passed on as it is, with its MQTT 5 reason code: a topic alias (the CONNACK
+ * allows none, and a stored message must read back alone), a topic name that is not well-formed UTF-8
+ * (mqtt-packet would have read it with replacement characters), an empty topic, one with a wildcard, or
+ * one with a character MQTT says a topic should not have (controls and noncharacters: strict brokers such
+ * as mosquitto refuse them).
+ */
+function badTopic(p: IPublishPacket, raw: Buffer): { why: string; code: number } | undefined {
   if (p.properties?.topicAlias !== undefined)
     return {
       why: "topic aliases are not accepted (Topic Alias Maximum is 0)",
       code: Reason.topicAliasInvalid,
     };
-  if (p.topic === "" || p.topic.includes("+") || p.topic.includes("#") || p.topic.includes("\0"))
+  const layout = publishLayout(raw);
+  if (!layout || !isUtf8(raw.subarray(layout.topicStart, layout.topicEnd)))
+    return { why: "the topic name is not well-formed UTF-8", code: Reason.malformed };
+  if (p.topic === "" || p.topic.includes("+") || p.topic.includes("#") || UNWANTED.test(p.topic))
     return {
-      why: `topic name ${JSON.stringify(p.topic)} is empty or has a wildcard or NUL`,
+      why: `topic name ${JSON.stringify(p.topic)} is empty or has a wildcard, a control character or a noncharacter`,
       code: Reason.topicNameInvalid,
     };
   return undefined;
 }
+
+/** Control characters (U+0000–U+001F, U+007F–U+009F) and Unicode noncharacters. */
+const UNWANTED = /[\p{Cc}\p{Noncharacter_Code_Point}]/u;

@@ -95,7 +95,9 @@ export class MessageQueue {
         this.events.dropped("oversized");
         return "oversized";
       }
-      while (!fits() && this.messages > 0) this.evictOldest();
+      // Messages being written cannot be evicted: past them the new message is held over the limit (they
+      // leave once written).
+      while (!fits() && this.evictOldest());
     }
     const q: QueuedMessage = {
       ...m,
@@ -249,18 +251,20 @@ export class MessageQueue {
     this.compact();
   }
 
-  private evictOldest(): void {
+  /** Drops the oldest message in flight or waiting; false when there is none. */
+  private evictOldest(): boolean {
     const first = this.inflight.values().next();
     if (!first.done) {
       this.inflight.delete(first.value.seq);
       this.release(first.value, "overflow");
-      return;
+      return true;
     }
     const m = this.waiting[this.head];
-    if (!m) return;
+    if (!m) return false;
     this.waiting[this.head++] = undefined as unknown as QueuedMessage;
     this.release(m, "overflow");
     this.compact();
+    return true;
   }
 
   private release(m: QueuedMessage, dropped?: "overflow" | "expired" | "refused" | "storage"): void {
