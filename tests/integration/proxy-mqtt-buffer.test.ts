@@ -139,6 +139,41 @@ describe.each(["in-memory", "sqlite"] as const)("MQTT publish buffer, storage %s
     await Promise.all([pub.endAsync(), sub.client.endAsync()]);
   }, 30_000);
 
+  test("a session taken over: the old connection gets DISCONNECT 0x8E, and nothing it sends after is taken", async () => {
+    const b = await buffered(kind, fast);
+    const sub = await collect(b.broker.port, "takeover");
+    /** A raw MQTT 5 connection (kept half-open, as a client may) and the packets it received so far. */
+    const open = async () => {
+      const got: mqttPacket.Packet[] = [];
+      const parser = mqttPacket.parser({ protocolVersion: 5 });
+      parser.on("packet", (p) => got.push(p));
+      const socket = netConnect({ port: b.port, host: "127.0.0.1", allowHalfOpen: true });
+      socket.on("data", (d: Buffer) => parser.parse(d));
+      socket.on("error", () => {});
+      await new Promise((resolve) => socket.once("connect", resolve));
+      const send = (p: mqttPacket.Packet) => socket.write(mqttPacket.generate(p, { protocolVersion: 5 }));
+      send({ cmd: "connect", clientId: "taken", protocolVersion: 5 });
+      await waitUntil("CONNACK", () => got.some((p) => p.cmd === "connack"), 10_000);
+      return { got, send, socket };
+    };
+    const publish = (payload: string, messageId: number) =>
+      ({ cmd: "publish", topic: "takeover", payload, qos: 1, messageId, dup: false, retain: false }) as const;
+    const old = await open();
+    old.send(publish("before", 1));
+    await waitUntil("PUBACK of before", () => old.got.some((p) => p.cmd === "puback"), 10_000);
+    const next = await open();
+    await waitUntil("DISCONNECT of the old one", () => old.got.some((p) => p.cmd === "disconnect"), 10_000);
+    expect((old.got.find((p) => p.cmd === "disconnect") as { reasonCode?: number }).reasonCode).toBe(0x8e);
+    old.send(publish("from the old connection", 2));
+    next.send(publish("after", 1));
+    // Per session, messages arrive in order: one the old connection had got in would come before "after".
+    expect(await sub.until(2)).toEqual(["before", "after"]);
+    expect(old.got.filter((p) => p.cmd === "puback")).toHaveLength(1);
+    old.socket.destroy();
+    next.socket.destroy();
+    await sub.client.endAsync();
+  }, 30_000);
+
   test("the broker stopped and restarted while 10,000 QoS 1 messages are published: every one arrives, in order", async () => {
     const b = await buffered(kind, fast, { persistent: true });
     const sub = await mqttClient(b.broker.port, {

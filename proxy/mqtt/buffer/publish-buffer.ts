@@ -37,6 +37,8 @@ interface Session {
   queue: MessageQueue;
   delivery: Delivery;
   client: Socket | undefined;
+  /** Stops the attached client's connection from reading or answering anything more (a takeover). */
+  silence: (() => void) | undefined;
   /** The MQTT version the attached client speaks. */
   clientVersion: MqttVersion;
   /** Read back from the store: its upstream CONNECT has no password until its client returns. */
@@ -172,6 +174,10 @@ export class PublishBuffer {
         return;
       }
       session = this.attach(id, p, version, socket);
+      session.silence = () => {
+        flush();
+        closing = true;
+      };
       keepaliveMs = (p.keepalive ?? 0) * 1500;
       const notes =
         userProperty(p.properties, PROPERTY.level) !== undefined
@@ -376,6 +382,8 @@ export class PublishBuffer {
   private attach(id: string, connect: IConnectPacket, version: MqttVersion, socket: Socket): Session {
     let s = this.sessions.get(id);
     if (s?.client && s.client !== socket) {
+      // Nothing the old connection sends from now on is taken, nor answered.
+      s.silence?.();
       const old = s.client;
       s.client = undefined;
       if (s.clientVersion === 5)
@@ -433,6 +441,7 @@ export class PublishBuffer {
       queue,
       delivery,
       client: undefined,
+      silence: undefined,
       clientVersion: stored.version,
       restored,
       stored,
