@@ -170,7 +170,7 @@ describe("MQTT publish buffer queue", () => {
   test("a QoS 1 message sent at QoS 0 leaves once written, and a failed write puts it back in front", () => {
     const { r, events } = recorder();
     const q = new MessageQueue("c", { ...limits, maxBytes: 100 }, events, new MemoryStore());
-    q.offer({ ...msg("a"), wire }, wire, kept);
+    q.offer({ ...msg("a"), wire: { ...wire, idAt: 3 } }, wire, kept);
     q.offer(msg("b"), wire, kept);
     const a = q.take();
     if (!a) throw new Error("nothing taken");

@@ -3,7 +3,6 @@ import mqtt, { type IConnectPacket, type IPubackPacket, type Packet } from "mqtt
 import type { Logger } from "../../log.ts";
 import type { Dialer } from "../../stream/dial.ts";
 import { encode, type MqttVersion } from "../codec.ts";
-import { publishLayout } from "../publish-layout.ts";
 import type { BufferEvents } from "./events.ts";
 import type { BufferOptions } from "./options.ts";
 import type { MessageQueue, QueuedMessage } from "./queue.ts";
@@ -281,9 +280,9 @@ export class Delivery {
         qos0.length === 0
           ? undefined
           : (e) => {
-              // A failed write puts them back at the front, in order, to be sent again (by the retry of a
-              // failed connection, or a new one after an idle close); otherwise they were delivered, and
-              // the buffer may now be empty.
+              // A failed write puts them back in their places, to be sent again (by the retry of a failed
+              // connection, or a new one after an idle close); otherwise they were delivered, and the
+              // buffer may now be empty.
               if (e) {
                 this.queue.unsent(qos0);
                 if (this.state === "idle") this.wake();
@@ -306,12 +305,8 @@ export class Delivery {
     this.withinLimits(m);
     const id = m.qos === 1 ? this.packetId() : undefined;
     const dup = m.qos === 1 && m.sent;
-    const wire = m.wire?.version === this.version ? m.wire.packet : undefined;
-    const idAt = wire ? publishLayout(wire)?.idAt : undefined;
-    // The packet as received is sent only with room for the identifier at QoS 1 (always so for what the
-    // buffer accepted); otherwise it is written anew.
-    const reuse = wire !== undefined && idAt !== undefined && (id === undefined || idAt + 2 <= wire.length);
-    const bytes = reuse ? wire : this.encoded(m, id, dup);
+    const wire = m.wire?.version === this.version ? m.wire : undefined;
+    const bytes = wire ? wire.packet : this.encoded(m, id, dup);
     if (!bytes) return undefined;
     if (bytes.length > this.allows.packetBytes) {
       this.limited(
@@ -322,7 +317,7 @@ export class Delivery {
       this.queue.discard(m);
       return undefined;
     }
-    const o: Outgoing = reuse ? { bytes, id, idAt, dup } : { bytes };
+    const o: Outgoing = wire ? { bytes, patch: { id, idAt: wire.idAt, dup } } : { bytes };
     m.sent = true;
     if (id !== undefined) {
       this.byPacketId.set(id, m);
@@ -443,14 +438,11 @@ const ANYTHING = { qos: 1, retain: true, packetBytes: Number.POSITIVE_INFINITY }
 
 /**
  * A PUBLISH on its way to the target: written anew (`bytes` as they go), or as its client sent it, which
- * needs only its DUP flag and, at QoS 1, the target's packet identifier set (MQTT 3.1.1 and 5 put the
- * identifier right after the topic name).
+ * needs only its DUP flag and, at QoS 1, the target's packet identifier set (`patch`).
  */
 interface Outgoing {
   bytes: Buffer;
-  id?: number | undefined;
-  idAt?: number;
-  dup?: boolean;
+  patch?: { id: number | undefined; idAt: number; dup: boolean };
 }
 
 /** The PUBLISHes of one write, in one buffer. */
@@ -459,9 +451,9 @@ function joined(out: Outgoing[], size: number): Buffer {
   let at = 0;
   for (const o of out) {
     o.bytes.copy(b, at);
-    if (o.dup !== undefined) {
-      b[at] = ((b[at] as number) & ~0x08) | (o.dup ? 0x08 : 0);
-      if (o.id !== undefined && o.idAt !== undefined) b.writeUInt16BE(o.id, at + o.idAt);
+    if (o.patch) {
+      b[at] = ((b[at] as number) & ~0x08) | (o.patch.dup ? 0x08 : 0);
+      if (o.patch.id !== undefined) b.writeUInt16BE(o.patch.id, at + o.patch.idAt);
     }
     at += o.bytes.length;
   }

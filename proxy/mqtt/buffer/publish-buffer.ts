@@ -6,12 +6,12 @@ import type { Dialer } from "../../stream/dial.ts";
 import { encode, type MqttVersion, PacketBatch, Reason, userProperty } from "../codec.ts";
 import { MalformedPacket } from "../framer.ts";
 import { PROPERTY } from "../notarize.ts";
-import { publishLayout } from "../publish-layout.ts";
+import { type PublishLayout, publishLayout } from "../publish-layout.ts";
 import { PacketReader } from "../reader.ts";
 import { Delivery } from "./delivery.ts";
 import type { BufferEvents } from "./events.ts";
 import type { BufferOptions } from "./options.ts";
-import { MessageQueue, type Offer, type QueuedMessage, type Wire } from "./queue.ts";
+import { MessageQueue, type Offer, type QueuedMessage } from "./queue.ts";
 import type { BufferStore, StoredSession } from "./store.ts";
 
 /**
@@ -37,10 +37,11 @@ interface Session {
   queue: MessageQueue;
   delivery: Delivery;
   client: Socket | undefined;
-  /** Stops the attached client's connection from reading or answering anything more (a takeover). */
-  silence: (() => void) | undefined;
-  /** The MQTT version the attached client speaks. */
-  clientVersion: MqttVersion;
+  /**
+   * Ends the attached client's connection for a takeover: nothing it sends from then on is taken or
+   * answered, and an MQTT 5 client is told why (DISCONNECT 0x8E).
+   */
+  takenOver: (() => void) | undefined;
   /** Read back from the store: its upstream CONNECT has no password until its client returns. */
   restored: boolean;
   /** What the store keeps of its upstream CONNECT. */
@@ -77,7 +78,7 @@ export class PublishBuffer {
         s = this.create(stored, undefined, true);
       }
       s.queue.restore({
-        ...publishFields(m.publish, { packet: m.packet, version: m.version }),
+        ...publishFields(m.publish, m.packet, m.version, publishLayout(m.packet)),
         seq: m.seq,
         enqueuedAt: m.enqueuedAt,
         sent: true,
@@ -174,9 +175,11 @@ export class PublishBuffer {
         return;
       }
       session = this.attach(id, p, version, socket);
-      session.silence = () => {
+      session.takenOver = () => {
         flush();
         closing = true;
+        if (version === 5) socket.end(encode({ cmd: "disconnect", reasonCode: 0x8e }, 5), linger);
+        else socket.destroy();
       };
       keepaliveMs = (p.keepalive ?? 0) * 1500;
       const notes =
@@ -215,13 +218,14 @@ export class PublishBuffer {
         return;
       }
       // A message the target would refuse must not be acknowledged: held, it would block its session.
-      const bad = badTopic(p, raw);
+      const layout = publishLayout(raw);
+      const bad = badTopic(p, raw, layout);
       if (bad) {
         close(`PUBLISH refused: ${bad.why}`, bad.code);
         return;
       }
       const v = version ?? 4;
-      const m = publishFields(p, { packet: raw, version: v });
+      const m = publishFields(p, raw, v, layout);
       // Answers go out in the order of the publishes (MQTT's rule for PUBACK), each once it is decided.
       const slot = { ready: false, run: () => {} };
       answers.push(slot);
@@ -382,15 +386,8 @@ export class PublishBuffer {
   private attach(id: string, connect: IConnectPacket, version: MqttVersion, socket: Socket): Session {
     let s = this.sessions.get(id);
     if (s?.client && s.client !== socket) {
-      // Nothing the old connection sends from now on is taken, nor answered.
-      s.silence?.();
-      const old = s.client;
+      s.takenOver?.();
       s.client = undefined;
-      if (s.clientVersion === 5)
-        old.end(encode({ cmd: "disconnect", reasonCode: 0x8e }, 5), () =>
-          setTimeout(() => old.destroy(), LINGER_MS).unref(),
-        );
-      else old.destroy();
     }
     if (s?.restored) {
       // Its client is back: the delivery takes the client's credentials, and the store what it may keep.
@@ -414,7 +411,6 @@ export class PublishBuffer {
       false,
     );
     s.client = socket;
-    s.clientVersion = version;
     return s;
   }
 
@@ -441,8 +437,7 @@ export class PublishBuffer {
       queue,
       delivery,
       client: undefined,
-      silence: undefined,
-      clientVersion: stored.version,
+      takenOver: undefined,
       restored,
       stored,
     };
@@ -464,11 +459,14 @@ export class PublishBuffer {
 
 /**
  * A PUBLISH as the queue holds it: the properties passed on, without those of this hop. The packet as
- * received (`wire`) is kept to be sent on as it is, unless it carries such a property.
+ * received (`raw`, in protocol `version`) is kept to be sent on as it is, unless it carries such a
+ * property or has no room for the packet identifier its QoS needs (a file of an older build may hold one).
  */
 function publishFields(
   p: IPublishPacket,
-  wire: Wire,
+  raw: Buffer,
+  version: MqttVersion,
+  layout: PublishLayout | undefined,
 ): Omit<QueuedMessage, "seq" | "enqueuedAt" | "sent" | "kept"> {
   const payload = Buffer.isBuffer(p.payload) ? p.payload : Buffer.from(p.payload);
   const { topicAlias, subscriptionIdentifier, ...properties } = p.properties ?? {};
@@ -478,8 +476,12 @@ function publishFields(
     qos: p.qos === 1 ? 1 : 0,
     retain: p.retain,
     ...(p.properties ? { properties } : {}),
-    ...(topicAlias === undefined && subscriptionIdentifier === undefined && !replaced(p.properties)
-      ? { wire }
+    ...(layout &&
+    (p.qos === 0 || layout.idAt + 2 <= raw.length) &&
+    topicAlias === undefined &&
+    subscriptionIdentifier === undefined &&
+    !replaced(p.properties)
+      ? { wire: { packet: raw, version, idAt: layout.idAt } }
       : {}),
   };
 }
@@ -491,9 +493,11 @@ function publishFields(
  */
 function replaced(props: IPublishPacket["properties"]): boolean {
   if (!props) return false;
-  const strings = [props.contentType, props.responseTopic];
-  for (const [k, v] of Object.entries(props.userProperties ?? {})) strings.push(k, ...[v].flat());
-  return strings.some((s) => typeof s === "string" && s.includes("\uFFFD"));
+  const has = (s: unknown) => typeof s === "string" && s.includes("\uFFFD");
+  if (has(props.contentType) || has(props.responseTopic)) return true;
+  for (const [k, v] of Object.entries(props.userProperties ?? {}))
+    if (has(k) || (Array.isArray(v) ? v.some(has) : has(v))) return true;
+  return false;
 }
 
 /**
@@ -503,13 +507,16 @@ function replaced(props: IPublishPacket["properties"]): boolean {
  * one with a character MQTT says a topic should not have (controls and noncharacters: strict brokers such
  * as mosquitto refuse them).
  */
-function badTopic(p: IPublishPacket, raw: Buffer): { why: string; code: number } | undefined {
+function badTopic(
+  p: IPublishPacket,
+  raw: Buffer,
+  layout: PublishLayout | undefined,
+): { why: string; code: number } | undefined {
   if (p.properties?.topicAlias !== undefined)
     return {
       why: "topic aliases are not accepted (Topic Alias Maximum is 0)",
       code: Reason.topicAliasInvalid,
     };
-  const layout = publishLayout(raw);
   if (!layout || !isUtf8(raw.subarray(layout.topicStart, layout.topicEnd)))
     return { why: "the topic name is not well-formed UTF-8", code: Reason.malformed };
   if (p.topic === "" || p.topic.includes("+") || p.topic.includes("#") || UNWANTED.test(p.topic))

@@ -28,10 +28,11 @@ export interface QueuedMessage {
   kept: boolean;
 }
 
-/** A PUBLISH packet as received, and the protocol version it is written in. */
+/** A PUBLISH packet as received, the protocol version it is written in, and where its packet identifier goes. */
 export interface Wire {
   packet: Buffer;
   version: MqttVersion;
+  idAt: number;
 }
 
 export type Offer = "queued" | "dropped" | "rejected" | "oversized";
@@ -75,7 +76,7 @@ export class MessageQueue {
    */
   offer(
     m: Omit<QueuedMessage, "seq" | "enqueuedAt" | "sent" | "kept">,
-    wire: Wire,
+    wire: Pick<Wire, "packet" | "version">,
     kept: (error?: string) => void,
   ): Offer {
     const size = m.payload.length;
@@ -213,17 +214,7 @@ export class MessageQueue {
    * failed first (QoS 0 writes and QoS 1 messages in flight fail separately).
    */
   private putBack(back: QueuedMessage[]): void {
-    back.sort((a, b) => a.seq - b.seq);
-    const rest = this.waiting.slice(this.head);
-    const merged: QueuedMessage[] = [];
-    let i = 0;
-    for (const m of rest) {
-      while (i < back.length && (back[i] as QueuedMessage).seq < m.seq)
-        merged.push(back[i++] as QueuedMessage);
-      merged.push(m);
-    }
-    while (i < back.length) merged.push(back[i++] as QueuedMessage);
-    this.waiting = merged;
+    this.waiting = [...back, ...this.waiting.slice(this.head)].sort((a, b) => a.seq - b.seq);
     this.head = 0;
   }
 
