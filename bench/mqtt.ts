@@ -17,8 +17,8 @@ import { parseArgs } from "node:util";
 import type { Subprocess } from "bun";
 import { connectAsync } from "mqtt";
 import { freePort, waitForPort } from "../tests/support/net.ts";
-import { cpuUs, median, range } from "./stats.ts";
-import { BenchRun, exactId, report } from "./support.ts";
+import { cpuUs, median, range, ratio } from "./stats.ts";
+import { BenchRun, report } from "./support.ts";
 
 const { values: o } = parseArgs({
   options: {
@@ -101,30 +101,17 @@ try {
   const arrivals = new Arrivals(subscriber);
 
   let files = 0;
-  const pair = async (buffer: "none" | "in-memory" | "sqlite", binary?: string) => {
-    const [server, client] = [await freePort(), await freePort()];
-    const proxy = (sa: string, listener: object) =>
-      run.svcProxy(sa, { name: "l", protocol: "mqtt", ...listener }, undefined, binary);
+  const pair = (buffer: "none" | "in-memory" | "sqlite", binary?: string) => {
     const storage =
       buffer === "sqlite"
         ? { type: "sqlite", path: join(run.dir, `buffer-${++files}.db`) }
         : { type: buffer };
-    const procs = [
-      proxy("server", {
-        address: `127.0.0.1:${server}`,
-        mode: "server",
-        target: { url: `mqtt://127.0.0.1:${brokerPort}` },
-        source: { spiffe_ids: [exactId("client")] },
-      }),
-      proxy("client", {
-        address: `127.0.0.1:${client}`,
-        mode: "client",
-        target: { url: `mqtts://127.0.0.1:${server}`, spiffe_ids: [exactId("server")] },
-        ...(buffer === "none" ? {} : { middlewares: [{ type: "buffer", storage }] }),
-      }),
-    ];
-    for (const p of [server, client]) await waitForPort(p);
-    return { port: client, procs };
+    return run.svcPair({
+      protocol: "mqtt",
+      target: brokerPort,
+      ...(binary ? { binary } : {}),
+      ...(buffer === "none" ? {} : { middlewares: [{ type: "buffer", storage }] }),
+    });
   };
 
   const messages = Number(o.messages);
@@ -159,7 +146,6 @@ try {
       );
     }
   const rate = (k: string, of: "acked" | "delivered" = "acked") => median(runs[k]?.[of] ?? [0]);
-  const ratio = (a: number, b: number) => (a / b).toFixed(2);
   const lines = [
     `# MQTT through proxy pairs (bench/mqtt.ts, ${new Date().toISOString().slice(0, 10)})`,
     "",

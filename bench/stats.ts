@@ -10,6 +10,9 @@ export function quantile(xs: number[], q: number): number {
 
 export const median = (xs: number[]) => quantile(xs, 0.5);
 
+/** a ÷ b with two decimals, for a report. */
+export const ratio = (a: number, b: number) => (a / b).toFixed(2);
+
 /** "min–max" with `digits` decimals. */
 export const range = (xs: number[], digits: number) =>
   `${Math.min(...xs).toFixed(digits)}–${Math.max(...xs).toFixed(digits)}`;

@@ -16,7 +16,7 @@ import { connect, createServer } from "node:net";
 import { parseArgs } from "node:util";
 import { freePort, waitForPort } from "../tests/support/net.ts";
 import { median, range } from "./stats.ts";
-import { BenchRun, exactId, report } from "./support.ts";
+import { BenchRun, report } from "./support.ts";
 
 const { values: o } = parseArgs({
   options: {
@@ -83,25 +83,8 @@ try {
   const echo = createServer((s) => s.on("data", (d) => s.write(d)));
   for (const srv of [sink, echo]) await new Promise<void>((r) => srv.listen(0, "127.0.0.1", () => r()));
   const portOf = (srv: ReturnType<typeof createServer>) => (srv.address() as { port: number }).port;
-  const svcPair = async (target: number, binary?: string) => {
-    const [server, client] = [await freePort(), await freePort()];
-    const proxy = (sa: string, listener: object) =>
-      run.svcProxy(sa, { name: "l", protocol: "tcp", ...listener }, undefined, binary);
-    const [plain, tls] = ["tcp", "tls"];
-    proxy("server", {
-      address: `127.0.0.1:${server}`,
-      mode: "server",
-      target: { url: `${plain}://127.0.0.1:${target}` },
-      source: { spiffe_ids: [exactId("client")] },
-    });
-    proxy("client", {
-      address: `127.0.0.1:${client}`,
-      mode: "client",
-      target: { url: `${tls}://127.0.0.1:${server}`, spiffe_ids: [exactId("server")] },
-    });
-    for (const p of [server, client]) await waitForPort(p);
-    return client;
-  };
+  const svcPair = async (target: number, binary?: string) =>
+    (await run.svcPair({ protocol: "tcp", target, ...(binary ? { binary } : {}) })).port;
   const ghPair = async (target: number) => {
     const [server, client] = [await freePort(), await freePort()];
     run.ghostunnel("server", "server", "client", server, target);

@@ -3,6 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { type Subprocess, spawn } from "bun";
 import { peer as peerPath } from "../tests/e2e/testbed/peers.ts";
+import { freePort, waitForPort } from "../tests/support/net.ts";
 
 /**
  * What the proxy benchmarks share: a scratch directory, the processes they start (stopped together), one
@@ -61,6 +62,39 @@ export class BenchRun {
       { SVC_PROXY_CONFIG: JSON.stringify(config) },
       log && join(this.dir, log),
     );
+  }
+
+  /**
+   * A client→server svc-proxy pair in front of `target` (a plaintext port): the server listener admits the
+   * client's ID, the client listener (with `middlewares`) verifies the server's over SPIFFE mTLS. Resolves
+   * once both listen, with the client listener's port and the two processes.
+   */
+  async svcPair(o: {
+    protocol: "tcp" | "mqtt";
+    target: number;
+    binary?: string;
+    middlewares?: object[];
+  }): Promise<{ port: number; procs: Subprocess[] }> {
+    const [server, client] = [await freePort(), await freePort()];
+    const [plain, tls] = o.protocol === "tcp" ? ["tcp", "tls"] : ["mqtt", "mqtts"];
+    const proxy = (sa: string, listener: object) =>
+      this.svcProxy(sa, { name: "l", protocol: o.protocol, ...listener }, undefined, o.binary);
+    const procs = [
+      proxy("server", {
+        address: `127.0.0.1:${server}`,
+        mode: "server",
+        target: { url: `${plain}://127.0.0.1:${o.target}` },
+        source: { spiffe_ids: [exactId("client")] },
+      }),
+      proxy("client", {
+        address: `127.0.0.1:${client}`,
+        mode: "client",
+        target: { url: `${tls}://127.0.0.1:${server}`, spiffe_ids: [exactId("server")] },
+        ...(o.middlewares ? { middlewares: o.middlewares } : {}),
+      }),
+    ];
+    for (const p of [server, client]) await waitForPort(p);
+    return { port: client, procs };
   }
 
   /** ghostunnel as `sa`: a server admits `peer`'s ID, a client verifies it. */
