@@ -111,16 +111,9 @@ try {
     for (const p of [server, client]) await waitForPort(p);
     return { port: client, procs: [c, s] };
   };
-  const ghPair = async () => {
-    const [server, client] = [await freePort(), await freePort()];
-    const s = run.ghostunnel("server", "server", "client", server, upstreamPort);
-    const c = run.ghostunnel("client", "client", "server", client, server);
-    for (const p of [server, client]) await waitForPort(p);
-    return { port: client, procs: [c, s] };
-  };
   const setups: Record<string, { port: number; procs: Subprocess[] }> = {
     direct: { port: upstreamPort, procs: [] },
-    "ghostunnel pair": await ghPair(),
+    "ghostunnel pair": await run.ghostunnelPair(upstreamPort),
     "svc-proxy pair": await svcPair(),
     ...(o.baseline ? { "svc-proxy pair, baseline": await svcPair(o.baseline) } : {}),
   };

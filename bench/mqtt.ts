@@ -1,9 +1,11 @@
 /**
  * MQTT QoS 1 messages per second from mqtt.js (100 in flight by default, 64-byte payloads, MQTT 5) to
- * Debian's mosquitto: direct, through an unbuffered client→server pair, and through pairs whose client proxy
+ * Debian's mosquitto: direct, through a ghostunnel client→server pair (the bytes relayed over SPIFFE mTLS,
+ * the peer to match), through an unbuffered svc-proxy pair, and through svc-proxy pairs whose client proxy
  * buffers in memory and in an SQLite file (storage.type sqlite). Every path once per round after a
  * warm-up, rounds alternating (A B C D A B C D …); medians with the range over rounds, ratios, and the
- * CPU time of the two proxies per message. Needs `make build` and mosquitto; no other peer.
+ * CPU time per message of the two proxies, of mosquitto and of the load generator (this process: publisher
+ * and subscriber). Needs `make build`, mosquitto and ghostunnel (`tests/e2e/build-peers.sh ghostunnel`).
  *
  *   bun bench/mqtt.ts [--messages 20000] [--inflight 100] [--rounds 5]
  *                     [--baseline path/to/svc-proxy] [--out bench/results/mqtt.md]
@@ -90,7 +92,7 @@ try {
     join(run.dir, "mosquitto.conf"),
     `listener ${brokerPort} 127.0.0.1\nallow_anonymous true\npersistence false\nmax_inflight_messages 0\n`,
   );
-  run.start([
+  const broker = run.start([
     existsSync("/usr/sbin/mosquitto") ? "/usr/sbin/mosquitto" : "mosquitto",
     "-c",
     join(run.dir, "mosquitto.conf"),
@@ -118,6 +120,7 @@ try {
   const rounds = Number(o.rounds);
   const targets: Record<string, { port: number; procs: Subprocess[] }> = {
     "direct to mosquitto": { port: brokerPort, procs: [] },
+    "ghostunnel pair": await run.ghostunnelPair(brokerPort),
     "svc-proxy pair": await pair("none"),
     "svc-proxy pair, buffer in memory": await pair("in-memory"),
     "svc-proxy pair, buffer in sqlite": await pair("sqlite"),
@@ -128,19 +131,28 @@ try {
         }
       : {}),
   };
-  const runs: Record<string, { acked: number[]; delivered: number[]; cpu: number[] }> = {};
+  type Run = { acked: number[]; delivered: number[]; cpu: number[]; broker: number[]; load: number[] };
+  const runs: Record<string, Run> = {};
   for (const [name, t] of Object.entries(targets)) {
     await mqttRate(t.port, 2000, arrivals); // warm-up
-    runs[name] = { acked: [], delivered: [], cpu: [] };
+    runs[name] = { acked: [], delivered: [], cpu: [], broker: [], load: [] };
   }
+  const ownUs = () => {
+    const u = process.cpuUsage();
+    return u.user + u.system;
+  };
   for (let r = 0; r < rounds; r++)
     for (const [name, t] of Object.entries(targets)) {
       const before = t.procs.map((p) => cpuUs(p.pid));
+      const [broker0, load0] = [cpuUs(broker.pid), ownUs()];
       const { acked, delivered } = await mqttRate(t.port, messages, arrivals);
       const cpu = t.procs.reduce((sum, p, i) => sum + cpuUs(p.pid) - (before[i] as number), 0) / messages;
-      runs[name]?.acked.push(acked);
-      runs[name]?.delivered.push(delivered);
-      runs[name]?.cpu.push(cpu);
+      const run = runs[name] as Run;
+      run.acked.push(acked);
+      run.delivered.push(delivered);
+      run.cpu.push(cpu);
+      run.broker.push((cpuUs(broker.pid) - broker0) / messages);
+      run.load.push((ownUs() - load0) / messages);
       process.stderr.write(
         `round ${r + 1} ${name}: ${acked.toFixed(0)} acknowledged/s, ${delivered.toFixed(0)} delivered/s, ${cpu.toFixed(1)} µs CPU/msg\n`,
       );
@@ -149,7 +161,7 @@ try {
   const lines = [
     `# MQTT through proxy pairs (bench/mqtt.ts, ${new Date().toISOString().slice(0, 10)})`,
     "",
-    `${messages} QoS 1 PUBLISH of 64 bytes from mqtt.js, ${o.inflight} in flight, MQTT 5, to mosquitto, which passes them to one QoS 0 subscriber. Loopback, 2 cores shared by all processes. Medians of ${rounds} rounds (every path once per round, alternating), range over rounds in brackets. Acknowledged: PUBACKs to the publisher per second; delivered: messages per second until the subscriber had them all (a buffer acknowledges first). CPU: both proxies' user + system time per message, delivery included.`,
+    `${messages} QoS 1 PUBLISH of 64 bytes from mqtt.js, ${o.inflight} in flight, MQTT 5, to mosquitto, which passes them to one QoS 0 subscriber. The ghostunnel pair relays the bytes over SPIFFE mTLS as the unbuffered svc-proxy pair does. Loopback, 2 cores shared by all processes. Medians of ${rounds} rounds (every path once per round, alternating), range over rounds in brackets. Acknowledged: PUBACKs to the publisher per second; delivered: messages per second until the subscriber had them all (a buffer acknowledges first). CPU: both proxies' user + system time per message, delivery included.`,
     "",
     "| path | acknowledged/s | × direct | delivered/s | × direct | CPU µs/message |",
     "|---|---:|---:|---:|---:|---:|",
@@ -158,7 +170,17 @@ try {
         `| ${k} | ${rate(k).toFixed(0)} (${range(v.acked, 0)}) | ${ratio(rate(k), rate("direct to mosquitto"))} | ${rate(k, "delivered").toFixed(0)} (${range(v.delivered, 0)}) | ${ratio(rate(k, "delivered"), rate("direct to mosquitto", "delivered"))} | ${k.startsWith("direct") ? "–" : `${median(v.cpu).toFixed(1)} (${range(v.cpu, 1)})`} |`,
     ),
     "",
-    `The sqlite buffer against the in-memory one: ${ratio(rate("svc-proxy pair, buffer in sqlite"), rate("svc-proxy pair, buffer in memory"))}×.`,
+    "CPU time per message of every process (medians, µs): the proxies, mosquitto, and the load generator (this benchmark's process: the mqtt.js publisher and subscriber). Two cores give 2,000,000 µs of CPU a second, so no path can carry more than 2,000,000 ÷ its total messages a second (the ceiling). The per-message costs of all processes rise as a path slows: fewer messages arrive per read and per wake-up.",
+    "",
+    "| path | proxies | mosquitto | load generator | all | all ÷ direct's | ceiling, messages/s |",
+    "|---|---:|---:|---:|---:|---:|---:|",
+    ...Object.entries(runs).map(([k, v]) => {
+      const all = (x: Run) => median(x.cpu) + median(x.broker) + median(x.load);
+      const direct = runs["direct to mosquitto"] as Run;
+      return `| ${k} | ${median(v.cpu).toFixed(1)} | ${median(v.broker).toFixed(1)} | ${median(v.load).toFixed(1)} | ${all(v).toFixed(1)} | ${ratio(all(v), all(direct))} | ${(2e6 / all(v)).toFixed(0)} |`;
+    }),
+    "",
+    `The unbuffered svc-proxy pair against the ghostunnel pair: ${ratio(rate("svc-proxy pair"), rate("ghostunnel pair"))}×. The sqlite buffer against the in-memory one: ${ratio(rate("svc-proxy pair, buffer in sqlite"), rate("svc-proxy pair, buffer in memory"))}×.`,
     "",
   ];
   report(lines, o.out);

@@ -121,6 +121,17 @@ export class BenchRun {
     );
   }
 
+  /** A ghostunnel client→server pair in front of `target`, as svcPair: the client listener's port and both processes. */
+  async ghostunnelPair(target: number): Promise<{ port: number; procs: Subprocess[] }> {
+    const [server, client] = [await freePort(), await freePort()];
+    const procs = [
+      this.ghostunnel("server", "server", "client", server, target),
+      this.ghostunnel("client", "client", "server", client, server),
+    ];
+    for (const p of [server, client]) await waitForPort(p);
+    return { port: client, procs };
+  }
+
   async stop(): Promise<void> {
     for (const p of this.procs) p.kill("SIGTERM");
     await Promise.all(this.procs.map((p) => p.exited));
