@@ -32,14 +32,23 @@ const WINDOW = 64;
 /**
  * A publisher of messages "0"…"TOTAL-1" on topic meter as client "meter-1", WINDOW in flight, that
  * reconnects whenever its connection ends and sends again from the first message not acknowledged
- * (PUBACKs come in order, so the acknowledged ones are always a prefix). `acked` grows as they come.
+ * (PUBACKs come in order, so the acknowledged ones are always a prefix). `acked` grows as they come. It
+ * gives up after `connections` connections or at `deadline` (ms since the epoch), whatever it has then.
  */
-async function publishAll(port: number, acked: number[], onAck: () => void): Promise<void> {
-  while (acked.length < TOTAL) {
+async function publishAll(
+  port: number,
+  acked: number[],
+  onAck: () => void,
+  connections: number,
+  deadline: number,
+): Promise<void> {
+  for (let n = 0; n < connections && acked.length < TOTAL && Date.now() < deadline; n++) {
     await waitForPort(port, 60_000);
     await new Promise<void>((resolve) => {
       const parser = mqttPacket.parser({ protocolVersion: 5 });
       const s = connect(port, "127.0.0.1");
+      const timer = setTimeout(() => s.destroy(), Math.max(0, deadline - Date.now()));
+      s.on("close", () => clearTimeout(timer));
       let sent = acked.length;
       const write = (p: mqttPacket.Packet) => s.write(mqttPacket.generate(p, { protocolVersion: 5 }));
       const pump = () => {
@@ -75,8 +84,11 @@ async function publishAll(port: number, acked: number[], onAck: () => void): Pro
   }
 }
 
-/** Resolves once `count()` reaches `n`; `poke` is called by whoever changes the count. */
-function counter(count: () => number) {
+/**
+ * Resolves once `count()` reaches `n`, and fails naming `what` if it has not within `timeoutMs`; `poke` is
+ * called by whoever changes the count.
+ */
+function counter(what: string, count: () => number, timeoutMs = 60_000) {
   const waiters: { n: number; resolve(): void }[] = [];
   return {
     poke() {
@@ -86,7 +98,21 @@ function counter(count: () => number) {
       }
     },
     reach(n: number): Promise<void> {
-      return count() >= n ? Promise.resolve() : new Promise((resolve) => waiters.push({ n, resolve }));
+      if (count() >= n) return Promise.resolve();
+      return new Promise((resolve, reject) => {
+        const timer = setTimeout(() => {
+          waiters.splice(waiters.indexOf(waiter), 1);
+          reject(new Error(`${count()} of ${n} ${what} within ${timeoutMs} ms`));
+        }, timeoutMs);
+        const waiter = {
+          n,
+          resolve: () => {
+            clearTimeout(timer);
+            resolve();
+          },
+        };
+        waiters.push(waiter);
+      });
     },
   };
 }
@@ -153,8 +179,9 @@ test("SIGKILL five times while publishing and replaying: every acknowledged mess
 
   // Publishing with the broker stopped; the client proxy killed three times on the way.
   const acked: number[] = [];
-  const acks = counter(() => acked.length);
-  const publishing = publishAll(clientPort, acked, () => acks.poke());
+  const acks = counter("messages acknowledged", () => acked.length);
+  // Each kill costs the publisher one connection (more if it reconnects before the proxy listens again).
+  const publishing = publishAll(clientPort, acked, () => acks.poke(), 20, Date.now() + 120_000);
   for (const at of [2000, 4500, 7000]) {
     await acks.reach(at);
     await client.stop("SIGKILL");
@@ -168,7 +195,7 @@ test("SIGKILL five times while publishing and replaying: every acknowledged mess
   await broker.start();
   const seen: number[] = [];
   const distinct = new Set<number>();
-  const arrivals = counter(() => distinct.size);
+  const arrivals = counter("messages at the subscriber", () => distinct.size);
   const sub = await mqttClient(brokerPort, { clientId: "meter-sub" });
   sub.on("message", (_t, payload) => {
     const i = Number(payload.toString());

@@ -166,8 +166,11 @@ describe.each(["in-memory", "sqlite"] as const)("MQTT publish buffer, storage %s
     expect((old.got.find((p) => p.cmd === "disconnect") as { reasonCode?: number }).reasonCode).toBe(0x8e);
     old.send(publish("from the old connection", 2));
     next.send(publish("after", 1));
-    // Per session, messages arrive in order: one the old connection had got in would come before "after".
+    // Per session, messages arrive in order: one the old connection had got in would come before "last",
+    // which is sent only once "after" has arrived.
     expect(await sub.until(2)).toEqual(["before", "after"]);
+    next.send(publish("last", 2));
+    expect(await sub.until(3)).toEqual(["before", "after", "last"]);
     expect(old.got.filter((p) => p.cmd === "puback")).toHaveLength(1);
     old.socket.destroy();
     next.socket.destroy();
@@ -351,16 +354,24 @@ describe.each(["in-memory", "sqlite"] as const)("MQTT publish buffer, storage %s
 
   test("a client that closes its side without DISCONNECT has its connection closed", async () => {
     const b = await buffered(kind, fast, { linkUp: false });
+    // The client's socket closes only once the proxy closes its side too; a proxy that never does fails here.
     const closed = await new Promise<boolean>((resolve) => {
       const s = netConnect(b.port, "127.0.0.1", () =>
         s.write(mqttPacket.generate({ cmd: "connect", clientId: "half" }, { protocolVersion: 4 })),
       );
+      const timer = setTimeout(() => {
+        resolve(false);
+        s.destroy();
+      }, 10_000);
       s.once("data", () => s.end());
       s.on("error", () => {});
-      s.on("close", () => resolve(true));
+      s.on("close", () => {
+        clearTimeout(timer);
+        resolve(true);
+      });
     });
     expect(closed).toBe(true);
-  });
+  }, 20_000);
 
   test("a PUBLISH the target would refuse is not acknowledged: wildcards, control characters, ill-formed UTF-8, a topic alias, no packet identifier", async () => {
     const b = await buffered(kind, fast, { linkUp: false });

@@ -79,14 +79,19 @@ describe("MQTT buffer store (SQLite)", () => {
     again.store.close();
   });
 
-  test("after close nothing more is written or logged", async () => {
-    const { store, lines } = open(join(dir, "closed.db"));
+  test("close writes what was asked before it and releases the file; after close nothing more is written or logged", async () => {
+    const path = join(dir, "closed.db");
+    const { store, lines } = open(path);
     const m = publish(store, "c", "x");
     store.add(m, () => {});
     store.close();
     store.remove(m.seq);
     await turn();
     expect(lines.filter((l) => l.level === "error")).toEqual([]);
+    // The add before close is on disk, the remove after it is not, and another store may open the file.
+    const again = open(path);
+    expect(again.store.restored().messages.map((r) => r.seq)).toEqual([m.seq]);
+    again.store.close();
   });
 
   test("a session ended and begun again in one turn is kept", async () => {
