@@ -25,6 +25,7 @@ async function main(argv: string[]): Promise<void> {
   const log = createLogger({
     level: devel ? "debug" : (flags["zap-log-level"] as Level),
     encoder: devel ? "console" : (flags["zap-encoder"] as "json" | "console"),
+    stacktraceLevel: flags["zap-stacktrace-level"] as Level,
   });
   const { configSource, parseConfigText } = await import("../proxy/config/load.ts");
   const { validateConfig } = await import("../proxy/config/validate.ts");
@@ -41,6 +42,12 @@ async function main(argv: string[]): Promise<void> {
   }
   const { startProxy } = await import("../proxy/runtime.ts");
   const proxy = await startProxy(config, log);
+  // Each connection, request and session contains its own faults. One of ours that escapes them anyway
+  // is logged with its stack, and every listener keeps serving (docs/proxy-configuration.md, "Faults").
+  process.on("uncaughtException", (e) => log.error("internal fault: uncaught exception", { error: e }));
+  process.on("unhandledRejection", (e) =>
+    log.error("internal fault: unhandled rejection", { error: e instanceof Error ? e : String(e) }),
+  );
   let stopping = false;
   const stop = async (signal: string) => {
     if (stopping) {

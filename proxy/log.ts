@@ -1,6 +1,8 @@
 /**
  * Structured logs in the shape zap users know: JSON lines {"level","ts","msg",...fields} or a console
- * line "time LEVEL msg {fields}". Fields such as listener, peer and request id are bound with `with`.
+ * line "time LEVEL msg {fields}". Fields such as listener, peer and request id are bound with `with`. A
+ * field that holds an Error is logged as its message; on a line at or above `stacktraceLevel`, its stack
+ * is added as the field `stacktrace` (the first such error's).
  */
 export const LEVELS = ["debug", "info", "warn", "error"] as const;
 export type Level = (typeof LEVELS)[number];
@@ -18,15 +20,23 @@ export interface Logger {
 export interface LogOptions {
   level: Level;
   encoder: "json" | "console";
+  stacktraceLevel?: Level;
   write?: (line: string) => void;
 }
 
 export function createLogger(o: LogOptions, bound: Fields = {}): Logger {
   const min = LEVELS.indexOf(o.level);
+  const traceFrom = o.stacktraceLevel ? LEVELS.indexOf(o.stacktraceLevel) : LEVELS.length;
   const write = o.write ?? ((line: string) => process.stderr.write(line));
   const emit = (level: Level, msg: string, fields?: Fields) => {
     if (LEVELS.indexOf(level) < min) return;
-    const all = { ...bound, ...fields };
+    const all: Fields = { ...bound, ...fields };
+    for (const [k, v] of Object.entries(all)) {
+      if (!(v instanceof Error)) continue;
+      all[k] = v.message;
+      if (LEVELS.indexOf(level) >= traceFrom && v.stack && all.stacktrace === undefined)
+        all.stacktrace = v.stack;
+    }
     if (o.encoder === "json") {
       write(`${JSON.stringify({ level, ts: Date.now() / 1000, msg, ...all })}\n`);
     } else {

@@ -8,7 +8,7 @@ import { type Broker, startBroker } from "../support/mosquitto.ts";
 import { mqttClient } from "../support/mqtt-clients.ts";
 import { freePort } from "../support/net.ts";
 import { type Proc, stopAll } from "../support/proc.ts";
-import { logLines, startSvcProxy } from "../support/proxy.ts";
+import { logLines, startSvcProxy, waitForLog } from "../support/proxy.ts";
 
 /**
  * One proxy with a listener of every kind (HTTP on the relay, HTTP on the full path, TCP, MQTT): a fault
@@ -70,34 +70,39 @@ beforeAll(async () => {
       },
     ],
   });
-  web = await startSvcProxy({
-    spiffe: { workload_socket_path: apis.web?.socket },
-    metricsAddr: `127.0.0.1:${port.metrics}`,
-    listeners: [
-      { name: "relay", mode: "client", address: `127.0.0.1:${port.relay}`, target: { url: http } },
-      {
-        name: "full",
-        mode: "client",
-        address: `127.0.0.1:${port.full}`,
-        target: { url: http },
-        middlewares: [{ type: "dummy" }],
-      },
-      {
-        name: "tcp",
-        protocol: "tcp",
-        mode: "client",
-        address: `127.0.0.1:${port.tcp}`,
-        target: { url: `tls://127.0.0.1:${port.apiTcp}`, spiffe_ids: only("api") },
-      },
-      {
-        name: "mqtt",
-        protocol: "mqtt",
-        mode: "client",
-        address: `127.0.0.1:${port.mqtt}`,
-        target: { url: `mqtts://127.0.0.1:${port.apiMqtt}`, spiffe_ids: only("api") },
-      },
-    ],
-  });
+  web = await startSvcProxy(
+    {
+      spiffe: { workload_socket_path: apis.web?.socket },
+      metricsAddr: `127.0.0.1:${port.metrics}`,
+      listeners: [
+        { name: "relay", mode: "client", address: `127.0.0.1:${port.relay}`, target: { url: http } },
+        {
+          name: "full",
+          mode: "client",
+          address: `127.0.0.1:${port.full}`,
+          target: { url: http },
+          middlewares: [{ type: "dummy" }],
+        },
+        {
+          name: "tcp",
+          protocol: "tcp",
+          mode: "client",
+          address: `127.0.0.1:${port.tcp}`,
+          target: { url: `tls://127.0.0.1:${port.apiTcp}`, spiffe_ids: only("api") },
+        },
+        {
+          name: "mqtt",
+          protocol: "mqtt",
+          mode: "client",
+          address: `127.0.0.1:${port.mqtt}`,
+          target: { url: `mqtts://127.0.0.1:${port.apiMqtt}`, spiffe_ids: only("api") },
+        },
+      ],
+    },
+    [],
+    {},
+    ["--preload", "./tests/support/fault-preload.ts"],
+  );
 });
 afterAll(async () => {
   upstream.close();
@@ -210,5 +215,21 @@ describe("a fault on one exchange or connection of each listener kind", () => {
     const text = await (await fetch(`http://127.0.0.1:${port.metrics}/metrics`)).text();
     expect(text).toMatch(/svc_proxy_http_requests_total\{listener="relay",code="502"\} [1-9]/);
     expect(text).toMatch(/svc_proxy_stream_failures_total\{listener="mqtt",reason="malformed"\} 2/);
+  });
+});
+
+describe("a fault of the proxy's own outside any connection (injected by tests/support/fault-preload.ts)", () => {
+  test("an uncaught exception and an unhandled rejection are logged with their stacks; every listener still serves", async () => {
+    web.proc.kill("SIGUSR2");
+    const [thrown, rejected] = await Promise.all([
+      waitForLog(web, "internal fault: uncaught exception"),
+      waitForLog(web, "internal fault: unhandled rejection"),
+    ]);
+    expect(thrown).toMatchObject({ level: "error", error: "injected fault" });
+    expect(rejected).toMatchObject({ level: "error", error: "injected rejection" });
+    // -zap-stacktrace-level is error by default: the error's own stack, naming where it was thrown.
+    expect(thrown.stacktrace).toContain("fault-preload.ts");
+    expect(rejected.stacktrace).toContain("fault-preload.ts");
+    await everyListenerServes();
   });
 });

@@ -1,12 +1,16 @@
 import { BUN, type Proc, spawnProc } from "./proc.ts";
 
-/** svc-proxy from source as its own process, configured through SVC_PROXY_CONFIG; waits until it listens. */
+/**
+ * svc-proxy from source as its own process, configured through SVC_PROXY_CONFIG; waits until it listens.
+ * `runtimeArgs` go to bun, before the program (such as `--preload`).
+ */
 export async function startSvcProxy(
   config: object,
   extraArgs: string[] = [],
   env: Record<string, string> = {},
+  runtimeArgs: string[] = [],
 ): Promise<Proc> {
-  const proc = spawnProc([BUN, "cmd/svc-proxy.ts", ...extraArgs], {
+  const proc = spawnProc([BUN, ...runtimeArgs, "cmd/svc-proxy.ts", ...extraArgs], {
     SVC_PROXY_CONFIG: JSON.stringify(config),
     ...env,
   });

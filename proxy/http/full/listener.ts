@@ -259,7 +259,7 @@ export async function startHttpListener(l: ListenerConfig, deps: ListenerDeps): 
     try {
       response = await chain(preq);
     } catch (e) {
-      reqLog.error("middleware failed", { error: (e as Error).message });
+      reqLog.error("middleware failed", { error: e as Error });
       response = proxyResponse(500, "internal error in a middleware");
     }
     if (timedOut || res.headersSent || res.destroyed) {

@@ -118,7 +118,7 @@ export class PublishBuffer {
         if (!socket.destroyed) socket.write(b);
       } catch (e) {
         // Run from a microtask too: a fault of ours ends this connection, never the process.
-        log.error("answering the client failed", { error: (e as Error).message });
+        log.error("answering the client failed", { error: e as Error });
         socket.destroy();
       }
     };
@@ -238,7 +238,7 @@ export class PublishBuffer {
             next.run();
           } catch (e) {
             // One answer that fails ends only itself; the ones after it still go out.
-            log.error("answering a publish failed", { error: (e as Error).message });
+            log.error("answering a publish failed", { error: e as Error });
           }
         }
       };
@@ -313,7 +313,7 @@ export class PublishBuffer {
           close(`malformed MQTT packet from the caller: ${e.message}`, Reason.malformed);
         else {
           // A fault of ours on one connection ends that connection, never the process.
-          log.error("client connection failed", { error: (e as Error).message });
+          log.error("client connection failed", { error: e as Error });
           close(`internal error: ${(e as Error).message}`, Reason.unspecified);
         }
       }

@@ -351,7 +351,7 @@ export class SqliteStore implements BufferStore {
     try {
       done(error);
     } catch (e) {
-      this.log.error("answering a stored publish failed", { error: (e as Error).message });
+      this.log.error("answering a stored publish failed", { error: e as Error });
     }
   }
 }
