@@ -44,10 +44,10 @@ async function main(argv: string[]): Promise<void> {
   const proxy = await startProxy(config, log);
   // Each connection, request and session contains its own faults. One of ours that escapes them anyway
   // is logged with its stack, and every listener keeps serving (docs/proxy-configuration.md, "Faults").
-  process.on("uncaughtException", (e) => log.error("internal fault: uncaught exception", { error: e }));
-  process.on("unhandledRejection", (e) =>
-    log.error("internal fault: unhandled rejection", { error: e instanceof Error ? e : String(e) }),
-  );
+  const fault = (what: string) => (e: unknown) =>
+    log.error(`internal fault: ${what}`, { error: e instanceof Error ? e : String(e) });
+  process.on("uncaughtException", fault("uncaught exception"));
+  process.on("unhandledRejection", fault("unhandled rejection"));
   let stopping = false;
   const stop = async (signal: string) => {
     if (stopping) {
