@@ -113,7 +113,7 @@ export class ProxyMetrics {
   });
   private readonly bufferDropped = new Counter({
     name: "svc_proxy_mqtt_buffer_dropped_total",
-    help: "Messages the MQTT publish buffer did not deliver: reason=overflow (evicted or discarded by the overflow policy), oversized, expired (max-ttl), rejected (publish refused by overflow-policy reject, connection closed), refused (the target's PUBACK carried an error reason code, or the message could not be encoded for it), storage (publish refused because storage.path could not be written, connection closed)",
+    help: "Messages the MQTT publish buffer did not deliver: reason=overflow (evicted or discarded by the overflow policy), oversized, expired (max-ttl), rejected (publish refused by overflow-policy reject, connection closed), refused (the target's PUBACK carried an error reason code, the message could not be encoded for it, or the target refused its publisher's credentials while later messages waited), storage (publish refused because storage.path could not be written, connection closed)",
     labelNames: ["listener", "reason"],
     registers: [this.registry],
   });

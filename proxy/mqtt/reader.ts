@@ -1,5 +1,5 @@
 import type { Packet } from "mqtt-packet";
-import { PacketDecoder } from "./codec.ts";
+import { type MqttVersion, PacketDecoder } from "./codec.ts";
 import { MqttFramer } from "./framer.ts";
 
 /**
@@ -12,9 +12,11 @@ import { MqttFramer } from "./framer.ts";
  */
 export class PacketReader {
   private readonly framer: MqttFramer;
-  private readonly decoder = new PacketDecoder();
+  private readonly decoder: PacketDecoder;
 
-  constructor(maxBytes: number, onPacket: (p: Packet, raw: Buffer) => void) {
+  /** `version` when the stream has no CONNECT to learn it from. */
+  constructor(maxBytes: number, onPacket: (p: Packet, raw: Buffer) => void, version?: MqttVersion) {
+    this.decoder = new PacketDecoder(version);
     this.framer = new MqttFramer({
       whole: () => true,
       maxWholeBytes: maxBytes,

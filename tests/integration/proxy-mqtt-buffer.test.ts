@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { writeFileSync } from "node:fs";
 import { connect as netConnect } from "node:net";
 import { join } from "node:path";
 import mqttPacket from "mqtt-packet";
@@ -73,6 +74,44 @@ describe.each(["in-memory", "sqlite"] as const)("MQTT publish buffer, storage %s
     await sub.client.endAsync();
   }, 30_000);
 
+  test("a link that stops taking bytes (the server proxy stopped with SIGSTOP) fails the attempt after reconnect-backoff.max; once it runs again everything arrives, in order, and the buffer empties", async () => {
+    const b = await buffered(
+      kind,
+      { ...fast, storage: { "max-bytes": 128 * 1024 * 1024 } },
+      { linkUp: false },
+    );
+    const server = await b.linkUp();
+    const sub = await collect(b.broker.port, "stall/m");
+    const pub = await mqttClient(b.port, { clientId: "staller" });
+    await pub.publishAsync("stall/m", "q0", { qos: 1 });
+    expect(await sub.until(1)).toEqual(["q0"]);
+    const failures = () =>
+      logLines(b.client).filter(
+        (l) => l.msg === "upstream failed" && String(l.reason).startsWith("no progress within"),
+      ).length;
+    server.proc.kill("SIGSTOP");
+    try {
+      // More than the sockets between the proxies hold, written as QoS 0 messages ahead of QoS 1 ones: the
+      // client proxy waits for room to write, which never comes while the server proxy is stopped.
+      const big = Buffer.alloc(512 * 1024, 0x61);
+      for (let i = 0; i < 80; i++) pub.publish("stall/big", big, { qos: 0 });
+      for (const m of ["q1", "q2", "q3"]) await pub.publishAsync("stall/m", m, { qos: 1 });
+      await waitUntil("an attempt failed for want of progress", () => failures() > 0, 20_000);
+    } finally {
+      server.proc.kill("SIGCONT");
+    }
+    // Copies the failed connection still carried may come twice; the first arrivals keep the order.
+    await waitUntil("q3 at the subscriber", () => sub.messages.includes("q3"), 30_000);
+    expect([...new Set(sub.messages)]).toEqual(["q0", "q1", "q2", "q3"]);
+    await waitUntil(
+      "the buffer empty",
+      async () => (await b.metric('svc_proxy_mqtt_buffer_messages{listener="mqtt"}')) === 0,
+      30_000,
+    );
+    await pub.endAsync();
+    await sub.client.endAsync();
+  }, 90_000);
+
   test("the target gets each PUBLISH as its client sent it: MQTT 5 properties, retain, a session a 3.1.1 client took over", async () => {
     const b = await buffered(kind, fast);
     const live: { payload: string; props: unknown }[] = [];
@@ -138,6 +177,47 @@ describe.each(["in-memory", "sqlite"] as const)("MQTT publish buffer, storage %s
     expect(await b.metric('svc_proxy_mqtt_buffer_messages{listener="mqtt"}')).toBe(0);
     await Promise.all([pub.endAsync(), sub.client.endAsync()]);
   }, 30_000);
+
+  test("each message goes out under the credentials of the client that published it: a takeover by another user publishes nothing as the first; a refused password does not block its successor", async () => {
+    // meter may publish on cred/#, other may not (mosquitto answers its PUBLISH with PUBACK 0x87).
+    const acl = join(dir, `acl-${kind}`);
+    writeFileSync(
+      acl,
+      "user meter\ntopic readwrite #\nuser other\ntopic read #\nuser reader\ntopic read #\n",
+    );
+    const users = { meter: "meter-secret", other: "other-secret", reader: "reader-secret" };
+    const b = await buffered(kind, fast, { linkUp: false, users, broker: `acl_file ${acl}\n` });
+    const as = (username: string, password: string) =>
+      mqttClient(b.port, { clientId: "shared", username, password });
+    // Three clients of one session while the target is away: meter, then other, then meter again.
+    for (const [username, password, payload] of [
+      ["meter", users.meter, "meter 1"],
+      ["other", users.other, "other 1"],
+      ["meter", users.meter, "meter 2"],
+      // The same user with a wrong password: refused at the target, then dropped once a later client's
+      // messages wait behind it; they do not block those.
+      ["meter", "wrong", "meter with a wrong password"],
+      ["meter", users.meter, "meter 3"],
+    ] as const) {
+      const c = await as(username, password);
+      await c.publishAsync("cred/m", payload, { qos: 1 });
+      await c.endAsync();
+    }
+    const sub = await collect(b.broker.port, "cred/m", { username: "reader", password: users.reader });
+    await b.linkUp();
+    await waitUntil(
+      "the buffer empty",
+      async () => (await b.metric('svc_proxy_mqtt_buffer_messages{listener="mqtt"}')) === 0,
+      30_000,
+    );
+    expect(sub.messages).toEqual(["meter 1", "meter 2", "meter 3"]);
+    const lines = logLines(b.client);
+    expect(lines.some((l) => l.msg === "target refused a message" && l.reason_code === 0x87)).toBe(true);
+    expect(
+      lines.some((l) => String(l.msg).startsWith("messages dropped: the target refused") && l.dropped === 1),
+    ).toBe(true);
+    await sub.client.endAsync();
+  }, 60_000);
 
   test("a session taken over: the old connection gets DISCONNECT 0x8E, and nothing it sends after is taken", async () => {
     const b = await buffered(kind, fast);

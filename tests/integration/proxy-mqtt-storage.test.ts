@@ -208,7 +208,7 @@ describe("MQTT publish buffer, storage sqlite", () => {
 
     for (const [path, says] of [
       [garbage, "file is not a database"],
-      [newer, "schema version 99, newer than this build's 1"],
+      [newer, "schema version 99, newer than this build's 2"],
       [foreign, "a database of another program"],
       [damaged, damaged],
     ] as const) {

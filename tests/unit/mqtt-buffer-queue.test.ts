@@ -20,11 +20,14 @@ function recorder() {
   return { r, events };
 }
 
+/** One client's credentials, shared by its messages. */
+const creds = { username: "meter" };
 const msg = (text: string, qos: 0 | 1 = 1) => ({
   topic: "t",
   payload: Buffer.from(text),
   qos,
   retain: false,
+  creds,
 });
 const wire = { packet: Buffer.alloc(0), version: 4 as const };
 const kept = () => {};

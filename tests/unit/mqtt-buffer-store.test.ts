@@ -1,5 +1,6 @@
+import { Database } from "bun:sqlite";
 import { describe, expect, test } from "bun:test";
-import { mkdtempSync } from "node:fs";
+import { copyFileSync, mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import mqttPacket from "mqtt-packet";
@@ -92,6 +93,74 @@ describe("MQTT buffer store (SQLite)", () => {
     const again = open(path);
     expect(again.store.restored().messages.map((r) => r.seq)).toEqual([m.seq]);
     again.store.close();
+  });
+
+  test("a row it cannot read stops the start, naming that row, and the file is left as it is", async () => {
+    const good = join(dir, "rows.db");
+    const { store } = open(good);
+    store.openSession({ clientId: "c", version: 4, protocolId: "MQTT", clean: true, keepalive: 60 });
+    const [first, second] = [publish(store, "c", "a"), publish(store, "c", "b")];
+    store.add(first, () => {});
+    store.add(second, () => {});
+    store.close();
+    const cases: [string, string, RegExp][] = [
+      ["negative schema version", "PRAGMA user_version = -1", /schema version -1, which no svc-proxy writes/],
+      ["payload size not a number", "UPDATE messages SET payload_bytes = 'abc' WHERE seq = 1", /seq 1\)/],
+      [
+        "payload size that does not match",
+        "UPDATE messages SET payload_bytes = 5 WHERE seq = 1",
+        /seq 1\) whose payload size/,
+      ],
+      [
+        "time of queueing not a number",
+        "UPDATE messages SET enqueued_at = 'yesterday' WHERE seq = 1",
+        /seq 1\)/,
+      ],
+      [
+        "a stray byte after the packet",
+        "UPDATE messages SET packet = packet || x'00' WHERE seq = 1",
+        /seq 1\b/,
+      ],
+      ["a packet cut short", "UPDATE messages SET packet = substr(packet, 1, 4) WHERE seq = 1", /seq 1\b/],
+    ];
+    for (const [what, sql, says] of cases) {
+      const path = join(dir, `rows-${what.replaceAll(" ", "-")}.db`);
+      copyFileSync(good, path);
+      const db = new Database(path);
+      db.run(sql);
+      db.close();
+      const before = readFileSync(path);
+      expect(() => open(path), what).toThrow(says);
+      expect(readFileSync(path).equals(before), what).toBe(true);
+    }
+  });
+
+  test("a file of the first schema is brought up to date: each message takes its session's user name", () => {
+    const path = join(dir, "schema-1.db");
+    const db = new Database(path, { create: true });
+    db.run("PRAGMA application_id = 1937138498");
+    db.run(`CREATE TABLE sessions (
+      client_id TEXT PRIMARY KEY, version INTEGER NOT NULL, protocol_id TEXT NOT NULL,
+      clean INTEGER NOT NULL, keepalive INTEGER NOT NULL, username TEXT)`);
+    db.run(`CREATE TABLE messages (
+      seq INTEGER PRIMARY KEY, client_id TEXT NOT NULL, version INTEGER NOT NULL, packet BLOB NOT NULL,
+      payload_bytes INTEGER NOT NULL, enqueued_at INTEGER NOT NULL)`);
+    db.run("PRAGMA user_version = 1");
+    db.run("INSERT INTO sessions VALUES ('c', 4, 'MQTT', 1, 60, 'meter'), ('d', 4, 'MQTT', 1, 60, NULL)");
+    const packet = mqttPacket.generate(
+      { cmd: "publish", topic: "t", payload: "x", qos: 1, messageId: 1, dup: false, retain: false },
+      { protocolVersion: 4 },
+    );
+    const insert = db.prepare("INSERT INTO messages VALUES (?, ?, 4, ?, 1, 1)");
+    insert.run(1, "c", packet);
+    insert.run(2, "d", packet);
+    db.close();
+    const { store } = open(path);
+    expect(store.restored().messages.map((m) => [m.seq, m.username])).toEqual([
+      [1, "meter"],
+      [2, undefined],
+    ]);
+    store.close();
   });
 
   test("a session ended and begun again in one turn is kept", async () => {

@@ -3,6 +3,7 @@ import mqtt, { type IConnectPacket, type IPubackPacket, type Packet } from "mqtt
 import type { Logger } from "../../log.ts";
 import type { Dialer } from "../../stream/dial.ts";
 import { encode, type MqttVersion } from "../codec.ts";
+import { type Credentials, refusesCredentials } from "./credentials.ts";
 import type { BufferEvents } from "./events.ts";
 import type { BufferOptions } from "./options.ts";
 import type { MessageQueue, QueuedMessage } from "./queue.ts";
@@ -12,11 +13,14 @@ import type { MessageQueue, QueuedMessage } from "./queue.ts";
  * connects on demand with the client's CONNECT, sends in order with up to MAX_IN_FLIGHT QoS 1 messages in
  * flight (fewer when an MQTT 5 target's CONNACK sets Receive Maximum) and up to BATCH messages per write,
  * removes a QoS 1 message on the target's PUBACK and a QoS 0 message once written. A failed attempt
- * requeues what was in flight and retries after a delay that doubles from reconnect-backoff.initial up to
- * max, and returns to initial once a reconnection has delivered everything held when it began (a
- * successful replay). Each attempt must make progress — connect, CONNACK, the next PUBACK — within
+ * requeues what was in flight or being written and retries after a delay that doubles from
+ * reconnect-backoff.initial up to max, and returns to initial once a reconnection has delivered everything
+ * held when it began (a successful replay). While it waits on the target — for the connection, the
+ * CONNACK, a PUBACK, a PINGRESP, or room to write — each attempt must make progress within
  * reconnect-backoff.max. An upstream with nothing to send for timeouts.idle is closed; the next message
- * reconnects it.
+ * reconnects it. Each connection presents the credentials of the client that published the messages it
+ * carries (docs/proxy-mqtt.md, "Whose credentials"): when the next message was published under others,
+ * the connection is replaced once everything sent on it is settled.
  */
 const MAX_IN_FLIGHT = 1024;
 const BATCH = 64;
@@ -40,6 +44,12 @@ export class Delivery {
   /** A replay succeeds once the message with this sequence number (or a later one) is delivered. */
   private replayUntil = 0;
   private readonly byPacketId = new Map<number, QueuedMessage>();
+  /** QoS 0 messages written on this connection, each write's, until the write completes. */
+  private readonly unwritten = new Set<QueuedMessage[]>();
+  /** A PINGREQ waits for its PINGRESP. */
+  private pinged = false;
+  /** What the current connection presented (or presents, while it connects). */
+  private creds: Credentials | undefined;
   private nextPacketId = 1;
   /** QoS 1 messages allowed in flight on this connection. */
   private window = MAX_IN_FLIGHT;
@@ -62,18 +72,14 @@ export class Delivery {
   /** Called whenever nothing is held any more (the session may end). */
   onEmpty: () => void = () => {};
 
+  /** `connect` is the session's upstream CONNECT without credentials: each connection adds its own. */
   constructor(
-    private connect: IConnectPacket,
+    private readonly connect: IConnectPacket,
     private readonly version: MqttVersion,
     private readonly queue: MessageQueue,
     private readonly d: DeliveryDeps,
   ) {
     this.delayMs = d.options.backoffInitialMs;
-  }
-
-  /** The returning client's credentials, for a session read back from storage (which holds no password). */
-  credentials(username: string | undefined, password: Buffer): void {
-    this.connect = { ...this.connect, username: username ?? this.connect.username, password };
   }
 
   /**
@@ -99,8 +105,7 @@ export class Delivery {
       try {
         if (this.acked) {
           this.acked = false;
-          if (this.byPacketId.size > 0) this.expectProgress();
-          else this.stopProgress();
+          this.progressed();
         }
         this.pump();
       } catch (e) {
@@ -115,6 +120,7 @@ export class Delivery {
     const wasConnected = this.state === "connected";
     this.state = "closed";
     this.clearTimers();
+    this.unwritten.clear();
     if (wasConnected) this.socket?.end(encode({ cmd: "disconnect" }, this.version));
     else this.socket?.destroy();
     this.socket = undefined;
@@ -125,6 +131,22 @@ export class Delivery {
     this.stopProgress();
     clearTimeout(this.idleTimer);
     clearInterval(this.pingTimer);
+  }
+
+  /** Does the connection wait on the target: for a PUBACK, a PINGRESP, or room to write? */
+  private waitsOnTarget(): boolean {
+    return this.byPacketId.size > 0 || this.blocked || this.pinged;
+  }
+
+  /** The target did something awaited: the budget starts again while more is awaited, else it stops. */
+  private progressed(): void {
+    if (this.waitsOnTarget()) this.expectProgress();
+    else this.stopProgress();
+  }
+
+  /** Starts the budget unless it runs already (a new wait is no progress). */
+  private awaitProgress(): void {
+    if (!this.progressTimer) this.expectProgress();
   }
 
   /** Arms (or re-arms) the replay budget: without progress within backoff max, the attempt fails. */
@@ -149,7 +171,15 @@ export class Delivery {
   }
 
   private async attempt(): Promise<void> {
+    const first = this.queue.peek();
+    if (!first) {
+      // What was held expired meanwhile, or is not stored yet (its storing wakes delivery again).
+      this.state = "idle";
+      return;
+    }
     this.state = "connecting";
+    const creds = first.creds;
+    this.creds = creds;
     // A dial that outlives its attempt (failed by the progress budget) must not touch a later one.
     const attempt = ++this.attempts;
     if (this.failures > 0) this.replayUntil = this.queue.newest;
@@ -167,6 +197,7 @@ export class Delivery {
     }
     this.socket = socket;
     this.blocked = false;
+    this.pinged = false;
     // Every event of this socket is ignored once it is no longer the delivery's socket.
     const current = () => this.socket === socket;
     const parser = mqtt.parser({ protocolVersion: this.version });
@@ -186,6 +217,7 @@ export class Delivery {
     socket.on("drain", () => {
       if (!current()) return;
       this.blocked = false;
+      this.progressed();
       this.pump();
     });
     socket.on("error", (e) => {
@@ -198,7 +230,16 @@ export class Delivery {
     socket.on("close", () => {
       if (current()) this.fail("the target closed the connection");
     });
-    this.write(encode(this.connect, this.version));
+    this.write(
+      encode(
+        {
+          ...this.connect,
+          ...(creds.username !== undefined ? { username: creds.username } : {}),
+          ...(creds.password !== undefined ? { password: creds.password } : {}),
+        },
+        this.version,
+      ),
+    );
   }
 
   private onPacket(p: Packet): void {
@@ -206,7 +247,16 @@ export class Delivery {
       if (this.state !== "connecting") return;
       const code = p.reasonCode ?? p.returnCode ?? 0;
       if (code !== 0) {
-        this.fail(`the target refused CONNECT with reason code 0x${code.toString(16)}`);
+        const creds = this.creds as Credentials;
+        if (refusesCredentials(code, this.version) && this.queue.waitsWithOther(creds)) {
+          // They would block the messages of the session's later clients for good.
+          const dropped = this.queue.refuseUnder(creds);
+          this.d.log.warn(
+            "messages dropped: the target refused their publisher's credentials, and later messages were published under others",
+            { dropped, reason_code: code },
+          );
+        }
+        this.fail(`the target refused CONNECT with reason code 0x${code.toString(16)}${said(p)}`);
         return;
       }
       if (p.properties?.receiveMaximum === 0 || p.properties?.maximumPacketSize === 0) {
@@ -227,14 +277,19 @@ export class Delivery {
       clearInterval(this.pingTimer);
       if (keepaliveMs > 0)
         this.pingTimer = setInterval(() => {
-          if (Date.now() - this.lastWrite >= keepaliveMs / 2)
-            this.write(encode({ cmd: "pingreq" }, this.version));
+          if (this.pinged || Date.now() - this.lastWrite < keepaliveMs / 2) return;
+          this.pinged = true;
+          this.awaitProgress();
+          this.write(encode({ cmd: "pingreq" }, this.version));
         }, keepaliveMs / 2);
       this.stopProgress();
       this.pump();
     } else if (p.cmd === "puback") this.onPuback(p);
-    else if (p.cmd === "disconnect")
-      this.fail(`the target sent DISCONNECT (reason code 0x${(p.reasonCode ?? 0).toString(16)})`);
+    else if (p.cmd === "pingresp") {
+      this.pinged = false;
+      this.progressed();
+    } else if (p.cmd === "disconnect")
+      this.fail(`the target sent DISCONNECT (reason code 0x${(p.reasonCode ?? 0).toString(16)}${said(p)})`);
   }
 
   private onPuback(p: IPubackPacket): void {
@@ -259,14 +314,22 @@ export class Delivery {
   /** Sends what the window allows, as one write (one TLS record for a burst of small messages). */
   private pump(): void {
     if (this.state !== "connected" || !this.socket) return;
-    for (let more = true; more && !this.blocked && this.state === "connected" && !this.socket?.destroyed; ) {
+    let switching = false;
+    for (
+      let more = true;
+      more && !switching && !this.blocked && this.state === "connected" && !this.socket?.destroyed;
+    ) {
       const out: Outgoing[] = [];
       const qos0: QueuedMessage[] = [];
       let bytes = 0;
-      for (let m: QueuedMessage | undefined; out.length < BATCH && this.byPacketId.size < this.window; ) {
-        if (bytes >= BATCH_BYTES) break;
-        m = this.queue.take();
-        if (!m) break;
+      while (out.length < BATCH && this.byPacketId.size < this.window && bytes < BATCH_BYTES) {
+        const next = this.queue.peek();
+        if (!next) break;
+        if (next.creds !== this.creds) {
+          switching = true;
+          break;
+        }
+        const m = this.queue.take() as QueuedMessage;
         const o = this.outgoing(m);
         if (!o) continue;
         out.push(o);
@@ -275,23 +338,32 @@ export class Delivery {
       }
       more = out.length === BATCH || bytes >= BATCH_BYTES;
       if (out.length === 0) break;
+      if (qos0.length > 0) this.unwritten.add(qos0);
       this.write(
         joined(out, bytes),
         qos0.length === 0
           ? undefined
           : (e) => {
-              // A failed write puts them back in their places, to be sent again (by the retry of a failed
-              // connection, or a new one after an idle close); otherwise they were delivered, and the
-              // buffer may now be empty.
+              // Once their connection failed, they are back among those waiting already (fail).
+              if (!this.unwritten.delete(qos0)) return;
               if (e) {
+                // Back in their places, to be sent again by the retry.
                 this.queue.unsent(qos0);
-                if (this.state === "idle") this.wake();
-              } else {
-                for (const m of qos0) this.queue.delivered(m);
-                if (this.state === "connected") this.pump();
+                this.fail(`writing to the target failed: ${e.message}`);
+                return;
               }
+              for (const m of qos0) this.queue.delivered(m);
+              if (this.state === "connected") this.pump();
             },
       );
+    }
+    if (switching && this.state === "connected" && this.byPacketId.size === 0 && this.unwritten.size === 0) {
+      // Everything sent on this connection is settled: the next messages go out under their own credentials.
+      this.d.log.debug("upstream reconnecting: the next messages were published under other credentials");
+      this.drop();
+      this.state = "idle";
+      this.start();
+      return;
     }
     if (this.byPacketId.size === 0 && this.queue.messages === 0) {
       if (this.failures > 0) this.replayed();
@@ -321,7 +393,7 @@ export class Delivery {
     m.sent = true;
     if (id !== undefined) {
       this.byPacketId.set(id, m);
-      if (this.byPacketId.size === 1) this.expectProgress();
+      if (this.byPacketId.size === 1) this.awaitProgress();
     }
     return o;
   }
@@ -393,7 +465,10 @@ export class Delivery {
       return;
     }
     this.lastWrite = Date.now();
-    if (!s.write(b, done)) this.blocked = true;
+    if (!s.write(b, done)) {
+      this.blocked = true;
+      this.awaitProgress();
+    }
   }
 
   /** Nothing to send: close the upstream after timeouts.idle. */
@@ -406,6 +481,7 @@ export class Delivery {
       this.socket = undefined;
       this.state = "idle";
       this.blocked = false;
+      this.pinged = false;
       clearInterval(this.pingTimer);
       s?.end(encode({ cmd: "disconnect" }, this.version));
     }, this.d.options.idleMs);
@@ -414,23 +490,39 @@ export class Delivery {
   private fail(reason: string): void {
     if (this.state === "closed" || this.state === "backoff" || this.state === "idle") return;
     if (this.state === "connecting") this.d.events.connect("failed");
-    this.clearTimers();
-    const s = this.socket;
-    this.socket = undefined;
-    s?.destroy();
-    this.blocked = false;
-    this.byPacketId.clear();
-    this.queue.requeueInflight();
+    // First: nothing that ending the connection sets off can fail this attempt a second time.
+    this.state = "backoff";
+    this.drop();
     this.failures++;
     const delay = this.delayMs;
     this.delayMs = Math.min(this.delayMs * 2, this.d.options.backoffMaxMs);
     this.d.log.warn("upstream failed", { reason, retry_in_ms: delay, held: this.queue.messages });
-    this.state = "backoff";
     this.retryTimer = setTimeout(() => {
       this.state = "idle";
       if (this.queue.messages > 0) this.start();
     }, delay);
   }
+
+  /** Ends this connection: what was in flight or being written goes back among the messages waiting. */
+  private drop(): void {
+    this.clearTimers();
+    const s = this.socket;
+    this.socket = undefined;
+    this.blocked = false;
+    this.pinged = false;
+    this.byPacketId.clear();
+    for (const qos0 of this.unwritten) this.queue.unsent(qos0);
+    this.unwritten.clear();
+    this.queue.requeueInflight();
+    // Last: destroying the socket calls its pending writes' callbacks at once, which find nothing to do.
+    s?.destroy();
+  }
+}
+
+/** The reason string of a CONNACK or DISCONNECT, for the log. */
+function said(p: { properties?: { reasonString?: string } }): string {
+  const why = p.properties?.reasonString;
+  return why ? `: ${JSON.stringify(why)}` : "";
 }
 
 /** Before a CONNACK says otherwise. */

@@ -8,6 +8,7 @@ import { MalformedPacket } from "../framer.ts";
 import { PROPERTY } from "../notarize.ts";
 import { type PublishLayout, publishLayout } from "../publish-layout.ts";
 import { PacketReader } from "../reader.ts";
+import { type Credentials, presented, sameCredentials } from "./credentials.ts";
 import { Delivery } from "./delivery.ts";
 import type { BufferEvents } from "./events.ts";
 import type { BufferOptions } from "./options.ts";
@@ -42,7 +43,9 @@ interface Session {
    * answered, and an MQTT 5 client is told why (DISCONNECT 0x8E).
    */
   takenOver: (() => void) | undefined;
-  /** Read back from the store: its upstream CONNECT has no password until its client returns. */
+  /** Those of the client attached last: what it publishes goes to the target under them. */
+  creds: Credentials;
+  /** Read back from the store and not yet attached to: the store holds its session already. */
   restored: boolean;
   /** What the store keeps of its upstream CONNECT. */
   stored: StoredSession;
@@ -75,10 +78,12 @@ export class PublishBuffer {
           keepalive: 60,
         };
         known.delete(m.clientId);
-        s = this.create(stored, undefined, true);
+        s = this.create(stored, { username: stored.username, restored: true }, true);
       }
+      // A run of messages under one user name shares its credentials (their password comes with its client).
+      if (s.creds.username !== m.username) s.creds = { username: m.username, restored: true };
       s.queue.restore({
-        ...publishFields(m.publish, m.packet, m.version, publishLayout(m.packet)),
+        ...publishFields(m.publish, m.packet, m.version, publishLayout(m.packet), s.creds),
         seq: m.seq,
         enqueuedAt: m.enqueuedAt,
         sent: true,
@@ -225,7 +230,7 @@ export class PublishBuffer {
         return;
       }
       const v = version ?? 4;
-      const m = publishFields(p, raw, v, layout);
+      const m = publishFields(p, raw, v, layout, s.creds);
       // Answers go out in the order of the publishes (MQTT's rule for PUBACK), each once it is decided.
       const slot = { ready: false, run: () => {} };
       answers.push(slot);
@@ -389,13 +394,19 @@ export class PublishBuffer {
       s.takenOver?.();
       s.client = undefined;
     }
-    if (s?.restored) {
-      // Its client is back: the delivery takes the client's credentials, and the store what it may keep.
-      if (connect.password !== undefined) {
-        s.delivery.credentials(connect.username, connect.password);
-        if (connect.username !== undefined) s.stored = { ...s.stored, username: connect.username };
-      }
-      this.d.store.openSession(s.stored);
+    const creds = presented(connect);
+    if (s) {
+      // What this client publishes goes out under its own credentials. Messages held from an earlier client
+      // keep theirs, but for a password the store could not keep: the returning client with their user name
+      // gives it.
+      if (s.creds.restored && s.creds.password === undefined && s.creds.username === creds.username) {
+        if (creds.password !== undefined) s.creds.password = creds.password;
+        s.creds.restored = false;
+      } else if (!sameCredentials(s.creds, creds)) s.creds = creds;
+      const { username: _, ...rest } = s.stored;
+      const stored = { ...rest, ...(creds.username !== undefined ? { username: creds.username } : {}) };
+      if (s.restored || stored.username !== s.stored.username) this.d.store.openSession(stored);
+      s.stored = stored;
       s.restored = false;
     }
     s ??= this.create(
@@ -407,15 +418,18 @@ export class PublishBuffer {
         keepalive: connect.keepalive ?? 60,
         ...(connect.username !== undefined ? { username: connect.username } : {}),
       },
-      connect.password,
+      creds,
       false,
     );
     s.client = socket;
     return s;
   }
 
-  /** A new session, with the upstream CONNECT it delivers with; the store keeps all of it but the password. */
-  private create(stored: StoredSession, password: Buffer | undefined, restored: boolean): Session {
+  /**
+   * A new session, with the upstream CONNECT it delivers with (the credentials are each message's); the
+   * store keeps the session, with the user name of its client.
+   */
+  private create(stored: StoredSession, creds: Credentials, restored: boolean): Session {
     const id = stored.clientId;
     const queue = new MessageQueue(id, this.d.options, this.d.events, this.d.store);
     const upstreamConnect: IConnectPacket = {
@@ -425,8 +439,6 @@ export class PublishBuffer {
       protocolId: stored.protocolId as IConnectPacket["protocolId"],
       clean: stored.clean,
       keepalive: stored.keepalive,
-      ...(stored.username !== undefined ? { username: stored.username } : {}),
-      ...(password !== undefined ? { password } : {}),
     };
     const delivery = new Delivery(upstreamConnect, stored.version, queue, {
       ...this.d,
@@ -438,6 +450,7 @@ export class PublishBuffer {
       delivery,
       client: undefined,
       takenOver: undefined,
+      creds,
       restored,
       stored,
     };
@@ -467,6 +480,7 @@ function publishFields(
   raw: Buffer,
   version: MqttVersion,
   layout: PublishLayout | undefined,
+  creds: Credentials,
 ): Omit<QueuedMessage, "seq" | "enqueuedAt" | "sent" | "kept"> {
   const payload = Buffer.isBuffer(p.payload) ? p.payload : Buffer.from(p.payload);
   const { topicAlias, subscriptionIdentifier, ...properties } = p.properties ?? {};
@@ -475,6 +489,7 @@ function publishFields(
     payload,
     qos: p.qos === 1 ? 1 : 0,
     retain: p.retain,
+    creds,
     ...(p.properties ? { properties } : {}),
     ...(layout &&
     (p.qos === 0 || layout.idAt + 2 <= raw.length) &&

@@ -1,4 +1,5 @@
 import type { MqttVersion } from "../codec.ts";
+import type { Credentials } from "./credentials.ts";
 import type { BufferEvents } from "./events.ts";
 import type { BufferOptions } from "./options.ts";
 import type { BufferStore } from "./store.ts";
@@ -26,6 +27,8 @@ export interface QueuedMessage {
   sent: boolean;
   /** The store has it: it may be sent. */
   kept: boolean;
+  /** Those of the client that published it: it goes to the target under these only. */
+  creds: Credentials;
 }
 
 /** A PUBLISH packet as received, the protocol version it is written in, and where its packet identifier goes. */
@@ -118,6 +121,7 @@ export class MessageQueue {
       version: wire.version,
       payloadBytes: size,
       enqueuedAt: q.enqueuedAt,
+      ...(q.creds.username !== undefined ? { username: q.creds.username } : {}),
     };
     this.store.add(stored, (error) => {
       if (error) this.withdraw(q);
@@ -143,21 +147,50 @@ export class MessageQueue {
     this.release(m, "storage");
   }
 
-  /** The next message to send, skipping (and dropping) expired ones; it is counted in flight if QoS 1. */
-  take(): QueuedMessage | undefined {
+  /** The message take() would return next, left waiting (expired ones before it are dropped). */
+  peek(): QueuedMessage | undefined {
     for (;;) {
       const m = this.waiting[this.head];
       if (!m?.kept) return undefined;
+      if (!this.expired(m)) return m;
       this.waiting[this.head++] = undefined as unknown as QueuedMessage;
       this.compact();
-      if (this.expired(m)) {
-        this.release(m, "expired");
-        continue;
-      }
-      if (m.qos === 1) this.inflight.set(m.seq, m);
-      else this.writing++;
-      return m;
+      this.release(m, "expired");
     }
+  }
+
+  /** The next message to send, skipping (and dropping) expired ones; it is counted in flight if QoS 1. */
+  take(): QueuedMessage | undefined {
+    const m = this.peek();
+    if (!m) return undefined;
+    this.waiting[this.head++] = undefined as unknown as QueuedMessage;
+    this.compact();
+    if (m.qos === 1) this.inflight.set(m.seq, m);
+    else this.writing++;
+    return m;
+  }
+
+  /** Does a message wait that was published under other credentials than `creds`? */
+  waitsWithOther(creds: Credentials): boolean {
+    for (let i = this.head; i < this.waiting.length; i++)
+      if ((this.waiting[i] as QueuedMessage).creds !== creds) return true;
+    return false;
+  }
+
+  /**
+   * The target refused `creds`, and later messages were published under others: the waiting messages
+   * under `creds` before those leave as refused (they cannot go out under their publisher's name). How
+   * many left.
+   */
+  refuseUnder(creds: Credentials): number {
+    let n = 0;
+    for (let m = this.waiting[this.head]; m?.creds === creds; m = this.waiting[this.head]) {
+      this.waiting[this.head++] = undefined as unknown as QueuedMessage;
+      this.release(m, "refused");
+      n++;
+    }
+    this.compact();
+    return n;
   }
 
   /** A QoS 0 message written, or a QoS 1 message acknowledged: it leaves the buffer. */

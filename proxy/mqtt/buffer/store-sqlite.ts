@@ -2,7 +2,8 @@ import { Database, type Statement } from "bun:sqlite";
 import type { Packet } from "mqtt-packet";
 import { SvcError } from "../../../lib/errors.ts";
 import type { Logger } from "../../log.ts";
-import { type MqttVersion, PacketDecoder } from "../codec.ts";
+import type { MqttVersion } from "../codec.ts";
+import { PacketReader } from "../reader.ts";
 import type { BufferEvents } from "./events.ts";
 import type { BufferStore, Restored, StoredMessage, StoredSession } from "./store.ts";
 
@@ -25,6 +26,9 @@ const MIGRATIONS = [
    CREATE TABLE messages (
      seq INTEGER PRIMARY KEY, client_id TEXT NOT NULL, version INTEGER NOT NULL, packet BLOB NOT NULL,
      payload_bytes INTEGER NOT NULL, enqueued_at INTEGER NOT NULL);`,
+  // Each message keeps the user name its publisher presented; those of a file before it had their session's.
+  `ALTER TABLE messages ADD COLUMN username TEXT;
+   UPDATE messages SET username = (SELECT username FROM sessions WHERE sessions.client_id = messages.client_id);`,
 ];
 
 type SessionOp = { open: StoredSession } | { end: string };
@@ -45,6 +49,7 @@ interface MessageRow {
   packet: Uint8Array;
   payload_bytes: number;
   enqueued_at: number;
+  username: string | null;
 }
 
 export class SqliteStore implements BufferStore {
@@ -80,7 +85,7 @@ export class SqliteStore implements BufferStore {
     this.takeOver(version);
     held ??= this.read(field);
     this.insertMessage = db.prepare(
-      "INSERT INTO messages (seq, client_id, version, packet, payload_bytes, enqueued_at) VALUES (?, ?, ?, ?, ?, ?)",
+      "INSERT INTO messages (seq, client_id, version, packet, payload_bytes, enqueued_at, username) VALUES (?, ?, ?, ?, ?, ?, ?)",
     );
     this.deleteMessage = db.prepare("DELETE FROM messages WHERE seq = ?");
     this.upsertSession = db.prepare(
@@ -148,6 +153,11 @@ export class SqliteStore implements BufferStore {
         "usage",
         `${field}: ${this.path} is a database of another program, not an svc-proxy buffer; it is left as it is (give the buffer a file of its own)`,
       );
+    if (!Number.isInteger(version) || version < 0)
+      throw new SvcError(
+        "usage",
+        `${field}: ${this.path} has schema version ${version}, which no svc-proxy writes; it is left as it is`,
+      );
     if (version > MIGRATIONS.length)
       throw new SvcError(
         "usage",
@@ -199,21 +209,33 @@ export class SqliteStore implements BufferStore {
         };
       },
     );
-    const decoders = new Map<MqttVersion, PacketDecoder>();
     const messages = (this.db.query("SELECT * FROM messages ORDER BY seq").all() as MessageRow[]).map((r) => {
-      if (typeof r.client_id !== "string" || !isVersion(r.version) || !(r.packet instanceof Uint8Array))
-        throw bad(`a message (seq ${r.seq})`);
-      const decoder = decoders.get(r.version) ?? new PacketDecoder(r.version);
-      decoders.set(r.version, decoder);
+      if (
+        !Number.isSafeInteger(r.seq) ||
+        r.seq < 1 ||
+        typeof r.client_id !== "string" ||
+        !isVersion(r.version) ||
+        !(r.packet instanceof Uint8Array) ||
+        !Number.isSafeInteger(r.enqueued_at) ||
+        r.enqueued_at < 0 ||
+        (r.username !== null && typeof r.username !== "string")
+      )
+        throw bad(`a message (seq ${JSON.stringify(r.seq)})`);
       const packet = Buffer.from(r.packet);
-      let publish: Packet;
+      // Each row is one whole packet, decoded on its own: nothing before or after it, nothing of another row.
+      const found: { p: Packet; raw: Buffer }[] = [];
       try {
-        publish = decoder.decode(packet);
+        new PacketReader(packet.length, (p, raw) => found.push({ p, raw }), r.version).push(packet);
       } catch (e) {
         throw bad(`a message (seq ${r.seq}: ${(e as Error).message})`);
       }
-      if (publish.cmd !== "publish" || publish.qos === 2)
+      const publish = found[0]?.p;
+      if (found.length !== 1 || found[0]?.raw.length !== packet.length)
+        throw bad(`a message (seq ${r.seq}) that is not one whole packet`);
+      if (publish?.cmd !== "publish" || publish.qos === 2)
         throw bad(`a message (seq ${r.seq}) that is no QoS 0 or 1 PUBLISH`);
+      if (r.payload_bytes !== publish.payload.length)
+        throw bad(`a message (seq ${r.seq}) whose payload size does not match its packet`);
       return {
         seq: r.seq,
         clientId: r.client_id,
@@ -221,6 +243,7 @@ export class SqliteStore implements BufferStore {
         packet,
         payloadBytes: r.payload_bytes,
         enqueuedAt: r.enqueued_at,
+        ...(r.username !== null ? { username: r.username } : {}),
         publish,
       };
     });
@@ -299,7 +322,15 @@ export class SqliteStore implements BufferStore {
           }
         }
         for (const { m } of adds)
-          this.insertMessage.run(m.seq, m.clientId, m.version, m.packet, m.payloadBytes, m.enqueuedAt);
+          this.insertMessage.run(
+            m.seq,
+            m.clientId,
+            m.version,
+            m.packet,
+            m.payloadBytes,
+            m.enqueuedAt,
+            m.username ?? null,
+          );
         for (const seq of removes) this.deleteMessage.run(seq);
         this.db.run("COMMIT");
       } catch (e) {

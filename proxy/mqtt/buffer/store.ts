@@ -26,6 +26,8 @@ export interface StoredMessage {
   packet: Buffer;
   payloadBytes: number;
   enqueuedAt: number;
+  /** The user name its publisher presented (never the password). */
+  username?: string;
 }
 
 /** What a store held at start: sessions, and messages (oldest first) with their PUBLISH decoded. */
