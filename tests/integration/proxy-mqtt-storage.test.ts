@@ -149,6 +149,41 @@ describe("MQTT publish buffer, storage sqlite", () => {
     await Promise.all([back.endAsync(), sub.client.endAsync()]);
   }, 60_000);
 
+  test("after a restart each stored message keeps its publisher's user name; the returning user's password reaches all of its messages", async () => {
+    const users = { meter: "meter-secret", spare: "spare-secret", reader: "reader-secret" };
+    const b = await buffered(dir, apis, sqlite(join(dir, "runs.db")), { linkUp: false, users });
+    // One session, three runs of user names: meter, spare, meter.
+    for (const [username, payload] of [
+      ["meter", "m1"],
+      ["spare", "s1"],
+      ["meter", "m2"],
+    ] as const) {
+      const c = await mqttClient(b.port, { clientId: "runs", username, password: users[username] });
+      await c.publishAsync("runs", payload, { qos: 1 });
+      await c.endAsync();
+    }
+    await b.client.stop("SIGKILL");
+    await b.restart();
+    // meter returns (its password reaches m1 and m2); spare does not, so s1 has no password.
+    const back = await mqttClient(b.port, { clientId: "runs", username: "meter", password: users.meter });
+    await back.publishAsync("runs", "m3", { qos: 1 });
+    const sub = await collect(b.broker.port, "runs", { username: "reader", password: users.reader });
+    await b.linkUp();
+    await waitUntil(
+      "the buffer empty",
+      async () => (await b.metric('svc_proxy_mqtt_buffer_messages{listener="mqtt"}')) === 0,
+      30_000,
+    );
+    // s1 went out as spare without a password: refused, and dropped since later messages waited.
+    expect(sub.messages).toEqual(["m1", "m2", "m3"]);
+    expect(
+      logLines(b.client).some(
+        (l) => String(l.msg).startsWith("messages dropped: the target refused") && l.dropped === 1,
+      ),
+    ).toBe(true);
+    await Promise.all([back.endAsync(), sub.client.endAsync()]);
+  }, 60_000);
+
   test("a message stored after its publisher left is delivered all the same; a password without a user name is refused", async () => {
     const b = await buffered(dir, apis, sqlite(join(dir, "left.db")));
     const sub = await collect(b.broker.port, "left");

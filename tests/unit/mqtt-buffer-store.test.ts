@@ -155,12 +155,21 @@ describe("MQTT buffer store (SQLite)", () => {
     insert.run(1, "c", packet);
     insert.run(2, "d", packet);
     db.close();
+    const refused = join(dir, "schema-1-bad.db");
+    copyFileSync(path, refused);
+    const bad = new Database(refused);
+    bad.run("UPDATE messages SET payload_bytes = 7 WHERE seq = 2");
+    bad.close();
     const { store } = open(path);
     expect(store.restored().messages.map((m) => [m.seq, m.username])).toEqual([
       [1, "meter"],
       [2, undefined],
     ]);
     store.close();
+    // A file of schema 1 with a row it cannot read is refused before it is brought up to date: unchanged.
+    const before = readFileSync(refused);
+    expect(() => open(refused)).toThrow(/seq 2\) whose payload size/);
+    expect(readFileSync(refused).equals(before)).toBe(true);
   });
 
   test("a session ended and begun again in one turn is kept", async () => {

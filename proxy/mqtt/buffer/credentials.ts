@@ -9,8 +9,6 @@ import type { MqttVersion } from "../codec.ts";
 export interface Credentials {
   username?: string;
   password?: Buffer;
-  /** Read back from storage, which keeps no password: the returning client with this user name gives it. */
-  restored?: boolean;
 }
 
 export function presented(connect: { username?: string; password?: Buffer | string }): Credentials {

@@ -3,7 +3,7 @@ import mqtt, { type IConnectPacket, type IPubackPacket, type Packet } from "mqtt
 import type { Logger } from "../../log.ts";
 import type { Dialer } from "../../stream/dial.ts";
 import { encode, type MqttVersion } from "../codec.ts";
-import { type Credentials, refusesCredentials } from "./credentials.ts";
+import { type Credentials, refusesCredentials, sameCredentials } from "./credentials.ts";
 import type { BufferEvents } from "./events.ts";
 import type { BufferOptions } from "./options.ts";
 import type { MessageQueue, QueuedMessage } from "./queue.ts";
@@ -48,8 +48,10 @@ export class Delivery {
   private readonly unwritten = new Set<QueuedMessage[]>();
   /** A PINGREQ waits for its PINGRESP. */
   private pinged = false;
-  /** What the current connection presented (or presents, while it connects). */
+  /** Whose messages the current connection carries (or will, while it connects). */
   private creds: Credentials | undefined;
+  /** What its CONNECT presented: a password given since (after a restart) is not refused yet. */
+  private presentedNow: Credentials | undefined;
   private nextPacketId = 1;
   /** QoS 1 messages allowed in flight on this connection. */
   private window = MAX_IN_FLIGHT;
@@ -133,9 +135,13 @@ export class Delivery {
     clearInterval(this.pingTimer);
   }
 
-  /** Does the connection wait on the target: for a PUBACK, a PINGRESP, or room to write? */
+  /**
+   * Does the connection wait on the target: for a PUBACK or a PINGRESP? (Room to write is no such wait:
+   * a slow link drains the runtime's and the kernel's megabytes only now and then, while alive. A link
+   * that stops reading is found by the keep-alive: nothing is written while blocked, so a PINGREQ follows.)
+   */
   private waitsOnTarget(): boolean {
-    return this.byPacketId.size > 0 || this.blocked || this.pinged;
+    return this.byPacketId.size > 0 || this.pinged;
   }
 
   /** The target did something awaited: the budget starts again while more is awaited, else it stops. */
@@ -180,6 +186,7 @@ export class Delivery {
     this.state = "connecting";
     const creds = first.creds;
     this.creds = creds;
+    this.presentedNow = { ...creds };
     // A dial that outlives its attempt (failed by the progress budget) must not touch a later one.
     const attempt = ++this.attempts;
     if (this.failures > 0) this.replayUntil = this.queue.newest;
@@ -248,7 +255,11 @@ export class Delivery {
       const code = p.reasonCode ?? p.returnCode ?? 0;
       if (code !== 0) {
         const creds = this.creds as Credentials;
-        if (refusesCredentials(code, this.version) && this.queue.waitsWithOther(creds)) {
+        if (
+          refusesCredentials(code, this.version) &&
+          sameCredentials(creds, this.presentedNow as Credentials) &&
+          this.queue.waitsWithOther(creds)
+        ) {
           // They would block the messages of the session's later clients for good.
           const dropped = this.queue.refuseUnder(creds);
           this.d.log.warn(
@@ -273,15 +284,16 @@ export class Delivery {
       };
       this.logged.clear();
       this.d.log.debug("upstream connected", { failures: this.failures });
-      const keepaliveMs = (this.connect.keepalive ?? 60) * 1000;
+      // PINGREQ after half the keep-alive without a write; with a keep-alive of 0 (none) after 30 s all the
+      // same (MQTT allows a PINGREQ at any time): it is how a link that stopped reading is found.
+      const pingMs = ((this.connect.keepalive || 60) * 1000) / 2;
       clearInterval(this.pingTimer);
-      if (keepaliveMs > 0)
-        this.pingTimer = setInterval(() => {
-          if (this.pinged || Date.now() - this.lastWrite < keepaliveMs / 2) return;
-          this.pinged = true;
-          this.awaitProgress();
-          this.write(encode({ cmd: "pingreq" }, this.version));
-        }, keepaliveMs / 2);
+      this.pingTimer = setInterval(() => {
+        if (this.pinged || Date.now() - this.lastWrite < pingMs) return;
+        this.pinged = true;
+        this.awaitProgress();
+        this.write(encode({ cmd: "pingreq" }, this.version));
+      }, pingMs);
       this.stopProgress();
       this.pump();
     } else if (p.cmd === "puback") this.onPuback(p);
@@ -465,10 +477,7 @@ export class Delivery {
       return;
     }
     this.lastWrite = Date.now();
-    if (!s.write(b, done)) {
-      this.blocked = true;
-      this.awaitProgress();
-    }
+    if (!s.write(b, done)) this.blocked = true;
   }
 
   /** Nothing to send: close the upstream after timeouts.idle. */

@@ -45,6 +45,11 @@ interface Session {
   takenOver: (() => void) | undefined;
   /** Those of the client attached last: what it publishes goes to the target under them. */
   creds: Credentials;
+  /**
+   * Those of messages read back from the store, which keeps no password: the first returning client with
+   * their user name gives it to them.
+   */
+  unfilled: Credentials[];
   /** Read back from the store and not yet attached to: the store holds its session already. */
   restored: boolean;
   /** What the store keeps of its upstream CONNECT. */
@@ -78,10 +83,14 @@ export class PublishBuffer {
           keepalive: 60,
         };
         known.delete(m.clientId);
-        s = this.create(stored, { username: stored.username, restored: true }, true);
+        s = this.create(stored, { username: stored.username }, true);
+        s.unfilled.push(s.creds);
       }
-      // A run of messages under one user name shares its credentials (their password comes with its client).
-      if (s.creds.username !== m.username) s.creds = { username: m.username, restored: true };
+      // A run of messages under one user name shares its credentials.
+      if (s.creds.username !== m.username) {
+        s.creds = { username: m.username };
+        s.unfilled.push(s.creds);
+      }
       s.queue.restore({
         ...publishFields(m.publish, m.packet, m.version, publishLayout(m.packet), s.creds),
         seq: m.seq,
@@ -399,10 +408,12 @@ export class PublishBuffer {
       // What this client publishes goes out under its own credentials. Messages held from an earlier client
       // keep theirs, but for a password the store could not keep: the returning client with their user name
       // gives it.
-      if (s.creds.restored && s.creds.password === undefined && s.creds.username === creds.username) {
-        if (creds.password !== undefined) s.creds.password = creds.password;
-        s.creds.restored = false;
-      } else if (!sameCredentials(s.creds, creds)) s.creds = creds;
+      if (creds.password !== undefined) {
+        const password = creds.password;
+        for (const held of s.unfilled) if (held.username === creds.username) held.password = password;
+        s.unfilled = s.unfilled.filter((held) => held.username !== creds.username);
+      }
+      if (!sameCredentials(s.creds, creds)) s.creds = creds;
       const { username: _, ...rest } = s.stored;
       const stored = { ...rest, ...(creds.username !== undefined ? { username: creds.username } : {}) };
       if (s.restored || stored.username !== s.stored.username) this.d.store.openSession(stored);
@@ -451,6 +462,7 @@ export class PublishBuffer {
       client: undefined,
       takenOver: undefined,
       creds,
+      unfilled: [],
       restored,
       stored,
     };

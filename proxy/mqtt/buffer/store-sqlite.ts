@@ -81,9 +81,10 @@ export class SqliteStore implements BufferStore {
     private readonly log: Logger,
   ) {
     const version = this.check(field);
-    let held = version === MIGRATIONS.length ? this.read(field) : undefined;
+    // Read (and so checked) before anything is written: an empty file has nothing to read yet.
+    let held = version > 0 ? this.read(field, version) : undefined;
     this.takeOver(version);
-    held ??= this.read(field);
+    held ??= this.read(field, MIGRATIONS.length);
     this.insertMessage = db.prepare(
       "INSERT INTO messages (seq, client_id, version, packet, payload_bytes, enqueued_at, username) VALUES (?, ?, ?, ?, ?, ?, ?)",
     );
@@ -180,7 +181,7 @@ export class SqliteStore implements BufferStore {
   }
 
   /** Every session and message the file holds, each checked (a message decoded); throws at the first bad one. */
-  private read(field: string): Restored {
+  private read(field: string, version: number): Restored {
     const bad = (what: string) =>
       new SvcError(
         "usage",
@@ -209,7 +210,12 @@ export class SqliteStore implements BufferStore {
         };
       },
     );
-    const messages = (this.db.query("SELECT * FROM messages ORDER BY seq").all() as MessageRow[]).map((r) => {
+    // Schema 1 kept no user name per message: each takes its session's, as the upgrade to 2 writes it.
+    const select =
+      version === 1
+        ? "SELECT *, (SELECT username FROM sessions WHERE sessions.client_id = messages.client_id) AS username FROM messages ORDER BY seq"
+        : "SELECT * FROM messages ORDER BY seq";
+    const messages = (this.db.query(select).all() as MessageRow[]).map((r) => {
       if (
         !Number.isSafeInteger(r.seq) ||
         r.seq < 1 ||
