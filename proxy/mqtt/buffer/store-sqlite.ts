@@ -185,7 +185,7 @@ export class SqliteStore implements BufferStore {
     const bad = (what: string) =>
       new SvcError(
         "usage",
-        `${field}: ${this.path} holds ${what} this build cannot read; it is left as it is`,
+        `${field}: ${this.path} holds ${what}, which this build cannot read; the file is left as it is`,
       );
     const sessions = (this.db.query("SELECT * FROM sessions").all() as SessionRow[]).map(
       (r): StoredSession => {
