@@ -1,3 +1,4 @@
+import { waitUntil } from "../e2e/testbed/process.ts";
 import type { DevApi } from "./dev-api.ts";
 import { metricValue } from "./metrics.ts";
 import { type Broker, startBroker } from "./mosquitto.ts";
@@ -21,6 +22,8 @@ export interface Buffered {
   restart(): Promise<Proc>;
   /** A sample's value from the client proxy's /metrics (0 when absent). */
   metric(name: string): Promise<number>;
+  /** Waits until the client proxy's buffer holds nothing (at most `timeoutMs`). */
+  emptied(timeoutMs?: number): Promise<void>;
 }
 
 export async function buffered(
@@ -85,6 +88,12 @@ export async function buffered(
       return b.client;
     },
     metric: (name) => metricValue(metricsPort, name),
+    emptied: (timeoutMs = 30_000) =>
+      waitUntil(
+        "the buffer empty",
+        async () => (await b.metric('svc_proxy_mqtt_buffer_messages{listener="mqtt"}')) === 0,
+        timeoutMs,
+      ),
   };
   return b;
 }
