@@ -180,6 +180,48 @@ describe("MQTT publish buffer, storage sqlite", () => {
     await Promise.all([back.endAsync(), sub.client.endAsync()]);
   }, 60_000);
 
+  test("a CONNECT refused for want of a password that came while it was on its way drops nothing: the next attempt presents it", async () => {
+    const users = { meter: "meter-secret", other: "other-secret", reader: "reader-secret" };
+    const b = await buffered(
+      dir,
+      apis,
+      { ...sqlite(join(dir, "race.db")), "reconnect-backoff": { initial: "100ms", max: "20s" } },
+      { linkUp: false, users },
+    );
+    const meter = async () =>
+      mqttClient(b.port, { clientId: "race", username: "meter", password: users.meter });
+    const first = await meter();
+    for (const m of ["r1", "r2"]) await first.publishAsync("race", m, { qos: 1 });
+    await first.endAsync();
+    await b.client.stop("SIGKILL");
+    await b.restart();
+    const sub = await collect(b.broker.port, "race", { username: "reader", password: users.reader });
+    // The broker stopped: the replay's CONNECT, without a password, waits unread in its socket.
+    b.broker.signal("SIGSTOP");
+    try {
+      await b.linkUp();
+      await waitUntil("the replay's CONNECT at the broker", () => b.broker.unread() > 0, 30_000);
+      // Meanwhile meter returns with its password, and another user publishes after it.
+      const back = await meter();
+      await back.publishAsync("race", "u-new", { qos: 1 });
+      await back.endAsync();
+      const other = await mqttClient(b.port, { clientId: "race", username: "other", password: users.other });
+      await other.publishAsync("race", "o-1", { qos: 1 });
+      await other.endAsync();
+    } finally {
+      b.broker.signal("SIGCONT");
+    }
+    await b.emptied();
+    expect(sub.messages).toEqual(["r1", "r2", "u-new", "o-1"]);
+    const lines = logLines(b.client);
+    // The broker did refuse that CONNECT, and nothing was dropped for it.
+    expect(
+      lines.some((l) => l.msg === "upstream failed" && String(l.reason).includes("refused CONNECT")),
+    ).toBe(true);
+    expect(lines.some((l) => String(l.msg).startsWith("messages dropped"))).toBe(false);
+    await sub.client.endAsync();
+  }, 90_000);
+
   test("a message stored after its publisher left is delivered all the same; a password without a user name is refused", async () => {
     const b = await buffered(dir, apis, sqlite(join(dir, "left.db")));
     const sub = await collect(b.broker.port, "left");

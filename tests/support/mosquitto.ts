@@ -1,4 +1,4 @@
-import { existsSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { spawnSync } from "bun";
 import { waitForPort } from "./net.ts";
@@ -14,6 +14,10 @@ export interface Broker {
   port: number;
   start(): Promise<void>;
   stop(): Promise<void>;
+  /** Sends the running broker a signal (SIGSTOP: it stops reading and answering, its sockets stay open). */
+  signal(name: NodeJS.Signals): void;
+  /** Bytes that arrived on the broker's side of its connections and that it has not read yet. */
+  unread(): number;
 }
 
 const MOSQUITTO = ["/usr/sbin/mosquitto", "/usr/bin/mosquitto"].find(existsSync) ?? "mosquitto";
@@ -55,6 +59,21 @@ export async function startBroker(
     async stop() {
       await proc?.stop();
       proc = undefined;
+    },
+    signal(name) {
+      proc?.proc.kill(name);
+    },
+    unread() {
+      // /proc/net/tcp: "sl local rem st tx_queue:rx_queue …", addresses as hex "IP:PORT".
+      const lines = readFileSync("/proc/net/tcp", "utf8").split("\n").slice(1);
+      let bytes = 0;
+      for (const l of lines) {
+        const f = l.trim().split(/\s+/);
+        if (f.length < 5 || Number.parseInt(f[1]?.split(":")[1] ?? "", 16) !== port || f[3] !== "01")
+          continue;
+        bytes += Number.parseInt(f[4]?.split(":")[1] ?? "0", 16);
+      }
+      return bytes;
     },
   };
   if (o.started !== false) await broker.start();
