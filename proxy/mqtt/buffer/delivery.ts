@@ -334,13 +334,12 @@ export class Delivery {
       const qos0: QueuedMessage[] = [];
       let bytes = 0;
       while (out.length < BATCH && this.byPacketId.size < this.window && bytes < BATCH_BYTES) {
-        const next = this.queue.peek();
-        if (!next) break;
-        if (next.creds !== this.creds) {
-          switching = true;
+        const m = this.queue.take(this.creds);
+        if (!m) {
+          // Nothing more, or the next message was published under other credentials.
+          switching = this.queue.peek() !== undefined;
           break;
         }
-        const m = this.queue.take() as QueuedMessage;
         const o = this.outgoing(m);
         if (!o) continue;
         out.push(o);

@@ -83,11 +83,10 @@ export class PublishBuffer {
           keepalive: 60,
         };
         known.delete(m.clientId);
-        s = this.create(stored, { username: stored.username }, true);
+        s = this.create(stored, { username: m.username }, true);
         s.unfilled.push(s.creds);
-      }
-      // A run of messages under one user name shares its credentials.
-      if (s.creds.username !== m.username) {
+      } else if (s.creds.username !== m.username) {
+        // A run of messages under one user name shares its credentials.
         s.creds = { username: m.username };
         s.unfilled.push(s.creds);
       }

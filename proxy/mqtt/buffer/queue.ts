@@ -159,10 +159,13 @@ export class MessageQueue {
     }
   }
 
-  /** The next message to send, skipping (and dropping) expired ones; it is counted in flight if QoS 1. */
-  take(): QueuedMessage | undefined {
+  /**
+   * The next message to send, skipping (and dropping) expired ones; it is counted in flight if QoS 1.
+   * With `creds`, only one published under them (else it stays waiting).
+   */
+  take(creds?: Credentials): QueuedMessage | undefined {
     const m = this.peek();
-    if (!m) return undefined;
+    if (!m || (creds && m.creds !== creds)) return undefined;
     this.waiting[this.head++] = undefined as unknown as QueuedMessage;
     this.compact();
     if (m.qos === 1) this.inflight.set(m.seq, m);

@@ -18,6 +18,9 @@ import type { BufferStore, Restored, StoredMessage, StoredSession } from "./stor
 /** PRAGMA application_id of a buffer file ("svcB"): a database of another program is refused. */
 const APPLICATION_ID = 0x73766342;
 
+/** The user name of a message's session: what each message of a schema-1 file takes as its own. */
+const SESSION_USERNAME = "(SELECT username FROM sessions WHERE sessions.client_id = messages.client_id)";
+
 const MIGRATIONS = [
   `PRAGMA application_id = ${APPLICATION_ID};
    CREATE TABLE sessions (
@@ -28,7 +31,7 @@ const MIGRATIONS = [
      payload_bytes INTEGER NOT NULL, enqueued_at INTEGER NOT NULL);`,
   // Each message keeps the user name its publisher presented; those of a file before it had their session's.
   `ALTER TABLE messages ADD COLUMN username TEXT;
-   UPDATE messages SET username = (SELECT username FROM sessions WHERE sessions.client_id = messages.client_id);`,
+   UPDATE messages SET username = ${SESSION_USERNAME};`,
 ];
 
 type SessionOp = { open: StoredSession } | { end: string };
@@ -213,7 +216,7 @@ export class SqliteStore implements BufferStore {
     // Schema 1 kept no user name per message: each takes its session's, as the upgrade to 2 writes it.
     const select =
       version === 1
-        ? "SELECT *, (SELECT username FROM sessions WHERE sessions.client_id = messages.client_id) AS username FROM messages ORDER BY seq"
+        ? `SELECT *, ${SESSION_USERNAME} AS username FROM messages ORDER BY seq`
         : "SELECT * FROM messages ORDER BY seq";
     const messages = (this.db.query(select).all() as MessageRow[]).map((r) => {
       if (
