@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { connect } from "node:tls";
 import { stringify } from "yaml";
 import { clearancesOf, missingClearances, parseCompartmentLabel } from "../../lib/kube/clearance.ts";
-import { kubectlUser, useTestbed } from "./support.ts";
+import { kubectlArgv, kubectlUser, useTestbed } from "./support.ts";
 import { kubectlAs } from "./testbed/index.ts";
 import type { KubeState } from "./testbed/kube.ts";
 import { NODE } from "./testbed/kube.ts";
@@ -135,6 +135,23 @@ describe("into pods (the webhook)", () => {
     const none = kubectl("alice", ["exec", "adm-none-0", "--", "true"]);
     expect(none.code).not.toBe(0);
     expect(none.err).toContain("pod without a compartment label");
+  });
+
+  test("over WebSocket, kubectl's default, alice's exec passes into the ALPHA pod and is refused into the BRAVO pod", () => {
+    // The other tests run kubectl exec over SPDY (support.ts says why); the webhook sees the same request.
+    const overWebSocket = (pod: string) =>
+      Bun.spawnSync(kubectlArgv(testbed(), "alice", NS, ["exec", pod, "--", "true"]), {
+        env: { ...process.env, KUBECTL_REMOTE_COMMAND_WEBSOCKETS: "true" },
+        stdin: "ignore",
+        timeout: 30_000,
+      });
+    const passed = overWebSocket("adm-alpha-0");
+    expect(passed.stderr.toString()).not.toContain("denied");
+    expect(passed.exitCode).toBe(0);
+    const refused = overWebSocket("adm-bravo-0");
+    expect(refused.exitCode).not.toBe(0);
+    expect(refused.stderr.toString()).toContain("Cannot execute in pod in another compartment");
+    bothNamed(refused.stderr.toString());
   });
 
   test("bob, cleared for BRAVO, is refused the ALPHA pod; the message names both compartments", () => {
