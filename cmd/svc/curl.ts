@@ -42,6 +42,11 @@ const args = {
   ...globalArgs,
 } as const;
 
+/** The largest response svc curl verifies: the notary's openai middleware notarizes none larger. */
+const RESPONSE_LIMIT = 64 * 1024 * 1024;
+/** The largest statement fetched from /.svc/workload/{id} (a pod's annotations are at most 256 KiB). */
+const STATEMENT_LIMIT = 4 * 1024 * 1024;
+
 function usage(message: string): SvcError {
   return new SvcError("usage", message);
 }
@@ -131,7 +136,11 @@ export default defineCommand({
       headers["content-type"] = /^\s*[[{]/.test(new TextDecoder().decode(body.subarray(0, 64)))
         ? "application/json"
         : "application/x-www-form-urlencoded";
-    if (validate) headers[LEVEL_HEADER] = level;
+    if (validate) {
+      headers[LEVEL_HEADER] = level;
+      // A fresh request ID, which a receipt must record: a receipt of another exchange fails.
+      headers["x-request-id"] ??= crypto.randomUUID();
+    }
     const method = (a.request ?? (body ? "POST" : "GET")).toUpperCase();
     const needsSource = validate || url.protocol === "https:";
     if (needsSource) requireSocket(a["spiffe-socket-path"]);
@@ -152,6 +161,8 @@ export default defineCommand({
         headers,
         ...(body ? { body } : {}),
         ...(source ? { source } : {}),
+        // The whole body is held until it is verified; a notary notarizes none larger.
+        ...(validate ? { maxBodyBytes: RESPONSE_LIMIT } : {}),
       });
       log.debug("response", {
         status: res.status,
@@ -188,6 +199,8 @@ export default defineCommand({
               method: "GET",
               headers: {},
               source,
+              maxBodyBytes: STATEMENT_LIMIT,
+              deadlineMs: 30_000,
             });
             return r.status === 200
               ? (JSON.parse(new TextDecoder().decode(r.body)).statement as string)
@@ -205,8 +218,13 @@ export default defineCommand({
             n.receipt = await checkReceipt(
               res.headers,
               bundles,
-              statement.id,
-              { method, path: url.pathname + url.search, body: body ?? new Uint8Array() },
+              { id: statement.id, issuer: statement.claims.iss },
+              {
+                method,
+                path: url.pathname + url.search,
+                body: body ?? new Uint8Array(),
+                requestId: headers["x-request-id"] as string,
+              },
               { status: res.status, body: res.body },
             );
             if (!a.silent) say("svc curl", "success", `receipt ${n.receipt.id} verified`);

@@ -8,12 +8,15 @@ import { type StatementClaims, verifyStatement } from "./statement.ts";
  * What `svc curl` checks on a notarized response (docs/svc-curl.md, "What is verified"; the objects in
  * docs/notary.md, "Formats"): the Svc-Workload-ID header, the statement it names (from
  * Svc-Workload-Statement, or fetched by the caller), signed by the peer it talked to when that is known;
- * with a receipt, that it describes this exchange.
+ * with a receipt, that the statement's issuer signed it and that it describes this exchange, the request
+ * named by the X-Request-Id the caller sent.
  */
 export interface Sent {
   method: string;
   path: string;
   body: Uint8Array;
+  /** The X-Request-Id sent. */
+  requestId: string;
 }
 
 export interface Notarization {
@@ -71,7 +74,7 @@ export function checkStatement(
 export function checkReceipt(
   headers: Headers,
   bundles: BundleSource,
-  statementId: string,
+  statement: { id: string; issuer: string },
   sent: Sent,
   received: { status: number; body: Uint8Array },
 ): Promise<NonNullable<Notarization["receipt"]>> {
@@ -85,7 +88,9 @@ export function checkReceipt(
       );
     const v = await verifyReceipt(jws, bundles, {
       expectedId: id,
-      statementId,
+      statementId: statement.id,
+      issuer: statement.issuer,
+      requestId: sent.requestId,
       request: sent,
       response: received,
     });

@@ -1,5 +1,6 @@
 import { createPrivateKey, createPublicKey, type KeyObject } from "node:crypto";
 import { CompactSign, compactVerify, decodeProtectedHeader } from "jose";
+import * as v from "valibot";
 import { type ErrorCode, SvcError } from "../errors.ts";
 import type { BundleSource } from "../spiffe/bundle.ts";
 import { type Cert, derToPem } from "../spiffe/cert.ts";
@@ -62,16 +63,39 @@ function fail(code: ErrorCode, what: string, why: string): SvcError {
   return new SvcError(code, `${what} verification failed: ${why}`);
 }
 
+/** The last second of the year 9999: an `iat` past it is no date (and would skip the validity checks). */
+const MAX_IAT = 253_402_300_799;
+
+/**
+ * Each part in the one base64url spelling signJws writes: a JWS whose last character carries other unused
+ * bits decodes to the same bytes, but under another content ID.
+ */
+const canonical = (jws: string) =>
+  jws
+    .split(".")
+    .every(
+      (part) =>
+        /^[A-Za-z0-9_-]*$/.test(part) && Buffer.from(part, "base64url").toString("base64url") === part,
+    );
+
 /**
  * Verifies a JWS made by signJws. `what` names the object in errors ("workload statement"); `code` is
- * the SvcError code thrown. Checks typ, the signature with the x5c leaf key, the chain against the
- * bundle at `iat`, `iss` against the leaf's SPIFFE ID, and that `aud` ends with `audienceSuffix`.
+ * the SvcError code thrown. Checks the spelling, typ, the signature with the x5c leaf key, the claims'
+ * shape against `schema`, the chain against the bundle at `iat`, `iss` against the leaf's SPIFFE ID, and
+ * that `aud` ends with `audienceSuffix`.
  */
 export async function verifyJws<T extends { iss: string; iat: number; aud: string | string[] }>(
   jws: string,
   bundles: BundleSource,
-  o: { typ: string; audienceSuffix: string; what: string; code: ErrorCode },
+  o: {
+    typ: string;
+    audienceSuffix: string;
+    what: string;
+    code: ErrorCode;
+    schema: v.GenericSchema<unknown, unknown>;
+  },
 ): Promise<VerifiedJws<T>> {
+  if (!canonical(jws)) throw fail(o.code, o.what, "not a compact JWS in canonical base64url");
   let header: ReturnType<typeof decodeProtectedHeader>;
   try {
     header = decodeProtectedHeader(jws);
@@ -93,7 +117,13 @@ export async function verifyJws<T extends { iss: string; iat: number; aud: strin
   } catch (e) {
     throw fail(o.code, o.what, `bad signature (${(e as Error).message})`);
   }
-  if (typeof claims.iat !== "number") throw fail(o.code, o.what, "the iat claim is missing");
+  const shape = v.safeParse(o.schema, claims);
+  if (!shape.success) {
+    const issue = shape.issues[0];
+    throw fail(o.code, o.what, `malformed claims: ${v.getDotPath(issue) ?? "(top)"}: ${issue.message}`);
+  }
+  if (!Number.isSafeInteger(claims.iat) || claims.iat < 0 || claims.iat > MAX_IAT)
+    throw fail(o.code, o.what, `iat ${JSON.stringify(claims.iat)} is not a time in whole seconds`);
   let verified: ReturnType<typeof verifyX509Svid>;
   try {
     verified = verifyX509Svid(presented, bundles, new Date(claims.iat * 1000));

@@ -1,3 +1,4 @@
+import * as v from "valibot";
 import { SvcError } from "../errors.ts";
 import type { BundleSource } from "../spiffe/bundle.ts";
 import { type SvidSigner, signJws, type VerifiedJws, verifyJws } from "./jws.ts";
@@ -34,6 +35,14 @@ export interface TreeHeadClaims {
   root: string;
 }
 
+const TREE_HEAD_CLAIMS = v.object({
+  iss: v.string(),
+  aud: v.array(v.string()),
+  iat: v.number(),
+  size: v.number(),
+  root: v.string(),
+});
+
 export const b64u = (h: Uint8Array) => Buffer.from(h).toString("base64url");
 
 function fromB64u(s: unknown, what: string): Hash {
@@ -67,19 +76,20 @@ export async function verifyTreeHead(
   jws: string,
   bundles: BundleSource,
 ): Promise<VerifiedJws<TreeHeadClaims>> {
-  const v = await verifyJws<TreeHeadClaims>(jws.trim(), bundles, {
+  const head = await verifyJws<TreeHeadClaims>(jws.trim(), bundles, {
     typ: TREE_HEAD_TYP,
     audienceSuffix: TREE_HEAD_AUDIENCE_SUFFIX,
     what: "tree head",
     code: "receipt",
+    schema: TREE_HEAD_CLAIMS,
   });
-  if (!Number.isSafeInteger(v.claims.size) || v.claims.size < 1)
+  if (!Number.isSafeInteger(head.claims.size) || head.claims.size < 1)
     throw new SvcError(
       "receipt",
-      `tree head verification failed: size ${JSON.stringify(v.claims.size)} is not a positive integer`,
+      `tree head verification failed: size ${JSON.stringify(head.claims.size)} is not a positive integer`,
     );
-  fromB64u(v.claims.root, "the tree head's root");
-  return v;
+  fromB64u(head.claims.root, "the tree head's root");
+  return head;
 }
 
 function receiptIssuer(jws: string): string {

@@ -1,3 +1,4 @@
+import * as v from "valibot";
 import { SvcError } from "../errors.ts";
 import type { BundleSource } from "../spiffe/bundle.ts";
 import { contentId, sha256Hex } from "./ids.ts";
@@ -33,6 +34,32 @@ export interface ReceiptExchange {
   response: { status: number; headers: Record<string, string>; body: BodyDigest; upstreamBody?: BodyDigest };
 }
 
+const text = v.string();
+const digest = v.object({ length: v.number(), sha256: text });
+/** What a verifier reads of a receipt's claims, so that printing and checks never meet another shape. */
+const RECEIPT_CLAIMS = v.object({
+  iss: text,
+  aud: v.array(text),
+  iat: v.number(),
+  svc: v.object({
+    workloadStatementID: text,
+    requestID: text,
+    request: v.object({
+      method: text,
+      path: text,
+      headers: v.record(text, text),
+      body: digest,
+      forwardedBody: v.optional(digest),
+    }),
+    response: v.object({
+      status: v.number(),
+      headers: v.record(text, text),
+      body: digest,
+      upstreamBody: v.optional(digest),
+    }),
+  }),
+});
+
 export interface ReceiptClaims {
   iss: string;
   aud: string[];
@@ -49,6 +76,9 @@ const EXCLUDED = new Set([
   "proxy-authorization",
   "cookie",
   "set-cookie",
+  // API keys as OpenAI-compatible servers take them (Azure OpenAI's api-key; x-api-key).
+  "api-key",
+  "x-api-key",
   "svc-workload-id",
   "svc-workload-statement",
   "svc-receipt-id",
@@ -94,6 +124,10 @@ export async function signReceipt(
 
 export interface ReceiptCheck {
   expectedId?: string;
+  /** The SPIFFE ID that must have signed it: the notary that issued the statement it names. */
+  issuer?: string;
+  /** The X-Request-Id the caller sent, which the receipt must record (a receipt of another exchange fails). */
+  requestId?: string;
   /** The statement the receipt must name. */
   statementId?: string;
   /** What the caller sent and received; each given part must match the receipt. */
@@ -109,19 +143,26 @@ export async function verifyReceipt(
 ): Promise<VerifiedJws<ReceiptClaims> & { id: string }> {
   const what = "receipt";
   const id = contentId(jws.trim());
-  const v = await verifyJws<ReceiptClaims>(jws.trim(), bundles, {
+  const verified = await verifyJws<ReceiptClaims>(jws.trim(), bundles, {
     typ: RECEIPT_TYP,
     audienceSuffix: RECEIPT_AUDIENCE_SUFFIX,
     what,
     code: "receipt",
+    schema: RECEIPT_CLAIMS,
   });
   const bad = (why: string) => new SvcError("receipt", `${what} verification failed: ${why}`);
-  const s = v.claims.svc;
+  const s = verified.claims.svc;
   if (!s?.request?.body || !s.response?.body) throw bad("the svc claim lacks the request or response");
   if (check.expectedId !== undefined && check.expectedId !== id)
     throw bad(`its ID is ${id}, not ${check.expectedId}`);
   if (check.statementId !== undefined && s.workloadStatementID !== check.statementId)
     throw bad(`it names workload statement ${s.workloadStatementID}, not ${check.statementId}`);
+  if (check.issuer !== undefined && verified.issuer.uri !== check.issuer)
+    throw bad(`it is signed by ${verified.issuer.uri}, but the workload statement by ${check.issuer}`);
+  if (check.requestId !== undefined && s.requestID !== check.requestId)
+    throw bad(
+      `it records request ID ${JSON.stringify(s.requestID)}, the request was sent as ${JSON.stringify(check.requestId)} (a receipt of another exchange)`,
+    );
   const r = check.request;
   if (r?.method !== undefined && r.method.toUpperCase() !== s.request.method)
     throw bad(`it records method ${s.request.method}, the request was ${r.method.toUpperCase()}`);
@@ -140,5 +181,5 @@ export async function verifyReceipt(
   if (check.response?.status !== undefined && check.response.status !== s.response.status)
     throw bad(`it records status ${s.response.status}, the response was ${check.response.status}`);
   digest("response", check.response?.body);
-  return { ...v, id };
+  return { ...verified, id };
 }

@@ -1,3 +1,4 @@
+import * as v from "valibot";
 import { SvcError } from "../errors.ts";
 import type { BundleSource } from "../spiffe/bundle.ts";
 import { contentId } from "./ids.ts";
@@ -35,6 +36,28 @@ export interface StatementClaims {
   svc: WorkloadFacts;
 }
 
+const text = v.string();
+/** What a verifier reads of a statement's claims, so that printing and checks never meet another shape. */
+const STATEMENT_CLAIMS = v.object({
+  iss: text,
+  sub: text,
+  aud: text,
+  iat: v.number(),
+  svc: v.object({
+    trustDomain: text,
+    spiffeId: text,
+    namespace: text,
+    serviceAccount: text,
+    podName: text,
+    podUid: text,
+    images: v.array(text),
+    labels: v.record(text, text),
+    annotations: v.record(text, text),
+    certificateID: text,
+    issuerJwtSvid: v.optional(text),
+  }),
+});
+
 export interface SignedObject {
   id: string;
   jws: string;
@@ -70,15 +93,16 @@ export async function verifyStatement(
 ): Promise<VerifiedJws<StatementClaims> & { id: string }> {
   const id = contentId(jws.trim());
   const what = "workload statement";
-  const v = await verifyJws<StatementClaims>(jws.trim(), bundles, {
+  const verified = await verifyJws<StatementClaims>(jws.trim(), bundles, {
     typ: STATEMENT_TYP,
     audienceSuffix: STATEMENT_AUDIENCE_SUFFIX,
     what,
     code: "statement",
+    schema: STATEMENT_CLAIMS,
   });
   if (expectedId !== undefined && expectedId !== id)
     throw new SvcError("statement", `${what} verification failed: its ID is ${id}, not ${expectedId}`);
-  if (!v.claims.svc || v.claims.svc.spiffeId !== v.claims.sub)
+  if (!verified.claims.svc || verified.claims.svc.spiffeId !== verified.claims.sub)
     throw new SvcError("statement", `${what} verification failed: svc.spiffeId does not match sub`);
-  return { ...v, id };
+  return { ...verified, id };
 }

@@ -8,15 +8,28 @@ import { spiffeServerIdentity } from "./peer.ts";
 /**
  * One HTTP exchange with the whole response read, for `svc curl`. An https:// URL is SPIFFE mTLS with
  * the SVID of `source`: the server must present an X.509-SVID that chains to the bundle of its own trust
- * domain (no hostname check); its SPIFFE ID is returned. Connection failures are SvcError("network").
+ * domain (no hostname check); its SPIFFE ID is returned. Connection failures are SvcError("network"); a
+ * server certificate the TLS layer refuses (expired, another CA) is SvcError("statement"), as one the
+ * identity check refuses.
  */
 export interface ExchangeRequest {
   method: string;
   headers: Record<string, string>;
   body?: Uint8Array;
   source?: SvidSource;
+  /** The longest wait for the next bytes (default 30 s). */
   timeoutMs?: number;
+  /** A response body over this many bytes ends the exchange with SvcError("network"). */
+  maxBodyBytes?: number;
+  /** The whole exchange must end within this many milliseconds. */
+  deadlineMs?: number;
 }
+
+/**
+ * Response heads up to this size are read (Node's default is 16 KiB): a notary's statement and receipt
+ * headers carry a pod's labels and annotations and the request's headers.
+ */
+const MAX_HEADER_BYTES = 1024 * 1024;
 
 export interface ExchangeResponse {
   status: number;
@@ -45,6 +58,7 @@ export function exchange(url: URL, o: ExchangeRequest): Promise<ExchangeResponse
     headers: { ...o.headers, ...(o.body ? { "content-length": String(o.body.length) } : {}) },
     agent: false,
     timeout: o.timeoutMs ?? 30_000,
+    maxHeaderSize: MAX_HEADER_BYTES,
     ...(tls && svid && o.source
       ? {
           cert: svid.certPem,
@@ -57,11 +71,27 @@ export function exchange(url: URL, o: ExchangeRequest): Promise<ExchangeResponse
       : {}),
   };
   return new Promise((resolve, reject) => {
+    const deadline =
+      o.deadlineMs === undefined
+        ? undefined
+        : setTimeout(
+            () => req.destroy(new Error(`the exchange did not end within ${o.deadlineMs} ms`)),
+            o.deadlineMs,
+          );
     const req = (tls ? https : http).request(url, options, (res) => {
       const chunks: Buffer[] = [];
-      res.on("data", (c: Buffer) => chunks.push(c));
+      let length = 0;
+      res.on("data", (c: Buffer) => {
+        length += c.length;
+        if (o.maxBodyBytes !== undefined && length > o.maxBodyBytes) {
+          req.destroy(new Error(`the response body is larger than ${o.maxBodyBytes} bytes`));
+          return;
+        }
+        chunks.push(c);
+      });
       res.on("error", (e) => reject(networkError(url, e)));
       res.on("end", () => {
+        clearTimeout(deadline);
         resolve({
           status: res.statusCode ?? 0,
           statusText: res.statusMessage ?? "",
@@ -74,18 +104,25 @@ export function exchange(url: URL, o: ExchangeRequest): Promise<ExchangeResponse
       });
     });
     req.on("timeout", () => req.destroy(new Error(`no response within ${options.timeout} ms`)));
-    req.on("error", (e) => reject(networkError(url, e)));
+    req.on("error", (e) => {
+      clearTimeout(deadline);
+      reject(networkError(url, e));
+    });
     req.end(o.body ? Buffer.from(o.body) : undefined);
   });
 }
 
+/** OpenSSL's names for a peer certificate it cannot verify. */
+const UNTRUSTED_CERT =
+  /^(CERT_|UNABLE_TO_|SELF_SIGNED_CERT|DEPTH_ZERO_SELF_SIGNED_CERT|INVALID_CA|PATH_LENGTH_EXCEEDED|INVALID_PURPOSE|ERR_TLS_CERT)/;
+
 function networkError(url: URL, e: Error): SvcError {
-  if (e instanceof SvcError)
+  const code = (e as NodeJS.ErrnoException).code;
+  if (e instanceof SvcError || (typeof code === "string" && UNTRUSTED_CERT.test(code)))
     return new SvcError(
       "statement",
-      `workload statement verification failed: server ${url.host} is not a trusted SPIFFE workload: ${e.message}`,
+      `workload statement verification failed: server ${url.host} is not a trusted SPIFFE workload: ${e instanceof SvcError ? e.message : `${code}: ${e.message}`}`,
     );
-  const code = (e as NodeJS.ErrnoException).code;
   const hint = code === "ECONNREFUSED" || code === "ECONNRESET" ? " (possibly a network policy)" : "";
   return new SvcError(
     "network",

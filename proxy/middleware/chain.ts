@@ -1,3 +1,4 @@
+import { NOTARY_HEADERS } from "../../lib/notary-objects/levels.ts";
 import type { MiddlewareInput } from "../config/schema.ts";
 import type { Handler } from "../http/types.ts";
 import type { MiddlewareContext, MiddlewareFactory } from "./context.ts";
@@ -30,5 +31,22 @@ export function buildChain(
     if (!factory) throw new Error(`middleware ${e.type} is not available in this build`);
     return factory(e, ctx);
   });
-  return middlewares.reduceRight<Handler>((next, m) => (req) => m(req, next), terminal);
+  return middlewares.reduceRight<Handler>(
+    (next, m) => (req) => m(req, next),
+    ctx.notary ? withoutNotaryHeaders(terminal) : terminal,
+  );
+}
+
+/**
+ * With the notary on, a target's own Svc-Workload-* and Svc-Receipt* response headers never reach a caller,
+ * on any listener and any path: a workload could otherwise pass off statements and receipts it made, or
+ * old ones of this notary, as the notary's account of this exchange (docs/notary.md).
+ */
+function withoutNotaryHeaders(terminal: Handler): Handler {
+  return async (req) => {
+    const res = await terminal(req);
+    for (const name of Object.keys(res.headers))
+      if (NOTARY_HEADERS.includes(name.toLowerCase())) delete res.headers[name];
+    return res;
+  };
 }

@@ -53,10 +53,11 @@ export function openai(
     }
     if (parsed === null || typeof parsed !== "object" || Array.isArray(parsed))
       return proxyResponse(400, "openai: the request body must be a JSON object");
-    if ((parsed as { stream?: unknown }).stream === true)
+    const stream = (parsed as { stream?: unknown }).stream;
+    if (stream !== undefined && stream !== false && stream !== null)
       return proxyResponse(
         400,
-        'openai: streaming responses ("stream": true) are not supported by this proxy; send "stream": false',
+        `openai: streaming responses ("stream": ${JSON.stringify(stream)}) are not supported by this proxy; send "stream": false`,
       );
     const removed: string[] = [];
     const filtered = applyModel(parsed, REQUEST_MODEL, "", removed);

@@ -1,14 +1,18 @@
 import type { Level } from "../../lib/notary-objects/levels.ts";
 import { bodyDigest, receiptHeaders } from "../../lib/notary-objects/receipt.ts";
+import { endToEnd, requestFields } from "../http/headers.ts";
 import type { ProxyRequest, Upstream } from "../http/types.ts";
 import type { Notary } from "./notary.ts";
 
 /**
  * Notarizes one buffered HTTP exchange at `level` and returns the response headers that carry the result
- * (docs/notary.md, "Levels"): Svc-Workload-ID and Svc-Workload-Statement always, Svc-Receipt-ID and
- * Svc-Receipt for signRequest. Throws SvcError("pod_mismatch" | "kube_api" | "notary") when no statement can
- * be made.
+ * (docs/notary.md, "Levels"): Svc-Workload-ID always, Svc-Workload-Statement unless it is over
+ * STATEMENT_HEADER_LIMIT (callers then fetch it by its ID), Svc-Receipt-ID and Svc-Receipt for signRequest.
+ * The receipt records the request headers as forwarded to the target and the response headers as passed
+ * on to the caller. Throws SvcError("pod_mismatch" | "kube_api" | "notary") when no statement can be made.
  */
+export const STATEMENT_HEADER_LIMIT = 8 * 1024;
+
 export interface BufferedExchange {
   req: ProxyRequest;
   /** The request body as the caller sent it. */
@@ -31,10 +35,9 @@ export async function notarizeExchange(
   x: BufferedExchange,
 ): Promise<Record<string, string>> {
   const statement = await notary.statementFor(upstream, origin);
-  const headers: Record<string, string> = {
-    "svc-workload-id": statement.id,
-    "svc-workload-statement": statement.jws,
-  };
+  const headers: Record<string, string> = { "svc-workload-id": statement.id };
+  // A pod's annotations can make a statement larger than HTTP clients read as one header (16 KiB).
+  if (statement.jws.length <= STATEMENT_HEADER_LIMIT) headers["svc-workload-statement"] = statement.jws;
   const receipt = await notary.record(
     level,
     statement.id,
@@ -44,13 +47,13 @@ export async function notarizeExchange(
       request: {
         method: x.req.method,
         path: x.req.path,
-        headers: receiptHeaders(x.req.headers),
+        headers: receiptHeaders(requestFields(x.req)),
         body: bodyDigest(x.requestBody),
         ...(x.forwardedBody ? { forwardedBody: bodyDigest(x.forwardedBody) } : {}),
       },
       response: {
         status: x.status,
-        headers: receiptHeaders(x.responseHeaders),
+        headers: receiptHeaders(endToEnd(x.responseHeaders, false)),
         body: bodyDigest(x.responseBody),
         ...(x.upstreamBody ? { upstreamBody: bodyDigest(x.upstreamBody) } : {}),
       },

@@ -19,6 +19,7 @@ const testbed = useTestbed();
 let upstream: Server;
 let upstreamPort: number;
 let lastRequest: Record<string, unknown> = {};
+let lastHeaders: Record<string, string | string[] | undefined> = {};
 const ports = { api: 0, stale: 0, client: 0, staleClient: 0, metrics: 0, central: 0 };
 let db: string;
 let work: string;
@@ -32,10 +33,21 @@ beforeAll(async () => {
       body += d;
     });
     req.on("end", () => {
+      // A target that adds headers of its choosing to its answer (a test asks for them in this header).
+      const added = JSON.parse(String(req.headers["x-test-answer-headers"] ?? "{}")) as Record<
+        string,
+        string
+      >;
       if (req.url === "/v1/chat/completions" && req.method === "POST") {
         lastRequest = JSON.parse(body);
+        lastHeaders = req.headers;
         const messages = lastRequest.messages as { content: string }[];
-        res.writeHead(200, { "content-type": "application/json" });
+        if (messages.at(-1)?.content === "plain please") {
+          res.writeHead(200, { "content-type": "text/plain", ...added });
+          res.end("a plain answer\n");
+          return;
+        }
+        res.writeHead(200, { "content-type": "application/json", ...added });
         res.end(
           JSON.stringify({
             id: "chatcmpl-1",
@@ -300,6 +312,95 @@ describe("notary with the openai middleware", () => {
     expect(((await cert.json()) as { spiffeId: string }).spiffeId).toBe(workload(tb, "api").spiffeId);
   });
 
+  test("a target's own statement and receipt headers never reach the caller: svc curl cannot be handed a replay", async () => {
+    const url = `http://127.0.0.1:${ports.client}/v1/chat/completions`;
+    const genuine = await svc(["curl", "-s", "-o", "json", "-n", "signRequest", "-d", chat("genuine"), url]);
+    expect(genuine.code).toBe(0);
+    const g = JSON.parse(genuine.stdout) as {
+      workload: { id: string; jws: string };
+      receipt: { id: string; jws: string };
+    };
+    const replay = JSON.stringify({
+      "svc-workload-id": g.workload.id,
+      "svc-workload-statement": g.workload.jws,
+      "svc-receipt-id": g.receipt.id,
+      "svc-receipt": g.receipt.jws,
+    });
+    // A plain answer is not notarized: none of the target's notary headers pass.
+    const plain = await fetch(url, {
+      method: "POST",
+      headers: { "content-type": "application/json", "x-test-answer-headers": replay },
+      body: chat("plain please"),
+    });
+    expect(await plain.text()).toBe("a plain answer\n");
+    expect([...plain.headers.keys()].filter((k) => k.startsWith("svc-"))).toEqual([]);
+    const refused = await svc([
+      "curl",
+      "-n",
+      "signRequest",
+      "-H",
+      `x-test-answer-headers: ${replay}`,
+      "-d",
+      chat("plain please"),
+      url,
+    ]);
+    expect(refused.code).toBe(2);
+    expect(refused.stdout).toBe("");
+    expect(refused.stderr).toContain("no Svc-Workload-ID header");
+    // A notarized answer at the workload level carries the notary's statement and no receipt of the target's.
+    const json = await fetch(url, {
+      method: "POST",
+      headers: { "content-type": "application/json", "x-test-answer-headers": replay },
+      body: chat("workload level"),
+    });
+    expect(json.status).toBe(200);
+    expect(json.headers.get("svc-workload-id")).toBe(g.workload.id);
+    expect(json.headers.get("svc-receipt-id")).toBeNull();
+    expect(json.headers.get("svc-receipt")).toBeNull();
+  });
+
+  test("a receipt records the request as the notary forwarded it, under the X-Request-Id svc curl sent", async () => {
+    const r = await svc([
+      "curl",
+      "-s",
+      "-o",
+      "json",
+      "-n",
+      "signRequest",
+      "-H",
+      "X-Request-Id: e2e-receipt-headers",
+      "-H",
+      "Connection: x-consent",
+      "-H",
+      "X-Consent: granted",
+      "-H",
+      "X-Forwarded-For: 6.6.6.6",
+      "-H",
+      "X-Api-Key: sk-not-for-receipts",
+      "-d",
+      chat("as forwarded"),
+      `http://127.0.0.1:${ports.client}/v1/chat/completions`,
+    ]);
+    expect(r.stderr).toBe("");
+    expect(r.code).toBe(0);
+    const svcClaim = (
+      JSON.parse(r.stdout) as {
+        receipt: { claims: { svc: { requestID: string; request: { headers: Record<string, string> } } } };
+      }
+    ).receipt.claims.svc;
+    expect(svcClaim.requestID).toBe("e2e-receipt-headers");
+    const recorded = svcClaim.request.headers;
+    // As forwarded: no field that Connection names, and X-Forwarded-For with the hop added.
+    expect(lastHeaders["x-consent"]).toBeUndefined();
+    expect(recorded["x-consent"]).toBeUndefined();
+    expect(recorded.connection).toBeUndefined();
+    // The notary's proxy added its hop; the server proxy in front of the target adds one more.
+    expect(recorded["x-forwarded-for"]).toBe("6.6.6.6, 127.0.0.1");
+    expect(lastHeaders["x-forwarded-for"]).toBe("6.6.6.6, 127.0.0.1, 127.0.0.1");
+    expect(recorded["x-request-id"]).toBe("e2e-receipt-headers");
+    expect(recorded["x-api-key"]).toBeUndefined();
+  });
+
   test("notary-query on a central listener answers only the callers source.spiffe_ids admits", async () => {
     const url = `https://127.0.0.1:${ports.central}/.svc/receipt/${"A".repeat(43)}`;
     const allowed = await svc(["curl", "--validate=false", url], "api");
@@ -343,6 +444,16 @@ describe("notary with the openai middleware", () => {
     ]);
     expect(stream.code).toBe(4);
     expect(stream.stderr).toContain("streaming");
+    // A stream value a target might read as true is refused as well.
+    for (const value of ["true", 1]) {
+      const odd = await fetch(`http://127.0.0.1:${ports.client}/v1/chat/completions`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ model: "m", messages: [], stream: value }),
+      });
+      expect(odd.status).toBe(400);
+      expect(await odd.text()).toContain(`("stream": ${JSON.stringify(value)}) are not supported`);
+    }
     const big = await fetch(`http://127.0.0.1:${ports.client}/v1/chat/completions`, {
       method: "POST",
       headers: { "content-type": "application/json" },

@@ -1,9 +1,15 @@
 import { beforeAll, describe, expect, test } from "bun:test";
 import { DevCa } from "../../lib/dev/ca.ts";
 import { contentId, isContentId } from "../../lib/notary-objects/ids.ts";
-import { type SvidSigner, svidSigner } from "../../lib/notary-objects/jws.ts";
+import { type SvidSigner, signJws, svidSigner } from "../../lib/notary-objects/jws.ts";
+import { formatStatement } from "../../lib/notary-objects/print.ts";
 import { bodyDigest, receiptHeaders, signReceipt, verifyReceipt } from "../../lib/notary-objects/receipt.ts";
-import { signStatement, verifyStatement, type WorkloadFacts } from "../../lib/notary-objects/statement.ts";
+import {
+  STATEMENT_TYP,
+  signStatement,
+  verifyStatement,
+  type WorkloadFacts,
+} from "../../lib/notary-objects/statement.ts";
 import { BundleSet, X509Bundle } from "../../lib/spiffe/bundle.ts";
 import { derToPem, parseCert } from "../../lib/spiffe/cert.ts";
 import { svcErrorOf } from "../support/errors.ts";
@@ -130,6 +136,82 @@ describe("workload statements", () => {
   test("garbage is refused with a clear message", async () => {
     expect((await svcErrorOf(verifyStatement("not-a-jws", bundles))).message).toContain("not a compact JWS");
   });
+
+  test("an iat that is no date is refused: it would skip the certificate's validity checks", async () => {
+    // A signer whose certificate was valid for a second an hour ago: at no iat of today is it valid.
+    const expired = await ca.issue({
+      uris: [PROXY],
+      ttlMs: 1_000,
+      notBefore: new Date(Date.now() - 3_600_000),
+    });
+    const old = svidSigner(derToPem(expired.keyDer, "PRIVATE KEY"), [parseCert(expired.certDer)]);
+    const claims = (iat: unknown) => ({
+      iss: PROXY,
+      sub: POD,
+      aud: "https://api/workload-statement",
+      iat,
+      svc: facts,
+    });
+    for (const iat of [1e13, -1, 1.5, Number.MAX_SAFE_INTEGER]) {
+      const jws = await signJws(claims(iat), old, STATEMENT_TYP);
+      expect((await svcErrorOf(verifyStatement(jws, bundles))).message).toContain(
+        `iat ${JSON.stringify(iat)} is not a time in whole seconds`,
+      );
+    }
+    const jws = await signJws(claims("1700000000"), old, STATEMENT_TYP);
+    expect((await svcErrorOf(verifyStatement(jws, bundles))).message).toContain("malformed claims: iat");
+  });
+
+  test("a signed statement of another shape is refused, naming the field, before anything reads it", async () => {
+    const base = {
+      iss: PROXY,
+      sub: POD,
+      aud: "https://api/workload-statement",
+      iat: Math.floor(Date.now() / 1000),
+    };
+    const cases: [object, string][] = [
+      [{ ...base, svc: { ...facts, images: undefined } }, "malformed claims: svc.images"],
+      [{ ...base, svc: { ...facts, labels: { app: 1 } } }, "malformed claims: svc.labels.app"],
+      [{ ...base, svc: "x" }, "malformed claims: svc"],
+    ];
+    for (const [claims, message] of cases) {
+      const jws = await signJws(claims, signer, STATEMENT_TYP);
+      const f = await svcErrorOf(verifyStatement(jws, bundles));
+      expect(f.code).toBe("statement");
+      expect(f.message).toContain(message);
+    }
+  });
+
+  test("another base64url spelling of the same signature (unused bits set) is refused", async () => {
+    const s = await signStatement(PROXY, "https://api", facts, signer);
+    const sig = s.jws.split(".")[2] as string;
+    const last = sig.at(-1) as string;
+    // An ES256 signature is 64 bytes: its last base64url character carries 4 bits and 2 unused ones.
+    const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    const twin = alphabet[alphabet.indexOf(last) ^ 1] as string;
+    const respelled = `${s.jws.slice(0, -1)}${twin}`;
+    expect(Buffer.from(respelled.split(".")[2] as string, "base64url")).toEqual(
+      Buffer.from(sig, "base64url"),
+    );
+    expect((await svcErrorOf(verifyStatement(respelled, bundles))).message).toContain(
+      "not a compact JWS in canonical base64url",
+    );
+  });
+
+  test("printed values cannot fake lines or hide the rest on a terminal", async () => {
+    const s = await signStatement(
+      PROXY,
+      "https://api",
+      { ...facts, annotations: { note: "x\n  Issuer:                 spiffe://example.org/fake\u001b[8m" } },
+      signer,
+    );
+    const printed = formatStatement(s.id, (await verifyStatement(s.jws, bundles)).claims);
+    expect(printed).not.toContain("\u001b");
+    expect(printed.split("\n").filter((l) => l.startsWith("  Issuer:"))).toEqual([
+      `  Issuer:                 ${PROXY}`,
+    ]);
+    expect(printed).toContain("note: x\\u000a  Issuer:");
+  });
 });
 
 describe("receipts", () => {
@@ -181,6 +263,25 @@ describe("receipts", () => {
     });
     expect(v.claims.aud).toEqual(["https://api/receipt"]);
     expect(v.claims.svc.requestID).toBe("req-1");
+  });
+
+  test("a receipt of another request (its X-Request-Id) or by another signer than the statement's fails", async () => {
+    const r = await signReceipt(PROXY, "https://api", "S".repeat(43), "req-1", exchange, signer);
+    const other = await svcErrorOf(verifyReceipt(r.jws, bundles, { requestId: "req-2" }));
+    expect(other.code).toBe("receipt");
+    expect(other.message).toContain('it records request ID "req-1", the request was sent as "req-2"');
+    const notary = "spiffe://example.org/ns/edge/sa/notary";
+    expect((await svcErrorOf(verifyReceipt(r.jws, bundles, { issuer: notary }))).message).toContain(
+      `it is signed by ${PROXY}, but the workload statement by ${notary}`,
+    );
+    expect((await verifyReceipt(r.jws, bundles, { requestId: "req-1", issuer: PROXY })).id).toBe(r.id);
+  });
+
+  test("a receipt whose aud is not a list is refused, not printed", async () => {
+    const r = await signReceipt(PROXY, "https://api", "S".repeat(43), "req-1", exchange, signer);
+    const claims = JSON.parse(Buffer.from(r.jws.split(".")[1] as string, "base64url").toString());
+    const jws = await signJws({ ...claims, aud: "https://api/receipt" }, signer, "svc-receipt+jws");
+    expect((await svcErrorOf(verifyReceipt(jws, bundles))).message).toContain("malformed claims: aud");
   });
 
   test("a different body, status or statement fails", async () => {
