@@ -6,8 +6,9 @@ import type { ProxyRequest } from "./types.ts";
  * proxy/http/full/), as a forwarding proxy applies it (RFC 9110 section 7.6.1):
  *
  * - hop-by-hop fields, and any field that Connection names, are not passed on in either direction;
- * - on requests the proxy writes Svc-Peer-ID itself (a caller's own never passes) and appends the
- *   caller's address to X-Forwarded-For;
+ * - on requests the proxy writes Svc-Peer-ID itself (a caller's own never passes, nor one spelled with
+ *   underscores, which CGI and WSGI targets read as the same field) and appends the caller's address to
+ *   X-Forwarded-For;
  * - a request keeps the caller's X-Request-Id, or is given a new one.
  *
  * Names here are lower case, as both paths compare them.
@@ -31,6 +32,10 @@ export const FORWARDED_FOR_HEADER = "x-forwarded-for";
 
 /** Request fields the proxy writes itself: what a caller sent under these names is replaced or merged. */
 const WRITTEN_ON_REQUESTS: ReadonlySet<string> = new Set([PEER_ID_HEADER, FORWARDED_FOR_HEADER]);
+
+/** Svc-Peer-ID with any of its hyphens written as underscores (`key` in lower case). */
+export const isPeerIdSpelling = (key: string): boolean =>
+  key.length === 11 && key.replaceAll("_", "-") === PEER_ID_HEADER;
 
 /** No Connection tokens: shared, never added to. */
 export const NO_TOKENS: ReadonlySet<string> = new Set();
@@ -58,7 +63,11 @@ function namedBy(headers: IncomingHttpHeaders | OutgoingHttpHeaders): ReadonlySe
  * message's Connection field; `request`: the message goes to the target.
  */
 export function passesOn(key: string, named: ReadonlySet<string>, request: boolean): boolean {
-  return !HOP_BY_HOP.has(key) && !named.has(key) && !(request && WRITTEN_ON_REQUESTS.has(key));
+  return (
+    !HOP_BY_HOP.has(key) &&
+    !named.has(key) &&
+    !(request && (WRITTEN_ON_REQUESTS.has(key) || isPeerIdSpelling(key)))
+  );
 }
 
 /** The X-Request-Id of a request: the caller's, or a new one. */

@@ -84,16 +84,37 @@ export const RESPONSE_MODEL: FieldModel = {
   },
 };
 
-/** Applies a model; `removed` lists the paths of the fields taken out (`messages[0].foo`). */
-export function applyModel(value: unknown, model: FieldModel, path = "", removed: string[] = []): unknown {
+/**
+ * Arrays nested in arrays are walked with the model of their parent: deeper than this, a body is refused
+ * (no message of the API nests arrays so; a body of 100,000 of them would exhaust the stack).
+ */
+export const MAX_DEPTH = 64;
+
+/**
+ * Applies a model; `removed` lists the paths of the fields taken out (`messages[0].foo`). Returns
+ * undefined when the value nests deeper than MAX_DEPTH where the model walks it.
+ */
+export function applyModel(value: unknown, model: FieldModel, removed: string[] = []): unknown {
+  try {
+    return walk(value, model, "", removed, 0);
+  } catch (e) {
+    if (e === TOO_DEEP) return undefined;
+    throw e;
+  }
+}
+
+const TOO_DEEP = Symbol("too deep");
+
+function walk(value: unknown, model: FieldModel, path: string, removed: string[], depth: number): unknown {
   if (model === true || value === null || typeof value !== "object") return value;
-  if (Array.isArray(value)) return value.map((v, i) => applyModel(v, model, `${path}[${i}]`, removed));
+  if (depth >= MAX_DEPTH) throw TOO_DEEP;
+  if (Array.isArray(value)) return value.map((v, i) => walk(v, model, `${path}[${i}]`, removed, depth + 1));
   const out: Record<string, unknown> = {};
   for (const [k, v] of Object.entries(value)) {
     const sub = Object.hasOwn(model, k) ? model[k] : undefined;
     const at = path ? `${path}.${k}` : k;
     if (sub === undefined) removed.push(at);
-    else out[k] = applyModel(v, sub, at, removed);
+    else out[k] = walk(v, sub, at, removed, depth + 1);
   }
   return out;
 }

@@ -6,7 +6,7 @@ import { readBody } from "../http/full/body.ts";
 import { type Middleware, type ProxyResponse, proxyResponse } from "../http/types.ts";
 import { notarizeExchange } from "../notary-service/http.ts";
 import type { MiddlewareContext } from "./context.ts";
-import { applyModel, REQUEST_MODEL, RESPONSE_MODEL } from "./openai-model.ts";
+import { applyModel, MAX_DEPTH, REQUEST_MODEL, RESPONSE_MODEL } from "./openai-model.ts";
 
 /**
  * The chat-completions filter (docs/openai.md): only POST /v1/chat/completions passes
@@ -60,21 +60,37 @@ export function openai(
         `openai: streaming responses ("stream": ${JSON.stringify(stream)}) are not supported by this proxy; send "stream": false`,
       );
     const removed: string[] = [];
-    const filtered = applyModel(parsed, REQUEST_MODEL, "", removed);
+    const filtered = applyModel(parsed, REQUEST_MODEL, removed);
+    if (filtered === undefined)
+      return proxyResponse(400, `openai: the request body nests arrays deeper than ${MAX_DEPTH} levels`);
     // Untouched bodies go on byte for byte, so that a caller's digest matches the receipt's.
     const sent = removed.length ? new TextEncoder().encode(JSON.stringify(filtered)) : body;
     if (removed.length) req.log.debug("openai: request fields removed", { fields: removed });
     req.headers["content-length"] = String(sent.length);
     delete req.headers["transfer-encoding"];
+    // The filter reads plain bodies only: a compressed answer would pass it unread, and unnotarized.
+    req.headers["accept-encoding"] = "identity";
 
     const res = await next({ ...req, body: Readable.from([Buffer.from(sent)]) });
     if (res.failure) return res;
+    const coding = String(res.headers["content-encoding"] ?? "identity")
+      .trim()
+      .toLowerCase();
+    if (coding !== "identity") {
+      if (res.body instanceof Readable) res.body.destroy();
+      return proxyResponse(
+        502,
+        `openai: the target answered with Content-Encoding ${JSON.stringify(coding)} although identity was asked; the filter reads only uncompressed bodies`,
+      );
+    }
     const answer = await readBody(res.body, RESPONSE_LIMIT);
     if (!answer) return proxyResponse(502, `openai: the response is larger than ${RESPONSE_LIMIT} bytes`);
     const out = json(res, answer);
     if (!out) return whole(res, answer);
     const outRemoved: string[] = [];
-    const kept = applyModel(out, RESPONSE_MODEL, "", outRemoved);
+    const kept = applyModel(out, RESPONSE_MODEL, outRemoved);
+    if (kept === undefined)
+      return proxyResponse(502, `openai: the response body nests arrays deeper than ${MAX_DEPTH} levels`);
     const bytes = outRemoved.length ? new TextEncoder().encode(JSON.stringify(kept)) : answer;
     if (outRemoved.length) req.log.debug("openai: response fields removed", { fields: outRemoved });
     const final = whole(res, bytes);

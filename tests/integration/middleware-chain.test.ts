@@ -190,3 +190,70 @@ describe("notary-query and openai in one chain (rule: notary-query goes first)",
     }
   });
 });
+
+describe("the openai filter and compression", () => {
+  test("the target is asked for an uncompressed answer, which is filtered; one compressed anyway is refused (502)", async () => {
+    const seen: (string | undefined)[] = [];
+    const target = createServer((req, res) => {
+      req.resume();
+      req.on("end", () => {
+        seen.push(req.headers["accept-encoding"]);
+        const body = JSON.stringify({ id: "c", choices: [], leak: "outside the model" });
+        if (req.headers["x-test-gzip-anyway"] || req.headers["accept-encoding"]?.includes("gzip")) {
+          res.writeHead(200, { "content-type": "application/json", "content-encoding": "gzip" });
+          res.end(Bun.gzipSync(Buffer.from(body)));
+        } else {
+          res.writeHead(200, { "content-type": "application/json" });
+          res.end(body);
+        }
+      });
+    });
+    const port = await freePort();
+    await new Promise<void>((r) => target.listen(port, "127.0.0.1", () => r()));
+    const filtering = await startHttpListener(
+      {
+        ...config,
+        name: "openai-gzip",
+        address: { host: "127.0.0.1", port: await freePort() },
+        target: new URL(`http://127.0.0.1:${port}`),
+        middlewares: [{ type: "openai", allowUnknown: false }],
+      },
+      { source: {} as SvidSource, log: createLogger({ level: "error", encoder: "json" }) },
+    );
+    const ask = (headers: Record<string, string>, body = '{"model":"m","messages":[]}') =>
+      new Promise<{ status: number; headers: Record<string, unknown>; body: string }>((resolve, reject) => {
+        const r = request(
+          `http://127.0.0.1:${filtering.port}/v1/chat/completions`,
+          { method: "POST", headers: { "content-type": "application/json", ...headers } },
+          (res) => {
+            let text = "";
+            res.setEncoding("latin1");
+            res.on("data", (d: string) => {
+              text += d;
+            });
+            res.on("end", () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: text }));
+          },
+        );
+        r.on("error", reject);
+        r.end(body);
+      });
+    try {
+      const asked = await ask({ "accept-encoding": "gzip, br" });
+      expect(asked.status).toBe(200);
+      expect(asked.headers["content-encoding"]).toBeUndefined();
+      expect(JSON.parse(asked.body)).toEqual({ id: "c", choices: [] });
+      expect(seen).toEqual(["identity"]);
+      const forced = await ask({ "x-test-gzip-anyway": "1" });
+      expect(forced.status).toBe(502);
+      expect(forced.body).toContain('openai: the target answered with Content-Encoding "gzip"');
+      // Arrays nested past the limit are refused, and the listener serves on.
+      const deep = await ask({}, `{"model":"m","messages":${"[".repeat(100_000)}${"]".repeat(100_000)}}`);
+      expect(deep.status).toBe(400);
+      expect(deep.body).toContain("nests arrays deeper than 64 levels");
+      expect((await ask({})).status).toBe(200);
+    } finally {
+      await filtering.close(0);
+      target.close();
+    }
+  });
+});

@@ -134,12 +134,15 @@ describe("headers the proxy adds", () => {
     const port = await relayPair();
     const wire = await exchange(
       port,
-      "GET /conn HTTP/1.1\r\nHost: x\r\nSvc-Peer-ID: spiffe://example.org/forged\r\nsvc-peer-id: spiffe://evil/x\r\nConnection: close, Svc-Peer-ID, X-Request-Id, X-Forwarded-For\r\n\r\n",
+      "GET /conn HTTP/1.1\r\nHost: x\r\nSvc-Peer-ID: spiffe://example.org/forged\r\nsvc-peer-id: spiffe://evil/x\r\nSvc_Peer_ID: spiffe://evil/u\r\nsvc-peer_id: spiffe://evil/v\r\nConnection: close, Svc-Peer-ID, X-Request-Id, X-Forwarded-For\r\n\r\n",
     );
     expect(statuses(wire)).toEqual([200]);
     const headers = pairs(bodies(wire)[0].raw);
-    // The client proxy's own Svc-Peer-ID (none: client mode) and the server proxy's, the caller's ID.
-    expect(headers.filter(([n]) => n === "svc-peer-id")).toEqual([["svc-peer-id", ID("web")]]);
+    // The client proxy's own Svc-Peer-ID (none: client mode) and the server proxy's, the caller's ID; no
+    // spelling with underscores, which CGI and WSGI targets would read as the same field.
+    expect(headers.filter(([n]) => String(n).replaceAll("_", "-") === "svc-peer-id")).toEqual([
+      ["svc-peer-id", ID("web")],
+    ]);
     expect(headers.filter(([n]) => n === "x-request-id")).toHaveLength(1);
     expect(headers.filter(([n]) => n === "x-forwarded-for")).toHaveLength(1);
     expect(headers.some(([n]) => n === "connection" && /svc-peer-id/i.test(String(headers)))).toBe(false);

@@ -152,17 +152,25 @@ function send(
 }
 
 describe("HTTP client → server proxy pair", () => {
-  test("the request reaches the target with the caller's SPIFFE ID; a forged Svc-Peer-ID is replaced", async () => {
+  test("the request reaches the target with the caller's SPIFFE ID; a forged Svc-Peer-ID is replaced, in any spelling", async () => {
     const { clientPort } = await pair();
     const r = await send(clientPort, "/orders?id=7", {
       method: "POST",
       body: "payload",
-      headers: { "svc-peer-id": "spiffe://forged/id", "content-type": "text/plain" },
+      headers: {
+        "svc-peer-id": "spiffe://forged/id",
+        svc_peer_id: "spiffe://forged/u",
+        "Svc-Peer_ID": "spiffe://forged/v",
+        "content-type": "text/plain",
+      },
     });
     expect(r.status).toBe(200);
     const seen = JSON.parse(r.body);
     expect(seen).toMatchObject({ method: "POST", url: "/orders?id=7", body: "payload" });
     expect(seen.headers["svc-peer-id"]).toBe(ID("web"));
+    expect(Object.keys(seen.headers).filter((k) => k.replaceAll("_", "-") === "svc-peer-id")).toEqual([
+      "svc-peer-id",
+    ]);
     expect(seen.headers["svc-dummy"]).toBe("via-client");
     expect(seen.headers["x-request-id"]).toMatch(/^[0-9a-f-]{36}$/);
     expect(r.headers["svc-dummy"]).toBe("via-client");

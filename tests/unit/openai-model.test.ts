@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { applyModel, REQUEST_MODEL, RESPONSE_MODEL } from "../../proxy/middleware/openai-model.ts";
+import { applyModel, MAX_DEPTH, REQUEST_MODEL, RESPONSE_MODEL } from "../../proxy/middleware/openai-model.ts";
 
 describe("the chat-completions model of the openai middleware", () => {
   test("keeps known request fields, in arrays and nested objects, and lists what it removed", () => {
@@ -16,7 +16,6 @@ describe("the chat-completions model of the openai middleware", () => {
         unknown_top: { a: 1 },
       },
       REQUEST_MODEL,
-      "",
       removed,
     );
     expect(out).toEqual({
@@ -42,21 +41,27 @@ describe("the chat-completions model of the openai middleware", () => {
       usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2, cost: 3 },
       internal: true,
     };
-    const out = applyModel(response, RESPONSE_MODEL, "", removed) as typeof response;
+    const out = applyModel(response, RESPONSE_MODEL, removed) as typeof response;
     expect(removed).toEqual(["choices[0].message.debug", "usage.cost", "internal"]);
     expect(out.choices[0]?.message as object).toEqual({ role: "assistant", content: "x" });
   });
 
   test("a __proto__ key is treated as unknown, not as the model's prototype", () => {
     const removed: string[] = [];
-    const out = applyModel(
-      JSON.parse('{"model":"m","__proto__":{"polluted":1}}'),
-      REQUEST_MODEL,
-      "",
-      removed,
-    );
+    const out = applyModel(JSON.parse('{"model":"m","__proto__":{"polluted":1}}'), REQUEST_MODEL, removed);
     expect(removed).toEqual(["__proto__"]);
     expect(({} as Record<string, unknown>).polluted).toBeUndefined();
     expect(Object.keys(out as object)).toEqual(["model"]);
+  });
+
+  test("arrays nested deeper than the limit are refused (undefined), not walked until the stack runs out", () => {
+    const nested = (depth: number) => JSON.parse(`{"messages":${"[".repeat(depth)}${"]".repeat(depth)}}`);
+    expect(applyModel(nested(100_000), REQUEST_MODEL)).toBeUndefined();
+    expect(applyModel(nested(MAX_DEPTH - 2), REQUEST_MODEL)).toEqual(nested(MAX_DEPTH - 2));
+    expect(applyModel(nested(MAX_DEPTH), REQUEST_MODEL)).toBeUndefined();
+    // Under a field kept whole (a tool's JSON Schema), depth is not walked and not limited.
+    const schema = JSON.parse(`${'{"a":'.repeat(200)}1${"}".repeat(200)}`);
+    const tools = [{ type: "function", function: { name: "f", parameters: schema } }];
+    expect(applyModel({ tools }, REQUEST_MODEL)).toEqual({ tools });
   });
 });

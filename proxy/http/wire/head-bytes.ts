@@ -97,14 +97,22 @@ function startsWithFolded(b: Uint8Array, at: number, s: Uint8Array): boolean {
   return true;
 }
 
+/** Svc-Peer-ID with a hyphen written as an underscore (CGI and WSGI read it as Svc-Peer-ID), lower case. */
+function peerIdSpelling(b: Buffer, start: number, end: number): string | undefined {
+  const name = latin1(b, start, end).toLowerCase();
+  return name.includes("_") && name.replaceAll("_", "-") === "svc-peer-id" ? name : undefined;
+}
+
 /**
- * A name a relay acts on (wire.ts's SPECIAL), in lower case: one of the ten listed, or `proxy-` and
- * letters and hyphens. Undefined for any other name.
+ * A name a relay acts on (wire.ts's SPECIAL), in lower case: one of the ten listed, Svc-Peer-ID spelled
+ * with underscores, or `proxy-` and letters and hyphens. Undefined for any other name.
  */
 function special(b: Buffer, start: number, end: number): string | undefined {
   const n = end - start;
   const list = SPECIAL_BY_LENGTH[n];
   if (list) for (const [bytes, name] of list) if (startsWithFolded(b, start, bytes)) return name;
+  const peerId = n === 11 ? peerIdSpelling(b, start, end) : undefined;
+  if (peerId) return peerId;
   if (n <= PROXY_.length || !startsWithFolded(b, start, PROXY_)) return undefined;
   for (let i = start + PROXY_.length; i < end; i++) {
     const c = (b[i] as number) | 0x20;

@@ -136,7 +136,7 @@ const FIELD_SECTION = /^(?:[!#$%&'*+\-.^_`|~0-9A-Za-z]+:[\t\x20-\x7e\x80-\xff]*\
 // The fields a relay acts on: framing, Connection and the other hop-by-hop fields, and the ones the proxy
 // writes itself. Every other field is passed on as received, without being picked apart.
 const SPECIAL =
-  /^(connection|content-length|transfer-encoding|keep-alive|proxy-[a-z-]+|te|trailer|upgrade|svc-peer-id|x-forwarded-for|x-request-id):[\t ]*(.*?)[\t ]*$/gim;
+  /^(connection|content-length|transfer-encoding|keep-alive|proxy-[a-z-]+|te|trailer|upgrade|svc[-_]peer[-_]id|x-forwarded-for|x-request-id):[\t ]*(.*?)[\t ]*$/gim;
 
 /**
  * The header section of a head (`text` from `from` on: the lines after the start line, without the final
