@@ -483,6 +483,33 @@ describe("server mode with an https:// target (ordinary HTTPS, not SPIFFE)", () 
         ),
       );
       expect(results[1]).toBe("200 over ordinary https");
+
+      // The certificate is checked against the configured host (127.0.0.1), not against the caller's Host
+      // header, which Node would take for an IP target: on both paths.
+      for (const middlewares of [[], [{ type: "dummy" }]]) {
+        const [serverPort, clientPort] = [await freePort(), await freePort()];
+        await startSvcProxy(
+          config("api", [
+            {
+              port: serverPort,
+              mode: "server",
+              target: { url: `https://127.0.0.1:${httpsPort}` },
+              middlewares,
+            },
+          ]),
+          [],
+          { NODE_EXTRA_CA_CERTS: pki.caFile },
+        );
+        await startSvcProxy(
+          config("web", [
+            { port: clientPort, mode: "client", target: { url: `https://127.0.0.1:${serverPort}` } },
+          ]),
+        );
+        const r = await send(clientPort, "/", { headers: { host: "elsewhere.example" } });
+        expect(`${middlewares.length ? "full" : "relay"}: ${r.status} ${r.body.trim()}`).toBe(
+          `${middlewares.length ? "full" : "relay"}: 200 over ordinary https`,
+        );
+      }
     } finally {
       target.close();
     }

@@ -3,7 +3,7 @@ import http2 from "node:http2";
 import https from "node:https";
 import net, { type Socket } from "node:net";
 import { pipeline, type Readable, Transform } from "node:stream";
-import type { TLSSocket } from "node:tls";
+import { checkServerIdentity, type TLSSocket } from "node:tls";
 import { authorizeMatching } from "../../../lib/spiffe/authorizer.ts";
 import type { SpiffeId } from "../../../lib/spiffe/id.ts";
 import type { VerifiedPeer } from "../../../lib/spiffe/x509svid.ts";
@@ -75,9 +75,15 @@ export async function startHttpListener(l: ListenerConfig, deps: ListenerDeps): 
     const upstream = targetPolicy
       ? createUpstreamAgent(targetPolicy, { keepAlive: !l.disableKeepalive })
       : undefined;
+    // An ordinary https:// target's certificate must name the configured host, never the caller's Host
+    // header (Node takes the name to check from it when the target is an IP address).
+    const targetHost = l.target.hostname.replace(/^\[|\]$/g, "");
     const plainAgent =
       l.target.protocol === "https:"
-        ? new https.Agent({ keepAlive: !l.disableKeepalive })
+        ? new https.Agent({
+            keepAlive: !l.disableKeepalive,
+            checkServerIdentity: (_name, cert) => checkServerIdentity(targetHost, cert),
+          })
         : new http.Agent({ keepAlive: !l.disableKeepalive });
     const agent = () => upstream?.agent() ?? plainAgent;
     forward = forwarder({ target: l.target, agent, ...(targetPolicy ? { identify } : {}) });
