@@ -647,6 +647,47 @@ describe("connections and timeouts", () => {
     expect(r).toContain("svc-proxy: request not received within 300 ms");
   });
 
+  test("read timeout on the full path of a server listener: header lines trickled in get a 408", async () => {
+    const { serverPort } = await pair({
+      server: { middlewares: [{ type: "dummy" }], timeouts: { read: "300ms", idle: "60s" } },
+    });
+    const source = await X509Source.open({ address: socket("web") });
+    const svid = source.getX509Svid();
+    const { connect: connectTls } = await import("node:tls");
+    const r = await new Promise<string>((resolve) => {
+      let drip: ReturnType<typeof setInterval> | undefined;
+      const s = connectTls(
+        {
+          host: "127.0.0.1",
+          port: serverPort,
+          cert: svid.certPem,
+          key: svid.keyPem,
+          ca: source.bundles().pem(),
+          checkServerIdentity: () => undefined,
+          ALPNProtocols: ["http/1.1"],
+        },
+        () => {
+          s.write("GET / HTTP/1.1\r\nHost: x\r\n");
+          drip = setInterval(() => s.write("X-Slow: a\r\n"), 100);
+        },
+      );
+      let got = "";
+      s.on("data", (d: Buffer) => {
+        got += d;
+      });
+      s.on("error", () => {});
+      s.on("close", () => {
+        clearInterval(drip);
+        resolve(got);
+      });
+      // A bound that turns a hang into a failure: the idle timeout (60 s) is far past it.
+      setTimeout(() => s.destroy(), 10_000);
+    });
+    source.close();
+    expect(r).toStartWith("HTTP/1.1 408");
+    expect(r).toContain("svc-proxy: request not received within 300 ms");
+  });
+
   test("idle timeout: an idle keep-alive connection is closed", async () => {
     const port = await plainProxy({ idle: "300ms" });
     const outcome = await new Promise<string>((resolve) => {

@@ -1,12 +1,15 @@
 /**
  * Connection accounting for a listener: requests in flight per connection, the idle timeout (close a
- * connection that has had no request in flight for `idleMs`), and draining at shutdown. A connection is
+ * connection that has had no request in flight for `idleMs`), the head timeout (a request head must
+ * arrive whole within `headMs` of its first bytes: `headTimedOut` answers and closes), and draining at
+ * shutdown. A connection is
  * whatever requests belong to: the TCP/TLS socket for HTTP/1.1, the session for HTTP/2 (whose raw socket
  * never carries an HTTP/1 request and must not be timed out as idle).
  */
 interface Connection {
   active: number;
   timer: ReturnType<typeof setTimeout> | undefined;
+  head: ReturnType<typeof setTimeout> | undefined;
   destroy(): void;
 }
 
@@ -16,18 +19,28 @@ export class Connections {
   constructor(
     private readonly idleMs: number,
     private readonly onOpen: () => void = () => {},
+    private readonly head?: { ms: number; timedOut(key: object): void },
   ) {}
 
   /** Starts accounting for a connection; `onClose` registers the cleanup for when it closes. */
   open(key: object, destroy: () => void, onClose: (cleanup: () => void) => void): void {
-    const c: Connection = { active: 0, timer: undefined, destroy };
+    const c: Connection = { active: 0, timer: undefined, head: undefined, destroy };
     this.byKey.set(key, c);
     this.onOpen();
     this.idle(c);
     onClose(() => {
       clearTimeout(c.timer);
+      clearTimeout(c.head);
       this.byKey.delete(key);
     });
+  }
+
+  /** Bytes came in: with no request in flight, they begin a head, which must be whole in time. */
+  bytesArrived(key: object): void {
+    const c = this.byKey.get(key);
+    const head = this.head;
+    if (!c || !head || c.active > 0 || c.head) return;
+    c.head = setTimeout(() => head.timedOut(key), head.ms);
   }
 
   requestStarted(key: object): void {
@@ -35,6 +48,8 @@ export class Connections {
     if (!c) return;
     c.active++;
     clearTimeout(c.timer);
+    clearTimeout(c.head);
+    c.head = undefined;
   }
 
   requestEnded(key: object): void {

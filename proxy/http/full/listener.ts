@@ -97,13 +97,28 @@ export async function startHttpListener(l: ListenerConfig, deps: ListenerDeps): 
     ...(deps.notary ? { notary: deps.notary } : {}),
   });
 
-  const connections = new Connections(l.timeouts.idleMs, () => events?.connection());
-  const trackSocket = (socket: Socket) =>
+  // Bun's node:http has no headersTimeout: a head trickled in a byte at a time is timed here, as the
+  // relay times it (408 after timeouts.read from its first bytes).
+  const headTimedOut = (key: object) => {
+    const socket = key as Socket;
+    const text = `svc-proxy: request not received within ${l.timeouts.readMs} ms\n`;
+    socket.end(
+      `HTTP/1.1 408 Request Timeout\r\ncontent-type: text/plain; charset=utf-8\r\nconnection: close\r\ncontent-length: ${text.length}\r\n\r\n${text}`,
+    );
+    setTimeout(() => socket.destroy(), 1_000).unref();
+  };
+  const connections = new Connections(l.timeouts.idleMs, () => events?.connection(), {
+    ms: l.timeouts.readMs,
+    timedOut: headTimedOut,
+  });
+  const trackSocket = (socket: Socket) => {
     connections.open(
       socket,
       () => socket.destroy(),
       (cleanup) => socket.once("close", cleanup),
     );
+    socket.on("data", () => connections.bytesArrived(socket));
+  };
   // The connections under HTTP/2 sessions, by remote address and port: a session hides its own.
   const h2Sockets = new Map<string, Socket>();
   const connectionKey = (s: { remoteAddress?: string; remotePort?: number } | undefined) =>
