@@ -26,6 +26,13 @@ beforeAll(async () => {
     req.resume();
     req.on("end", () => {
       seen.push({ method: req.method ?? "", url: req.url ?? "", raw: req.rawHeaders });
+      if (req.url === "/parts") {
+        // A body in two writes without a length: sent chunked.
+        res.writeHead(200, { "content-type": "text/plain" });
+        res.write("part1-");
+        res.end("part2");
+        return;
+      }
       const body = JSON.stringify({ url: req.url, raw: req.rawHeaders });
       res.writeHead(200, { "content-type": "application/json", "content-length": Buffer.byteLength(body) });
       res.end(body);
@@ -232,6 +239,21 @@ describe("pipelining and framing", () => {
     expect(statuses(wire)).toEqual([200, 501]);
     const headers = pairs(bodies(wire)[0].raw);
     expect(headers).toContainEqual(["transfer-encoding", "chunked"]);
+  });
+
+  test("a chunked response goes to an HTTP/1.0 caller unchunked, to the close; an HTTP/1.1 caller gets it chunked", async () => {
+    const port = await plainRelay();
+    const old = await exchange(port, "GET /parts HTTP/1.0\r\nHost: x\r\n\r\n");
+    expect(old).toStartWith("HTTP/1.1 200");
+    expect(old.toLowerCase()).not.toContain("transfer-encoding");
+    expect(old.toLowerCase()).toContain("connection: close");
+    expect(old).toEndWith("\r\n\r\npart1-part2");
+    const current = await exchange(port, "GET /parts HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    expect(current.toLowerCase()).toContain("transfer-encoding: chunked");
+    // Chunk sizes follow the reads the relay made: only the framing and the decoded body are fixed.
+    const chunked = current.slice(current.indexOf("\r\n\r\n") + 4);
+    expect(chunked).toEndWith("0\r\n\r\n");
+    expect(chunked.replace(/[0-9a-f]+\r\n(.*?)\r\n/gs, "$1")).toBe("part1-part2");
   });
 });
 

@@ -379,9 +379,9 @@ export class CallerConn implements UpstreamOwner {
       (h.version === "HTTP/1.1" ? !upstreamNamed.has("close") : upstreamNamed.has("keep-alive"));
     let body: BodyOut;
     if (h.body.kind === "fixed") body = { kind: "length", length: h.body.length };
-    else if (h.body.kind === "chunked") body = CHUNKED;
-    else if (h.body.kind === "close") {
-      // A body that runs to the upstream's close: chunked for an HTTP/1.1 caller, to the close otherwise.
+    else if (h.body.kind === "chunked" || h.body.kind === "close") {
+      // A chunked body, or one that runs to the upstream's close: chunked for an HTTP/1.1 caller; an
+      // HTTP/1.0 caller cannot read chunks, so its body runs to the close of its connection.
       if (x.head.version === "HTTP/1.1") body = CHUNKED;
       else {
         body = NO_BODY;
