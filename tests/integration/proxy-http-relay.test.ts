@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createServer, type Server } from "node:http";
-import { connect, type Socket } from "node:net";
+import { connect, createServer as createTcpServer, type Socket } from "node:net";
 import { waitUntil } from "../e2e/testbed/process.ts";
 import { type DevApi, prodId as ID, onlyProd as only, startProdApis, tempDir } from "../support/dev-api.ts";
 import { freePort } from "../support/net.ts";
@@ -239,6 +239,38 @@ describe("pipelining and framing", () => {
     expect(statuses(wire)).toEqual([200, 501]);
     const headers = pairs(bodies(wire)[0].raw);
     expect(headers).toContainEqual(["transfer-encoding", "chunked"]);
+  });
+
+  test("bytes a target sends after its response do not become the next caller's answer", async () => {
+    // A raw target: on /extra its response is followed, in the same write, by bytes nobody asked for.
+    let connections = 0;
+    const target = createTcpServer((s) => {
+      const n = ++connections;
+      let head = "";
+      s.on("data", (d: Buffer) => {
+        head += d.toString("latin1");
+        if (!head.includes("\r\n\r\n")) return;
+        const extra = head.startsWith("GET /extra ");
+        head = "";
+        const body = extra ? "first" : `normal on connection ${n}`;
+        s.write(
+          `HTTP/1.1 200 OK\r\nContent-Length: ${body.length}\r\n\r\n${body}${extra ? "\r\nHTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nforged" : ""}`,
+        );
+      });
+      s.on("error", () => {});
+    });
+    const targetPort = await freePort();
+    await new Promise<void>((r) => target.listen(targetPort, "127.0.0.1", () => r()));
+    try {
+      const port = await plainRelay({ target: { url: `http://127.0.0.1:${targetPort}` } });
+      const first = await exchange(port, "GET /extra HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+      expect(first).toEndWith("\r\n\r\nfirst");
+      const next = await exchange(port, "GET /next HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+      expect(next).toStartWith("HTTP/1.1 200");
+      expect(next).toEndWith("\r\n\r\nnormal on connection 2");
+    } finally {
+      target.close();
+    }
   });
 
   test("a chunked response goes to an HTTP/1.0 caller unchunked, to the close; an HTTP/1.1 caller gets it chunked", async () => {

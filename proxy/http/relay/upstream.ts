@@ -107,7 +107,9 @@ export class UpstreamPool {
     const now = Date.now();
     for (let conn = this.idle.pop(); conn; conn = this.idle.pop()) {
       if (conn.closed) continue;
-      if (conn.validUntil <= now || conn.generation !== this.generation) {
+      // Bytes the target sent after its response (stray, or a response nobody asked for) would be read
+      // as the next caller's answer: such a connection is not reused.
+      if (conn.validUntil <= now || conn.generation !== this.generation || !conn.framer.atRest) {
         conn.destroy();
         continue;
       }

@@ -373,6 +373,11 @@ export abstract class MessageFramer<Head> {
     return this.buf.length;
   }
 
+  /** Between messages with nothing left over, and still framing: the connection can carry another. */
+  get atRest(): boolean {
+    return !this.stopped && this.body === undefined && this.buf.length === 0;
+  }
+
   /** Parses the next head if it is complete (MORE, PROGRESS or FAILED); may start `this.body`. */
   protected abstract head(sink: MessageSink<Head>): number;
 
