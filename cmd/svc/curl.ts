@@ -5,6 +5,7 @@ import type { Notarization } from "../../lib/notary-objects/check.ts";
 import { isLevel, LEVEL_HEADER, LEVELS } from "../../lib/notary-objects/levels.ts";
 import { formatReceipt, formatStatement } from "../../lib/notary-objects/print.ts";
 import { ENDPOINT_ENV, parseEndpoint, socketPath } from "../../lib/spiffe/address.ts";
+import { authorizeMatching } from "../../lib/spiffe/authorizer.ts";
 import { say } from "../say.ts";
 import { action, checkOutput, repeated } from "./cli.ts";
 import { applyGlobals, globalArgs, spiffeSocket } from "./globals.ts";
@@ -23,6 +24,11 @@ const args = {
     description:
       "workload (statement only), logRequest (request logged by the notary), signRequest (signed receipt)",
     default: "workload",
+  },
+  "notary-id": {
+    type: "string",
+    description:
+      "SPIFFE ID pattern (Go RE2, unanchored: use ^…$) the statement's issuer must match; repeatable [default: any workload of the trust bundle]",
   },
   "print-workload": { type: "boolean", description: "Prints the workload identity statement" },
   "print-receipt": { type: "boolean", description: "Prints the receipt; requires -n signRequest" },
@@ -131,6 +137,15 @@ export default defineCommand({
       throw usage(`${JSON.stringify(a.url)} is not a URL (expected http://host[:port]/path or https://…)`);
     }
     const headers = headersFrom(repeated(rawArgs, ["-H", "--header"]));
+    const notaryIds = repeated(rawArgs, ["--notary-id"]);
+    if (notaryIds.length && !validate)
+      throw usage("--notary-id needs --validate=true: it restricts who may issue the statement");
+    let notaries: ReturnType<typeof authorizeMatching>;
+    try {
+      notaries = authorizeMatching(notaryIds, "--notary-id");
+    } catch (e) {
+      throw usage((e as Error).message);
+    }
     const body = a.data !== undefined ? dataFrom(a.data) : undefined;
     if (body && !headers["content-type"])
       headers["content-type"] = /^\s*[[{]/.test(new TextDecoder().decode(body.subarray(0, 64)))
@@ -206,7 +221,7 @@ export default defineCommand({
               ? (JSON.parse(new TextDecoder().decode(r.body)).statement as string)
               : undefined;
           };
-          const statement = await checkStatement(res.headers, bundles, fetchStatement, res.peer);
+          const statement = await checkStatement(res.headers, bundles, fetchStatement, res.peer, notaries);
           n = { statement };
           if (!a.silent)
             say(

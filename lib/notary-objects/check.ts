@@ -1,4 +1,5 @@
 import { SvcError } from "../errors.ts";
+import type { Authorizer } from "../spiffe/authorizer.ts";
 import type { BundleSource } from "../spiffe/bundle.ts";
 import type { SpiffeId } from "../spiffe/id.ts";
 import { type ReceiptClaims, verifyReceipt } from "./receipt.ts";
@@ -50,6 +51,7 @@ export function checkStatement(
   bundles: BundleSource,
   fetchStatement: (id: string) => Promise<string | undefined>,
   peer?: SpiffeId,
+  notaries?: Authorizer,
 ): Promise<Notarization["statement"]> {
   return failingAs("statement", "workload statement", async () => {
     const id = one(headers, "svc-workload-id");
@@ -66,6 +68,12 @@ export function checkStatement(
       throw new SvcError(
         "statement",
         `workload statement verification failed: issued by ${v.issuer.uri}, but the server is ${peer.uri}`,
+      );
+    const allowed = notaries?.(v.issuer);
+    if (allowed && !allowed.allowed)
+      throw new SvcError(
+        "statement",
+        `workload statement verification failed: not issued by a notary --notary-id allows: ${allowed.reason}`,
       );
     return { id, jws: jws.trim(), claims: v.claims };
   });

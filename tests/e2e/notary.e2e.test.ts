@@ -359,6 +359,24 @@ describe("notary with the openai middleware", () => {
     expect(json.headers.get("svc-receipt")).toBeNull();
   });
 
+  test("--notary-id pins who may issue the statement: the notary passes, any other issuer fails (2)", async () => {
+    const url = `http://127.0.0.1:${ports.client}/v1/chat/completions`;
+    const notary = workload(testbed(), "web").spiffeId;
+    const pinned = await svc(["curl", "-s", "--notary-id", exactId(notary), "-d", chat("pinned"), url]);
+    expect(pinned.stderr).toBe("");
+    expect(pinned.code).toBe(0);
+    const other = exactId(workload(testbed(), "api").spiffeId);
+    const refused = await svc(["curl", "--notary-id", other, "-d", chat("pinned"), url]);
+    expect(refused.code).toBe(2);
+    expect(refused.stdout).toBe("");
+    expect(refused.stderr).toContain(
+      `workload statement verification failed: not issued by a notary --notary-id allows: peer ${notary} matches none of 1 allowed pattern(s)`,
+    );
+    const bad = await svc(["curl", "--notary-id", "(", url]);
+    expect(bad.code).toBe(1);
+    expect(bad.stderr).toContain('--notary-id[0]: invalid pattern "("');
+  });
+
   test("a receipt records the request as the notary forwarded it, under the X-Request-Id svc curl sent", async () => {
     const r = await svc([
       "curl",
