@@ -141,7 +141,12 @@ test("PING and SETTINGS floods", async () => {
     false,
   );
   const { line, count } = await ended("control_flood");
-  expect(line.detail).toBe("more than 1000 PING and SETTINGS frames (100 a second)");
+  // Our budget ends it; on a loaded machine the runtime may first find the answers it queued piling up
+  // (h2-guard.ts names both control_flood).
+  expect([
+    "more than 1000 PING and SETTINGS frames (100 a second)",
+    "Flooding was detected in this HTTP/2 session, and it must be closed",
+  ]).toContain(line.detail as string);
   expect(count).toBe(1);
   expect(await served()).toBe("ok");
   expect(proxy.proc.exitCode).toBeNull();
