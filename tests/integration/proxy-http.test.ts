@@ -14,6 +14,7 @@ import {
   onlyProd as only,
   startDevApi,
   startProdApis,
+  svidClientTls,
   tempDir,
 } from "../support/dev-api.ts";
 import { freePort } from "../support/net.ts";
@@ -392,13 +393,7 @@ describe("HTTP/2 callers", () => {
     const { serverPort, server } = await pair({ server: { middlewares: [{ type: "dummy" }] } });
     expect(logLines(server).find((l) => l.msg === "listening")?.path).toBe("full");
     const source = await X509Source.open({ address: socket("web") });
-    const svid = source.getX509Svid();
-    const session = connectH2(`https://127.0.0.1:${serverPort}`, {
-      cert: svid.certPem,
-      key: svid.keyPem,
-      ca: source.bundles().pem(),
-      checkServerIdentity: () => undefined,
-    });
+    const session = connectH2(`https://127.0.0.1:${serverPort}`, svidClientTls(source));
     const get = (path: string) =>
       new Promise<string>((resolve, reject) => {
         const s = session.request({ ":path": path });
@@ -421,13 +416,7 @@ describe("HTTP/2 callers", () => {
     const { serverPort, server } = await pair();
     expect(logLines(server).find((l) => l.msg === "listening")?.path).toBe("relay");
     const source = await X509Source.open({ address: socket("web") });
-    const svid = source.getX509Svid();
-    const tlsOptions = {
-      cert: svid.certPem,
-      key: svid.keyPem,
-      ca: source.bundles().pem(),
-      checkServerIdentity: () => undefined,
-    };
+    const tlsOptions = svidClientTls(source);
     const session = connectH2(`https://127.0.0.1:${serverPort}`, tlsOptions);
     const refused = await new Promise<Error>((resolve) => session.on("error", resolve));
     expect(refused.message).toContain("h2 is not supported");
@@ -652,20 +641,11 @@ describe("connections and timeouts", () => {
       server: { middlewares: [{ type: "dummy" }], timeouts: { read: "300ms", idle: "60s" } },
     });
     const source = await X509Source.open({ address: socket("web") });
-    const svid = source.getX509Svid();
     const { connect: connectTls } = await import("node:tls");
     const r = await new Promise<string>((resolve) => {
       let drip: ReturnType<typeof setInterval> | undefined;
       const s = connectTls(
-        {
-          host: "127.0.0.1",
-          port: serverPort,
-          cert: svid.certPem,
-          key: svid.keyPem,
-          ca: source.bundles().pem(),
-          checkServerIdentity: () => undefined,
-          ALPNProtocols: ["http/1.1"],
-        },
+        { host: "127.0.0.1", port: serverPort, ...svidClientTls(source), ALPNProtocols: ["http/1.1"] },
         () => {
           s.write("GET / HTTP/1.1\r\nHost: x\r\n");
           drip = setInterval(() => s.write("X-Slow: a\r\n"), 100);

@@ -3,7 +3,7 @@ import http2 from "node:http2";
 import net from "node:net";
 import tls from "node:tls";
 import { X509Source } from "../../lib/spiffe/x509-source.ts";
-import { type DevApi, startProdApis, tempDir } from "../support/dev-api.ts";
+import { type DevApi, startProdApis, svidClientTls, tempDir } from "../support/dev-api.ts";
 import { startHttp2Pair, startOkHttp2Target } from "../support/http2-pair.ts";
 import { freePort } from "../support/net.ts";
 import { type Proc, stopAll } from "../support/proc.ts";
@@ -154,20 +154,11 @@ test("PING and SETTINGS floods", async () => {
 
 test("a PING flood over SPIFFE mTLS (ALPN h2) to the server-mode listener ends that connection", async () => {
   const source = await X509Source.open({ address: apis.web?.socket as string });
-  const svid = source.getX509Svid();
   await flood(
     repeat(5_000, () => [frame(6, 0, 0, Buffer.alloc(8))]),
     false,
     () =>
-      tls.connect({
-        host: "127.0.0.1",
-        port: serverPort,
-        cert: svid.certPem,
-        key: svid.keyPem,
-        ca: source.bundles().pem(),
-        checkServerIdentity: () => undefined,
-        ALPNProtocols: ["h2"],
-      }),
+      tls.connect({ host: "127.0.0.1", port: serverPort, ...svidClientTls(source), ALPNProtocols: ["h2"] }),
   );
   source.close();
   expect(

@@ -62,3 +62,17 @@ export async function startProdApis(dir: string, names: string[]): Promise<Recor
   });
   return apis;
 }
+
+/**
+ * TLS client options for a test caller with the SVID of `source`, trusting its bundle, without a hostname
+ * check (the proxy's SPIFFE ID is not what these tests check).
+ */
+export function svidClientTls(source: import("../../lib/spiffe/x509-source.ts").X509Source) {
+  const svid = source.getX509Svid();
+  return {
+    cert: svid.certPem,
+    key: svid.keyPem,
+    ca: source.bundles().pem(),
+    checkServerIdentity: () => undefined,
+  };
+}
