@@ -89,7 +89,10 @@ export function exchange(url: URL, o: ExchangeRequest): Promise<ExchangeResponse
         }
         chunks.push(c);
       });
-      res.on("error", (e) => reject(networkError(url, e)));
+      res.on("error", (e) => {
+        clearTimeout(deadline);
+        reject(networkError(url, e));
+      });
       res.on("end", () => {
         clearTimeout(deadline);
         resolve({

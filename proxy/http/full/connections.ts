@@ -1,10 +1,9 @@
 /**
  * Connection accounting for a listener: requests in flight per connection, the idle timeout (close a
  * connection that has had no request in flight for `idleMs`), the head timeout (a request head must
- * arrive whole within `headMs` of its first bytes: `headTimedOut` answers and closes), and draining at
- * shutdown. A connection is
- * whatever requests belong to: the TCP/TLS socket for HTTP/1.1, the session for HTTP/2 (whose raw socket
- * never carries an HTTP/1 request and must not be timed out as idle).
+ * arrive whole within `head.ms` of its first bytes, or `head.timedOut` answers and closes), and draining
+ * at shutdown. A connection is whatever requests belong to: the TCP/TLS socket for HTTP/1.1, the session
+ * for HTTP/2 (whose raw socket never carries an HTTP/1 request and must not be timed out as idle).
  */
 interface Connection {
   active: number;
