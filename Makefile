@@ -103,7 +103,7 @@ testbed-down: deps
 e2e: deps system-deps peers
 	@started=0; if ! $(BUN) tests/e2e/testbed/cli.ts status >/dev/null 2>&1; then \
 	  $(BUN) tests/e2e/testbed/cli.ts up >/dev/null || exit 1; started=1; fi; \
-	status=0; $(BUN) test --timeout 300000 tests/e2e || status=$$?; \
+	status=0; KUBECTL_REMOTE_COMMAND_WEBSOCKETS=false $(BUN) test --timeout 300000 tests/e2e || status=$$?; \
 	if [ $$started = 1 ]; then \
 	  if [ $$status = 0 ]; then $(BUN) tests/e2e/testbed/cli.ts down; \
 	  else $(BUN) tests/e2e/testbed/cli.ts down --keep-logs; echo "e2e failed: test bed logs kept in .testbed/logs"; fi; \

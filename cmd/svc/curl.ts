@@ -140,6 +140,10 @@ export default defineCommand({
     const notaryIds = repeated(rawArgs, ["--notary-id"]);
     if (notaryIds.length && !validate)
       throw usage("--notary-id needs --validate=true: it restricts who may issue the statement");
+    if (notaryIds.some((p) => p.trim() === ""))
+      throw usage(
+        "--notary-id: an empty pattern would match every issuer; give a SPIFFE ID pattern such as ^spiffe://example.org/ns/svc-system/sa/notary$",
+      );
     let notaries: ReturnType<typeof authorizeMatching>;
     try {
       notaries = authorizeMatching(notaryIds, "--notary-id");

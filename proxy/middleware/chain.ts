@@ -1,3 +1,4 @@
+import type { OutgoingHttpHeaders } from "node:http";
 import { NOTARY_HEADERS } from "../../lib/notary-objects/levels.ts";
 import type { MiddlewareInput } from "../config/schema.ts";
 import type { Handler } from "../http/types.ts";
@@ -38,15 +39,26 @@ export function buildChain(
 }
 
 /**
- * With the notary on, a target's own Svc-Workload-* and Svc-Receipt* response headers never reach a caller,
- * on any listener and any path: a workload could otherwise pass off statements and receipts it made, or
+ * With the notary on, a target's own Svc-Workload-* and Svc-Receipt* response headers and trailers never
+ * reach a caller of an HTTP listener (every one takes this path then: runtime.ts): a workload could otherwise pass off statements and receipts it made, or
  * old ones of this notary, as the notary's account of this exchange (docs/notary.md).
  */
 function withoutNotaryHeaders(terminal: Handler): Handler {
+  const strip = (fields: OutgoingHttpHeaders) => {
+    for (const name of Object.keys(fields))
+      if (NOTARY_HEADERS.includes(name.toLowerCase())) delete fields[name];
+  };
   return async (req) => {
     const res = await terminal(req);
-    for (const name of Object.keys(res.headers))
-      if (NOTARY_HEADERS.includes(name.toLowerCase())) delete res.headers[name];
+    strip(res.headers);
+    // HTTP/2 trailers reach the caller too.
+    const trailers = res.trailers;
+    if (trailers)
+      res.trailers = (listener) =>
+        trailers((t) => {
+          strip(t);
+          listener(t);
+        });
     return res;
   };
 }

@@ -85,8 +85,9 @@ export const RESPONSE_MODEL: FieldModel = {
 };
 
 /**
- * Arrays nested in arrays are walked with the model of their parent: deeper than this, a body is refused
- * (no message of the API nests arrays so; a body of 100,000 of them would exhaust the stack).
+ * Arrays nested in arrays are walked with the model of their parent: at this depth (objects and arrays
+ * counted from the body), a body is refused (no message of the API nests so; a body of 100,000 arrays
+ * would exhaust the stack).
  */
 export const MAX_DEPTH = 64;
 

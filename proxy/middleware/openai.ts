@@ -62,7 +62,7 @@ export function openai(
     const removed: string[] = [];
     const filtered = applyModel(parsed, REQUEST_MODEL, removed);
     if (filtered === undefined)
-      return proxyResponse(400, `openai: the request body nests arrays deeper than ${MAX_DEPTH} levels`);
+      return proxyResponse(400, `openai: the request body nests deeper than ${MAX_DEPTH} levels`);
     // Untouched bodies go on byte for byte, so that a caller's digest matches the receipt's.
     const sent = removed.length ? new TextEncoder().encode(JSON.stringify(filtered)) : body;
     if (removed.length) req.log.debug("openai: request fields removed", { fields: removed });
@@ -90,7 +90,7 @@ export function openai(
     const outRemoved: string[] = [];
     const kept = applyModel(out, RESPONSE_MODEL, outRemoved);
     if (kept === undefined)
-      return proxyResponse(502, `openai: the response body nests arrays deeper than ${MAX_DEPTH} levels`);
+      return proxyResponse(502, `openai: the response body nests deeper than ${MAX_DEPTH} levels`);
     const bytes = outRemoved.length ? new TextEncoder().encode(JSON.stringify(kept)) : answer;
     if (outRemoved.length) req.log.debug("openai: response fields removed", { fields: outRemoved });
     const final = whole(res, bytes);

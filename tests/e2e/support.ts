@@ -11,7 +11,9 @@ import { asWorkload, type Workload } from "./testbed/spire.ts";
  * set up that stream, logs "Unknown stream id 1, discarding message" on standard error and drops the
  * frame, with exit status 0 (4 of 300 `kubectl exec` runs against kwok with both cores busy; kubectl 1.33
  * too; none over SPDY). The webhook decides both alike (admission.e2e.test.ts runs both); kubectl's own
- * race would fail tests that read a command's output.
+ * race would fail tests that read a command's output. `make e2e` starts bun with the variable set: a
+ * Bun.spawn without `env` passes the environment the process started with, not process.env. Set here
+ * as well for a file run on its own, for the spawns that pass process.env.
  */
 process.env.KUBECTL_REMOTE_COMMAND_WEBSOCKETS = "false";
 

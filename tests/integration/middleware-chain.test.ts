@@ -249,10 +249,72 @@ describe("the openai filter and compression", () => {
       // Arrays nested past the limit are refused, and the listener serves on.
       const deep = await ask({}, `{"model":"m","messages":${"[".repeat(100_000)}${"]".repeat(100_000)}}`);
       expect(deep.status).toBe(400);
-      expect(deep.body).toContain("nests arrays deeper than 64 levels");
+      expect(deep.body).toContain("nests deeper than 64 levels");
       expect((await ask({})).status).toBe(200);
     } finally {
       await filtering.close(0);
+      target.close();
+    }
+  });
+});
+
+describe("the notary's headers", () => {
+  test("with the notary on, a target's Svc-Receipt* and Svc-Workload-* headers and HTTP/2 trailers do not reach the caller", async () => {
+    const http2 = await import("node:http2");
+    const forged = { "svc-receipt-id": "R".repeat(43), "svc-workload-statement": "a.b.c" };
+    const target = http2.createServer((_req, res) => {
+      res.writeHead(200, { "content-type": "text/plain", ...forged, "x-kept": "1" });
+      res.addTrailers({ ...forged, "x-trailer-kept": "1" });
+      res.end("answer");
+    });
+    const port = await freePort();
+    await new Promise<void>((r) => target.listen(port, "127.0.0.1", () => r()));
+    const notary = { checkServing() {} } as unknown as Notary;
+    const listener = await startHttpListener(
+      {
+        ...config,
+        name: "notary-h2",
+        address: { host: "127.0.0.1", port: await freePort() },
+        target: new URL(`http://127.0.0.1:${port}`),
+        http2: true,
+        middlewares: [{ type: "dummy", message: "" }] as ListenerConfig["middlewares"],
+      },
+      { source: {} as SvidSource, log: createLogger({ level: "error", encoder: "json" }), notary },
+    );
+    const session = http2.connect(`http://127.0.0.1:${listener.port}`);
+    try {
+      const got = await new Promise<{
+        headers: Record<string, unknown>;
+        trailers: Record<string, unknown>;
+        body: string;
+      }>((resolve, reject) => {
+        const req = session.request({ ":path": "/" });
+        let headers: Record<string, unknown> = {};
+        let trailers: Record<string, unknown> = {};
+        let body = "";
+        req.on("response", (h) => {
+          headers = h;
+        });
+        req.on("trailers", (t) => {
+          trailers = t;
+        });
+        req.on("data", (d) => {
+          body += d;
+        });
+        req.on("end", () => resolve({ headers, trailers, body }));
+        req.on("error", reject);
+        req.end();
+      });
+      expect(got.body).toBe("answer");
+      expect(got.headers["x-kept"]).toBe("1");
+      expect(got.trailers["x-trailer-kept"]).toBe("1");
+      for (const name of Object.keys(forged)) {
+        expect(got.headers[name]).toBeUndefined();
+        expect(got.trailers[name]).toBeUndefined();
+      }
+    } finally {
+      session.close();
+      await listener.close(0);
       target.close();
     }
   });

@@ -16,6 +16,8 @@ const dir = tempDir();
 const apis: Record<string, DevApi> = {};
 let upstream: Server;
 let upstreamPort: number;
+/** Connections the upstream accepted. */
+let upstreamConnections = 0;
 /** Every request the upstream received: method, url and raw header lines. */
 const seen: { method: string; url: string; raw: string[] }[] = [];
 
@@ -38,6 +40,7 @@ beforeAll(async () => {
       res.end(body);
     });
   });
+  upstream.on("connection", () => upstreamConnections++);
   await new Promise<void>((r) => upstream.listen(upstreamPort, "127.0.0.1", () => r()));
 });
 afterAll(async () => {
@@ -239,6 +242,17 @@ describe("pipelining and framing", () => {
     expect(statuses(wire)).toEqual([200, 501]);
     const headers = pairs(bodies(wire)[0].raw);
     expect(headers).toContainEqual(["transfer-encoding", "chunked"]);
+  });
+
+  test("pipelined requests are carried over one upstream connection, reused from the pool", async () => {
+    const port = await plainRelay();
+    const before = upstreamConnections;
+    const wire = await exchange(
+      port,
+      `${"GET /p HTTP/1.1\r\nHost: x\r\n\r\n".repeat(4)}GET /p HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n`,
+    );
+    expect(statuses(wire)).toEqual([200, 200, 200, 200, 200]);
+    expect(upstreamConnections - before).toBe(1);
   });
 
   test("bytes a target sends after its response do not become the next caller's answer", async () => {

@@ -668,6 +668,34 @@ describe("connections and timeouts", () => {
     expect(r).toContain("svc-proxy: request not received within 300 ms");
   });
 
+  test("read timeout on the full path: the rest of a body answered early is no new head (no 408 of its own)", async () => {
+    // openai answers a GET of another path at once (403), before the body has come.
+    const { serverPort } = await pair({
+      server: { middlewares: [{ type: "openai" }], timeouts: { read: "300ms", idle: "1s" } },
+    });
+    const source = await X509Source.open({ address: socket("web") });
+    const { connect: connectTls } = await import("node:tls");
+    const got = await new Promise<string>((resolve) => {
+      let text = "";
+      const s = connectTls(
+        { host: "127.0.0.1", port: serverPort, ...svidClientTls(source), ALPNProtocols: ["http/1.1"] },
+        () => s.write("GET /other HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n12345"),
+      );
+      s.on("data", (d: Buffer) => {
+        // The rest of the body after the answer.
+        if (!text) s.write("67890");
+        text += d;
+      });
+      s.on("error", () => {});
+      // Closed by the idle timeout (1 s); a 408 would come at 300 ms.
+      s.on("close", () => resolve(text));
+      setTimeout(() => s.destroy(), 10_000);
+    });
+    source.close();
+    expect(got).toStartWith("HTTP/1.1 403");
+    expect(got).not.toContain("408");
+  });
+
   test("idle timeout: an idle keep-alive connection is closed", async () => {
     const port = await plainProxy({ idle: "300ms" });
     const outcome = await new Promise<string>((resolve) => {

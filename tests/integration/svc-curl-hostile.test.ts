@@ -107,6 +107,12 @@ describe("svc curl against hostile servers", () => {
     expect(r.err).toContain("the response body is larger than 4194304 bytes");
   });
 
+  test("an empty --notary-id (an unset shell variable) is a usage error, not a pin that matches anyone", async () => {
+    const r = await curl(["--notary-id", "", `http://127.0.0.1:${plain.port}/big-header`]);
+    expect(r.code).toBe(1);
+    expect(r.err).toStartWith("svc: --notary-id: an empty pattern would match every issuer");
+  });
+
   test("a statement header over 16 KiB is read and checked (exit 2 for this one), not a parser error", async () => {
     const r = await curl([`http://127.0.0.1:${plain.port}/big-header`]);
     expect(r.code).toBe(2);

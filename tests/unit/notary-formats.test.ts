@@ -186,7 +186,7 @@ describe("workload statements", () => {
     const s = await signStatement(PROXY, "https://api", facts, signer);
     const sig = s.jws.split(".")[2] as string;
     const last = sig.at(-1) as string;
-    // An ES256 signature is 64 bytes: its last base64url character carries 4 bits and 2 unused ones.
+    // An ES256 signature is 64 bytes: its last base64url character carries 2 bits and 4 unused ones.
     const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
     const twin = alphabet[alphabet.indexOf(last) ^ 1] as string;
     const respelled = `${s.jws.slice(0, -1)}${twin}`;

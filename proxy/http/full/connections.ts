@@ -7,6 +7,8 @@
  */
 interface Connection {
   active: number;
+  /** A request whose body has not been read to its end: bytes now are that body, not a new head. */
+  reading: boolean;
   timer: ReturnType<typeof setTimeout> | undefined;
   head: ReturnType<typeof setTimeout> | undefined;
   destroy(): void;
@@ -23,7 +25,7 @@ export class Connections {
 
   /** Starts accounting for a connection; `onClose` registers the cleanup for when it closes. */
   open(key: object, destroy: () => void, onClose: (cleanup: () => void) => void): void {
-    const c: Connection = { active: 0, timer: undefined, head: undefined, destroy };
+    const c: Connection = { active: 0, reading: false, timer: undefined, head: undefined, destroy };
     this.byKey.set(key, c);
     this.onOpen();
     this.idle(c);
@@ -38,14 +40,21 @@ export class Connections {
   bytesArrived(key: object): void {
     const c = this.byKey.get(key);
     const head = this.head;
-    if (!c || !head || c.active > 0 || c.head) return;
+    if (!c || !head || c.active > 0 || c.reading || c.head) return;
     c.head = setTimeout(() => head.timedOut(key), head.ms);
+  }
+
+  /** The request's body was read to its end (`requestStarted` marks it unread). */
+  requestRead(key: object): void {
+    const c = this.byKey.get(key);
+    if (c) c.reading = false;
   }
 
   requestStarted(key: object): void {
     const c = this.byKey.get(key);
     if (!c) return;
     c.active++;
+    c.reading = true;
     clearTimeout(c.timer);
     clearTimeout(c.head);
     c.head = undefined;

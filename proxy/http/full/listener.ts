@@ -177,6 +177,9 @@ export async function startHttpListener(l: ListenerConfig, deps: ListenerDeps): 
         : undefined;
     const connection = session ?? socket;
     connections.requestStarted(connection);
+    // A body not read to its end (an answer before it) leaves the connection to the idle timeout only.
+    if (req.complete) connections.requestRead(connection);
+    else req.once("end", () => connections.requestRead(connection));
     let verified: VerifiedPeer | undefined;
     try {
       verified = peerFor(req, session);

@@ -97,10 +97,25 @@ function startsWithFolded(b: Uint8Array, at: number, s: Uint8Array): boolean {
   return true;
 }
 
-/** Svc-Peer-ID with a hyphen written as an underscore (CGI and WSGI read it as Svc-Peer-ID), lower case. */
-function peerIdSpelling(b: Buffer, start: number, end: number): string | undefined {
-  const name = latin1(b, start, end).toLowerCase();
-  return name.includes("_") && name.replaceAll("_", "-") === "svc-peer-id" ? name : undefined;
+const PEER_ID = bytesOf("svc-peer-id");
+const HYPHEN = 0x2d;
+const UNDERSCORE = 0x5f;
+
+/**
+ * Svc-Peer-ID (11 bytes at `start`) with a hyphen written as an underscore, which CGI and WSGI read as
+ * Svc-Peer-ID. Compared byte by byte: most 11-byte names (X-B3-SpanId, Retry-After) differ at once.
+ */
+function peerIdSpelling(b: Buffer, start: number): boolean {
+  let underscore = false;
+  for (let i = 0; i < PEER_ID.length; i++) {
+    const c = b[start + i] as number;
+    const want = PEER_ID[i] as number;
+    if (want !== HYPHEN) {
+      if ((c | 0x20) !== want) return false;
+    } else if (c === UNDERSCORE) underscore = true;
+    else if (c !== HYPHEN) return false;
+  }
+  return underscore;
 }
 
 /**
@@ -111,8 +126,7 @@ function special(b: Buffer, start: number, end: number): string | undefined {
   const n = end - start;
   const list = SPECIAL_BY_LENGTH[n];
   if (list) for (const [bytes, name] of list) if (startsWithFolded(b, start, bytes)) return name;
-  const peerId = n === 11 ? peerIdSpelling(b, start, end) : undefined;
-  if (peerId) return peerId;
+  if (n === 11 && peerIdSpelling(b, start)) return latin1(b, start, end).toLowerCase();
   if (n <= PROXY_.length || !startsWithFolded(b, start, PROXY_)) return undefined;
   for (let i = start + PROXY_.length; i < end; i++) {
     const c = (b[i] as number) | 0x20;

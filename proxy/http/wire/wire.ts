@@ -375,7 +375,8 @@ export abstract class MessageFramer<Head> {
 
   /** Between messages with nothing left over, and still framing: the connection can carry another. */
   get atRest(): boolean {
-    return !this.stopped && this.body === undefined && this.buf.length === 0;
+    // A reader that is done is let go of after the sink heard the end: the pool asks from within it.
+    return !this.stopped && (this.body === undefined || this.body.done) && this.buf.length === 0;
   }
 
   /** Parses the next head if it is complete (MORE, PROGRESS or FAILED); may start `this.body`. */
