@@ -108,6 +108,28 @@ function exchange(port: number, bytes: string, keepOpen = false): Promise<string
 const statuses = (wire: string) => [...wire.matchAll(/HTTP\/1\.1 (\d{3})/g)].map((m) => Number(m[1]));
 const bodies = (wire: string) =>
   [...wire.matchAll(/\r\n\r\n(\{.*?\})(?=HTTP\/1\.1|$)/gs)].map((m) => JSON.parse(m[1] as string));
+const ok = (body: string) => `HTTP/1.1 200 OK\r\nContent-Length: ${body.length}\r\n\r\n${body}`;
+
+/** A target on raw sockets: `answer` writes the bytes for each request head (its path, its connection's number). */
+async function rawTarget(answer: (path: string, connection: number) => string) {
+  let connections = 0;
+  const server = createTcpServer((s) => {
+    const n = ++connections;
+    let head = "";
+    s.on("data", (d: Buffer) => {
+      head += d.toString("latin1");
+      if (!head.includes("\r\n\r\n")) return;
+      const path = head.split(" ")[1] ?? "";
+      head = "";
+      s.write(answer(path, n));
+    });
+    s.on("error", () => {});
+  });
+  const port = await freePort();
+  await new Promise<void>((r) => server.listen(port, "127.0.0.1", () => r()));
+  return { port, close: () => server.close() };
+}
+
 /** Raw header lines as [name, value] pairs, names lower case. */
 const pairs = (raw: string[]) => raw.flatMap((v, i) => (i % 2 === 0 ? [[v.toLowerCase(), raw[i + 1]]] : []));
 
@@ -256,31 +278,35 @@ describe("pipelining and framing", () => {
   });
 
   test("bytes a target sends after its response do not become the next caller's answer", async () => {
-    // A raw target: on /extra its response is followed, in the same write, by bytes nobody asked for.
-    let connections = 0;
-    const target = createTcpServer((s) => {
-      const n = ++connections;
-      let head = "";
-      s.on("data", (d: Buffer) => {
-        head += d.toString("latin1");
-        if (!head.includes("\r\n\r\n")) return;
-        const extra = head.startsWith("GET /extra ");
-        head = "";
-        const body = extra ? "first" : `normal on connection ${n}`;
-        s.write(
-          `HTTP/1.1 200 OK\r\nContent-Length: ${body.length}\r\n\r\n${body}${extra ? "\r\nHTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nforged" : ""}`,
-        );
-      });
-      s.on("error", () => {});
+    // On /extra the response is followed, in the same write, by bytes nobody asked for.
+    const target = await rawTarget((path, n) => {
+      if (path !== "/extra") return ok(`normal on connection ${n}`);
+      return `${ok("first")}\r\n${ok("forged")}`;
     });
-    const targetPort = await freePort();
-    await new Promise<void>((r) => target.listen(targetPort, "127.0.0.1", () => r()));
     try {
-      const port = await plainRelay({ target: { url: `http://127.0.0.1:${targetPort}` } });
+      const port = await plainRelay({ target: { url: `http://127.0.0.1:${target.port}` } });
       const first = await exchange(port, "GET /extra HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
       expect(first).toEndWith("\r\n\r\nfirst");
       const next = await exchange(port, "GET /next HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
       expect(next).toStartWith("HTTP/1.1 200");
+      expect(next).toEndWith("\r\n\r\nnormal on connection 2");
+    } finally {
+      target.close();
+    }
+  });
+
+  test("a 101 nobody asked for is a 502 to the caller, and the next caller is served", async () => {
+    const target = await rawTarget((path, n) =>
+      path === "/switch"
+        ? "HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\nConnection: upgrade\r\n\r\n"
+        : ok(`normal on connection ${n}`),
+    );
+    try {
+      const port = await plainRelay({ target: { url: `http://127.0.0.1:${target.port}` } });
+      const switched = await exchange(port, "GET /switch HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+      expect(switched).toStartWith("HTTP/1.1 502");
+      expect(switched).toContain("the upstream switched protocols");
+      const next = await exchange(port, "GET /next HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
       expect(next).toEndWith("\r\n\r\nnormal on connection 2");
     } finally {
       target.close();

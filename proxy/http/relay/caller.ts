@@ -334,7 +334,8 @@ export class CallerConn implements UpstreamOwner {
       const x = this.x;
       if (!x || this.closed) return;
       if (h.interim) responseHead(h, NO_BODY, false, this.out);
-      else this.respond(x, h);
+      // A 101 nobody asked for (the relay never passes Upgrade on): `tunnel` follows and answers 502.
+      else if (h.status !== 101) this.respond(x, h);
     },
     body: (src, start, end) => {
       const x = this.x;
