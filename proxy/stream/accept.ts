@@ -3,6 +3,7 @@ import { authorizeMatching } from "../../lib/spiffe/authorizer.ts";
 import type { VerifiedPeer } from "../../lib/spiffe/x509svid.ts";
 import { createMtlsServer } from "../../lib/tls/mtls.ts";
 import type { ListenerConfig } from "../config/types.ts";
+import { guardDescriptors } from "../fd-budget.ts";
 import { type ListenerDeps, listen, type RunningListener, refusalReason } from "../listener.ts";
 
 /**
@@ -77,6 +78,7 @@ export async function acceptStreams(
     stop = () => new Promise((resolve) => server.close(() => resolve()));
   }
   server.on("error", (e) => log.error("listener error", { error: e.message }));
+  guardDescriptors(server, log);
   const port = await listen(server, l);
   log.info("listening", {
     address: `${l.address.host}:${port}`,

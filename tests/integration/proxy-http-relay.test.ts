@@ -373,51 +373,64 @@ describe("timeouts on the relay", () => {
 });
 
 describe("file descriptors running out", () => {
-  test("past its descriptor budget the relay closes new callers at once and logs it; established callers keep being served, and new ones are served again once some leave", async () => {
-    const port = await freePort();
-    const config = proxyConfig("web", {
-      address: `127.0.0.1:${port}`,
-      mode: "client",
-      target: { url: `http://127.0.0.1:${upstreamPort}` },
-    });
-    const proxy = spawnProc(["prlimit", "--nofile=100", "--", BUN, "cmd/svc-proxy.ts"], {
-      SVC_PROXY_CONFIG: JSON.stringify(config),
-    });
-    await waitUntil("the proxy listens", () => proxy.stderr().includes('"msg":"listening"'));
-    // Resolves once connected, or once closed: a caller the proxy refuses may be reset before it sees
-    // its connect.
-    const open = (): Promise<Socket> =>
-      new Promise((resolve) => {
-        const s = connect(port, "127.0.0.1", () => resolve(s));
-        s.on("error", () => {});
-        s.on("close", () => resolve(s));
+  // The relay and the full path (a middleware): the full path spun a core once accepting failed. TCP and
+  // MQTT listeners take the same guard as the full path (proxy/fd-budget.ts guardDescriptors).
+  test.each([
+    ["the relay", {}],
+    ["the full path", { middlewares: [{ type: "dummy" }] }],
+  ] as [string, Record<string, unknown>][])(
+    "past the descriptor budget %s closes new callers at once and logs it; established callers keep being served, and new ones are served again once some leave",
+    async (_kind, extra) => {
+      const port = await freePort();
+      const config = proxyConfig("web", {
+        address: `127.0.0.1:${port}`,
+        mode: "client",
+        target: { url: `http://127.0.0.1:${upstreamPort}` },
+        ...extra,
       });
-    /** The status line of one request on `s`, or "closed" if the proxy closes it without an answer. */
-    const ask = (s: Socket): Promise<string> =>
-      new Promise((resolve) => {
-        let got = "";
-        s.on("data", (d: Buffer) => {
-          got += d.toString("latin1");
-          if (got.includes("\r\n\r\n")) resolve(got.split("\r\n")[0] as string);
+      const proxy = spawnProc(["prlimit", "--nofile=100", "--", BUN, "cmd/svc-proxy.ts"], {
+        SVC_PROXY_CONFIG: JSON.stringify(config),
+      });
+      await waitUntil("the proxy listens", () => proxy.stderr().includes('"msg":"listening"'));
+      // Resolves once connected, or once closed: a caller the proxy refuses may be reset before it sees
+      // its connect.
+      const open = (): Promise<Socket> =>
+        new Promise((resolve) => {
+          const s = connect(port, "127.0.0.1", () => resolve(s));
+          s.on("error", () => {});
+          s.on("close", () => resolve(s));
         });
-        s.on("close", () => resolve(got ? (got.split("\r\n")[0] as string) : "closed"));
-        // The proxy may have closed it already, between the connect and now.
-        if (s.destroyed || s.readableEnded) resolve("closed");
-        else s.write("GET /fd HTTP/1.1\r\nHost: x\r\n\r\n");
-      });
-    const first = await open();
-    expect(await ask(first)).toBe("HTTP/1.1 200 OK");
-    const many = await Promise.all(Array.from({ length: 80 }, open));
-    const answers = await Promise.all(many.map(ask));
-    expect(answers.filter((a) => a === "HTTP/1.1 200 OK").length).toBeGreaterThan(10);
-    expect(answers.filter((a) => a === "closed").length).toBeGreaterThan(0);
-    expect(answers.every((a) => a === "HTTP/1.1 200 OK" || a === "closed")).toBe(true);
-    await waitUntil("the refusals logged", () =>
-      proxy.stderr().includes("file descriptors nearly exhausted"),
-    );
-    expect(await ask(first)).toBe("HTTP/1.1 200 OK");
-    for (const s of many) s.destroy();
-    await waitUntil("a new caller served again", async () => (await ask(await open())) === "HTTP/1.1 200 OK");
-    first.destroy();
-  }, 30_000);
+      /** The status line of one request on `s`, or "closed" if the proxy closes it without an answer. */
+      const ask = (s: Socket): Promise<string> =>
+        new Promise((resolve) => {
+          let got = "";
+          s.on("data", (d: Buffer) => {
+            got += d.toString("latin1");
+            if (got.includes("\r\n\r\n")) resolve(got.split("\r\n")[0] as string);
+          });
+          s.on("close", () => resolve(got ? (got.split("\r\n")[0] as string) : "closed"));
+          // The proxy may have closed it already, between the connect and now.
+          if (s.destroyed || s.readableEnded) resolve("closed");
+          else s.write("GET /fd HTTP/1.1\r\nHost: x\r\n\r\n");
+        });
+      const first = await open();
+      expect(await ask(first)).toBe("HTTP/1.1 200 OK");
+      const many = await Promise.all(Array.from({ length: 80 }, open));
+      const answers = await Promise.all(many.map(ask));
+      expect(answers.filter((a) => a === "HTTP/1.1 200 OK").length).toBeGreaterThan(10);
+      expect(answers.filter((a) => a === "closed").length).toBeGreaterThan(0);
+      expect(answers.every((a) => a === "HTTP/1.1 200 OK" || a === "closed")).toBe(true);
+      await waitUntil("the refusals logged", () =>
+        proxy.stderr().includes("file descriptors nearly exhausted"),
+      );
+      expect(await ask(first)).toBe("HTTP/1.1 200 OK");
+      for (const s of many) s.destroy();
+      await waitUntil(
+        "a new caller served again",
+        async () => (await ask(await open())) === "HTTP/1.1 200 OK",
+      );
+      first.destroy();
+    },
+    30_000,
+  );
 });

@@ -13,6 +13,7 @@ import { authenticatePeer, presentedChain } from "../../../lib/tls/peer.ts";
 import { createUpstreamAgent } from "../../../lib/tls/upstream-agent.ts";
 import { verifyPeerChain } from "../../../lib/tls/verified-chains.ts";
 import type { ListenerConfig } from "../../config/types.ts";
+import { guardDescriptors } from "../../fd-budget.ts";
 import { type ListenerDeps, listen, type RunningListener, refusalReason } from "../../listener.ts";
 import { buildChain } from "../../middleware/chain.ts";
 import { PEER_ID_HEADER, REQUEST_ID_HEADER, requestId } from "../headers.ts";
@@ -364,6 +365,9 @@ export async function startHttpListener(l: ListenerConfig, deps: ListenerDeps): 
     }
   }
   server.on("error", (e) => log.error("listener error", { error: e.message }));
+  // Past the descriptor budget a new caller is closed at once: accepting would fail, and the runtime
+  // retry the listening socket without end (fd-budget.ts).
+  guardDescriptors(server, log);
 
   const port = await listen(server, l);
   log.info("listening", {

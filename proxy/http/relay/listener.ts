@@ -3,10 +3,10 @@ import { SvcError } from "../../../lib/errors.ts";
 import { authorizeMatching } from "../../../lib/spiffe/authorizer.ts";
 import { followBunTls, verifyBunPeer } from "../../../lib/tls/bun-peer.ts";
 import type { ListenerConfig } from "../../config/types.ts";
+import { fdGate } from "../../fd-budget.ts";
 import { type ListenerDeps, type RunningListener, refusalReason } from "../../listener.ts";
 import { CallerConn } from "./caller.ts";
 import type { RelayContext } from "./context.ts";
-import { fdBudget } from "./fd-budget.ts";
 import { UpstreamPool } from "./upstream.ts";
 
 /**
@@ -44,26 +44,9 @@ export async function startRelayListener(l: ListenerConfig, deps: ListenerDeps):
   const authorizeSource = authorizeMatching(l.sourceIds, `listeners.${l.name}.source.spiffe_ids`);
   const open = new Set<CallerConn>();
 
-  // Past the descriptor budget a new caller is closed at once; refusals are logged at most every 10 s.
-  const budget = fdBudget();
-  let refused = 0;
-  let refusedLogged = 0;
-  const admit = (socket: { terminate(): void }): boolean => {
-    if (budget.take(2)) return true;
-    socket.terminate();
-    refused++;
-    const now = Date.now();
-    if (now - refusedLogged >= 10_000) {
-      log.warn("file descriptors nearly exhausted: new connections are closed", {
-        refused,
-        sockets: budget.live,
-        limit: budget.limit,
-      });
-      refused = 0;
-      refusedLogged = now;
-    }
-    return false;
-  };
+  // Past the descriptor budget a new caller is closed at once (fd-budget.ts).
+  const gate = fdGate(log);
+  const admit = (socket: { terminate(): void }): boolean => gate.admit(() => socket.terminate());
 
   // One sweep for every connection's deadline, running only while there are connections.
   const t = l.timeouts;
@@ -79,7 +62,7 @@ export async function startRelayListener(l: ListenerConfig, deps: ListenerDeps):
   };
   const untrack = (c: CallerConn) => {
     c.gone();
-    budget.give(2);
+    gate.release();
     open.delete(c);
     if (open.size === 0 && sweep) {
       clearInterval(sweep);
