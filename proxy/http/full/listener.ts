@@ -366,7 +366,7 @@ export async function startHttpListener(l: ListenerConfig, deps: ListenerDeps): 
   }
   server.on("error", (e) => log.error("listener error", { error: e.message }));
   // Past the descriptor budget a new caller is closed at once: accepting would fail, and the runtime
-  // retry the listening socket without end (fd-budget.ts).
+  // would retry the listening socket without end (fd-budget.ts).
   guardDescriptors(server, log);
 
   const port = await listen(server, l);
