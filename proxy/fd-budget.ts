@@ -29,7 +29,7 @@ function openNow(): number {
   }
 }
 
-export class FdBudget {
+class FdBudget {
   live = 0;
   readonly max: number;
 

@@ -144,12 +144,8 @@ export default defineCommand({
       throw usage(
         "--notary-id: an empty pattern would match every issuer; give a SPIFFE ID pattern such as ^spiffe://example.org/ns/svc-system/sa/notary$",
       );
-    let notaries: ReturnType<typeof authorizeMatching>;
-    try {
-      notaries = authorizeMatching(notaryIds, "--notary-id");
-    } catch (e) {
-      throw usage((e as Error).message);
-    }
+    // An invalid pattern is an error naming the flag, exit status 1 like any usage error.
+    const notaries = authorizeMatching(notaryIds, "--notary-id");
     const body = a.data !== undefined ? dataFrom(a.data) : undefined;
     if (body && !headers["content-type"])
       headers["content-type"] = /^\s*[[{]/.test(new TextDecoder().decode(body.subarray(0, 64)))

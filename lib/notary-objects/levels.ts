@@ -7,12 +7,12 @@ export type Level = (typeof LEVELS)[number];
 export const LEVEL_HEADER = "svc-notarization-level";
 
 /** The response headers that carry a notary's statement and receipt: only the notary writes them. */
-export const NOTARY_HEADERS: readonly string[] = [
+export const NOTARY_HEADERS: ReadonlySet<string> = new Set([
   "svc-workload-id",
   "svc-workload-statement",
   "svc-receipt-id",
   "svc-receipt",
-];
+]);
 
 export function isLevel(value: string): value is Level {
   return (LEVELS as readonly string[]).includes(value);

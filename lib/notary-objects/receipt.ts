@@ -3,6 +3,7 @@ import { SvcError } from "../errors.ts";
 import type { BundleSource } from "../spiffe/bundle.ts";
 import { contentId, sha256Hex } from "./ids.ts";
 import { type SvidSigner, signJws, type VerifiedJws, verifyJws } from "./jws.ts";
+import { NOTARY_HEADERS } from "./levels.ts";
 import type { SignedObject } from "./statement.ts";
 
 /**
@@ -79,10 +80,7 @@ const EXCLUDED = new Set([
   // API keys as OpenAI-compatible servers take them (Azure OpenAI's api-key; x-api-key).
   "api-key",
   "x-api-key",
-  "svc-workload-id",
-  "svc-workload-statement",
-  "svc-receipt-id",
-  "svc-receipt",
+  ...NOTARY_HEADERS,
 ]);
 
 /** Lower-cased, excluded names dropped, repeated values joined with ", ", sorted by name. */
@@ -152,7 +150,6 @@ export async function verifyReceipt(
   });
   const bad = (why: string) => new SvcError("receipt", `${what} verification failed: ${why}`);
   const s = verified.claims.svc;
-  if (!s?.request?.body || !s.response?.body) throw bad("the svc claim lacks the request or response");
   if (check.expectedId !== undefined && check.expectedId !== id)
     throw bad(`its ID is ${id}, not ${check.expectedId}`);
   if (check.statementId !== undefined && s.workloadStatementID !== check.statementId)

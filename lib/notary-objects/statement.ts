@@ -102,7 +102,7 @@ export async function verifyStatement(
   });
   if (expectedId !== undefined && expectedId !== id)
     throw new SvcError("statement", `${what} verification failed: its ID is ${id}, not ${expectedId}`);
-  if (!verified.claims.svc || verified.claims.svc.spiffeId !== verified.claims.sub)
+  if (verified.claims.svc.spiffeId !== verified.claims.sub)
     throw new SvcError("statement", `${what} verification failed: svc.spiffeId does not match sub`);
   return { ...verified, id };
 }

@@ -34,7 +34,7 @@ export const FORWARDED_FOR_HEADER = "x-forwarded-for";
 const WRITTEN_ON_REQUESTS: ReadonlySet<string> = new Set([PEER_ID_HEADER, FORWARDED_FOR_HEADER]);
 
 /** Svc-Peer-ID with any of its hyphens written as underscores (`key` in lower case). */
-export const isPeerIdSpelling = (key: string): boolean =>
+const isPeerIdSpelling = (key: string): boolean =>
   key.length === 11 && key.replaceAll("_", "-") === PEER_ID_HEADER;
 
 /** No Connection tokens: shared, never added to. */

@@ -62,3 +62,22 @@ export function proxyResponse(
     ...(failure ? { failure } : {}),
   };
 }
+
+const REASONS: Record<number, string> = {
+  400: "Bad Request",
+  408: "Request Timeout",
+  431: "Request Header Fields Too Large",
+  501: "Not Implemented",
+  502: "Bad Gateway",
+  504: "Gateway Timeout",
+};
+
+/**
+ * proxyResponse as bytes on the wire, for a connection no HTTP server writes to (the relay; the full
+ * path's timed-out head).
+ */
+export function proxyAnswer(status: number, message: string, close: boolean): Uint8Array {
+  const body = Buffer.from(`svc-proxy: ${message}\n`, "utf8");
+  const head = `HTTP/1.1 ${status} ${REASONS[status] ?? "Error"}\r\ncontent-type: text/plain; charset=utf-8\r\ncache-control: no-store\r\ncontent-length: ${body.length}\r\n${close ? "connection: close\r\n" : ""}\r\n`;
+  return Buffer.concat([Buffer.from(head, "latin1"), body]);
+}

@@ -45,8 +45,7 @@ export function buildChain(
  */
 function withoutNotaryHeaders(terminal: Handler): Handler {
   const strip = (fields: OutgoingHttpHeaders) => {
-    for (const name of Object.keys(fields))
-      if (NOTARY_HEADERS.includes(name.toLowerCase())) delete fields[name];
+    for (const name of Object.keys(fields)) if (NOTARY_HEADERS.has(name.toLowerCase())) delete fields[name];
   };
   return async (req) => {
     const res = await terminal(req);

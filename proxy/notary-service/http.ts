@@ -11,7 +11,7 @@ import type { Notary } from "./notary.ts";
  * The receipt records the request headers as forwarded to the target and the response headers as passed
  * on to the caller. Throws SvcError("pod_mismatch" | "kube_api" | "notary") when no statement can be made.
  */
-export const STATEMENT_HEADER_LIMIT = 8 * 1024;
+const STATEMENT_HEADER_LIMIT = 8 * 1024;
 
 export interface BufferedExchange {
   req: ProxyRequest;

@@ -5,6 +5,7 @@ import { connect as connectH2 } from "node:http2";
 import { createServer as createHttpsServer } from "node:https";
 import { connect } from "node:net";
 import { join } from "node:path";
+import { connect as connectTls, type TLSSocket } from "node:tls";
 import { X509Source } from "../../lib/spiffe/x509-source.ts";
 import { writeClusterPki } from "../e2e/testbed/pki.ts";
 import { waitUntil } from "../e2e/testbed/process.ts";
@@ -118,6 +119,42 @@ async function plainProxy(timeouts: Record<string, string>): Promise<number> {
     config("web", [{ port, mode: "client", target: { url: `http://127.0.0.1:${upstreamPort}` }, timeouts }]),
   );
   return port;
+}
+
+/**
+ * A TLS connection to `port` as workload web (HTTP/1.1): `onUp` writes once it is up and may return a
+ * cleanup; `onData` hears each read (`first` for the first). Resolves with everything received once the
+ * proxy closes the connection; one still open after 10 s is destroyed, so that a hang fails the test.
+ */
+async function tlsUntilClose(
+  port: number,
+  onUp: (s: TLSSocket) => (() => void) | undefined,
+  onData: (s: TLSSocket, first: boolean) => void = () => {},
+): Promise<string> {
+  const source = await X509Source.open({ address: socket("web") });
+  const got = await new Promise<string>((resolve) => {
+    let text = "";
+    let cleanup: (() => void) | undefined;
+    const s = connectTls(
+      { host: "127.0.0.1", port, ...svidClientTls(source), ALPNProtocols: ["http/1.1"] },
+      () => {
+        cleanup = onUp(s);
+      },
+    );
+    s.on("data", (d: Buffer) => {
+      onData(s, text === "");
+      text += d;
+    });
+    s.on("error", () => {});
+    const bound = setTimeout(() => s.destroy(), 10_000);
+    s.on("close", () => {
+      clearTimeout(bound);
+      cleanup?.();
+      resolve(text);
+    });
+  });
+  source.close();
+  return got;
 }
 
 interface Reply {
@@ -420,7 +457,6 @@ describe("HTTP/2 callers", () => {
     const session = connectH2(`https://127.0.0.1:${serverPort}`, tlsOptions);
     const refused = await new Promise<Error>((resolve) => session.on("error", resolve));
     expect(refused.message).toContain("h2 is not supported");
-    const { connect: connectTls } = await import("node:tls");
     const alpn = await new Promise<string | false | null>((resolve, reject) => {
       const s = connectTls(
         { host: "127.0.0.1", port: serverPort, ...tlsOptions, ALPNProtocols: ["h2", "http/1.1"] },
@@ -640,30 +676,12 @@ describe("connections and timeouts", () => {
     const { serverPort } = await pair({
       server: { middlewares: [{ type: "dummy" }], timeouts: { read: "300ms", idle: "60s" } },
     });
-    const source = await X509Source.open({ address: socket("web") });
-    const { connect: connectTls } = await import("node:tls");
-    const r = await new Promise<string>((resolve) => {
-      let drip: ReturnType<typeof setInterval> | undefined;
-      const s = connectTls(
-        { host: "127.0.0.1", port: serverPort, ...svidClientTls(source), ALPNProtocols: ["http/1.1"] },
-        () => {
-          s.write("GET / HTTP/1.1\r\nHost: x\r\n");
-          drip = setInterval(() => s.write("X-Slow: a\r\n"), 100);
-        },
-      );
-      let got = "";
-      s.on("data", (d: Buffer) => {
-        got += d;
-      });
-      s.on("error", () => {});
-      s.on("close", () => {
-        clearInterval(drip);
-        resolve(got);
-      });
-      // A bound that turns a hang into a failure: the idle timeout (60 s) is far past it.
-      setTimeout(() => s.destroy(), 10_000);
+    // The idle timeout (60 s) is far past the helper's bound.
+    const r = await tlsUntilClose(serverPort, (s) => {
+      s.write("GET / HTTP/1.1\r\nHost: x\r\n");
+      const drip = setInterval(() => s.write("X-Slow: a\r\n"), 100);
+      return () => clearInterval(drip);
     });
-    source.close();
     expect(r).toStartWith("HTTP/1.1 408");
     expect(r).toContain("svc-proxy: request not received within 300 ms");
   });
@@ -673,25 +691,16 @@ describe("connections and timeouts", () => {
     const { serverPort } = await pair({
       server: { middlewares: [{ type: "openai" }], timeouts: { read: "300ms", idle: "1s" } },
     });
-    const source = await X509Source.open({ address: socket("web") });
-    const { connect: connectTls } = await import("node:tls");
-    const got = await new Promise<string>((resolve) => {
-      let text = "";
-      const s = connectTls(
-        { host: "127.0.0.1", port: serverPort, ...svidClientTls(source), ALPNProtocols: ["http/1.1"] },
-        () => s.write("GET /other HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n12345"),
-      );
-      s.on("data", (d: Buffer) => {
-        // The rest of the body after the answer.
-        if (!text) s.write("67890");
-        text += d;
-      });
-      s.on("error", () => {});
-      // Closed by the idle timeout (1 s); a 408 would come at 300 ms.
-      s.on("close", () => resolve(text));
-      setTimeout(() => s.destroy(), 10_000);
-    });
-    source.close();
+    // Closed by the idle timeout (1 s); a 408 would come at 300 ms. The rest of the body follows the answer.
+    const got = await tlsUntilClose(
+      serverPort,
+      (s) => {
+        s.write("GET /other HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n12345");
+      },
+      (s, first) => {
+        if (first) s.write("67890");
+      },
+    );
     expect(got).toStartWith("HTTP/1.1 403");
     expect(got).not.toContain("408");
   });

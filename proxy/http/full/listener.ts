@@ -22,6 +22,7 @@ import {
   isBuffered,
   type ProxyRequest,
   type ProxyResponse,
+  proxyAnswer,
   proxyResponse,
   type Upstream,
 } from "../types.ts";
@@ -102,10 +103,7 @@ export async function startHttpListener(l: ListenerConfig, deps: ListenerDeps): 
   // relay times it (408 after timeouts.read from its first bytes).
   const headTimedOut = (key: object) => {
     const socket = key as Socket;
-    const text = `svc-proxy: request not received within ${l.timeouts.readMs} ms\n`;
-    socket.end(
-      `HTTP/1.1 408 Request Timeout\r\ncontent-type: text/plain; charset=utf-8\r\nconnection: close\r\ncontent-length: ${text.length}\r\n\r\n${text}`,
-    );
+    socket.end(proxyAnswer(408, `request not received within ${l.timeouts.readMs} ms`, true));
     setTimeout(() => socket.destroy(), 1_000).unref();
   };
   const connections = new Connections(l.timeouts.idleMs, () => events?.connection(), {

@@ -2,6 +2,7 @@ import type { Socket } from "bun";
 import type { VerifiedPeer } from "../../../lib/spiffe/x509svid.ts";
 import { upstreamFailure } from "../failure.ts";
 import { REQUEST_ID_HEADER, requestId } from "../headers.ts";
+import { proxyAnswer } from "../types.ts";
 import { type FramerEvent, RequestFramer, type RequestHead } from "../wire/request-framer.ts";
 import type { ResponseHead } from "../wire/response-framer.ts";
 import type { MessageSink } from "../wire/wire.ts";
@@ -11,7 +12,6 @@ import {
   chunkSize,
   connectionTokens,
   LAST_CHUNK,
-  proxyAnswer,
   type RequestAdditions,
   requestHead,
   responseHead,

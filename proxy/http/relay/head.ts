@@ -148,22 +148,6 @@ function slowResponseHead(h: ResponseHead, body: BodyOut, close: boolean): strin
   return out.join("");
 }
 
-const REASONS: Record<number, string> = {
-  400: "Bad Request",
-  408: "Request Timeout",
-  431: "Request Header Fields Too Large",
-  501: "Not Implemented",
-  502: "Bad Gateway",
-  504: "Gateway Timeout",
-};
-
-/** A short plain-text response from the proxy itself, as the full path words them. */
-export function proxyAnswer(status: number, message: string, close: boolean): Uint8Array {
-  const body = Buffer.from(`svc-proxy: ${message}\n`, "utf8");
-  const head = `HTTP/1.1 ${status} ${REASONS[status] ?? "Error"}\r\ncontent-type: text/plain; charset=utf-8\r\ncache-control: no-store\r\ncontent-length: ${body.length}\r\n${close ? "connection: close\r\n" : ""}\r\n`;
-  return Buffer.concat([Buffer.from(head, "latin1"), body]);
-}
-
 /** The size line of a chunk of `n` bytes (the chunk's data and CRLF follow). */
 export const chunkSize = (n: number) => `${n.toString(16)}\r\n`;
 

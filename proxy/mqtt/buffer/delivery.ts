@@ -16,8 +16,8 @@ import type { MessageQueue, QueuedMessage } from "./queue.ts";
  * requeues what was in flight or being written and retries after a delay that doubles from
  * reconnect-backoff.initial up to max, and returns to initial once a reconnection has delivered everything
  * held when it began (a successful replay). While it waits on the target — for the connection, the
- * CONNACK, a PUBACK or a PINGRESP — each attempt must make progress within reconnect-backoff.max. An upstream with nothing to send for timeouts.idle is closed; the next message
- * reconnects it. Each connection presents the credentials of the client that published the messages it
+ * CONNACK, a PUBACK or a PINGRESP — each attempt must make progress within reconnect-backoff.max. An
+ * upstream with nothing to send for timeouts.idle is closed; the next message reconnects it. Each connection presents the credentials of the client that published the messages it
  * carries (docs/proxy-mqtt.md, "Whose credentials"): when the next message was published under others,
  * the connection is replaced once everything sent on it is settled.
  */
