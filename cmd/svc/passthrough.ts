@@ -42,6 +42,7 @@ const GUARDS: Record<string, () => Promise<Guard>> = {
   "create job": writes,
   edit,
   "apply edit-last-applied": edit,
+  "apply view-last-applied": () => import("./guards/reads.ts").then((m) => m.guardLastApplied),
   delete: () => import("./guards/delete.ts").then((m) => m.guardDelete),
   proxy: () => import("./guards/pods.ts").then((m) => m.guardProxy),
   get: () => import("./guards/reads.ts").then((m) => m.guardReads),

@@ -3,7 +3,7 @@ import { COMPARTMENT_ANNOTATION, COMPARTMENT_LABEL, LEVEL_ANNOTATION } from "./i
 
 /**
  * The compartment marks of every object of one core kind (pods, secrets, configmaps, serviceaccounts,
- * persistentvolumeclaims), kept current by a list and a watch (as a client-go metadata informer does), so
+ * persistentvolumeclaims, services), kept current by a list and a watch (as a client-go metadata informer does), so
  * that an admission review never waits on the API server. Only metadata is asked for (PartialObjectMetadata):
  * a Secret's data never reaches the webhook. Only the UID and the marks are kept (a few dozen bytes an
  * object). The watch resumes from the last resource version it saw (bookmarks keep that fresh); when the
@@ -49,7 +49,13 @@ export const marksOfMeta = (meta: unknown): Marks => ({
   compartmentNote: text(field(field(meta, "annotations"), COMPARTMENT_ANNOTATION)),
 });
 
-export type CachedKind = "pods" | "secrets" | "configmaps" | "serviceaccounts" | "persistentvolumeclaims";
+export type CachedKind =
+  | "pods"
+  | "secrets"
+  | "configmaps"
+  | "serviceaccounts"
+  | "persistentvolumeclaims"
+  | "services";
 
 export interface MarksCacheEvents {
   synced(kind: CachedKind, objects: number, ms: number): void;

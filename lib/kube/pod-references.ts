@@ -8,7 +8,7 @@ import type { CachedKind } from "./marks-cache.ts";
  * compartment with the pod's (docs/admission.md). Pure: no lookups here.
  */
 export interface Reference {
-  kind: Exclude<CachedKind, "pods">;
+  kind: Exclude<CachedKind, "pods" | "services">;
   name: string;
   /** Where in the spec, for the refusal's text. */
   via: string;

@@ -34,6 +34,7 @@ export type TargetKind =
   | "secrets"
   | "configmaps"
   | "serviceaccounts"
+  | "services"
   | "deployments"
   | "replicasets"
   | "statefulsets"
@@ -84,6 +85,16 @@ const ACTIONS: Record<string, Action> = {
     text: "request a token for",
     what: "service account",
   },
+  // The service proxy reaches the pods the Service selects; a marked Service selects only its own
+  // compartment's (the policy pins its selector), and nobody but the control plane writes endpoints.
+  "services/proxy": {
+    group: "",
+    resource: "services",
+    operation: "CONNECT",
+    target: "services",
+    text: "proxy to",
+    what: "service",
+  },
   "deployments/scale": scale("apps", "deployments", "Deployment"),
   "replicasets/scale": scale("apps", "replicasets", "ReplicaSet"),
   "statefulsets/scale": scale("apps", "statefulsets", "StatefulSet"),
@@ -107,14 +118,17 @@ export async function decideAccess(req: AdmissionRequest, deps: AccessDeps): Pro
     !namespace ||
     !str(req.name)
   ) {
+    // Decided by default: what the webhook was not written for reaches something it cannot tell.
     const what = `${shown(req.resource?.resource)}/${shown(req.subResource)} ${shown(req.operation)}`;
-    return refuse(
-      `svc admission: this webhook decides exec, attach, port-forward, proxy, debug, bindings and evictions of pods, scale and service account tokens, not ${what}; check the rules of the ValidatingWebhookConfiguration`,
-    );
+    const because = `svc admission: ${what} is refused: svc decides exec, attach, port-forward, proxy, debug, bindings, evictions, scale and tokens, and cannot tell whose objects anything else reaches (the override needs force on compartmentoverrides.svc.dev)`;
+    if (namespace && (await deps.canOverride(req.userInfo ?? {}, namespace)))
+      return { allowed: true, decision: "override", message: `compartment override: ${because}` };
+    return refuse(because);
   }
-  // The pod proxy's name is `name`, `name:port` or `scheme:name:port` (as the API server splits it).
-  const name = key === "pods/proxy" ? proxiedPod(req.name as string) : (req.name as string);
-  if (!name) return refuse(`svc admission: cannot read the pod in the proxy request ${shown(req.name)}`);
+  // A proxy's name is `name`, `name:port` or `scheme:name:port` (as the API server splits it).
+  const name = key.endsWith("/proxy") ? proxied(req.name as string) : (req.name as string);
+  if (!name)
+    return refuse(`svc admission: cannot read the ${action.what} in the proxy request ${shown(req.name)}`);
   const target = `${action.what} ${clip(namespace)}/${clip(name)}`;
   // For an update of ephemeral containers the API server sends the stored pod as oldObject.
   const stored = (req.oldObject as { metadata?: unknown } | null | undefined)?.metadata;
@@ -172,7 +186,7 @@ export async function judge(
   );
 }
 
-function proxiedPod(segment: string): string | undefined {
+function proxied(segment: string): string | undefined {
   const parts = segment.split(":");
   if (parts.length === 1 || parts.length === 2) return parts[0] || undefined;
   // An empty scheme is the API server's default (http).

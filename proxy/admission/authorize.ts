@@ -4,10 +4,12 @@ import { clip, isControlPlane, str, type UserInfo, type Verdict } from "./reques
 /**
  * The authorization webhook's decision (docs/admission.md, "Reads: the authorization webhook"): a
  * SubjectAccessReview (authorization.k8s.io/v1) of a named read — get, list or watch of one Secret,
- * ConfigMap or pod's log — is decided by the clearance rule the admission reviews use (access.ts, judge);
- * a read the requester is not cleared for is denied, and everything else gets no opinion, so that the
- * authorizers after this one (RBAC) decide. A read across compartments that the requester may override
- * also gets no opinion, and is logged as an override.
+ * ConfigMap or pod's log — or of the impersonation of a service account is decided by the clearance rule
+ * the admission reviews use (access.ts, judge); one the requester is not cleared for is denied, and
+ * everything else gets no opinion, so that the authorizers after this one (RBAC) decide. One across
+ * compartments that the requester may override also gets no opinion, and is logged as an override.
+ * Impersonating a service account that does not exist, or one that holds the override the requester does
+ * not hold, is denied too: RoleBindings name accounts, not objects, and the override would be lent.
  */
 export interface ResourceAttributes {
   namespace?: string;
@@ -33,13 +35,19 @@ const READS: Record<string, { target: TargetKind; text: string; what: string }> 
   "configmaps/": { target: "configmaps", text: "read", what: "config map" },
 };
 const VERBS = new Set(["get", "list", "watch"]);
+const IMPERSONATE = "serviceaccounts/impersonate";
+const IMPERSONATION = { target: "serviceaccounts" as const, text: "impersonate", what: "service account" };
 
-/** The "resource/subresource" of a review, or undefined when it is not one of the guarded reads. */
+/**
+ * The "resource/subresource" of a review ("serviceaccounts/impersonate" for an impersonation), or undefined
+ * when it is not one the webhook decides.
+ */
 export function guardedRead(spec: AccessReviewSpec | undefined): string | undefined {
   const a = spec?.resourceAttributes;
-  const key = `${str(a?.resource) ?? ""}/${str(a?.subresource) ?? ""}`;
-  if (!a || (str(a.group) ?? "") !== "" || !VERBS.has(str(a.verb) ?? "") || !Object.hasOwn(READS, key))
-    return undefined;
+  if (!a || (str(a.group) ?? "") !== "") return undefined;
+  const key = `${str(a.resource) ?? ""}/${str(a.subresource) ?? ""}`;
+  if (str(a.verb) === "impersonate") return key === "serviceaccounts/" ? IMPERSONATE : undefined;
+  if (!VERBS.has(str(a.verb) ?? "") || !Object.hasOwn(READS, key)) return undefined;
   return key;
 }
 
@@ -58,8 +66,12 @@ export async function decideRead(spec: AccessReviewSpec, deps: AccessDeps): Prom
   };
   // A list or watch of a whole namespace names no object (its table view shows no data): RBAC decides it.
   if (!key || !namespace || !name)
-    return { decision: "no_opinion", message: "not a named read of a secret, config map or pod log" };
+    return {
+      decision: "no_opinion",
+      message: "not a named read of a secret, config map or pod log, nor an impersonation",
+    };
   if (isControlPlane(user)) return { decision: "no_opinion", message: "control plane" };
+  if (key === IMPERSONATE) return impersonation(user, namespace, name, deps);
   const read = READS[key] as (typeof READS)[string];
   const marks = await deps.targetMarks(read.target, namespace, name);
   // The API server answers 404 (kubectl apply reads first to learn whether to create). The answer is kept
@@ -67,4 +79,33 @@ export async function decideRead(spec: AccessReviewSpec, deps: AccessDeps): Prom
   if (marks === null)
     return { decision: "no_opinion", message: `${read.what} ${clip(namespace)}/${clip(name)} not found` };
   return judge(marks, user, namespace, `${read.what} ${clip(namespace)}/${clip(name)}`, read, deps);
+}
+
+async function impersonation(
+  user: UserInfo,
+  namespace: string,
+  name: string,
+  deps: AccessDeps,
+): Promise<ReadVerdict> {
+  const target = `service account ${clip(namespace)}/${clip(name)}`;
+  const marks = await deps.targetMarks("serviceaccounts", namespace, name);
+  const verdict = await judge(marks, user, namespace, target, IMPERSONATION, deps);
+  if (!verdict.allowed || verdict.decision === "override") return verdict;
+  // The account's own override would be the impersonator's: only a holder may lend it to themselves.
+  const account: UserInfo = {
+    username: `system:serviceaccount:${namespace}:${name}`,
+    groups: ["system:serviceaccounts", `system:serviceaccounts:${namespace}`, "system:authenticated"],
+  };
+  if (!(await deps.canOverride(account, namespace))) return verdict;
+  if (await deps.canOverride(user, namespace))
+    return {
+      ...verdict,
+      decision: "override",
+      message: `compartment override: ${target} holds the override`,
+    };
+  return {
+    allowed: false,
+    decision: "refused",
+    message: `Cannot impersonate ${target}: it holds the compartment override (force on compartmentoverrides.svc.dev), which you do not`,
+  };
 }

@@ -1,5 +1,6 @@
 import { compartmentOf, type MarkedAs, sameCompartment } from "../../lib/kube/clearance.ts";
 import { type Marks, marksOfMeta } from "../../lib/kube/marks-cache.ts";
+import { groupOf, NAMING_RESOURCES, namedBy, priorityClassOf } from "../../lib/kube/object-references.ts";
 import { podSpecOf, type Reference, referencesOf } from "../../lib/kube/pod-references.ts";
 import {
   type AdmissionRequest,
@@ -24,30 +25,42 @@ import {
  *   template are decided again then).
  * - owners: an owner reference added to an object (a controller adopting it, or one written by hand) must
  *   name an owner of the object's compartment; both unmarked is the same compartment. Compared is what the
- *   pods will carry: a workload's pod template, else the object's own marks.
- * The override permission passes both.
+ *   pods will carry: a workload's pod template, else the object's own marks. An owner of a kind the
+ *   webhook cannot read is refused.
+ * - names (object-references.ts), for requesters outside the control plane: the workload an HPA scales,
+ *   an Ingress's backends, the volume a claim binds by name and its source, what an Event is about, the
+ *   priority class of a pod or template. Each must exist, be of a kind the webhook can read, and be of the
+ *   object's compartment (a priority class that never preempts may be anyone's).
+ * The override permission passes all three.
  */
-export interface OwnerRef {
-  apiVersion: string;
+export interface ObjectRef {
+  group: string;
   kind: string;
   name: string;
-  uid: string;
+  /** When set, only the object of this UID counts (an owner). */
+  uid?: string;
+  /** Another namespace than the review's. */
+  namespace?: string;
 }
 
-export type OwnerLookup =
+export type Lookup =
   | { found: "no" }
   | { found: "unknown-kind" }
-  | { found: "yes"; marks: Marks; what: string };
+  | { found: "yes"; marks: Marks; what: string; harmless?: string };
 
 export interface ConsistencyDeps {
   /** The marks of a referent; null when there is no such object. */
   marks(kind: Reference["kind"], namespace: string, name: string): Promise<Marks | null>;
-  owner(ref: OwnerRef, namespace: string): Promise<OwnerLookup>;
+  /** Any object by group, kind and name (cluster-scoped ones too), as far as the webhook can read it. */
+  lookup(ref: ObjectRef, namespace: string): Promise<Lookup>;
   canOverride(user: UserInfo, namespace: string): Promise<boolean>;
   unlabeled: UnlabeledRule;
 }
 
-/** The kinds (resources) reviewed here, on CREATE and UPDATE. */
+/**
+ * The kinds (resources) whose references are reviewed here, on CREATE and UPDATE, named in the metrics;
+ * the owners of every other kind are reviewed too (counted as "objects").
+ */
 export const CONSISTENCY_KINDS = new Set([
   "pods",
   "deployments",
@@ -60,11 +73,13 @@ export const CONSISTENCY_KINDS = new Set([
   "podtemplates",
   "controllerrevisions",
   "secrets",
+  ...[...NAMING_RESOURCES].map((r) => r.split("/")[1] as string),
 ]);
 
 /** Bounds on what one review costs: references decided, owners looked up. */
 const MAX_REFERENCES = 256;
 const MAX_OWNERS = 8;
+const MAX_NAMED = 32;
 const SA_TOKEN_TYPE = "kubernetes.io/service-account-token";
 const SA_NAME_ANNOTATION = "kubernetes.io/service-account.name";
 
@@ -142,28 +157,48 @@ export async function decideConsistency(req: AdmissionRequest, deps: Consistency
       return refuse(
         `svc admission: ${self} gains ${gained.length} owners; at most ${MAX_OWNERS} are decided`,
       );
-    const owners = await Promise.all(gained.map((o) => deps.owner(o, namespace)));
+    const owners = await Promise.all(
+      gained.map((o) =>
+        deps.lookup({ group: groupOf(o.apiVersion), kind: o.kind, name: o.name, uid: o.uid }, namespace),
+      ),
+    );
     for (const [i, o] of gained.entries()) {
-      const found = owners[i] as OwnerLookup;
+      const found = owners[i] as Lookup;
       const owner = `${clip(o.kind)} ${clip(namespace)}/${clip(o.name)}`;
+      // An owner that does not exist (or has another UID): the garbage collector removes the object.
       if (found.found === "no") continue;
-      if (found.found === "unknown-kind") {
-        if (own.kind === "marked")
-          problem(
-            `${self} (${own.shown}) cannot be owned by ${owner}: svc cannot tell the compartment of a ${clip(o.kind)}`,
-          );
-        continue;
-      }
-      const theirs = compartmentOf(found.marks);
-      const same =
-        (own.kind === "none" && theirs.kind === "none") ||
-        (own.kind === "marked" && theirs.kind === "marked" && sameCompartment(own.parts, theirs.parts));
-      if (theirs.kind === "unreadable")
-        problem(`${found.what} has compartment marks svc cannot read: ${theirs.why}`);
-      else if (!same)
+      if (found.found === "unknown-kind")
         problem(
-          `${self} (${named(own)}) cannot be owned by ${found.what} of another compartment (${named(theirs)})`,
+          `${self} (${named(own)}) cannot be owned by ${owner}: svc cannot tell the compartment of a ${clip(o.kind)} (${clip(o.apiVersion)})`,
         );
+      else compare(found, (theirs) => `cannot be owned by ${found.what} of another compartment (${theirs})`);
+    }
+  }
+
+  // What the object names for a controller to act on, when its writer is not the control plane (which
+  // copies what users wrote: a claim the binder binds, a pod from a checked template, its own Events).
+  if (!isControlPlane(req.userInfo)) {
+    const priority = priorityClassOf(podSpec?.spec);
+    const names = [
+      ...namedBy(str(req.resource?.group) ?? "", resource, object),
+      ...(priority ? [priority] : []),
+    ];
+    if (names.length > MAX_NAMED)
+      return refuse(`svc admission: ${self} names ${names.length} objects; at most ${MAX_NAMED} are decided`);
+    const found = await Promise.all(names.map((n) => deps.lookup(n, namespace)));
+    for (const [i, n] of names.entries()) {
+      const f = found[i] as Lookup;
+      const other = `${clip(n.kind)} ${n.group ? `(${clip(n.group)}) ` : ""}${clip(n.namespace ?? namespace)}/${clip(n.name)}`;
+      if (f.found === "no")
+        problem(
+          `${self} (${named(own)}) names ${other} (${n.via}), which does not exist: svc cannot tell its compartment; create it first`,
+        );
+      else if (f.found === "unknown-kind")
+        problem(
+          `${self} (${named(own)}) names ${other} (${n.via}): svc cannot tell the compartment of a ${clip(n.kind)}`,
+        );
+      else if (!f.harmless)
+        compare(f, (theirs) => `names ${f.what} of another compartment (${theirs}) (${n.via})`);
     }
   }
 
@@ -177,6 +212,17 @@ export async function decideConsistency(req: AdmissionRequest, deps: Consistency
   const shownProblems =
     problems.slice(0, 5).join("; ") + (problems.length > 5 ? `; and ${problems.length - 5} more` : "");
   return overridden(shownProblems, unlabeledOnly ? "unlabeled" : "refused");
+
+  /** The referent's compartment against the object's own; both unmarked is the same compartment. */
+  function compare(found: { marks: Marks; what: string }, text: (theirs: string) => string) {
+    const theirs = compartmentOf(found.marks);
+    const same =
+      (own.kind === "none" && theirs.kind === "none") ||
+      (own.kind === "marked" && theirs.kind === "marked" && sameCompartment(own.parts, theirs.parts));
+    if (theirs.kind === "unreadable")
+      problem(`${found.what} has compartment marks svc cannot read: ${theirs.why}`);
+    else if (!same) problem(`${self} (${named(own)}) ${text(named(theirs))}`);
+  }
 
   async function overridden(text: string, decision: "refused" | "unlabeled" = "refused"): Promise<Verdict> {
     const message = `svc admission: ${text}`;
@@ -193,7 +239,7 @@ export async function decideConsistency(req: AdmissionRequest, deps: Consistency
 }
 
 /** The object's owner references, each field checked for its type; others are skipped. */
-function ownersOf(object: unknown): OwnerRef[] {
+function ownersOf(object: unknown): { apiVersion: string; kind: string; name: string; uid: string }[] {
   const refs = (object as { metadata?: { ownerReferences?: unknown } } | null | undefined)?.metadata
     ?.ownerReferences;
   if (!Array.isArray(refs)) return [];

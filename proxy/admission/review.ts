@@ -4,23 +4,26 @@ import { type AdmissionRequest, str, type Verdict } from "./request.ts";
 
 /**
  * The admission webhook's decision for one review (docs/admission.md): a create or update of an object
- * that names others (a pod or workload, a service-account token Secret) is decided by consistency.ts,
- * everything else — into and onto pods, scale, tokens — by access.ts, which refuses requests it was not
- * written for.
+ * (what it names, and its owners) is decided by consistency.ts, everything else — into and onto pods,
+ * scale, tokens, other subresources — by access.ts, which refuses requests it was not written for.
  */
 export type ReviewDeps = AccessDeps & ConsistencyDeps;
 export type { AdmissionRequest, Verdict } from "./request.ts";
 
 export function review(req: AdmissionRequest, deps: ReviewDeps): Promise<Verdict> {
-  const resource = str(req.resource?.resource) ?? "";
-  const isObject = CONSISTENCY_KINDS.has(resource) && !req.subResource && req.operation !== "CONNECT";
-  return isObject ? decideConsistency(req, deps) : decideAccess(req, deps);
+  return isObjectWrite(req) ? decideConsistency(req, deps) : decideAccess(req, deps);
 }
+
+/** A write of an object itself (any kind; POST bindings is a pod's binding, decided by its pod). */
+const isObjectWrite = (req: AdmissionRequest) =>
+  !req.subResource &&
+  req.operation !== "CONNECT" &&
+  !((str(req.resource?.group) ?? "") === "" && req.resource?.resource === "bindings");
 
 /** What a review is counted as in the metrics: a few known values, "other" for anything else. */
 export function reviewLabel(req: AdmissionRequest): string {
   const resource = str(req.resource?.resource) ?? "";
-  if (CONSISTENCY_KINDS.has(resource) && !req.subResource) return resource;
+  if (isObjectWrite(req)) return CONSISTENCY_KINDS.has(resource) ? resource : "objects";
   const key = accessKey(req);
   if (!ACCESS_DECIDED.has(key)) return "other";
   return key.endsWith("/") ? key.slice(0, -1) : (key.split("/")[1] as string);

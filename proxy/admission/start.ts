@@ -11,7 +11,7 @@ import type { Logger } from "../log.ts";
 import type { AdmissionMetrics } from "../metrics.ts";
 import type { TargetKind } from "./access.ts";
 import { type AccessReviewSpec, decideRead, guardedRead, type ReadVerdict } from "./authorize.ts";
-import type { OwnerLookup, OwnerRef } from "./consistency.ts";
+import type { Lookup, ObjectRef } from "./consistency.ts";
 import { type AdmissionRequest, clip, type UserInfo, type Verdict } from "./request.ts";
 import { review, reviewLabel } from "./review.ts";
 import { startAdmissionServer } from "./server.ts";
@@ -33,9 +33,30 @@ const OVERRIDE_CACHE_MAX = 10_000;
 const MAX_DIRECT_READS = 16;
 /** A lookup gives up before the review's deadline, so that the refusal says why. */
 const LOOKUP_MS = 3_000;
-const CACHED: CachedKind[] = ["pods", "secrets", "configmaps", "serviceaccounts", "persistentvolumeclaims"];
+const CACHED: CachedKind[] = [
+  "pods",
+  "secrets",
+  "configmaps",
+  "serviceaccounts",
+  "persistentvolumeclaims",
+  "services",
+];
+/** The cached kinds by "group/Kind". */
+const CACHED_KINDS: Record<string, CachedKind> = {
+  "/Pod": "pods",
+  "/Secret": "secrets",
+  "/ConfigMap": "configmaps",
+  "/ServiceAccount": "serviceaccounts",
+  "/PersistentVolumeClaim": "persistentvolumeclaims",
+  "/Service": "services",
+};
+/** Cluster-scoped kinds an object may name, read whole when a review needs one, by "group/Kind". */
+const CLUSTER_PATHS: Record<string, string> = {
+  "/PersistentVolume": "/api/v1/persistentvolumes/{name}",
+  "scheduling.k8s.io/PriorityClass": "/apis/scheduling.k8s.io/v1/priorityclasses/{name}",
+};
 
-/** Owner kinds whose compartment the webhook can read, by "group/Kind", with their API path. */
+/** Workload kinds whose compartment (their pod template's) the webhook can read, by "group/Kind", with their API path. */
 const OWNER_PATHS: Record<string, string> = {
   "apps/Deployment": "/apis/apps/v1/namespaces/{ns}/deployments/{name}",
   "apps/ReplicaSet": "/apis/apps/v1/namespaces/{ns}/replicasets/{name}",
@@ -136,21 +157,43 @@ export async function startAdmission(
       if (o === null) return null;
       return [marksOfMeta(o.metadata), marksOfMeta(podSpecOf(kind, o)?.meta)];
     };
-  const owner =
+  /**
+   * Any object a review names, by group, kind and name: the cached kinds from their caches, workloads read
+   * whole (what their pods will carry), the cluster-scoped kinds objects name read directly; any other kind
+   * is unknown. A priority class that never preempts is harmless to every compartment.
+   */
+  const lookup =
     (spend: () => void) =>
-    async (ref: OwnerRef, namespace: string): Promise<OwnerLookup> => {
-      const group = ref.apiVersion.includes("/") ? ref.apiVersion.split("/")[0] : "";
-      const key = `${group}/${ref.kind}`;
+    async (ref: ObjectRef, reviewed: string): Promise<Lookup> => {
+      const key = `${ref.group}/${ref.kind}`;
+      const namespace = ref.namespace ?? reviewed;
+      const what = `${ref.kind} ${clip(namespace)}/${clip(ref.name)}`;
+      const cached = Object.hasOwn(CACHED_KINDS, key) ? CACHED_KINDS[key] : undefined;
+      if (cached) {
+        const marks = await cachedMarks(cached, namespace, ref.name, spend);
+        // Cached entries keep their UID: an owner of another UID is not this one.
+        const uid = (marks as { uid?: string } | null)?.uid;
+        if (marks === null || (ref.uid && uid && uid !== ref.uid)) return { found: "no" };
+        return { found: "yes", marks, what };
+      }
+      const cluster = Object.hasOwn(CLUSTER_PATHS, key) ? CLUSTER_PATHS[key] : undefined;
+      if (cluster) {
+        const o = await readWorkload(cluster, "", ref.name, spend, ref.uid);
+        if (o === null) return { found: "no" };
+        const preempts = (o.preemptionPolicy ?? "PreemptLowerPriority") !== "Never";
+        return {
+          found: "yes",
+          marks: marksOfMeta(o.metadata),
+          what: `${ref.kind} ${clip(ref.name)}`,
+          ...(key === "scheduling.k8s.io/PriorityClass" && !preempts ? { harmless: "never preempts" } : {}),
+        };
+      }
       const path = Object.hasOwn(OWNER_PATHS, key) ? OWNER_PATHS[key] : undefined;
       if (!path) return { found: "unknown-kind" };
       const o = await readWorkload(path, namespace, ref.name, spend, ref.uid);
       if (o === null) return { found: "no" };
       const template = podSpecOf(RESOURCE_OF[ref.kind] as string, o);
-      return {
-        found: "yes",
-        marks: marksOfMeta(template?.meta ?? o.metadata),
-        what: `${ref.kind} ${clip(namespace)}/${clip(ref.name)}`,
-      };
+      return { found: "yes", marks: marksOfMeta(template?.meta ?? o.metadata), what };
     };
 
   const overrides = new Map<string, { allowed: boolean; until: number }>();
@@ -229,7 +272,7 @@ export async function startAdmission(
         review(request, {
           targetMarks: targetMarks(spend),
           marks: (kind, namespace, name) => cachedMarks(kind, namespace, name, spend),
-          owner: owner(spend),
+          lookup: lookup(spend),
           canOverride,
           unlabeled: config.unlabeledPods,
         }),
@@ -262,6 +305,7 @@ export async function startAdmission(
         passed: "no opinion",
         label: () => {
           const key = guardedRead(spec);
+          if (key === "serviceaccounts/impersonate") return "impersonate serviceaccounts";
           return key ? `read ${key.replace(/\/$/, "")}` : "read other";
         },
       },

@@ -118,7 +118,7 @@ describe("into pods (the webhook)", () => {
     expect(proxy.err).toContain("Cannot proxy to pod in another compartment");
     bothNamed(proxy.err);
 
-    const debug = kubectl("alice", ["debug", "adm-bravo-0", "--image=busybox", "--profile=general", "-q"]);
+    const debug = kubectl("alice", ["debug", "adm-bravo-0", "--image=busybox", "--profile=baseline", "-q"]);
     expect(debug.code).not.toBe(0);
     expect(debug.err).toContain("Cannot add a debug container to pod in another compartment");
     bothNamed(debug.err);
@@ -128,7 +128,7 @@ describe("into pods (the webhook)", () => {
     const exec = kubectl("alice", ["exec", "adm-alpha-0", "--", "echo", "in-alpha"]);
     expect(exec.err).toBe("");
     expect(exec.out).toContain("in-alpha");
-    const debug = kubectl("alice", ["debug", "adm-alpha-0", "--image=busybox", "--profile=general", "-q"]);
+    const debug = kubectl("alice", ["debug", "adm-alpha-0", "--image=busybox", "--profile=baseline", "-q"]);
     expect(debug.err).not.toContain("denied");
     expect(debug.code).toBe(0);
 

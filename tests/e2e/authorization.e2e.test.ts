@@ -121,6 +121,20 @@ describe("the same reads through svc", () => {
       [["get", "secrets", "-l", "svc-test=reads", "-o", "go-template={{.items}}"], "secret", "secret-bravo"],
       [["get", "cm,secret", "-o", "custom-columns=D:.data"], "config map", "config-bravo"],
       [["describe", "configmap", "config-bravo"], "config map", "config-bravo"],
+      // The type as kubectl also reads it: kind, TYPE.VERSION.GROUP with the core group left empty.
+      [["get", "Secret.v1.", "secret-bravo", "-o", "yaml"], "secret", "secret-bravo"],
+      [["get", "secrets..", "secret-bravo", "-o", "json"], "secret", "secret-bravo"],
+      [["get", "CM.", "config-bravo", "-o", "yaml"], "config map", "config-bravo"],
+      [
+        ["apply", "view-last-applied", "secret", "secret-bravo"],
+        "the last applied configuration of Secret secret-bravo",
+        "secret-bravo",
+      ],
+      [
+        ["apply", "view-last-applied", "secret/secret-bravo", "-o", "json"],
+        "the last applied configuration of Secret secret-bravo",
+        "secret-bravo",
+      ],
       [["describe", "configmap", "config-br"], "config map", "config-bravo"],
       [["logs", "reader-bravo"], "logs of pod", "reader-bravo"],
       [["logs", "deploy/web-bravo", "-f"], "logs of pod", "web-bravo"],
@@ -134,6 +148,10 @@ describe("the same reads through svc", () => {
       // kubectl never ran: the webhook saw no read of the object by alice.
       expect(webhookLines("alice", object).length).toBe(before);
     }
+    // A delete answers with the object: a dry run with -o prints it whole.
+    const deleted = svc("alice", ["delete", "secret", "secret-bravo", "--dry-run=server", "-o", "yaml"]);
+    expect({ code: deleted.code, out: deleted.out }).toEqual({ code: 1, out: "" });
+    expect(deleted.err).toContain("Cannot delete Secret secret-bravo in another compartment (UK-S-BRAVO)");
     // edit reads the object whole itself first: the cluster refuses svc that read, and svc says so.
     const edit = svc("alice", ["edit", "secret", "secret-bravo"]);
     expect(edit.code).toBe(1);
@@ -147,6 +165,7 @@ describe("the same reads through svc", () => {
       ["get", "secrets", "-l", "svc-test=reads"],
       ["describe", "configmap", "config-alpha"],
       ["logs", "reader-alpha"],
+      ["apply", "view-last-applied", "secret", "secret-alpha"],
     ])
       expect({ args, code: svc("alice", args).code }).toEqual({ args, code: 0 });
     // A list view without data shows both compartments, in the COMPARTMENT column.

@@ -274,30 +274,42 @@ describe("svc apply", () => {
 });
 
 describe("svc delete", () => {
-  test("warns before deleting objects of another compartment; --force skips the warning", () => {
+  test("refuses to delete objects of another compartment, dry runs too; --force asks for the override", () => {
     svc(["context", "use", "us-ts-alpha-admin"]);
     const admin = kubectlAs(testbed(), "admin");
-    const make = (name: string, compartment: string) => {
+    const make = (name: string, compartment?: string) => {
       admin(["-n", "alpha", "delete", "configmap", name, "--ignore-not-found"]);
       admin(["-n", "alpha", "create", "configmap", name]);
-      admin(["-n", "alpha", "label", "configmap", name, `svc.io/compartment=${compartment}`]);
+      if (compartment)
+        admin(["-n", "alpha", "label", "configmap", name, `svc.io/compartment=${compartment}`]);
       return true;
     };
     expect(make("del-own", "US-TS-ALPHA")).toBe(true);
     expect(make("del-other", "UK-S-BRAVO")).toBe(true);
     expect(make("del-forced", "UK-S-BRAVO")).toBe(true);
+    expect(make("del-unmarked")).toBe(true);
     const own = svc(["delete", "configmap", "del-own"]);
     expect(own.code).toBe(0);
     expect(own.err).toBe("");
-    const other = svc(["delete", "configmap", "del-other"]);
-    expect(other.code).toBe(0);
-    expect(other.err).toContain(
-      "svc: warning: deleting ConfigMap del-other in namespace alpha, of another compartment (UK-S-BRAVO); current compartment: US-TS-ALPHA",
+    for (const extra of [[], ["--dry-run=server", "-o", "yaml"]]) {
+      const other = svc(["delete", "configmap", "del-other", ...extra]);
+      expect(other.code).toBe(1);
+      expect(other.err).toBe(
+        "svc: Cannot delete ConfigMap del-other in another compartment (UK-S-BRAVO)\ncurrent compartment: US-TS-ALPHA\n",
+      );
+      expect(other.out).toBe("");
+    }
+    const unmarked = svc(["delete", "configmap", "del-unmarked"]);
+    expect(unmarked.code).toBe(0);
+    expect(unmarked.err).toContain(
+      "svc: warning: deleting ConfigMap del-unmarked in namespace alpha, which has no compartment marks",
     );
-    expect(other.out).toContain('configmap "del-other" deleted');
+    // The test bed's admin may override: --force deletes, with a warning.
     const forced = svc(["delete", "configmap", "del-forced", "--force"]);
     expect(forced.code).toBe(0);
-    expect(forced.err).not.toContain("svc: warning");
+    expect(forced.err).toContain(
+      "svc: warning: --force: delete of ConfigMap del-forced of compartment UK-S-BRAVO",
+    );
   });
 });
 

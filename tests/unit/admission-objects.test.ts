@@ -2,7 +2,7 @@ import { describe, expect, test } from "bun:test";
 import { compartmentOf } from "../../lib/kube/clearance.ts";
 import type { Marks } from "../../lib/kube/marks-cache.ts";
 import { podSpecOf, referencesOf } from "../../lib/kube/pod-references.ts";
-import type { OwnerLookup } from "../../proxy/admission/consistency.ts";
+import type { Lookup } from "../../proxy/admission/consistency.ts";
 import { type AdmissionRequest, type ReviewDeps, review } from "../../proxy/admission/review.ts";
 
 /**
@@ -34,11 +34,36 @@ const objects: Record<string, Marks> = {
   "configmaps/kube-root-ca.crt": m(),
   "persistentvolumeclaims/data-bravo": m(BRAVO),
   "deployments/d-bravo": m(BRAVO),
+  "services/svc-alpha": m(ALPHA),
+  "services/svc-bravo": m(BRAVO),
 };
-const owners: Record<string, OwnerLookup> = {
+const owners: Record<string, Lookup> = {
   "rs-alpha": { found: "yes", marks: m(ALPHA), what: "ReplicaSet shared/rs-alpha" },
   "rs-bravo": { found: "yes", marks: m(BRAVO), what: "ReplicaSet shared/rs-bravo" },
   "rs-none": { found: "yes", marks: m(), what: "ReplicaSet shared/rs-none" },
+};
+/** What HPAs, Ingresses, claims, Events and pods name, by "group/Kind/name". */
+const found = (marks: Marks, what: string, harmless?: string): Lookup => ({
+  found: "yes",
+  marks,
+  what,
+  ...(harmless ? { harmless } : {}),
+});
+const named: Record<string, Lookup> = {
+  "apps/Deployment/d-alpha": found(m(ALPHA), "Deployment shared/d-alpha"),
+  "apps/Deployment/d-bravo": found(m(BRAVO), "Deployment shared/d-bravo"),
+  "/Service/svc-alpha": found(m(ALPHA), "Service shared/svc-alpha"),
+  "/Service/svc-bravo": found(m(BRAVO), "Service shared/svc-bravo"),
+  "/Secret/s-bravo": found(m(BRAVO), "Secret shared/s-bravo"),
+  "/PersistentVolume/pv-alpha": found(m(ALPHA), "PersistentVolume pv-alpha"),
+  "/PersistentVolume/pv-bravo": found(m(BRAVO), "PersistentVolume pv-bravo"),
+  "/PersistentVolume/pv-none": found(m(), "PersistentVolume pv-none"),
+  "/PersistentVolumeClaim/data-alpha": found(m(ALPHA), "PersistentVolumeClaim shared/data-alpha"),
+  "/PersistentVolumeClaim/data-bravo": found(m(BRAVO), "PersistentVolumeClaim shared/data-bravo"),
+  "/Pod/p-bravo": found(m(BRAVO), "Pod shared/p-bravo"),
+  "scheduling.k8s.io/PriorityClass/high": found(m(), "PriorityClass high"),
+  "scheduling.k8s.io/PriorityClass/queue": found(m(), "PriorityClass queue", "never preempts"),
+  "scheduling.k8s.io/PriorityClass/alpha-high": found(m(ALPHA), "PriorityClass alpha-high"),
 };
 
 const deps = (
@@ -57,10 +82,14 @@ const deps = (
       asked.push(`${kind}/${name}`);
       return objects[`${kind}/${name}`] ?? null;
     },
-    owner: async (ref) => {
-      asked.push(`owner ${ref.kind}/${ref.name}`);
-      if (ref.kind === "Rollout") return { found: "unknown-kind" };
-      return owners[ref.name] ?? { found: "no" };
+    lookup: async (ref) => {
+      asked.push(`lookup ${ref.kind}/${ref.name}`);
+      // The webhook reads these kinds (proxy/admission/start.ts); any other is unknown to it.
+      const readable = ["ReplicaSet", "Deployment", "Service", "Secret", "Pod", "PriorityClass"];
+      if (!readable.includes(ref.kind) && !ref.kind.startsWith("PersistentVolume"))
+        return { found: "unknown-kind" };
+      const key = `${ref.group}/${ref.kind}/${ref.name}`;
+      return Object.hasOwn(named, key) ? (named[key] as Lookup) : (owners[ref.name] ?? { found: "no" });
     },
     canOverride: async (u) => (o.overrides ?? []).includes(u.username ?? ""),
     unlabeled: o.unlabeled ?? "deny",
@@ -128,6 +157,31 @@ describe("bindings, evictions, scale and tokens are decided by the requester's c
       deps({ overrides: ["alice"] }),
     );
     expect(forced).toMatchObject({ allowed: true, decision: "override" });
+  });
+
+  test("the service proxy is decided by the Service's marks, in each form of its name", async () => {
+    for (const name of ["svc-bravo", "svc-bravo:80", "https:svc-bravo:443"]) {
+      const v = await review(access("services", "proxy", "CONNECT", name), deps());
+      expect(v.allowed).toBe(false);
+      expect(v.message).toContain("Cannot proxy to service in another compartment (UK-S-BRAVO)");
+    }
+    expect((await review(access("services", "proxy", "CONNECT", "svc-alpha:80"), deps())).allowed).toBe(true);
+  });
+
+  test("a subresource or CONNECT the webhook was not written for is refused by default; the override passes", async () => {
+    for (const r of [
+      access("pods", "resize", "UPDATE", "p-alpha"),
+      access("widgets", "scale", "UPDATE", "w", "example.com"),
+      access("widgets", "connect", "CONNECT", "w", "example.com"),
+      access("nodes", "proxy", "CONNECT", "n"),
+    ]) {
+      const v = await review(r, deps());
+      expect(v.allowed).toBe(false);
+      expect(v.message).toContain("cannot tell whose objects anything else reaches");
+      expect((await review({ ...r, ...user("olivia") }, deps({ overrides: ["olivia"] }))).decision).toBe(
+        "override",
+      );
+    }
   });
 
   test("wrong operations, groups and unknown targets are refused", async () => {
@@ -305,11 +359,14 @@ describe("owners: an object is owned only by an owner of its compartment", () =>
     expect((await review(owned(ALPHA, "gone"), deps())).allowed).toBe(true);
   });
 
-  test("an owner of a kind svc cannot read is refused for a marked object, not for an unmarked one", async () => {
-    expect((await review(owned(ALPHA, "r", "Rollout"), deps())).message).toContain(
-      "cannot tell the compartment",
-    );
-    expect((await review(owned(undefined, "r", "Rollout"), deps())).allowed).toBe(true);
+  test("an owner of a kind svc cannot read is refused, marked object or not; the override passes", async () => {
+    for (const c of [ALPHA, undefined]) {
+      const v = await review(owned(c, "r", "Rollout"), deps());
+      expect(v.allowed).toBe(false);
+      expect(v.message).toContain("svc cannot tell the compartment of a Rollout (apps/v1)");
+    }
+    const o = await review(owned(ALPHA, "r", "Rollout", user("olivia")), deps({ overrides: ["olivia"] }));
+    expect(o).toMatchObject({ allowed: true, decision: "override" });
   });
 
   test("an owner already there is not looked up again; a controller's own creation is not looked up", async () => {
@@ -324,7 +381,7 @@ describe("owners: an object is owned only by an owner of its compartment", () =>
       ...user("system:kube-controller-manager", []),
     };
     expect((await review(created as AdmissionRequest, d)).allowed).toBe(true);
-    expect(d.asked.filter((a) => a.startsWith("owner"))).toEqual([]);
+    expect(d.asked.filter((a) => a.startsWith("lookup"))).toEqual([]);
   });
 });
 
@@ -336,5 +393,160 @@ describe("an object's marks read as one compartment", () => {
     expect(compartmentOf(m("ALPHA"))).toMatchObject({ kind: "unreadable" });
     expect(compartmentOf(m())).toEqual({ kind: "none" });
     expect(compartmentOf(m(undefined, "us:ts"))).toMatchObject({ kind: "marked", shown: "us:ts" });
+  });
+});
+
+describe("what an object names for a controller: the same compartment, existing, of a kind svc reads", () => {
+  const object = (
+    group: string,
+    resource: string,
+    kind: string,
+    c: string | undefined,
+    body: Record<string, unknown>,
+    who = user(),
+  ) =>
+    ({
+      uid: "u",
+      kind: { group, version: "v1", kind },
+      resource: { group, version: "v1", resource },
+      namespace: "shared",
+      name: "x",
+      operation: "CREATE",
+      object: { metadata: { name: "x", ...labels(c) }, ...body },
+      ...who,
+    }) as AdmissionRequest;
+  const hpa = (c: string | undefined, target: Record<string, unknown>, who = user()) =>
+    object(
+      "autoscaling",
+      "horizontalpodautoscalers",
+      "HorizontalPodAutoscaler",
+      c,
+      {
+        spec: { scaleTargetRef: target, maxReplicas: 3 },
+      },
+      who,
+    );
+  const ingress = (c: string, service: string, tls?: string) =>
+    object("networking.k8s.io", "ingresses", "Ingress", c, {
+      spec: {
+        rules: [{ http: { paths: [{ path: "/", backend: { service: { name: service } } }] } }],
+        ...(tls ? { tls: [{ secretName: tls }] } : {}),
+      },
+    });
+  const claim = (c: string, spec: Record<string, unknown>, who = user()) =>
+    object("", "persistentvolumeclaims", "PersistentVolumeClaim", c, { spec }, who);
+
+  test("an HPA scaling another compartment's workload is refused; its own passes", async () => {
+    const v = await review(
+      hpa(ALPHA, { apiVersion: "apps/v1", kind: "Deployment", name: "d-bravo" }),
+      deps(),
+    );
+    expect(v.allowed).toBe(false);
+    expect(v.message).toContain(
+      "HorizontalPodAutoscaler shared/x (US-TS-ALPHA) names Deployment shared/d-bravo of another compartment (UK-S-BRAVO) (spec.scaleTargetRef)",
+    );
+    expect(
+      (await review(hpa(ALPHA, { apiVersion: "apps/v1", kind: "Deployment", name: "d-alpha" }), deps()))
+        .allowed,
+    ).toBe(true);
+  });
+
+  test("a target that does not exist, or of a kind svc cannot read, is refused: it cannot be told", async () => {
+    const gone = await review(
+      hpa(ALPHA, { apiVersion: "apps/v1", kind: "Deployment", name: "later" }),
+      deps(),
+    );
+    expect(gone.allowed).toBe(false);
+    expect(gone.message).toContain("which does not exist: svc cannot tell its compartment; create it first");
+    const custom = await review(
+      hpa(ALPHA, { apiVersion: "argoproj.io/v1alpha1", kind: "Rollout", name: "r" }),
+      deps(),
+    );
+    expect(custom.allowed).toBe(false);
+    expect(custom.message).toContain("svc cannot tell the compartment of a Rollout");
+    // A reference whose kind is not text names nothing svc can read.
+    const odd = await review(hpa(ALPHA, { apiVersion: "apps/v1", kind: { x: 1 }, name: "d-alpha" }), deps());
+    expect(odd.allowed).toBe(false);
+  });
+
+  test("an Ingress routing to another compartment's Service or serving its TLS Secret is refused", async () => {
+    expect((await review(ingress(ALPHA, "svc-bravo"), deps())).message).toContain(
+      "names Service shared/svc-bravo of another compartment (UK-S-BRAVO) (spec.rules[0] backend)",
+    );
+    expect((await review(ingress(ALPHA, "svc-alpha", "s-bravo"), deps())).message).toContain(
+      "names Secret shared/s-bravo of another compartment (UK-S-BRAVO) (spec.tls secretName)",
+    );
+    expect((await review(ingress(ALPHA, "svc-alpha"), deps())).allowed).toBe(true);
+  });
+
+  test("a claim binding another compartment's volume, an unmarked one, or cloning its claim is refused", async () => {
+    for (const [spec, text] of [
+      [{ volumeName: "pv-bravo" }, "PersistentVolume pv-bravo of another compartment (UK-S-BRAVO)"],
+      [{ volumeName: "pv-none" }, "PersistentVolume pv-none of another compartment (no compartment)"],
+      [
+        { dataSource: { kind: "PersistentVolumeClaim", name: "data-bravo" } },
+        "PersistentVolumeClaim shared/data-bravo of another compartment (UK-S-BRAVO) (spec.dataSource)",
+      ],
+      [
+        { dataSourceRef: { apiGroup: "snapshot.storage.k8s.io", kind: "VolumeSnapshot", name: "s" } },
+        "svc cannot tell the compartment of a VolumeSnapshot",
+      ],
+    ] as const) {
+      const v = await review(claim(ALPHA, spec), deps());
+      expect(v.allowed).toBe(false);
+      expect(v.message).toContain(text);
+    }
+    expect((await review(claim(ALPHA, { volumeName: "pv-alpha" }), deps())).allowed).toBe(true);
+    expect(
+      (
+        await review(
+          claim(ALPHA, { dataSource: { kind: "PersistentVolumeClaim", name: "data-alpha" } }),
+          deps(),
+        )
+      ).allowed,
+    ).toBe(true);
+  });
+
+  test("the binder setting a claim's volume is not looked up: the control plane copies what users wrote", async () => {
+    const d = deps();
+    const binder = user("system:serviceaccount:kube-system:persistent-volume-binder", []);
+    expect((await review(claim(ALPHA, { volumeName: "pv-none" }, binder), d)).allowed).toBe(true);
+    expect(d.asked.filter((a) => a.startsWith("lookup"))).toEqual([]);
+  });
+
+  test("an Event about another compartment's pod is refused", async () => {
+    const v = await review(
+      object("", "events", "Event", ALPHA, {
+        involvedObject: { apiVersion: "v1", kind: "Pod", name: "p-bravo", namespace: "shared" },
+      }),
+      deps(),
+    );
+    expect(v.allowed).toBe(false);
+    expect(v.message).toContain(
+      "names Pod shared/p-bravo of another compartment (UK-S-BRAVO) (involvedObject)",
+    );
+  });
+
+  test("a pod may name a preempting priority class only of its compartment; one that never preempts passes", async () => {
+    const withClass = (cls: string) =>
+      ({
+        ...pod("p", ALPHA, { priorityClassName: cls, serviceAccountName: "default" }),
+      }) as AdmissionRequest;
+    const high = await review(withClass("high"), deps());
+    expect(high.allowed).toBe(false);
+    expect(high.message).toContain(
+      "names PriorityClass high of another compartment (no compartment) (priorityClassName)",
+    );
+    expect((await review(withClass("queue"), deps())).allowed).toBe(true);
+    expect((await review(withClass("alpha-high"), deps())).allowed).toBe(true);
+    expect((await review(withClass("missing"), deps())).allowed).toBe(false);
+  });
+
+  test("the override passes what an object names, and is recorded as one", async () => {
+    const v = await review(
+      hpa(ALPHA, { apiVersion: "apps/v1", kind: "Deployment", name: "d-bravo" }, user("olivia")),
+      deps({ overrides: ["olivia"] }),
+    );
+    expect(v).toMatchObject({ allowed: true, decision: "override" });
   });
 });

@@ -83,7 +83,7 @@ describe("the webhook's review", () => {
     targetMarks: async (_kind, ns, name) =>
       Object.hasOwn(pods, `${ns}/${name}`) ? [pods[`${ns}/${name}`] as PodMarks] : null,
     marks: async () => null,
-    owner: async () => ({ found: "no" }),
+    lookup: async () => ({ found: "no" }),
     canOverride: async (u) => (o.overrides ?? []).includes(u.username ?? ""),
     unlabeled: o.unlabeled ?? "deny",
   });

@@ -25,6 +25,9 @@ const objects: Record<string, Marks> = {
   "configmaps/cm-clash": m("US-TS-ALPHA", undefined, "uk:bravo"),
   "pods/p-alpha": m("US-TS-ALPHA"),
   "pods/p-bravo": m("UK-S-BRAVO"),
+  "serviceaccounts/sa-alpha": m("US-TS-ALPHA"),
+  "serviceaccounts/sa-bravo": m("UK-S-BRAVO"),
+  "serviceaccounts/deployer": m("US-TS-ALPHA"),
 };
 const deps = (
   o: { unlabeled?: "allow" | "deny"; overrides?: string[] } = {},
@@ -37,7 +40,8 @@ const deps = (
       const found = Object.hasOwn(objects, `${kind}/${name}`) ? objects[`${kind}/${name}`] : undefined;
       return found ? [found] : null;
     },
-    canOverride: async (u) => (o.overrides ?? []).includes(u.username ?? ""),
+    canOverride: async (u) =>
+      [...(o.overrides ?? []), "system:serviceaccount:shared:deployer"].includes(u.username ?? ""),
     unlabeled: o.unlabeled ?? "deny",
   };
 };
@@ -167,5 +171,37 @@ describe("one clearance rule for svc and the cluster (lib/kube/clearance.ts)", (
       const cluster = judgeMarks(clearancesOf(groups), [marks]).kind === "cleared";
       expect({ marks, svc, cluster }).toEqual({ marks, svc: cleared, cluster: cleared });
     }
+  });
+});
+
+describe("impersonation of service accounts", () => {
+  const as = (name: string, user = "alice") => read("serviceaccounts", name, { verb: "impersonate", user });
+
+  test("another compartment's account is denied, one that does not exist too", async () => {
+    const bravo = await decideRead(as("sa-bravo"), deps());
+    expect(bravo.decision).toBe("refused");
+    expect(bravo.message).toContain("Cannot impersonate service account in another compartment (UK-S-BRAVO)");
+    const gone = await decideRead(as("sa-gone"), deps());
+    expect(gone.decision).toBe("refused");
+    expect(gone.message).toContain("service account shared/sa-gone not found");
+  });
+
+  test("one's own compartment's account gets no denial, unless it holds the override", async () => {
+    expect((await decideRead(as("sa-alpha"), deps())).decision).toBe("allowed");
+    const lent = await decideRead(as("deployer"), deps());
+    expect(lent.decision).toBe("refused");
+    expect(lent.message).toContain("it holds the compartment override");
+    expect((await decideRead(as("deployer", "olivia"), deps({ overrides: ["olivia"] }))).decision).toBe(
+      "override",
+    );
+  });
+
+  test("impersonating users, groups or accounts' subresources is not decided here", async () => {
+    expect(guardedRead(read("users", "bob", { verb: "impersonate" }))).toBeUndefined();
+    expect(
+      guardedRead(read("serviceaccounts", "x", { verb: "impersonate", subresource: "token" })),
+    ).toBeUndefined();
+    expect(guardedRead(read("serviceaccounts", "x", { verb: "impersonate", group: "apps" }))).toBeUndefined();
+    expect(guardedRead(as("x"))).toBe("serviceaccounts/impersonate");
   });
 });

@@ -1,16 +1,19 @@
-import { flagSet, flagValue, restWords } from "../../../lib/kube/grammar.ts";
-import { COMPARTMENT_LABEL, describeObject } from "../../../lib/kube/inject.ts";
+import { flagValue, restWords } from "../../../lib/kube/grammar.ts";
+import { describeObject } from "../../../lib/kube/inject.ts";
 import type { KubeObject } from "../../../lib/kube/lookup.ts";
+import { marksOfMeta } from "../../../lib/kube/marks-cache.ts";
 import { refuseRawIntoPods } from "../../../lib/kube/raw-path.ts";
 import { say } from "../../say.ts";
-import type { Guarded, GuardInput } from "./guard.ts";
+import { type Guarded, type GuardInput, notCleared, refuseUnlessOverridden } from "./guard.ts";
 
 /**
  * `svc delete` (docs/svc-config.md, "svc delete"): before kubectl deletes, svc looks the same objects up
- * (`kubectl get` with the same selection) and warns on stderr for each one of another compartment. It warns,
- * it does not stop: deletion is kubectl's, and RBAC decides. `--force` skips the warnings and is still passed
- * to kubectl, where it keeps kubectl's meaning (bypass graceful deletion). `--raw` sends a DELETE to a path
- * of the user's choice: one into a pod, a service or a node (through its proxy) is refused, --force or not.
+ * (`kubectl get` with the same selection) and refuses, as the cluster does, when one is of a compartment
+ * the current context is not cleared for: a delete answers with the object (`-o yaml`, a dry run), and a
+ * deleted object can be recreated under its name by someone else. `--force` asks the cluster for the
+ * override (and keeps kubectl's meaning: bypass graceful deletion). Unmarked objects are deleted with a
+ * warning. `--raw` sends a DELETE to a path of the user's choice: one into a pod, a service or a node
+ * (through its proxy) is refused, --force or not.
  */
 const DELETE_ONLY = new Set([
   "force",
@@ -29,7 +32,6 @@ const DELETE_ONLY = new Set([
 export function guardDelete(g: GuardInput): Guarded {
   const raw = flagValue(g.line, "raw");
   if (raw) refuseRawIntoPods("delete", raw);
-  if (flagSet(g.line, "force")) return {};
   // The same selection, as a get: delete's own flags, the command word and the globals (the lookup adds
   // those itself) taken out.
   const drop = new Set([...DELETE_ONLY, ...g.line.flags.filter((f) => f.global).map((f) => f.name)]);
@@ -40,16 +42,26 @@ export function guardDelete(g: GuardInput): Guarded {
   } catch {
     return {}; // kubectl's delete reports what is wrong with the selection
   }
+  g.targets.push(...found.map((o) => describeObject(o as Record<string, unknown>)));
+  const foreign = notCleared(g, found, "allow");
+  if (foreign) {
+    const what = `${foreign.object.kind ?? "object"} ${foreign.object.metadata?.name ?? ""}`;
+    refuseUnlessOverridden(
+      g,
+      `Cannot delete ${what} in another compartment (${foreign.shown})`,
+      `delete of ${what} of compartment ${foreign.shown}`,
+    );
+    return { forced: true };
+  }
   for (const o of found) {
-    const compartment = o.metadata?.labels?.[COMPARTMENT_LABEL] ?? "";
-    if (compartment.toUpperCase() === g.active.label) continue;
+    const marks = marksOfMeta(o.metadata);
+    if (marks.compartment ?? marks.level ?? marks.compartmentNote) continue;
     const where = o.metadata?.namespace ? ` in namespace ${o.metadata.namespace}` : "";
     say(
       "svc",
       "warn",
-      `deleting ${o.kind ?? "object"} ${o.metadata?.name ?? ""}${where}, of another compartment (${compartment || "no compartment label"}); current compartment: ${g.active.label}`,
+      `deleting ${o.kind ?? "object"} ${o.metadata?.name ?? ""}${where}, which has no compartment marks; current compartment: ${g.active.label}`,
     );
   }
-  g.targets.push(...found.map((o) => describeObject(o as Record<string, unknown>)));
   return {};
 }

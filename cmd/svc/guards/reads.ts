@@ -1,8 +1,9 @@
 import { SvcError } from "../../../lib/errors.ts";
 import { compartmentFilter } from "../../../lib/kube/get-args.ts";
-import { filenames, flagSet, flagValue, flagValues } from "../../../lib/kube/grammar.ts";
+import { filenames, flagSet, flagValue, flagValues, restWords } from "../../../lib/kube/grammar.ts";
 import { describeObject } from "../../../lib/kube/inject.ts";
 import type { KubeObject } from "../../../lib/kube/lookup.ts";
+import { coreTypeWord } from "../../../lib/kube/type-name.ts";
 import { type Guarded, type GuardInput, notCleared, refuseUnlessOverridden } from "./guard.ts";
 
 /**
@@ -19,12 +20,10 @@ import { type Guarded, type GuardInput, notCleared, refuseUnlessOverridden } fro
 const DATA_KINDS = new Set(["secret", "secrets", "configmap", "configmaps", "cm"]);
 const WHAT_OF_KIND: Record<string, string> = { Secret: "secret", ConfigMap: "config map" };
 
-/** `secrets`, `secrets.v1`, `cm` → its data kind; a type of another group (`secrets.example.com`) → undefined. */
+/** `secrets`, `Secret`, `secrets.v1.`, `cm..` → its data kind; another group's (`secrets.example.com`) → undefined. */
 function dataKind(type: string): string | undefined {
-  const [name = "", ...rest] = type.toLowerCase().split(".");
-  const version = rest.join(".");
-  if (version !== "" && version !== "v1" && version !== "v1.") return undefined;
-  return DATA_KINDS.has(name) ? name : undefined;
+  const word = coreTypeWord(type);
+  return word !== undefined && DATA_KINDS.has(word) ? word : undefined;
 }
 
 /** Outputs that show no object's data. */
@@ -114,4 +113,32 @@ function shownByDescribe(o: KubeObject, names: string[], all: KubeObject[]): boo
   return names.some((n) =>
     all.some((x) => x.kind === o.kind && x.metadata?.name === n) ? name === n : name.startsWith(n),
   );
+}
+
+/**
+ * `apply view-last-applied` prints the configuration last applied to each object it names, of any kind:
+ * for a Secret or ConfigMap that is its data. Every object it names is looked up as `get` would select
+ * it, and one the current context is not cleared for is refused (unmarked ones pass, as for reads).
+ */
+export function guardLastApplied(g: GuardInput): Guarded {
+  if (filenames(g.line).includes("-"))
+    throw new SvcError(
+      "usage",
+      "apply view-last-applied -f -: svc cannot read the objects from standard input and still pass the input on; give a file",
+    );
+  // The same selection, as a get: its own flags, the command words and the globals (the lookup adds
+  // those itself) taken out.
+  const globals = g.line.flags.filter((f) => f.global).map((f) => f.name);
+  const words = restWords(g.line, new Set(["output", "all", ...g.own, ...globals]));
+  const objects = g.lookup.objects([...words, "--ignore-not-found"]);
+  g.targets.push(...objects.map((o) => describeObject(o as Record<string, unknown>)));
+  const foreign = notCleared(g, objects, "allow");
+  if (!foreign) return {};
+  const what = `${foreign.object.kind ?? "object"} ${foreign.object.metadata?.name ?? ""}`;
+  refuseUnlessOverridden(
+    g,
+    `Cannot read the last applied configuration of ${what} in another compartment (${foreign.shown})`,
+    `apply view-last-applied of ${what} of compartment ${foreign.shown}`,
+  );
+  return { forced: true };
 }

@@ -1,6 +1,6 @@
-import { mkdirSync, writeFileSync } from "node:fs";
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join, relative } from "node:path";
-import { stringify } from "yaml";
+import { parse, stringify } from "yaml";
 import { clientKubeconfig } from "./kube.ts";
 import type { ClusterPki } from "./pki.ts";
 import { freePort, startDaemon, waitUntil } from "./process.ts";
@@ -42,9 +42,9 @@ export async function startAdmission(
       patches: [
         {
           target: { kind: "ValidatingWebhookConfiguration", name: "svc-pod-access" },
-          // Every entry of the configuration (pod-access, object-access, references) to the one server.
+          // Every entry of the configuration to the one server.
           patch: stringify(
-            [0, 1, 2].map((i) => ({
+            webhookEntries().map((i) => ({
               op: "replace",
               path: `/webhooks/${i}/clientConfig`,
               value: { url: `${url}/validate`, caBundle: Buffer.from(pki.caPem).toString("base64") },
@@ -87,4 +87,11 @@ export async function startAdmission(
     30_000,
   );
   return { pid, url, log };
+}
+
+/** The indexes of the shipped webhook configuration's entries. */
+function webhookEntries(): number[] {
+  const file = join(REPO, "deploy", "admission", "base", "webhook.yaml");
+  const config = parse(readFileSync(file, "utf8")) as { webhooks: unknown[] };
+  return config.webhooks.map((_, i) => i);
 }

@@ -76,10 +76,27 @@ const token = () => Buffer.from(crypto.getRandomValues(new Uint8Array(18))).toSt
 
 export const NODE = "kwok-node-0";
 
+/**
+ * A namespace that holds compartments' pods, under Pod Security admission's baseline level: no host
+ * namespaces, host paths or privileged containers, the ways out of a pod into the node and the other pods
+ * on it (docs/admission.md, "Pod Security").
+ */
+const compartmentNamespace = (name: string) => ({
+  apiVersion: "v1",
+  kind: "Namespace",
+  metadata: {
+    name,
+    labels: {
+      "pod-security.kubernetes.io/enforce": "baseline",
+      "pod-security.kubernetes.io/enforce-version": "latest",
+    },
+  },
+});
+
 function rbac(): string {
   const docs: object[] = [];
   for (const ns of ["alpha", "bravo"]) {
-    docs.push({ apiVersion: "v1", kind: "Namespace", metadata: { name: ns } });
+    docs.push(compartmentNamespace(ns));
     docs.push({
       apiVersion: "rbac.authorization.k8s.io/v1",
       kind: "Role",
@@ -123,7 +140,7 @@ function rbac(): string {
   }
   // A namespace two compartments share, where their developers hold the standard `edit` ClusterRole: only
   // the compartment rules keep them apart there (tests/e2e/admission-indirection.e2e.test.ts).
-  docs.push({ apiVersion: "v1", kind: "Namespace", metadata: { name: "shared" } });
+  docs.push(compartmentNamespace("shared"));
   docs.push({
     apiVersion: "rbac.authorization.k8s.io/v1",
     kind: "RoleBinding",

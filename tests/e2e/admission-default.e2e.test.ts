@@ -1,0 +1,551 @@
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { readFileSync } from "node:fs";
+import { stringify } from "yaml";
+import { KINDS, NOT_STORED } from "./admission-kinds.ts";
+import { auditSize, kubectlUser, useTestbed } from "./support.ts";
+import type { KubeState } from "./testbed/kube.ts";
+import { NODE } from "./testbed/kube.ts";
+import { waitUntil } from "./testbed/process.ts";
+
+/**
+ * Compartments hold by default (docs/admission.md, "Threat model"): with plain kubectl as the test bed's
+ * users, in namespace `shared`, where alice (ALPHA) and bob (BRAVO) hold the standard `edit` and `admin`
+ * roles and only the compartment rules keep them apart. Every namespaced kind those roles grant is
+ * created, updated and deleted across compartments and refused, naming both compartments; the same within
+ * one compartment, and with olivia's override (recorded in the API server's audit log), passes. Then each
+ * class of indirect path: other verbs that answer with the object, impersonation, owners, priority,
+ * volumes, autoscalers, exposure, network policies and Pod Security. Objects of BRAVO are made by the
+ * admin, as their owners would.
+ */
+const testbed = useTestbed();
+const NS = "shared";
+const ALPHA = "US-TS-ALPHA";
+const BRAVO = "UK-S-BRAVO";
+const PIN = "svc.io/compartment";
+
+type User = keyof KubeState["users"];
+const kubectl = (user: User, args: string[], input?: string) => kubectlUser(testbed(), user, NS, args, input);
+const apply = (user: User, o: object, ...flags: string[]) =>
+  kubectl(user, ["apply", "-f", "-", ...flags], stringify(o));
+const dryRun = (user: User, o: object) =>
+  kubectl(user, ["create", "--dry-run=server", "-f", "-"], stringify(o));
+const admin = (o: object) => {
+  const r = apply("admin", o);
+  if (r.code !== 0) throw new Error(`admin apply: ${r.err}`);
+};
+const marked = (kind: string, name: string, compartment: string, rest: object = {}, apiVersion = "v1") => ({
+  apiVersion,
+  kind,
+  metadata: { name, labels: { [PIN]: compartment } },
+  ...rest,
+});
+
+/** Refused by the cluster, with every text in `texts`. */
+const refused = (r: { code: number | null; err: string }, ...texts: string[]) => {
+  expect(r.code).not.toBe(0);
+  for (const t of texts) expect(r.err).toContain(t);
+};
+const otherCompartment = `is marked for another compartment (${PIN}=${BRAVO}); you are cleared for compartments alpha`;
+
+/** For each kind: "bravo-<resource>" made by the admin, and the objects the kinds that name others name. */
+const short = (key: string) => key.split("/")[1] as string;
+const ref = (c: string) => (c === ALPHA ? "alpha-ref" : "bravo-ref");
+const manifest = (key: string, c: string, name = `${c === ALPHA ? "alpha" : "bravo"}-${short(key)}`) =>
+  (KINDS[key] as (typeof KINDS)[string])(c, name, ref(c));
+
+beforeAll(async () => {
+  // admin too, so that the kinds only it grants (roles, bindings) are tried; edit comes with the test bed.
+  admin({
+    apiVersion: "rbac.authorization.k8s.io/v1",
+    kind: "RoleBinding",
+    metadata: { name: "default-admins", labels: { [PIN]: ALPHA } },
+    roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name: "admin" },
+    subjects: ["alpha", "bravo"].map((c) => ({
+      apiGroup: "rbac.authorization.k8s.io",
+      kind: "Group",
+      name: `svc:compartment:${c}`,
+    })),
+  });
+  for (const c of [ALPHA, BRAVO]) {
+    admin(KINDS["apps/deployments"]?.(c, ref(c), "") as object);
+    admin(KINDS["/services"]?.(c, ref(c), "") as object);
+  }
+  for (const key of Object.keys(KINDS)) admin(manifest(key, BRAVO));
+  admin(
+    marked("Pod", "bravo-running", BRAVO, {
+      spec: { nodeName: NODE, containers: [{ name: "main", image: "busybox" }] },
+    }),
+  );
+  await waitUntil(
+    "the BRAVO pod running",
+    () =>
+      kubectl("admin", ["get", "pod", "bravo-running", "-o", "jsonpath={.status.phase}"]).out === "Running",
+  );
+});
+
+afterAll(() => {
+  // A test bed this file started itself may already be stopped (its hook runs first): nothing to clean.
+  try {
+    const kinds = Object.keys(KINDS).map((k) =>
+      k.startsWith("/") ? short(k) : `${short(k)}.${k.split("/")[0]}`,
+    );
+    kubectl("admin", ["delete", kinds.join(","), "-l", PIN, "--wait=false", "--ignore-not-found"]);
+    kubectl("admin", [
+      "delete",
+      "priorityclass,persistentvolume",
+      "-l",
+      "svc-test=default",
+      "--ignore-not-found",
+    ]);
+  } catch {}
+});
+
+describe("every kind the edit and admin roles grant is decided by its marks", () => {
+  test("the roles on the test bed grant no namespaced kind that has no row", () => {
+    const namespaced = new Set(
+      kubectl("admin", ["api-resources", "--namespaced=true", "--no-headers", "-o", "name"])
+        .out.split("\n")
+        .filter(Boolean)
+        .map((r) => (r.includes(".") ? `${r.slice(r.indexOf(".") + 1)}/${r.split(".")[0]}` : `/${r}`)),
+    );
+    const granted = new Set<string>();
+    for (const role of ["edit", "admin"]) {
+      const rules = JSON.parse(kubectl("admin", ["get", "clusterrole", role, "-o", "json"]).out).rules as {
+        apiGroups?: string[];
+        resources?: string[];
+        verbs: string[];
+      }[];
+      for (const r of rules)
+        if (r.verbs.some((v) => ["create", "update", "patch", "delete", "deletecollection", "*"].includes(v)))
+          for (const g of r.apiGroups ?? [])
+            for (const res of r.resources ?? [])
+              if (!res.includes("/") && namespaced.has(`${g}/${res}`)) granted.add(`${g}/${res}`);
+    }
+    const covered = new Set([...Object.keys(KINDS), ...Object.keys(NOT_STORED)]);
+    expect([...granted].filter((k) => !covered.has(k)).sort()).toEqual([]);
+    // Every row is granted by one of the roles (none is stale).
+    expect([...covered].filter((k) => !granted.has(k)).sort()).toEqual([]);
+  });
+
+  for (const key of Object.keys(KINDS)) {
+    test(`${key}: created unmarked or for BRAVO, updated or deleted across compartments: refused; within: passes`, () => {
+      const unmarked = manifest(key, ALPHA) as { metadata: { labels?: Record<string, string> } };
+      delete unmarked.metadata.labels;
+      refused(
+        dryRun("alice", unmarked),
+        "carries no compartment mark",
+        "you are cleared for compartments alpha",
+      );
+      refused(
+        dryRun("alice", manifest(key, BRAVO, "other")),
+        `is marked for another compartment (${PIN}=${BRAVO}`,
+      );
+      const own = dryRun("alice", manifest(key, ALPHA));
+      expect(own.err).toBe("");
+
+      const bravo = `${short(key)}${key.startsWith("/") ? "" : `.${key.split("/")[0]}`}/bravo-${short(key)}`;
+      refused(
+        kubectl("alice", ["delete", bravo, "--dry-run=server"]),
+        otherCompartment,
+        "you cannot delete it, not even as a dry run",
+      );
+      refused(
+        kubectl("alice", ["label", bravo, "x=y", "--dry-run=server"]),
+        otherCompartment,
+        "you cannot update it",
+      );
+      refused(kubectl("alice", ["delete", bravo, "--wait=false"]), otherCompartment);
+      expect(kubectl("admin", ["get", bravo, "-o", "name"]).code).toBe(0);
+      // Within the compartment, and with the override.
+      expect(kubectl("bob", ["label", bravo, "x=y", "--dry-run=server"]).err).toBe("");
+      expect(kubectl("bob", ["delete", bravo, "--dry-run=server"]).err).toBe("");
+      expect(kubectl("olivia", ["delete", bravo, "--dry-run=server"]).err).toBe("");
+    });
+  }
+
+  test("a question about access is no object: a LocalSubjectAccessReview needs no marks", () => {
+    const r = kubectl(
+      "alice",
+      ["create", "-f", "-", "-o", "jsonpath={.status.allowed}"],
+      stringify({
+        apiVersion: "authorization.k8s.io/v1",
+        kind: "LocalSubjectAccessReview",
+        metadata: { namespace: NS },
+        spec: { user: "bob", resourceAttributes: { namespace: NS, verb: "get", resource: "pods" } },
+      }),
+    );
+    expect(r.err).toBe("");
+    expect(r.out).toBe("true");
+  });
+
+  test("the override passes, and the API server's audit log records it", async () => {
+    const from = auditSize(testbed());
+    const r = kubectl("olivia", ["delete", "configmap/bravo-configmaps", "--dry-run=server"]);
+    expect(r.err).toBe("");
+    const annotated = () =>
+      readFileSync(testbed().kube.auditLog)
+        .subarray(from)
+        .toString()
+        .split("\n")
+        .filter(Boolean)
+        .map((l) => JSON.parse(l) as { user: { username: string }; annotations?: Record<string, string> })
+        .find((e) => e.user.username === "olivia" && e.annotations?.["svc-compartments/override"]);
+    await waitUntil("the override in the audit log", () => annotated() !== undefined);
+    expect(annotated()?.annotations?.["svc-compartments/override"]).toBe(
+      "compartment override by olivia: DELETE ConfigMap bravo-configmaps",
+    );
+  });
+});
+
+describe("verbs that answer with the object", () => {
+  test("a dry-run delete or patch of another compartment's Secret prints nothing of it", () => {
+    for (const args of [
+      ["delete", "secret", "bravo-secrets", "--dry-run=server", "-o", "yaml"],
+      [
+        "patch",
+        "secret",
+        "bravo-secrets",
+        "--dry-run=server",
+        "-o",
+        "yaml",
+        "-p",
+        '{"metadata":{"annotations":{"x":"y"}}}',
+      ],
+      ["annotate", "secret", "bravo-secrets", "x=y", "--dry-run=server", "-o", "yaml"],
+    ]) {
+      const r = kubectl("alice", args);
+      refused(r, otherCompartment);
+      expect(r.out).not.toContain("data");
+    }
+  });
+
+  test("a delete of a whole collection deletes nothing of another compartment", () => {
+    const r = kubectl("alice", [
+      "delete",
+      "--raw",
+      `/api/v1/namespaces/${NS}/configmaps?labelSelector=${PIN}%3D${BRAVO}`,
+    ]);
+    refused(r, otherCompartment);
+    expect(kubectl("admin", ["get", "configmap", "bravo-configmaps", "-o", "name"]).code).toBe(0);
+  });
+});
+
+describe("identities", () => {
+  test("impersonating another compartment's service account, or one that does not exist, is refused", () => {
+    refused(
+      kubectl("alice", ["--as=system:serviceaccount:shared:bravo-serviceaccounts", "get", "configmaps"]),
+      "Cannot impersonate service account in another compartment (UK-S-BRAVO)",
+      "you are cleared for compartments alpha",
+    );
+    refused(
+      kubectl("alice", ["--as=system:serviceaccount:shared:nobody-yet", "get", "configmaps"]),
+      "not found",
+    );
+    expect(
+      kubectl("bob", ["--as=system:serviceaccount:shared:bravo-serviceaccounts", "auth", "whoami"]).code,
+    ).toBe(0);
+  });
+
+  test("an account that holds the override lends it to nobody who does not", () => {
+    admin(marked("ServiceAccount", "alpha-deployer", ALPHA));
+    admin({
+      apiVersion: "rbac.authorization.k8s.io/v1",
+      kind: "RoleBinding",
+      metadata: { name: "alpha-deployer-override", labels: { [PIN]: ALPHA } },
+      roleRef: {
+        apiGroup: "rbac.authorization.k8s.io",
+        kind: "ClusterRole",
+        name: "svc-compartment-override",
+      },
+      subjects: [{ kind: "ServiceAccount", name: "alpha-deployer", namespace: NS }],
+    });
+    refused(
+      kubectl("alice", ["--as=system:serviceaccount:shared:alpha-deployer", "get", "configmaps"]),
+      "it holds the compartment override",
+    );
+    expect(
+      kubectl("olivia", ["--as=system:serviceaccount:shared:alpha-deployer", "auth", "whoami"]).code,
+    ).toBe(0);
+  });
+});
+
+describe("owners, scheduling, volumes, autoscalers", () => {
+  const uid = (what: string) => kubectl("admin", ["get", what, "-o", "jsonpath={.metadata.uid}"]).out;
+
+  test("an owner of another compartment, or of a kind svc cannot read, is refused on any kind", () => {
+    const owned = (owner: object) =>
+      dryRun("alice", {
+        ...manifest("/configmaps", ALPHA, "owned"),
+        metadata: { name: "owned", labels: { [PIN]: ALPHA }, ownerReferences: [owner] },
+      });
+    refused(
+      owned({
+        apiVersion: "apps/v1",
+        kind: "Deployment",
+        name: "bravo-ref",
+        uid: uid("deployment/bravo-ref"),
+      }),
+      `cannot be owned by Deployment shared/bravo-ref of another compartment (${BRAVO})`,
+    );
+    refused(
+      owned({ apiVersion: "example.com/v1", kind: "Widget", name: "w", uid: "1" }),
+      "svc cannot tell the compartment of a Widget (example.com/v1)",
+    );
+    expect(
+      owned({
+        apiVersion: "apps/v1",
+        kind: "Deployment",
+        name: "alpha-ref",
+        uid: uid("deployment/alpha-ref"),
+      }).err,
+    ).toBe("");
+  });
+
+  test("a pod may ask only for a priority class of its compartment, or one that never preempts", () => {
+    for (const [name, preemption, c] of [
+      ["svc-e2e-high", "PreemptLowerPriority", undefined],
+      ["svc-e2e-queue", "Never", undefined],
+      ["svc-e2e-alpha", "PreemptLowerPriority", ALPHA],
+    ] as const)
+      admin({
+        apiVersion: "scheduling.k8s.io/v1",
+        kind: "PriorityClass",
+        metadata: { name, labels: { "svc-test": "default", ...(c ? { [PIN]: c } : {}) } },
+        value: 1_000_000,
+        preemptionPolicy: preemption,
+      });
+    const pod = (cls: string) =>
+      dryRun(
+        "alice",
+        marked("Pod", "prio", ALPHA, {
+          spec: { priorityClassName: cls, containers: [{ name: "m", image: "busybox" }] },
+        }),
+      );
+    refused(
+      pod("svc-e2e-high"),
+      "names PriorityClass svc-e2e-high of another compartment (no compartment) (priorityClassName)",
+    );
+    expect(pod("svc-e2e-queue").err).toBe("");
+    expect(pod("svc-e2e-alpha").err).toBe("");
+  });
+
+  test("a claim binds by name, selects or clones only its own compartment's volumes", () => {
+    for (const c of [ALPHA, BRAVO])
+      admin({
+        apiVersion: "v1",
+        kind: "PersistentVolume",
+        metadata: { name: `pv-${c.toLowerCase()}`, labels: { "svc-test": "default", [PIN]: c } },
+        spec: {
+          capacity: { storage: "1Mi" },
+          accessModes: ["ReadWriteOnce"],
+          hostPath: { path: "/tmp/svc-e2e-pv" },
+        },
+      });
+    const claim = (spec: object) =>
+      dryRun(
+        "alice",
+        marked("PersistentVolumeClaim", "claim", ALPHA, {
+          spec: { accessModes: ["ReadWriteOnce"], resources: { requests: { storage: "1Mi" } }, ...spec },
+        }),
+      );
+    refused(
+      claim({ volumeName: `pv-${BRAVO.toLowerCase()}` }),
+      `names PersistentVolume pv-uk-s-bravo of another compartment (${BRAVO})`,
+    );
+    refused(
+      claim({ selector: { matchLabels: { [PIN]: BRAVO } } }),
+      `its selector pins ${PIN}=${BRAVO}`,
+      `must include ${PIN}=${ALPHA}`,
+    );
+    refused(claim({ selector: { matchLabels: { tier: "db" } } }), "does not pin svc.io/compartment");
+    refused(
+      claim({ dataSource: { kind: "PersistentVolumeClaim", name: "bravo-persistentvolumeclaims" } }),
+      `names PersistentVolumeClaim shared/bravo-persistentvolumeclaims of another compartment (${BRAVO}) (spec.dataSource)`,
+    );
+    expect(claim({ volumeName: `pv-${ALPHA.toLowerCase()}` }).err).toBe("");
+    expect(claim({ selector: { matchLabels: { [PIN]: ALPHA } } }).err).toBe("");
+  });
+
+  test("an autoscaler may scale only its own compartment's workload", () => {
+    const hpa = (target: string) =>
+      dryRun("alice", {
+        ...manifest("autoscaling/horizontalpodautoscalers", ALPHA, "scaler"),
+        spec: {
+          scaleTargetRef: { apiVersion: "apps/v1", kind: "Deployment", name: target },
+          maxReplicas: 5,
+        },
+      });
+    refused(
+      hpa("bravo-ref"),
+      `HorizontalPodAutoscaler shared/scaler (${ALPHA}) names Deployment shared/bravo-ref of another compartment (${BRAVO}) (spec.scaleTargetRef)`,
+    );
+    refused(hpa("not-yet"), "which does not exist: svc cannot tell its compartment; create it first");
+    expect(hpa("alpha-ref").err).toBe("");
+  });
+});
+
+describe("exposure and network policies", () => {
+  test("a Service selecting another compartment's pods, externalIPs, an Ingress to its Service: refused", () => {
+    refused(
+      dryRun(
+        "alice",
+        marked("Service", "grab", ALPHA, {
+          spec: { selector: { [PIN]: BRAVO }, ports: [{ port: 80 }], type: "NodePort" },
+        }),
+      ),
+      `its selector pins ${PIN}=${BRAVO}`,
+    );
+    refused(
+      dryRun(
+        "alice",
+        marked("Service", "ext", ALPHA, {
+          spec: { selector: { [PIN]: ALPHA }, ports: [{ port: 80 }], externalIPs: ["10.0.0.9"] },
+        }),
+      ),
+      "sets externalIPs",
+    );
+    expect(
+      dryRun(
+        "alice",
+        marked("Service", "own", ALPHA, {
+          spec: { selector: { [PIN]: ALPHA }, ports: [{ port: 80 }], type: "NodePort" },
+        }),
+      ).err,
+    ).toBe("");
+    refused(
+      dryRun("alice", {
+        ...manifest("networking.k8s.io/ingresses", ALPHA, "route"),
+        spec: { defaultBackend: { service: { name: "bravo-ref", port: { number: 80 } } } },
+      }),
+      `names Service shared/bravo-ref of another compartment (${BRAVO}) (spec.defaultBackend)`,
+    );
+  });
+
+  test("the service proxy into another compartment's Service is refused", () => {
+    refused(
+      kubectl("alice", ["get", "--raw", `/api/v1/namespaces/${NS}/services/bravo-ref:80/proxy/`]),
+      `Cannot proxy to service in another compartment (${BRAVO})`,
+    );
+  });
+
+  test("endpoints are the control plane's: a user who may write them is refused", () => {
+    admin({
+      apiVersion: "rbac.authorization.k8s.io/v1",
+      kind: "Role",
+      metadata: { name: "endpoint-writers", labels: { [PIN]: ALPHA } },
+      rules: [
+        { apiGroups: [""], resources: ["endpoints"], verbs: ["create"] },
+        { apiGroups: ["discovery.k8s.io"], resources: ["endpointslices"], verbs: ["create"] },
+      ],
+    });
+    admin({
+      apiVersion: "rbac.authorization.k8s.io/v1",
+      kind: "RoleBinding",
+      metadata: { name: "endpoint-writers", labels: { [PIN]: ALPHA } },
+      roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "Role", name: "endpoint-writers" },
+      subjects: [{ apiGroup: "rbac.authorization.k8s.io", kind: "User", name: "alice" }],
+    });
+    refused(
+      dryRun(
+        "alice",
+        marked("Endpoints", "alpha-ref", ALPHA, {
+          subsets: [{ addresses: [{ ip: "10.0.0.7" }], ports: [{ port: 80 }] }],
+        }),
+      ),
+      "holds addresses no compartment mark can tell",
+    );
+    refused(
+      dryRun(
+        "alice",
+        marked(
+          "EndpointSlice",
+          "alpha-ref-x",
+          ALPHA,
+          { addressType: "IPv4", endpoints: [{ addresses: ["10.0.0.7"] }] },
+          "discovery.k8s.io/v1",
+        ),
+      ),
+      "holds addresses no compartment mark can tell",
+    );
+  });
+
+  test("the issue's NetworkPolicy and PodDisruptionBudget, and policies that open to another compartment", () => {
+    const np = (name: string, c: string | undefined, spec: object) => ({
+      apiVersion: "networking.k8s.io/v1",
+      kind: "NetworkPolicy",
+      metadata: { name, ...(c ? { labels: { [PIN]: c } } : {}) },
+      spec,
+    });
+    const openBravo = {
+      podSelector: { matchLabels: { [PIN]: BRAVO } },
+      ingress: [{ from: [{ podSelector: { matchLabels: { [PIN]: ALPHA } } }] }],
+    };
+    refused(apply("alice", np("open-bravo", undefined, openBravo)), "carries no compartment mark");
+    refused(apply("alice", np("open-bravo", ALPHA, openBravo)), `its selector pins ${PIN}=${BRAVO}`);
+    const own = { matchLabels: { [PIN]: ALPHA } };
+    refused(
+      dryRun(
+        "alice",
+        np("from-bravo", ALPHA, {
+          podSelector: own,
+          ingress: [{ from: [{ podSelector: { matchLabels: { [PIN]: BRAVO } } }] }],
+        }),
+      ),
+      `selects pods of another compartment (${PIN}=${BRAVO}) as a peer; you are cleared for compartments alpha`,
+    );
+    refused(
+      dryRun(
+        "alice",
+        np("to-all", ALPHA, { podSelector: own, egress: [{ to: [{ namespaceSelector: {} }] }] }),
+      ),
+      "has a peer that selects pods without pinning svc.io/compartment",
+    );
+    expect(
+      dryRun(
+        "alice",
+        np("web", ALPHA, { podSelector: own, egress: [{ to: [{ ipBlock: { cidr: "10.0.0.0/8" } }] }] }),
+      ).err,
+    ).toBe("");
+    refused(
+      apply("alice", {
+        apiVersion: "policy/v1",
+        kind: "PodDisruptionBudget",
+        metadata: { name: "pin-bravo" },
+        spec: { maxUnavailable: 0, selector: { matchLabels: { [PIN]: BRAVO } } },
+      }),
+      "carries no compartment mark",
+    );
+    refused(
+      dryRun(
+        "alice",
+        marked(
+          "PodDisruptionBudget",
+          "pin-bravo",
+          ALPHA,
+          { spec: { maxUnavailable: 0, selector: { matchLabels: { [PIN]: BRAVO } } } },
+          "policy/v1",
+        ),
+      ),
+      `its selector pins ${PIN}=${BRAVO}`,
+    );
+  });
+});
+
+describe("Pod Security", () => {
+  test("a privileged pod with a host path, which reads other pods' volumes on its node, is refused", () => {
+    refused(
+      dryRun(
+        "alice",
+        marked("Pod", "host", ALPHA, {
+          spec: {
+            containers: [{ name: "m", image: "busybox", securityContext: { privileged: true } }],
+            volumes: [{ name: "pods", hostPath: { path: "/var/lib/kubelet/pods" } }],
+          },
+        }),
+      ),
+      'violates PodSecurity "baseline:latest"',
+      "privileged",
+      "hostPath",
+    );
+  });
+});
