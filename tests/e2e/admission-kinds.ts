@@ -1,8 +1,9 @@
 /**
  * One object of every namespaced kind the standard `edit` and `admin` roles let a user write, as the
  * threat-model table of docs/admission.md lists them: a minimal manifest marked for a compartment, its
- * selectors pinned, naming only objects of that compartment (`ref`: the name of a Deployment, Service and
- * claim of the compartment, which must exist for the kinds that name them). tests/e2e/admission-default
+ * selectors pinned, naming only objects of that compartment (`ref`: the name of a Deployment and a
+ * Service of the compartment, which must exist for the kinds that name them; the Event is about it, in
+ * namespace shared). tests/e2e/admission-default
  * reads the roles on the test bed and fails for a kind they grant that has no row here.
  */
 const PIN = "svc.io/compartment";
@@ -55,12 +56,6 @@ export const KINDS: Record<string, Manifest> = {
     metadata: meta(name, c),
     spec: { replicas: 0, selector: { app: name, [PIN]: c }, template: template(c, name) },
   }),
-  "/podtemplates": (c, name) => ({
-    apiVersion: "v1",
-    kind: "PodTemplate",
-    metadata: meta(name, c),
-    template: template(c, name),
-  }),
   "apps/deployments": (c, name) => ({
     apiVersion: "apps/v1",
     kind: "Deployment",
@@ -103,6 +98,21 @@ export const KINDS: Record<string, Manifest> = {
         spec: { template: { ...template(c, name), spec: { ...podSpec, restartPolicy: "Never" } } },
       },
     },
+  }),
+  "/events": (c, name, ref) => ({
+    apiVersion: "v1",
+    kind: "Event",
+    metadata: meta(name, c),
+    involvedObject: { apiVersion: "v1", kind: "Service", name: ref, namespace: "shared" },
+    reason: "Test",
+    message: "about the compartment's own Service",
+    type: "Normal",
+  }),
+  "coordination.k8s.io/leases": (c, name) => ({
+    apiVersion: "coordination.k8s.io/v1",
+    kind: "Lease",
+    metadata: meta(name, c),
+    spec: { holderIdentity: name },
   }),
   "autoscaling/horizontalpodautoscalers": (c, name, ref) => ({
     apiVersion: "autoscaling/v2",

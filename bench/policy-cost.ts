@@ -1,0 +1,201 @@
+#!/usr/bin/env bun
+/**
+ * What the compartment policy (deploy/admission/base/policy.yaml) adds to each write the API server takes
+ * (make testbed-up): alice, cleared for US-TS-ALPHA, sends --requests writes a round over one keep-alive
+ * HTTPS connection pool, --concurrency at a time, straight to the test bed's kube-apiserver: a mix of
+ * creates (a marked ConfigMap and a marked, pinned Deployment), updates (a label patch of each), dry-run
+ * deletes and one delete refused across compartments in ten. All are dry runs (the policy runs on dry
+ * runs; nothing is stored), so a round leaves nothing behind. The Deployment creates are also sent to the
+ * webhook (its references entry), in both setups alike: what differs is the policy alone.
+ * Setups alternate round by round: the policy bound (as shipped) and unbound (its binding deleted, the
+ * policy kept). Reported: median and p99 latency per setup (the spread over rounds), and the API
+ * server's CPU time per request (from /proc, user + system), the figure that holds on a busy machine.
+ *   bun bench/policy-cost.ts [--requests 2000] [--concurrency 8] [--rounds 4] [--out bench/results/policy-cost.md]
+ */
+import { readFileSync, writeFileSync } from "node:fs";
+import { parseArgs } from "node:util";
+import { parse, stringify } from "yaml";
+import { readTestbed } from "../tests/e2e/testbed/index.ts";
+import { cpuUs, median, quantile, range } from "./stats.ts";
+
+const { values } = parseArgs({
+  options: {
+    requests: { type: "string", default: "2000" },
+    concurrency: { type: "string", default: "8" },
+    rounds: { type: "string", default: "4" },
+    out: { type: "string" },
+  },
+});
+const requests = Number(values.requests);
+const concurrency = Number(values.concurrency);
+const rounds = Number(values.rounds);
+const tb = readTestbed();
+if (!tb) throw new Error("no test bed: run make testbed-up first");
+const apiserverPid = tb.kube.pids.apiserver as number;
+
+const kubectl = (args: string[], input?: string) => {
+  const r = Bun.spawnSync(
+    ["kubectl", `--kubeconfig=${tb.kube.kubeconfig}`, "--context=testbed-admin", ...args],
+    {
+      stdin: input ? Buffer.from(input) : "ignore",
+      stdout: "pipe",
+      stderr: "pipe",
+    },
+  );
+  if (r.exitCode !== 0) throw new Error(`kubectl ${args.join(" ")}: ${r.stderr}`);
+  return r.stdout.toString();
+};
+
+/** alice's client certificate, from the test bed's kubeconfig. */
+const kubeconfig = parse(readFileSync(tb.kube.kubeconfig, "utf8")) as {
+  clusters: { cluster: { server: string; "certificate-authority-data": string } }[];
+  users: { name: string; user: { "client-certificate-data": string; "client-key-data": string } }[];
+};
+const alice = kubeconfig.users.find((u) => u.name === "alice")?.user;
+if (!alice) throw new Error("the test bed's kubeconfig has no user alice");
+const b64 = (s: string) => Buffer.from(s, "base64").toString();
+const tls = {
+  ca: b64(kubeconfig.clusters[0]?.cluster["certificate-authority-data"] ?? ""),
+  cert: b64(alice["client-certificate-data"]),
+  key: b64(alice["client-key-data"]),
+};
+const server = kubeconfig.clusters[0]?.cluster.server as string;
+
+const NS = "alpha";
+const ALPHA = "US-TS-ALPHA";
+const PIN = "svc.io/compartment";
+const configMap = (name: string) => ({
+  apiVersion: "v1",
+  kind: "ConfigMap",
+  metadata: { name, namespace: NS, labels: { [PIN]: ALPHA } },
+  data: { k: "v" },
+});
+const deployment = (name: string) => ({
+  apiVersion: "apps/v1",
+  kind: "Deployment",
+  metadata: { name, namespace: NS, labels: { [PIN]: ALPHA } },
+  spec: {
+    replicas: 0,
+    selector: { matchLabels: { app: name, [PIN]: ALPHA } },
+    template: {
+      metadata: { labels: { app: name, [PIN]: ALPHA } },
+      spec: { containers: [{ name: "main", image: "busybox" }] },
+    },
+  },
+});
+
+const cm = `/api/v1/namespaces/${NS}/configmaps`;
+const deploy = `/apis/apps/v1/namespaces/${NS}/deployments`;
+const patch = JSON.stringify({ metadata: { labels: { tier: "bench" } } });
+/** The ten requests of the mix; the last is refused (a BRAVO object) with the policy bound. */
+const MIX: { method: string; path: string; body?: string; type?: string }[] = [
+  { method: "POST", path: cm, body: JSON.stringify(configMap("bench-new")) },
+  { method: "POST", path: deploy, body: JSON.stringify(deployment("bench-new")) },
+  { method: "PATCH", path: `${cm}/bench-alpha`, body: patch, type: "application/merge-patch+json" },
+  { method: "PATCH", path: `${deploy}/bench-alpha`, body: patch, type: "application/merge-patch+json" },
+  { method: "DELETE", path: `${cm}/bench-alpha` },
+  { method: "DELETE", path: `${deploy}/bench-alpha` },
+  { method: "POST", path: cm, body: JSON.stringify(configMap("bench-new-2")) },
+  { method: "PATCH", path: `${cm}/bench-alpha`, body: patch, type: "application/merge-patch+json" },
+  { method: "DELETE", path: `${cm}/bench-alpha` },
+  { method: "DELETE", path: `${cm}/bench-bravo` },
+];
+
+async function send(i: number): Promise<{ ms: number; status: number }> {
+  const m = MIX[i % MIX.length] as (typeof MIX)[number];
+  const started = performance.now();
+  const r = await fetch(`${server}${m.path}?dryRun=All`, {
+    method: m.method,
+    ...(m.body ? { body: m.body } : {}),
+    headers: { "content-type": m.type ?? "application/json", accept: "application/json" },
+    tls,
+  });
+  await r.arrayBuffer();
+  return { ms: performance.now() - started, status: r.status };
+}
+
+async function round() {
+  const cpu0 = cpuUs(apiserverPid);
+  const times: number[] = [];
+  const statuses: Record<number, number> = {};
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (next < requests) {
+        const x = await send(next++);
+        times.push(x.ms);
+        statuses[x.status] = (statuses[x.status] ?? 0) + 1;
+      }
+    }),
+  );
+  return {
+    p50: median(times),
+    p99: quantile(times, 0.99),
+    cpuUsPerRequest: (cpuUs(apiserverPid) - cpu0) / requests,
+    statuses,
+  };
+}
+
+const binding = readFileSync(new URL("../deploy/admission/base/policy.yaml", import.meta.url), "utf8")
+  .split("\n---\n")
+  .find((d) => d.includes("kind: ValidatingAdmissionPolicyBinding")) as string;
+const bind = () => kubectl(["apply", "-f", "-"], binding);
+const unbind = () =>
+  kubectl(["delete", "validatingadmissionpolicybinding", "svc-compartments", "--ignore-not-found"]);
+
+try {
+  for (const [name, c] of [
+    ["bench-alpha", ALPHA],
+    ["bench-bravo", "UK-S-BRAVO"],
+  ] as const)
+    kubectl(
+      ["apply", "-f", "-"],
+      stringify({ ...configMap(name), metadata: { name, namespace: NS, labels: { [PIN]: c } } }),
+    );
+  kubectl(["apply", "-f", "-"], stringify(deployment("bench-alpha")));
+  const setups: [string, () => void][] = [
+    ["policy bound", bind],
+    ["policy unbound", unbind],
+  ];
+  // The API server picks a binding up from its informer: a warm-up round after each change, discarded.
+  const results: Record<string, Awaited<ReturnType<typeof round>>[]> = {
+    "policy bound": [],
+    "policy unbound": [],
+  };
+  for (let r = 0; r < rounds; r++)
+    for (const [name, set] of setups) {
+      set();
+      await round();
+      const x = await round();
+      results[name]?.push(x);
+      process.stderr.write(
+        `round ${r + 1} ${name}: p50 ${x.p50.toFixed(2)} ms, p99 ${x.p99.toFixed(2)} ms, apiserver CPU ${x.cpuUsPerRequest.toFixed(0)} µs/request, statuses ${JSON.stringify(x.statuses)}\n`,
+      );
+    }
+  const cpu = (name: string) => median((results[name] ?? []).map((x) => x.cpuUsPerRequest));
+  const lines = [
+    "| setup | p50 ms | p99 ms (range over rounds) | apiserver CPU µs / request (range) |",
+    "|---|---:|---:|---:|",
+    ...Object.entries(results).map(
+      ([name, xs]) =>
+        `| ${name} | ${median(xs.map((x) => x.p50)).toFixed(2)} | ${median(xs.map((x) => x.p99)).toFixed(2)} (${range(
+          xs.map((x) => x.p99),
+          2,
+        )}) | ${cpu(name).toFixed(0)} (${range(
+          xs.map((x) => x.cpuUsPerRequest),
+          0,
+        )}) |`,
+    ),
+  ];
+  const table = `${lines.join("\n")}\n\nThe policy's cost: ${(cpu("policy bound") - cpu("policy unbound")).toFixed(0)} µs of API server CPU per write (medians).\n`;
+  process.stdout.write(table);
+  if (values.out)
+    writeFileSync(
+      values.out,
+      `# What the compartment policy costs the API server (bun bench/policy-cost.ts --requests ${requests} --concurrency ${concurrency} --rounds ${rounds})\n\nalice's dry-run writes straight to the test bed's kube-apiserver, ${concurrency} at a time, ${requests} a round: creates, label patches and deletes of a marked ConfigMap and Deployment, and one delete in ten of another compartment's ConfigMap (refused with the policy bound). ${rounds} rounds alternating the policy bound and unbound, each after a discarded warm-up round; medians over rounds.\n\n${table}`,
+    );
+} finally {
+  bind();
+  kubectl(["delete", "configmap", "bench-alpha", "bench-bravo", "-n", NS, "--ignore-not-found"]);
+  kubectl(["delete", "deployment", "bench-alpha", "-n", NS, "--ignore-not-found"]);
+}
