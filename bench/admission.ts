@@ -11,9 +11,18 @@
  * With --review access, the authorization webhook instead (POST /authorize): SubjectAccessReviews of
  * `get` on --pods labelled Secrets, as the API server sends them, the same mix (9 in 10 get no opinion,
  * 1 in 10 is denied).
+ * With --review mix, the reviews the webhook decides by default, in one cycle of ten: exec into a pod
+ * (two), the service proxy, and dry-run creates of what names another object or gains an owner: an
+ * autoscaler (its Deployment read from the API server), an Ingress (its Service from the cache), a claim
+ * bound by name (its PersistentVolume read), a ConfigMap owned by a Deployment (read), a pod asking for a
+ * priority class (read), an Event about a pod (cache); the tenth, exec into another compartment's pod, is
+ * refused. (Deletes and other writes of objects are the policy's, inside the API server:
+ * bench/policy-cost.ts.)
  * Reported per setup: reviews sent and answered, median and p99 latency (with the spread over rounds),
  * and the server's CPU time per review (from /proc, user + system).
- *   bun bench/admission.ts [--review exec|access] [--rate 1000] [--seconds 10] [--rounds 4] [--pods 300] [--out bench/results/admission.md]
+ * With --baseline PATH, a third setup: another svc-proxy build (the build before a change) serving the
+ * same webhook, alternated with the others.
+ *   bun bench/admission.ts [--review exec|access|mix] [--rate 1000] [--seconds 10] [--rounds 4] [--pods 300] [--baseline PATH] [--out bench/results/admission.md]
  */
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { homedir } from "node:os";
@@ -24,7 +33,7 @@ import { readTestbed } from "../tests/e2e/testbed/index.ts";
 import { waitUntil } from "../tests/e2e/testbed/process.ts";
 import { freePort } from "../tests/support/net.ts";
 import { cpuUs, median, range } from "./stats.ts";
-import { BenchRun, ROOT } from "./support.ts";
+import { BenchRun, ROOT, testbedAdmin } from "./support.ts";
 
 const { values } = parseArgs({
   options: {
@@ -34,6 +43,7 @@ const { values } = parseArgs({
     rounds: { type: "string", default: "4" },
     pods: { type: "string", default: "300" },
     out: { type: "string" },
+    baseline: { type: "string" },
   },
 });
 const rate = Number(values.rate);
@@ -41,24 +51,14 @@ const seconds = Number(values.seconds);
 const rounds = Number(values.rounds);
 const podCount = Number(values.pods);
 const access = values.review === "access";
-if (!access && values.review !== "exec")
-  throw new Error(`--review ${values.review}: expected exec or access`);
+const mix = values.review === "mix";
+if (!access && !mix && values.review !== "exec")
+  throw new Error(`--review ${values.review}: expected exec, access or mix`);
 const tb = readTestbed();
 if (!tb) throw new Error("no test bed: run make testbed-up first");
 
 const bench = new BenchRun();
-const admin = (args: string[], input?: string) => {
-  const r = Bun.spawnSync(
-    ["kubectl", `--kubeconfig=${tb.kube.kubeconfig}`, "--context=testbed-admin", ...args],
-    {
-      stdin: input ? Buffer.from(input) : "ignore",
-      stdout: "pipe",
-      stderr: "pipe",
-    },
-  );
-  if (r.exitCode !== 0) throw new Error(`kubectl ${args.join(" ")}: ${r.stderr}`);
-  return r.stdout.toString();
-};
+const admin = testbedAdmin(tb);
 
 const NS = "bench-admission";
 const caFile = join(tb.dir, "ca.pem");
@@ -88,23 +88,156 @@ const accessReview = (i: number) =>
       groups: ALPHA,
     },
   });
+const alice = { username: "alice", groups: ALPHA };
+const ALPHA_LABEL = { "svc.io/compartment": "US-TS-ALPHA" };
+/** An AdmissionReview of a dry-run create of `object` (resource group/version/resource). */
+const createReview = (
+  i: number,
+  group: string,
+  version: string,
+  resource: string,
+  kind: string,
+  object: object,
+) =>
+  JSON.stringify({
+    apiVersion: "admission.k8s.io/v1",
+    kind: "AdmissionReview",
+    request: {
+      uid: `bench-${i}`,
+      kind: { group, version, kind },
+      resource: { group, version, resource },
+      namespace: NS,
+      name: `bench-${i}`,
+      operation: "CREATE",
+      dryRun: true,
+      userInfo: alice,
+      object: { apiVersion: group ? `${group}/${version}` : version, kind, ...object },
+    },
+  });
+const meta = (i: number, extra: object = {}) => ({
+  metadata: { name: `bench-${i}`, namespace: NS, labels: ALPHA_LABEL, ...extra },
+});
+const connect = (i: number, resource: string, subResource: string, name: string) =>
+  JSON.stringify({
+    apiVersion: "admission.k8s.io/v1",
+    kind: "AdmissionReview",
+    request: {
+      uid: `bench-${i}`,
+      kind: { group: "", version: "v1", kind: "PodExecOptions" },
+      resource: { group: "", version: "v1", resource },
+      subResource,
+      namespace: NS,
+      name,
+      operation: "CONNECT",
+      userInfo: alice,
+    },
+  });
+/** The ten reviews of --review mix (see the top of this file); MIX_OBJECTS are what they name. */
+const mixReview = (i: number) => {
+  switch (i % 10) {
+    case 1:
+      return createReview(i, "autoscaling", "v2", "horizontalpodautoscalers", "HorizontalPodAutoscaler", {
+        ...meta(i),
+        spec: {
+          scaleTargetRef: { apiVersion: "apps/v1", kind: "Deployment", name: "bench-web" },
+          maxReplicas: 2,
+        },
+      });
+    case 2:
+      return createReview(i, "networking.k8s.io", "v1", "ingresses", "Ingress", {
+        ...meta(i),
+        spec: { defaultBackend: { service: { name: "bench-web", port: { number: 80 } } } },
+      });
+    case 3:
+      return createReview(i, "", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", {
+        ...meta(i),
+        spec: {
+          volumeName: "bench-pv-alpha",
+          accessModes: ["ReadWriteOnce"],
+          resources: { requests: { storage: "1Mi" } },
+        },
+      });
+    case 4:
+      return createReview(i, "", "v1", "configmaps", "ConfigMap", {
+        ...meta(i, {
+          ownerReferences: [{ apiVersion: "apps/v1", kind: "Deployment", name: "bench-web", uid: webUid }],
+        }),
+      });
+    case 5:
+      return createReview(i, "", "v1", "pods", "Pod", {
+        ...meta(i),
+        spec: { priorityClassName: "bench-high-alpha", containers: [{ name: "main", image: "busybox" }] },
+      });
+    case 7:
+      return connect(i, "services", "proxy", "bench-web:80");
+    case 8:
+      return createReview(i, "", "v1", "events", "Event", {
+        ...meta(i),
+        involvedObject: { apiVersion: "v1", kind: "Pod", name: "pod-0", namespace: NS },
+        reason: "Bench",
+      });
+    default:
+      return connect(i, "pods", "exec", `pod-${target(i)}`);
+  }
+};
+let webUid = "";
+/** What the mix names, made before the load (ALPHA's). */
+const MIX_OBJECTS = [
+  {
+    apiVersion: "apps/v1",
+    kind: "Deployment",
+    metadata: { name: "bench-web", namespace: NS, labels: ALPHA_LABEL },
+    spec: {
+      replicas: 0,
+      selector: { matchLabels: ALPHA_LABEL },
+      template: {
+        metadata: { labels: ALPHA_LABEL },
+        spec: { containers: [{ name: "main", image: "busybox" }] },
+      },
+    },
+  },
+  {
+    apiVersion: "v1",
+    kind: "Service",
+    metadata: { name: "bench-web", namespace: NS, labels: ALPHA_LABEL },
+    spec: { selector: ALPHA_LABEL, ports: [{ port: 80 }] },
+  },
+  {
+    apiVersion: "v1",
+    kind: "PersistentVolume",
+    metadata: { name: "bench-pv-alpha", labels: ALPHA_LABEL },
+    spec: {
+      capacity: { storage: "1Mi" },
+      accessModes: ["ReadWriteOnce"],
+      hostPath: { path: "/tmp/bench-pv" },
+    },
+  },
+  {
+    apiVersion: "scheduling.k8s.io/v1",
+    kind: "PriorityClass",
+    metadata: { name: "bench-high-alpha", labels: ALPHA_LABEL },
+    value: 1000,
+  },
+];
 const review = (i: number) =>
   access
     ? accessReview(i)
-    : JSON.stringify({
-        apiVersion: "admission.k8s.io/v1",
-        kind: "AdmissionReview",
-        request: {
-          uid: `bench-${i}`,
-          kind: { group: "", version: "v1", kind: "PodExecOptions" },
-          resource: { group: "", version: "v1", resource: "pods" },
-          subResource: "exec",
-          namespace: NS,
-          name: `pod-${target(i)}`,
-          operation: "CONNECT",
-          userInfo: { username: "alice", groups: ALPHA },
-        },
-      });
+    : mix
+      ? mixReview(i)
+      : JSON.stringify({
+          apiVersion: "admission.k8s.io/v1",
+          kind: "AdmissionReview",
+          request: {
+            uid: `bench-${i}`,
+            kind: { group: "", version: "v1", kind: "PodExecOptions" },
+            resource: { group: "", version: "v1", resource: "pods" },
+            subResource: "exec",
+            namespace: NS,
+            name: `pod-${target(i)}`,
+            operation: "CONNECT",
+            userInfo: { username: "alice", groups: ALPHA },
+          },
+        });
 
 const VEGETA = join(process.env.XDG_CACHE_HOME || join(homedir(), ".cache"), "svc-tools", "bin", "vegeta");
 if (!existsSync(VEGETA))
@@ -193,23 +326,36 @@ try {
     }),
   );
   admin(["apply", "-f", "-"], objects.join("---\n"));
+  if (mix) {
+    admin(["apply", "-f", "-"], MIX_OBJECTS.map((o) => stringify(o)).join("---\n"));
+    webUid = admin(["get", "deployment", "bench-web", "-n", NS, "-o", "jsonpath={.metadata.uid}"]);
+  }
 
   const [webhookPort, floorPort] = [await freePort(), await freePort()];
   const config = join(bench.dir, "admission.yaml");
-  writeFileSync(
-    config,
+  const admissionConfig = (port: number) =>
     stringify({
       metricsAddr: "0",
       admission: {
-        address: `127.0.0.1:${webhookPort}`,
+        address: `127.0.0.1:${port}`,
         cert_file: join(home, "tls.crt"),
         key_file: join(home, "tls.key"),
         kubeconfig: join(home, "kubeconfig"),
       },
-    }),
-  );
+    });
+  writeFileSync(config, admissionConfig(webhookPort));
   const log = join(bench.dir, "webhook.log");
   const webhook = bench.start([join(ROOT, "dist/svc-proxy"), "-config", config], {}, log);
+  const baselinePort = await freePort();
+  if (values.baseline)
+    writeFileSync(config.replace(/\.yaml$/, "-baseline.yaml"), admissionConfig(baselinePort));
+  const baseline = values.baseline
+    ? bench.start(
+        [values.baseline, "-config", config.replace(/\.yaml$/, "-baseline.yaml")],
+        {},
+        join(bench.dir, "baseline.log"),
+      )
+    : undefined;
   const floor = bench.start([
     process.execPath,
     "-e",
@@ -226,11 +372,21 @@ try {
       30_000,
     );
   await ready(`https://127.0.0.1:${webhookPort}/readyz`);
+  if (baseline) await ready(`https://127.0.0.1:${baselinePort}/readyz`);
   await ready(`https://127.0.0.1:${floorPort}/`);
   const path = access ? "/authorize" : "/validate";
   const setups: [string, string, number][] = [
     ["svc-proxy webhook", `https://127.0.0.1:${webhookPort}${path}`, webhook.pid],
     ["floor (answers without deciding)", `https://127.0.0.1:${floorPort}${path}`, floor.pid],
+    ...(baseline
+      ? [
+          ["baseline build", `https://127.0.0.1:${baselinePort}${path}`, baseline.pid] as [
+            string,
+            string,
+            number,
+          ],
+        ]
+      : []),
   ];
   await checkAnswers(setups[0]?.[1] as string);
   for (const [, url, pid] of setups) load(url, pid); // warm-up round, discarded
@@ -261,9 +417,13 @@ try {
   if (values.out)
     writeFileSync(
       values.out,
-      `# ${access ? "Authorization" : "Admission"} webhook under load (bun bench/admission.ts --review ${values.review} --rate ${rate} --seconds ${seconds} --rounds ${rounds} --pods ${podCount})\n\n${access ? "SubjectAccessReviews of get on Secrets" : "CONNECT pods/exec reviews"} from vegeta at ${rate}/s for ${seconds} s per round, ${rounds} rounds alternating with the floor after a warm-up round; medians over rounds. 9 in 10 reviews are ${access ? "given no opinion" : "allowed"}, 1 in 10 ${access ? "denied" : "refused"}.\n\n${table}`,
+      `# ${access ? "Authorization" : "Admission"} webhook under load (bun bench/admission.ts --review ${values.review} --rate ${rate} --seconds ${seconds} --rounds ${rounds} --pods ${podCount})\n\n${access ? "SubjectAccessReviews of get on Secrets" : mix ? "The reviews the webhook decides by default (exec twice and the service proxy; dry-run creates of an autoscaler, an Ingress, a claim bound by name, a ConfigMap owned by a Deployment, a pod asking for a priority class, an Event; exec into another compartment's pod)" : "CONNECT pods/exec reviews"} from vegeta at ${rate}/s for ${seconds} s per round, ${rounds} rounds alternating with the floor after a warm-up round; medians over rounds. 9 in 10 reviews are ${access ? "given no opinion" : "allowed"}, 1 in 10 ${access ? "denied" : "refused"}.\n\n${table}`,
     );
 } finally {
   await bench.stop();
   admin(["delete", access ? "secrets" : "pods", "--all", "-n", NS, "--wait=false"]);
+  if (mix) {
+    admin(["delete", "deployment,service", "bench-web", "-n", NS, "--ignore-not-found"]);
+    admin(["delete", "pv/bench-pv-alpha", "priorityclass/bench-high-alpha", "--ignore-not-found"]);
+  }
 }

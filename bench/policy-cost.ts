@@ -17,6 +17,7 @@ import { parseArgs } from "node:util";
 import { parse, stringify } from "yaml";
 import { readTestbed } from "../tests/e2e/testbed/index.ts";
 import { cpuUs, median, quantile, range } from "./stats.ts";
+import { testbedAdmin } from "./support.ts";
 
 const { values } = parseArgs({
   options: {
@@ -33,18 +34,7 @@ const tb = readTestbed();
 if (!tb) throw new Error("no test bed: run make testbed-up first");
 const apiserverPid = tb.kube.pids.apiserver as number;
 
-const kubectl = (args: string[], input?: string) => {
-  const r = Bun.spawnSync(
-    ["kubectl", `--kubeconfig=${tb.kube.kubeconfig}`, "--context=testbed-admin", ...args],
-    {
-      stdin: input ? Buffer.from(input) : "ignore",
-      stdout: "pipe",
-      stderr: "pipe",
-    },
-  );
-  if (r.exitCode !== 0) throw new Error(`kubectl ${args.join(" ")}: ${r.stderr}`);
-  return r.stdout.toString();
-};
+const kubectl = testbedAdmin(tb);
 
 /** alice's client certificate, from the test bed's kubeconfig. */
 const kubeconfig = parse(readFileSync(tb.kube.kubeconfig, "utf8")) as {

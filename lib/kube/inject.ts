@@ -1,4 +1,5 @@
 import { SvcError } from "../errors.ts";
+import { isObj, type Obj } from "./fields.ts";
 
 /**
  * The MLS labels and annotations (docs/svc-config.md, "svc apply"), injected by `svc apply` into an object
@@ -34,9 +35,6 @@ export function mlsMarks(c: Compartment): MlsMarks {
     },
   };
 }
-
-type Obj = Record<string, unknown>;
-const isObj = (v: unknown): v is Obj => v !== null && typeof v === "object" && !Array.isArray(v);
 
 /** Where the pod templates of a kind live. */
 const TEMPLATE_PATHS: Record<string, string[][]> = {

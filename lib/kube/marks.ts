@@ -1,5 +1,6 @@
 import { parse } from "yaml";
 import { SvcError } from "../errors.ts";
+import { isObj } from "./fields.ts";
 import { COMPARTMENT_LABEL } from "./inject.ts";
 import { KUBECTL_YAML, refuseMergeKeys } from "./manifests.ts";
 
@@ -9,9 +10,6 @@ import { KUBECTL_YAML, refuseMergeKeys } from "./manifests.ts";
  * Writes that would change them are what svc's write guards look for.
  */
 export const MLS_ANNOTATION_PREFIX = "mls.svc.dev/";
-
-type Obj = Record<string, unknown>;
-const isObj = (v: unknown): v is Obj => v !== null && typeof v === "object" && !Array.isArray(v);
 
 /**
  * Where templates of other objects live, for every kind that has one (svc looks in all places, whatever

@@ -6,6 +6,7 @@
  * admission webhook compares each one's compartment with the naming object's (docs/admission.md). Pure:
  * no lookups here. Every field comes from the request and is checked for its type where it is read.
  */
+import { get, isObj, list, str } from "./fields.ts";
 export interface NamedRef {
   /** The API group ("" for the core group). */
   group: string;
@@ -16,16 +17,6 @@ export interface NamedRef {
   /** Set when the reference names another namespace (an Event's involved object, a cross-namespace source). */
   namespace?: string;
 }
-
-type Obj = Record<string, unknown>;
-const isObj = (v: unknown): v is Obj => v !== null && typeof v === "object" && !Array.isArray(v);
-const get = (o: unknown, ...path: string[]): unknown => {
-  let node = o;
-  for (const key of path) node = isObj(node) && Object.hasOwn(node, key) ? node[key] : undefined;
-  return node;
-};
-const list = (v: unknown): unknown[] => (Array.isArray(v) ? v : []);
-const str = (v: unknown) => (typeof v === "string" && v !== "" ? v : undefined);
 
 /** "apps/v1" → "apps"; "v1" → "". */
 export const groupOf = (apiVersion: string): string =>

@@ -1,3 +1,4 @@
+import { get, isObj, list, str } from "./fields.ts";
 import type { CachedKind } from "./marks-cache.ts";
 
 /**
@@ -20,16 +21,6 @@ export interface PodSpecAt {
   meta: unknown;
   spec: unknown;
 }
-
-type Obj = Record<string, unknown>;
-const isObj = (v: unknown): v is Obj => v !== null && typeof v === "object" && !Array.isArray(v);
-const get = (o: unknown, ...path: string[]): unknown => {
-  let node = o;
-  for (const key of path) node = isObj(node) && Object.hasOwn(node, key) ? node[key] : undefined;
-  return node;
-};
-const list = (v: unknown): unknown[] => (Array.isArray(v) ? v : []);
-const str = (v: unknown) => (typeof v === "string" && v !== "" ? v : undefined);
 
 /** Where each kind the webhook is sent keeps its pod spec (the path to the template holding it). */
 const TEMPLATE_AT: Record<string, string[]> = {

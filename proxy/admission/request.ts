@@ -28,7 +28,7 @@ export type Decision = "allowed" | "refused" | "override" | "unlabeled";
 export interface Verdict {
   allowed: boolean;
   decision: Decision;
-  /** The refusal's text (docs/admission.md, "Into pods: the webhook"), or why the request passed. */
+  /** The refusal's text (docs/admission.md, "Into pods and onto objects: the webhook"), or why the request passed. */
   message: string;
   compartment?: string;
 }

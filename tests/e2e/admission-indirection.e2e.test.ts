@@ -7,7 +7,7 @@ import { NODE } from "./testbed/kube.ts";
 import { waitUntil } from "./testbed/process.ts";
 
 /**
- * Compartments hold against indirection (docs/admission.md, "References and owners"), with plain kubectl, the policy and the webhook from
+ * Compartments hold against indirection (docs/admission.md, "References, names and owners"), with plain kubectl, the policy and the webhook from
  * deploy/admission: controllers adopting across compartments, references from pods and templates,
  * bindings, evictions, scale, tokens and pod addresses. Namespace `shared` is shared by ALPHA and BRAVO,
  * whose developers (alice, bob) hold the standard `edit` ClusterRole there; bindings and pod status are

@@ -124,7 +124,7 @@ describe("the same reads through svc", () => {
       // The type as kubectl also reads it: kind, TYPE.VERSION.GROUP with the core group left empty.
       [["get", "Secret.v1.", "secret-bravo", "-o", "yaml"], "secret", "secret-bravo"],
       [["get", "secrets..", "secret-bravo", "-o", "json"], "secret", "secret-bravo"],
-      [["get", "CM.", "config-bravo", "-o", "yaml"], "config map", "config-bravo"],
+      [["get", "cm.", "config-bravo", "-o", "yaml"], "config map", "config-bravo"],
       [
         ["apply", "view-last-applied", "secret", "secret-bravo"],
         "the last applied configuration of Secret secret-bravo",

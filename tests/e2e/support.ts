@@ -118,6 +118,7 @@ export interface AuditEvent {
   requestURI: string;
   user: { username: string };
   objectRef?: { resource?: string; subresource?: string; name?: string; namespace?: string };
+  responseStatus?: { code?: number };
 }
 
 /** The audit log's size now: pass it to auditSince for the events a step causes. */

@@ -3,7 +3,7 @@ import { join } from "node:path";
 import { type KubeState, startKube } from "./kube.ts";
 import { type MosquittoState, startMosquitto } from "./mosquitto.ts";
 import { peers } from "./peers.ts";
-import { alive, run, stopPid } from "./process.ts";
+import { alive, run, startedDaemons, stopPid } from "./process.ts";
 import { type SpireState, startSpire } from "./spire.ts";
 
 /**
@@ -51,20 +51,18 @@ export async function up(dir = TESTBED_DIR, log: (m: string) => void = () => {})
   const logs = join(dir, "logs");
   mkdirSync(logs, { recursive: true });
   chmodSync(dir, 0o755);
-  const partial: { pids: number[] } = { pids: [] };
+  // What a failed start leaves running is stopped: every daemon started from here on, finished or not.
+  const before = startedDaemons.length;
   try {
     log("starting etcd, kube-apiserver and kwok");
     const kube = await startKube(p, dir, logs);
-    partial.pids.push(...Object.values(kube.pids));
     log(`kube-apiserver ready at ${kube.apiserver} (${Date.now() - t0} ms)`);
     const admin = (args: string[], input?: string) =>
       run(["kubectl", `--kubeconfig=${kube.kubeconfig}`, "--context=testbed-admin", ...args], {}, input);
     log("starting SPIRE server and agent");
     const spire = await startSpire(p, dir, logs, admin);
-    partial.pids.push(...Object.values(spire.pids));
     log(`SPIRE agent ready at unix://${spire.agentSocket} (${Date.now() - t0} ms)`);
     const mosquitto = await startMosquitto(dir, logs);
-    partial.pids.push(mosquitto.pid);
     const tb: Testbed = {
       dir,
       logs,
@@ -78,7 +76,7 @@ export async function up(dir = TESTBED_DIR, log: (m: string) => void = () => {})
     log(`test bed up in ${tb.startedInMs} ms; state in ${stateFile(dir)}`);
     return tb;
   } catch (e) {
-    for (const pid of partial.pids.reverse()) await stopPid(pid);
+    for (const pid of startedDaemons.slice(before).reverse()) await stopPid(pid);
     throw new Error(`${(e as Error).message}\nlogs kept in ${logs}`);
   }
 }

@@ -7,6 +7,9 @@ export { freePort } from "../../support/net.ts";
  * Starts a test bed daemon detached from this process (it outlives `make testbed-up`), with standard output
  * and error appended to `log`. Returns its PID; stop it with stopPid.
  */
+/** Every daemon this process started, in order: a failed `up` stops those it started (index.ts). */
+export const startedDaemons: number[] = [];
+
 export function startDaemon(
   cmd: string,
   args: string[],
@@ -24,6 +27,7 @@ export function startDaemon(
   closeSync(fd);
   child.unref();
   if (!child.pid) throw new Error(`could not start ${cmd}`);
+  startedDaemons.push(child.pid);
   return child.pid;
 }
 
