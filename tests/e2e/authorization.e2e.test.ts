@@ -148,8 +148,8 @@ describe("the same reads through svc", () => {
       // kubectl never ran: the webhook saw no read of the object by alice.
       expect(webhookLines("alice", object).length).toBe(before);
     }
-    // A delete answers with the object: a dry run with -o prints it whole.
-    const deleted = svc("alice", ["delete", "secret", "secret-bravo", "--dry-run=server", "-o", "yaml"]);
+    // A delete answers with the object (kubectl prints only its name; a raw DELETE prints it whole).
+    const deleted = svc("alice", ["delete", "secret", "secret-bravo", "--dry-run=server", "-o", "name"]);
     expect({ code: deleted.code, out: deleted.out }).toEqual({ code: 1, out: "" });
     expect(deleted.err).toContain("Cannot delete Secret secret-bravo in another compartment (UK-S-BRAVO)");
     // edit reads the object whole itself first: the cluster refuses svc that read, and svc says so.

@@ -1,45 +1,37 @@
-import { flagValue, restWords } from "../../../lib/kube/grammar.ts";
+import { isSvcError } from "../../../lib/errors.ts";
+import { flagValue } from "../../../lib/kube/grammar.ts";
 import { describeObject } from "../../../lib/kube/inject.ts";
 import type { KubeObject } from "../../../lib/kube/lookup.ts";
 import { marksOfMeta } from "../../../lib/kube/marks-cache.ts";
 import { refuseRawIntoPods } from "../../../lib/kube/raw-path.ts";
 import { say } from "../../say.ts";
-import { type Guarded, type GuardInput, notCleared, refuseUnlessOverridden } from "./guard.ts";
+import {
+  type Guarded,
+  type GuardInput,
+  notCleared,
+  refuseUnlessOverridden,
+  selectedObjects,
+} from "./guard.ts";
 
 /**
  * `svc delete` (docs/svc-config.md, "svc delete"): before kubectl deletes, svc looks the same objects up
  * (`kubectl get` with the same selection) and refuses, as the cluster does, when one is of a compartment
- * the current context is not cleared for: a delete answers with the object (`-o yaml`, a dry run), and a
- * deleted object can be recreated under its name by someone else. `--force` asks the cluster for the
+ * the current context is not cleared for: the API server answers a delete with the object (a raw DELETE
+ * prints it), and a deleted object can be recreated under its name by someone else. `--force` asks the cluster for the
  * override (and keeps kubectl's meaning: bypass graceful deletion). Unmarked objects are deleted with a
  * warning. `--raw` sends a DELETE to a path of the user's choice: one into a pod, a service or a node
  * (through its proxy) is refused, --force or not.
  */
-const DELETE_ONLY = new Set([
-  "force",
-  "now",
-  "grace-period",
-  "wait",
-  "cascade",
-  "timeout",
-  "ignore-not-found",
-  "raw",
-  "interactive",
-  "output",
-  "dry-run",
-]);
-
 export function guardDelete(g: GuardInput): Guarded {
   const raw = flagValue(g.line, "raw");
   if (raw) refuseRawIntoPods("delete", raw);
-  // The same selection, as a get: delete's own flags, the command word and the globals (the lookup adds
-  // those itself) taken out.
-  const drop = new Set([...DELETE_ONLY, ...g.line.flags.filter((f) => f.global).map((f) => f.name)]);
-  const words = restWords(g.line, drop);
+  // The same selection, as a get lists it (a named read of another compartment's Secret is the
+  // cluster's to refuse, and svc would see that refusal instead of the object).
   let found: KubeObject[];
   try {
-    found = g.lookup.objects(words);
-  } catch {
+    found = selectedObjects(g, "delete -f -", { accept: () => true });
+  } catch (e) {
+    if (isSvcError(e, "usage")) throw e;
     return {}; // kubectl's delete reports what is wrong with the selection
   }
   g.targets.push(...found.map((o) => describeObject(o as Record<string, unknown>)));

@@ -1,7 +1,7 @@
 import type { ActiveContext } from "../../../lib/config/resolve.ts";
 import { SvcError } from "../../../lib/errors.ts";
 import { contextClearances, judgeMarks } from "../../../lib/kube/clearance.ts";
-import { type CommandLine, flagSet, restWords } from "../../../lib/kube/grammar.ts";
+import { type CommandLine, filenames, flagSet, flagValues, restWords } from "../../../lib/kube/grammar.ts";
 import { COMPARTMENT_LABEL } from "../../../lib/kube/inject.ts";
 import type { KubeObject, Lookup } from "../../../lib/kube/lookup.ts";
 import { marksOfMeta } from "../../../lib/kube/marks-cache.ts";
@@ -108,4 +108,69 @@ export function refuseUnlessOverridden(g: GuardInput, refusal: string, warning: 
       `--force refused: you may not override compartments (the cluster must allow "force" on ${OVERRIDE_RESOURCE}; see docs/svc-guard.md)\ncurrent compartment: ${g.active.label}`,
     );
   say("svc", "warn", `--force: ${warning} from ${g.active.label}`);
+}
+
+/**
+ * The objects a command line selects as `get` would (`TYPE NAME…`, `TYPE/NAME…`, `-f`, `-k`, `-l`,
+ * `--field-selector`, `-A`), of the TYPE words `accept` takes; none when it names none. svc lists each
+ * type and matches the names itself rather than reading them by name (but for `-f` and `-k`, which
+ * kubectl reads by name): the cluster's authorization webhook answers named reads itself, and svc would
+ * see its refusal instead of the object. `describing` matches names as describe does (a prefix when no
+ * object has the name); `filter` is a further label selector (svc get's compartment filters).
+ */
+export function selectedObjects(
+  g: GuardInput,
+  command: string,
+  o: { accept: (type: string) => boolean; describing?: boolean; filter?: string },
+): KubeObject[] {
+  const [first] = g.line.positionals;
+  const fileArgs = filenames(g.line);
+  const files = [
+    ...fileArgs.flatMap((f) => ["--filename", f]),
+    ...flagValues(g.line, "kustomize").flatMap((k) => ["--kustomize", k]),
+  ];
+  if (files.length === 0 && first === undefined) return [];
+  if (fileArgs.includes("-"))
+    throw new SvcError(
+      "usage",
+      `${command}: svc cannot read the objects from standard input and still pass the input on; give a file`,
+    );
+  // The types the command names, and the names it gives for each (none: every object).
+  const named = new Map<string, string[]>();
+  if (files.length > 0) named.set("", []);
+  else if (first?.includes("/"))
+    for (const p of g.line.positionals) {
+      const [type = "", name = ""] = p.split("/");
+      if (o.accept(type)) named.set(type, [...(named.get(type) ?? []), name]);
+    }
+  else
+    for (const type of (first ?? "").split(","))
+      if (o.accept(type)) named.set(type, g.line.positionals.slice(1));
+  const selectors = [
+    ...[...flagValues(g.line, "selector"), ...(o.filter ? [o.filter] : [])].map((s) => `--selector=${s}`),
+    ...flagValues(g.line, "field-selector").map((s) => `--field-selector=${s}`),
+    ...(flagSet(g.line, "all-namespaces") ? ["--all-namespaces"] : []),
+    ...(flagSet(g.line, "recursive") ? ["--recursive"] : []),
+  ];
+  const live: KubeObject[] = [];
+  for (const [type, names] of named) {
+    const words = type === "" ? files : [type];
+    const objects = g.lookup.objects([...words, ...selectors, "--ignore-not-found"]);
+    live.push(
+      ...(names.length === 0
+        ? objects
+        : objects.filter((x) =>
+            o.describing ? shownByDescribe(x, names, objects) : names.includes(x.metadata?.name ?? ""),
+          )),
+    );
+  }
+  return live;
+}
+
+/** kubectl describe TYPE NAME: the object NAME when there is one, else every object whose name starts so. */
+function shownByDescribe(o: KubeObject, names: string[], all: KubeObject[]): boolean {
+  const name = o.metadata?.name ?? "";
+  return names.some((n) =>
+    all.some((x) => x.kind === o.kind && x.metadata?.name === n) ? name === n : name.startsWith(n),
+  );
 }
