@@ -1,8 +1,9 @@
 /**
  * What an object names by API group, kind and name, beyond what a pod names (pod-references.ts): the
  * workload a HorizontalPodAutoscaler scales, the Services, Secrets and other backends an Ingress routes to,
- * the volume a claim binds by name and the source it is cloned from, the object an Event is about, and the
- * priority class a pod or pod template asks for. A controller acts on each for the object's writer; the
+ * the volume a claim binds by name and the source it is cloned from, the object an Event is about, the
+ * service accounts a RoleBinding grants its role to, and the priority class a pod or pod template asks
+ * for. A controller acts on each for the object's writer; the
  * admission webhook compares each one's compartment with the naming object's (docs/admission.md). Pure:
  * no lookups here. Every field comes from the request and is checked for its type where it is read.
  */
@@ -29,7 +30,20 @@ export const NAMING_RESOURCES = new Set([
   "/persistentvolumeclaims",
   "/events",
   "events.k8s.io/events",
+  "rbac.authorization.k8s.io/rolebindings",
 ]);
+
+/**
+ * The service accounts a RoleBinding grants its role to (`subjects` of kind ServiceAccount): by name and
+ * namespace, as RBAC matches them; a subject without a namespace names none RBAC would match.
+ */
+export function boundAccounts(binding: unknown): { name: string; namespace: string }[] {
+  return list(get(binding, "subjects")).flatMap((s) => {
+    const name = str(get(s, "name"));
+    const namespace = str(get(s, "namespace"));
+    return get(s, "kind") === "ServiceAccount" && name && namespace ? [{ name, namespace }] : [];
+  });
+}
 
 export function namedBy(group: string, resource: string, object: unknown): NamedRef[] {
   const refs: NamedRef[] = [];
@@ -98,6 +112,10 @@ export function namedBy(group: string, resource: string, object: unknown): Named
     case "events.k8s.io/events":
       versioned(get(object, "regarding"), "regarding");
       versioned(get(object, "related"), "related");
+      break;
+    case "rbac.authorization.k8s.io/rolebindings":
+      for (const subject of boundAccounts(object))
+        add({ group: "", kind: "ServiceAccount", ...subject, via: "subjects" });
       break;
   }
   // The same source named twice (dataSource and dataSourceRef agree) is decided once.

@@ -31,7 +31,9 @@ import {
  *   an Ingress's backends, the volume a claim binds by name and its source, what an Event is about, the
  *   priority class of a pod or template. Each must exist, be of a kind the webhook can read, and be of the
  *   object's compartment (a priority class that never preempts may be anyone's).
- * The override permission passes all three.
+ * - a new service account: the RoleBindings that already name it (RBAC binds by name, so a deleted
+ *   account's bindings wait for whoever creates the name again) must be of its compartment.
+ * The override permission passes all of these.
  */
 export interface ObjectRef {
   group: string;
@@ -53,6 +55,8 @@ export interface ConsistencyDeps {
   marks(kind: Reference["kind"], namespace: string, name: string): Promise<Marks | null>;
   /** Any object by group, kind and name (cluster-scoped ones too), as far as the webhook can read it. */
   lookup(ref: ObjectRef, namespace: string): Promise<Lookup>;
+  /** The RoleBindings, in any namespace, that grant their role to this service account. */
+  bindingsOf(namespace: string, account: string): Promise<{ marks: Marks; what: string }[]>;
   canOverride(user: UserInfo, namespace: string): Promise<boolean>;
   unlabeled: UnlabeledRule;
 }
@@ -186,6 +190,15 @@ export async function decideConsistency(req: AdmissionRequest, deps: Consistency
     if (names.length > MAX_NAMED)
       return refuse(`svc admission: ${self} names ${names.length} objects; at most ${MAX_NAMED} are decided`);
     const found = await Promise.all(names.map((n) => deps.lookup(n, namespace)));
+    if (resource === "serviceaccounts" && !req.subResource && req.operation === "CREATE") {
+      const account = str((object.metadata as { name?: unknown } | undefined)?.name) ?? str(req.name) ?? "";
+      for (const binding of await deps.bindingsOf(namespace, account))
+        compare(
+          binding,
+          (theirs) =>
+            `would take the role that ${binding.what} of another compartment (${theirs}) grants to its name`,
+        );
+    }
     for (const [i, n] of names.entries()) {
       const f = found[i] as Lookup;
       const other = `${clip(n.kind)} ${n.group ? `(${clip(n.group)}) ` : ""}${clip(n.namespace ?? namespace)}/${clip(n.name)}`;

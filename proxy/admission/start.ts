@@ -5,6 +5,7 @@ import {
   marksOfMeta,
   readMeta,
 } from "../../lib/kube/marks-cache.ts";
+import { boundAccounts } from "../../lib/kube/object-references.ts";
 import { podSpecOf } from "../../lib/kube/pod-references.ts";
 import type { AdmissionConfig } from "../config/types.ts";
 import type { Logger } from "../log.ts";
@@ -196,6 +197,34 @@ export async function startAdmission(
       return { found: "yes", marks: marksOfMeta(template?.meta ?? o.metadata), what };
     };
 
+  /** The RoleBindings of every namespace that name `account` of `namespace` (listed a page at a time). */
+  const bindingsOf =
+    (spend: () => void) =>
+    async (namespace: string, account: string): Promise<{ marks: Marks; what: string }[]> => {
+      const found: { marks: Marks; what: string }[] = [];
+      let token: string | undefined;
+      do {
+        spend();
+        const query = new URLSearchParams({ limit: "500", ...(token ? { continue: token } : {}) });
+        const res = await client.fetch(`/apis/rbac.authorization.k8s.io/v1/rolebindings?${query}`, {
+          signal: AbortSignal.timeout(LOOKUP_MS),
+        });
+        if (!res.ok) throw new Error(`list rolebindings: ${res.status} ${(await res.text()).slice(0, 200)}`);
+        const page = (await res.json()) as {
+          items?: { metadata?: { name?: string; namespace?: string } }[];
+          metadata?: { continue?: string };
+        };
+        for (const b of page.items ?? [])
+          if (boundAccounts(b).some((s) => s.name === account && s.namespace === namespace))
+            found.push({
+              marks: marksOfMeta(b.metadata),
+              what: `RoleBinding ${clip(b.metadata?.namespace)}/${clip(b.metadata?.name)}`,
+            });
+        token = page.metadata?.continue || undefined;
+      } while (token);
+      return found;
+    };
+
   const overrides = new Map<string, { allowed: boolean; until: number }>();
   const canOverride = async (user: UserInfo, namespace: string) => {
     // Hashed: the user info comes from the caller and may be large.
@@ -273,6 +302,7 @@ export async function startAdmission(
           targetMarks: targetMarks(spend),
           marks: (kind, namespace, name) => cachedMarks(kind, namespace, name, spend),
           lookup: lookup(spend),
+          bindingsOf: bindingsOf(spend),
           canOverride,
           unlabeled: config.unlabeledPods,
         }),

@@ -288,6 +288,30 @@ describe("identities", () => {
   });
 });
 
+describe("bindings by name", () => {
+  test("a RoleBinding may name only its own compartment's service accounts; a new account cannot take over another's bindings", () => {
+    const binding = (name: string, c: string, account: string) => ({
+      apiVersion: "rbac.authorization.k8s.io/v1",
+      kind: "RoleBinding",
+      metadata: { name, labels: { [PIN]: c } },
+      roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name: "view" },
+      subjects: [{ kind: "ServiceAccount", name: account, namespace: NS }],
+    });
+    refused(
+      dryRun("alice", binding("grant-bravo", ALPHA, "bravo-serviceaccounts")),
+      `names ServiceAccount shared/bravo-serviceaccounts of another compartment (${BRAVO}) (subjects)`,
+    );
+    expect(dryRun("bob", binding("grant-bravo", BRAVO, "bravo-serviceaccounts")).err).toBe("");
+    // BRAVO's account is deleted by its own compartment; its binding stays, naming it.
+    admin(binding("bravo-viewers", BRAVO, "bravo-gone"));
+    refused(
+      dryRun("alice", marked("ServiceAccount", "bravo-gone", ALPHA)),
+      `would take the role that RoleBinding shared/bravo-viewers of another compartment (${BRAVO}) grants to its name`,
+    );
+    expect(dryRun("bob", marked("ServiceAccount", "bravo-gone", BRAVO)).err).toBe("");
+  });
+});
+
 describe("owners, scheduling, volumes, autoscalers", () => {
   const uid = (what: string) => kubectl("admin", ["get", what, "-o", "jsonpath={.metadata.uid}"]).out;
 

@@ -64,6 +64,8 @@ const named: Record<string, Lookup> = {
   "scheduling.k8s.io/PriorityClass/high": found(m(), "PriorityClass high"),
   "scheduling.k8s.io/PriorityClass/queue": found(m(), "PriorityClass queue", "never preempts"),
   "scheduling.k8s.io/PriorityClass/alpha-high": found(m(ALPHA), "PriorityClass alpha-high"),
+  "/ServiceAccount/sa-alpha": found(m(ALPHA), "ServiceAccount shared/sa-alpha"),
+  "/ServiceAccount/sa-bravo": found(m(BRAVO), "ServiceAccount shared/sa-bravo"),
 };
 
 const deps = (
@@ -85,12 +87,22 @@ const deps = (
     lookup: async (ref) => {
       asked.push(`lookup ${ref.kind}/${ref.name}`);
       // The webhook reads these kinds (proxy/admission/start.ts); any other is unknown to it.
-      const readable = ["ReplicaSet", "Deployment", "Service", "Secret", "Pod", "PriorityClass"];
+      const readable = [
+        "ReplicaSet",
+        "Deployment",
+        "Service",
+        "Secret",
+        "Pod",
+        "PriorityClass",
+        "ServiceAccount",
+      ];
       if (!readable.includes(ref.kind) && !ref.kind.startsWith("PersistentVolume"))
         return { found: "unknown-kind" };
       const key = `${ref.group}/${ref.kind}/${ref.name}`;
       return Object.hasOwn(named, key) ? (named[key] as Lookup) : (owners[ref.name] ?? { found: "no" });
     },
+    bindingsOf: async (_ns, account) =>
+      account === "taken" ? [{ marks: m(BRAVO), what: "RoleBinding shared/bravo-admins" }] : [],
     canOverride: async (u) => (o.overrides ?? []).includes(u.username ?? ""),
     unlabeled: o.unlabeled ?? "deny",
   };
@@ -540,6 +552,35 @@ describe("what an object names for a controller: the same compartment, existing,
     expect((await review(withClass("queue"), deps())).allowed).toBe(true);
     expect((await review(withClass("alpha-high"), deps())).allowed).toBe(true);
     expect((await review(withClass("missing"), deps())).allowed).toBe(false);
+  });
+
+  test("a RoleBinding may grant its role only to its own compartment's service accounts", async () => {
+    const binding = (account: string) =>
+      object("rbac.authorization.k8s.io", "rolebindings", "RoleBinding", ALPHA, {
+        roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name: "edit" },
+        subjects: [{ kind: "ServiceAccount", name: account, namespace: "shared" }],
+      });
+    const v = await review(binding("sa-bravo"), deps());
+    expect(v.allowed).toBe(false);
+    expect(v.message).toContain(
+      "names ServiceAccount shared/sa-bravo of another compartment (UK-S-BRAVO) (subjects)",
+    );
+    expect((await review(binding("sa-alpha"), deps())).allowed).toBe(true);
+  });
+
+  test("a new service account cannot take over the bindings another compartment's account of its name had", async () => {
+    const account = (name: string) =>
+      ({
+        ...object("", "serviceaccounts", "ServiceAccount", ALPHA, {}),
+        name,
+        object: { metadata: { name, ...labels(ALPHA) } },
+      }) as AdmissionRequest;
+    const taken = await review(account("taken"), deps());
+    expect(taken.allowed).toBe(false);
+    expect(taken.message).toContain(
+      "would take the role that RoleBinding shared/bravo-admins of another compartment (UK-S-BRAVO) grants to its name",
+    );
+    expect((await review(account("fresh"), deps())).allowed).toBe(true);
   });
 
   test("the override passes what an object names, and is recorded as one", async () => {

@@ -84,6 +84,7 @@ describe("the webhook's review", () => {
       Object.hasOwn(pods, `${ns}/${name}`) ? [pods[`${ns}/${name}`] as PodMarks] : null,
     marks: async () => null,
     lookup: async () => ({ found: "no" }),
+    bindingsOf: async () => [],
     canOverride: async (u) => (o.overrides ?? []).includes(u.username ?? ""),
     unlabeled: o.unlabeled ?? "deny",
   });
