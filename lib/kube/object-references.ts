@@ -34,18 +34,62 @@ export const NAMING_RESOURCES = new Set([
 ]);
 
 /**
- * The service accounts a RoleBinding grants its role to (`subjects` of kind ServiceAccount): by name and
- * namespace, as RBAC matches them; a subject without a namespace names none RBAC would match.
+ * The service accounts a RoleBinding grants its role to, as RBAC matches them: subjects of kind
+ * ServiceAccount (without a namespace: the binding's own, `namespace`), and subjects of kind User named
+ * `system:serviceaccount:<namespace>:<name>`, which is how a service account authenticates.
  */
-export function boundAccounts(binding: unknown): { name: string; namespace: string }[] {
+export function boundAccounts(binding: unknown, namespace: string): { name: string; namespace: string }[] {
   return list(get(binding, "subjects")).flatMap((s) => {
     const name = str(get(s, "name"));
-    const namespace = str(get(s, "namespace"));
-    return get(s, "kind") === "ServiceAccount" && name && namespace ? [{ name, namespace }] : [];
+    if (!name) return [];
+    if (get(s, "kind") === "ServiceAccount")
+      return [{ name, namespace: str(get(s, "namespace")) ?? namespace }];
+    const user = /^system:serviceaccount:([^:]+):([^:]+)$/.exec(name);
+    return get(s, "kind") === "User" && user
+      ? [{ namespace: user[1] as string, name: user[2] as string }]
+      : [];
   });
 }
 
-export function namedBy(group: string, resource: string, object: unknown): NamedRef[] {
+/** The claim templates an object holds: a stateful set's, and the ephemeral volumes of its pod spec. */
+export function claimTemplates(object: unknown, podSpec: unknown): { spec: unknown; via: string }[] {
+  const found = list(get(object, "spec", "volumeClaimTemplates")).map((t, i) => ({
+    spec: get(t, "spec"),
+    via: `spec.volumeClaimTemplates[${i}]`,
+  }));
+  for (const v of list(get(podSpec, "volumes"))) {
+    const template = get(v, "ephemeral", "volumeClaimTemplate");
+    if (template !== undefined)
+      found.push({
+        spec: get(template, "spec"),
+        via: `volume ${JSON.stringify(String(get(v, "name")).slice(0, 63))}`,
+      });
+  }
+  return found;
+}
+
+/**
+ * Everything an object names for a controller to act on: what namedBy reads, the priority class of its
+ * pod spec, and what its claim templates name (the claims they become are created by the control plane).
+ */
+export function namesOf(
+  group: string,
+  resource: string,
+  object: unknown,
+  podSpec: unknown,
+  namespace: string,
+): NamedRef[] {
+  const refs = namedBy(group, resource, object, namespace);
+  const priority = priorityClassOf(podSpec);
+  if (priority) refs.push(priority);
+  for (const t of claimTemplates(object, podSpec))
+    for (const r of namedBy("", "persistentvolumeclaims", { spec: t.spec }, namespace))
+      refs.push({ ...r, via: `${t.via} ${r.via}` });
+  return refs;
+}
+
+/** What an object of `group/resource` in `namespace` names by kind and name. */
+function namedBy(group: string, resource: string, object: unknown, namespace: string): NamedRef[] {
   const refs: NamedRef[] = [];
   const add = (ref: Partial<NamedRef> & { via: string }) => {
     const kind = str(ref.kind);
@@ -114,7 +158,7 @@ export function namedBy(group: string, resource: string, object: unknown): Named
       versioned(get(object, "related"), "related");
       break;
     case "rbac.authorization.k8s.io/rolebindings":
-      for (const subject of boundAccounts(object))
+      for (const subject of boundAccounts(object, namespace))
         add({ group: "", kind: "ServiceAccount", ...subject, via: "subjects" });
       break;
   }
@@ -129,7 +173,7 @@ export function namedBy(group: string, resource: string, object: unknown): Named
 }
 
 /** The priority class a pod spec asks for: the scheduler preempts lower pods for it. */
-export function priorityClassOf(podSpec: unknown): NamedRef | undefined {
+function priorityClassOf(podSpec: unknown): NamedRef | undefined {
   const name = str(get(podSpec, "priorityClassName"));
   return name
     ? { group: "scheduling.k8s.io", kind: "PriorityClass", name, via: "priorityClassName" }

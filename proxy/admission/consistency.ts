@@ -1,6 +1,13 @@
 import { compartmentOf, type MarkedAs, sameCompartment } from "../../lib/kube/clearance.ts";
+import { COMPARTMENT_LABEL } from "../../lib/kube/inject.ts";
 import { type Marks, marksOfMeta } from "../../lib/kube/marks-cache.ts";
-import { groupOf, NAMING_RESOURCES, namedBy, priorityClassOf } from "../../lib/kube/object-references.ts";
+import {
+  claimTemplates,
+  groupOf,
+  NAMING_RESOURCES,
+  type NamedRef,
+  namesOf,
+} from "../../lib/kube/object-references.ts";
 import { podSpecOf, type Reference, referencesOf } from "../../lib/kube/pod-references.ts";
 import {
   type AdmissionRequest,
@@ -182,11 +189,32 @@ export async function decideConsistency(req: AdmissionRequest, deps: Consistency
   // What the object names for a controller to act on, when its writer is not the control plane (which
   // copies what users wrote: a claim the binder binds, a pod from a checked template, its own Events).
   if (!isControlPlane(req.userInfo)) {
-    const priority = priorityClassOf(podSpec?.spec);
-    const names = [
-      ...namedBy(str(req.resource?.group) ?? "", resource, object),
-      ...(priority ? [priority] : []),
-    ];
+    const group = str(req.resource?.group) ?? "";
+    const key = (n: NamedRef) => JSON.stringify([n.group, n.kind, n.name, n.namespace ?? namespace]);
+    // An update is decided by what it names anew: what a controller set since (a bound claim's volume,
+    // the default priority class) and what has gone since (a deleted source) were decided when written.
+    const before = new Set(
+      req.operation === "UPDATE"
+        ? namesOf(group, resource, req.oldObject, podSpecOf(resource, req.oldObject)?.spec, namespace).map(
+            key,
+          )
+        : [],
+    );
+    const names = namesOf(group, resource, object, podSpec?.spec, namespace).filter(
+      (n) => !before.has(key(n)),
+    );
+    // A claim template's selector binds volumes for the control plane: it pins the pods' compartment.
+    const label = marksOfMeta(podSpec?.meta ?? object.metadata).compartment;
+    for (const t of claimTemplates(object, podSpec?.spec)) {
+      const selector = (t.spec as { selector?: { matchLabels?: Record<string, unknown> } } | undefined)
+        ?.selector;
+      if (selector === undefined) continue;
+      const pinned = selector?.matchLabels?.[COMPARTMENT_LABEL];
+      if (label === undefined || pinned !== label)
+        problem(
+          `${self} (${named(own)}) has a claim template (${t.via}) whose selector does not pin svc.io/compartment=${clip(label ?? "<its label>")}: svc cannot tell which volumes it binds`,
+        );
+    }
     if (names.length > MAX_NAMED)
       return refuse(`svc admission: ${self} names ${names.length} objects; at most ${MAX_NAMED} are decided`);
     const found = await Promise.all(names.map((n) => deps.lookup(n, namespace)));

@@ -10,8 +10,15 @@ import { type AdmissionRequest, str, type Verdict } from "./request.ts";
 export type ReviewDeps = AccessDeps & ConsistencyDeps;
 export type { AdmissionRequest, Verdict } from "./request.ts";
 
-export function review(req: AdmissionRequest, deps: ReviewDeps): Promise<Verdict> {
-  return isObjectWrite(req) ? decideConsistency(req, deps) : decideAccess(req, deps);
+export async function review(req: AdmissionRequest, deps: ReviewDeps): Promise<Verdict> {
+  if (isObjectWrite(req)) return decideConsistency(req, deps);
+  const access = await decideAccess(req, deps);
+  // kubectl debug adds containers to a pod: they may name only what the pod may (its references).
+  if (access.allowed && accessKey(req) === "pods/ephemeralcontainers") {
+    const references = await decideConsistency(req, deps);
+    if (!references.allowed || references.decision === "override") return references;
+  }
+  return access;
 }
 
 /** A write of an object itself (any kind; POST bindings is a pod's binding, decided by its pod). */

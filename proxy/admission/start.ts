@@ -181,12 +181,21 @@ export async function startAdmission(
       if (cluster) {
         const o = await readWorkload(cluster, "", ref.name, spend, ref.uid);
         if (o === null) return { found: "no" };
-        const preempts = (o.preemptionPolicy ?? "PreemptLowerPriority") !== "Never";
+        // A class that never preempts only queues; the global default is the administrators' choice for
+        // every pod that names none (the API server writes its name into them).
+        const harmless =
+          key !== "scheduling.k8s.io/PriorityClass"
+            ? undefined
+            : o.preemptionPolicy === "Never"
+              ? "never preempts"
+              : o.globalDefault === true
+                ? "the cluster's default"
+                : undefined;
         return {
           found: "yes",
           marks: marksOfMeta(o.metadata),
           what: `${ref.kind} ${clip(ref.name)}`,
-          ...(key === "scheduling.k8s.io/PriorityClass" && !preempts ? { harmless: "never preempts" } : {}),
+          ...(harmless ? { harmless } : {}),
         };
       }
       const path = Object.hasOwn(OWNER_PATHS, key) ? OWNER_PATHS[key] : undefined;
@@ -203,8 +212,9 @@ export async function startAdmission(
     async (namespace: string, account: string): Promise<{ marks: Marks; what: string }[]> => {
       const found: { marks: Marks; what: string }[] = [];
       let token: string | undefined;
+      // One direct read of the budget, however many pages: the review's deadline bounds the listing.
+      spend();
       do {
-        spend();
         const query = new URLSearchParams({ limit: "500", ...(token ? { continue: token } : {}) });
         const res = await client.fetch(`/apis/rbac.authorization.k8s.io/v1/rolebindings?${query}`, {
           signal: AbortSignal.timeout(LOOKUP_MS),
@@ -215,7 +225,11 @@ export async function startAdmission(
           metadata?: { continue?: string };
         };
         for (const b of page.items ?? [])
-          if (boundAccounts(b).some((s) => s.name === account && s.namespace === namespace))
+          if (
+            boundAccounts(b, b.metadata?.namespace ?? "").some(
+              (s) => s.name === account && s.namespace === namespace,
+            )
+          )
             found.push({
               marks: marksOfMeta(b.metadata),
               what: `RoleBinding ${clip(b.metadata?.namespace)}/${clip(b.metadata?.name)}`,

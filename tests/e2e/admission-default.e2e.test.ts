@@ -288,6 +288,16 @@ describe("identities", () => {
   });
 });
 
+describe("templates", () => {
+  test("a marked Job whose pod template is unmarked is refused: it would make unmarked pods", () => {
+    const job = manifest("batch/jobs", ALPHA, "bare-template") as {
+      spec: { template: { metadata: { labels: Record<string, string> } } };
+    };
+    job.spec.template.metadata.labels = { app: "bare" };
+    refused(dryRun("alice", job), "has a pod or job template without compartment marks");
+  });
+});
+
 describe("bindings by name", () => {
   test("a RoleBinding may name only its own compartment's service accounts; a new account cannot take over another's bindings", () => {
     const binding = (name: string, c: string, account: string) => ({
@@ -461,6 +471,18 @@ describe("exposure and network policies", () => {
         spec: { defaultBackend: { service: { name: "bravo-ref", port: { number: 80 } } } },
       }),
       `names Service shared/bravo-ref of another compartment (${BRAVO}) (spec.defaultBackend)`,
+    );
+  });
+
+  test("an ExternalName Service, which could send an Ingress to another compartment's Service, is refused", () => {
+    refused(
+      dryRun(
+        "alice",
+        marked("Service", "alias", ALPHA, {
+          spec: { type: "ExternalName", externalName: `bravo-ref.${NS}.svc.cluster.local` },
+        }),
+      ),
+      "sets externalName",
     );
   });
 

@@ -58,6 +58,7 @@ const named: Record<string, Lookup> = {
   "/PersistentVolume/pv-alpha": found(m(ALPHA), "PersistentVolume pv-alpha"),
   "/PersistentVolume/pv-bravo": found(m(BRAVO), "PersistentVolume pv-bravo"),
   "/PersistentVolume/pv-none": found(m(), "PersistentVolume pv-none"),
+  "/Secret/s-alpha": found(m(ALPHA), "Secret shared/s-alpha"),
   "/PersistentVolumeClaim/data-alpha": found(m(ALPHA), "PersistentVolumeClaim shared/data-alpha"),
   "/PersistentVolumeClaim/data-bravo": found(m(BRAVO), "PersistentVolumeClaim shared/data-bravo"),
   "/Pod/p-bravo": found(m(BRAVO), "Pod shared/p-bravo"),
@@ -581,6 +582,104 @@ describe("what an object names for a controller: the same compartment, existing,
       "would take the role that RoleBinding shared/bravo-admins of another compartment (UK-S-BRAVO) grants to its name",
     );
     expect((await review(account("fresh"), deps())).allowed).toBe(true);
+  });
+
+  test("claim templates are decided as the claims they become: their sources and selectors", async () => {
+    const set = (template: Record<string, unknown>) =>
+      object("apps", "statefulsets", "StatefulSet", ALPHA, {
+        spec: {
+          template: { metadata: labels(ALPHA), spec: { serviceAccountName: "sa-alpha" } },
+          volumeClaimTemplates: [{ metadata: { name: "data" }, spec: template }],
+        },
+      });
+    const clone = await review(
+      set({ dataSource: { kind: "PersistentVolumeClaim", name: "data-bravo" } }),
+      deps(),
+    );
+    expect(clone.allowed).toBe(false);
+    expect(clone.message).toContain(
+      "names PersistentVolumeClaim shared/data-bravo of another compartment (UK-S-BRAVO) (spec.volumeClaimTemplates[0] spec.dataSource)",
+    );
+    const unpinned = await review(set({ selector: { matchLabels: { tier: "db" } } }), deps());
+    expect(unpinned.message).toContain("whose selector does not pin svc.io/compartment=US-TS-ALPHA");
+    expect(
+      (await review(set({ selector: { matchLabels: { "svc.io/compartment": ALPHA } } }), deps())).allowed,
+    ).toBe(true);
+    const ephemeral = await review(
+      pod("p", ALPHA, {
+        serviceAccountName: "sa-alpha",
+        volumes: [
+          { name: "scratch", ephemeral: { volumeClaimTemplate: { spec: { volumeName: "pv-bravo" } } } },
+        ],
+      }) as AdmissionRequest,
+      deps(),
+    );
+    expect(ephemeral.message).toContain('(volume "scratch" spec.volumeName)');
+  });
+
+  test("an update is decided by what it names anew: a claim's volume set by the binder stays", async () => {
+    const claimOf = (volumeName: string) => ({
+      metadata: { name: "x", ...labels(ALPHA) },
+      spec: { volumeName },
+    });
+    const update = {
+      ...claim(ALPHA, {}),
+      operation: "UPDATE",
+      object: {
+        ...claimOf("pv-none"),
+        metadata: { name: "x", labels: { "svc.io/compartment": ALPHA, tier: "db" } },
+      },
+      oldObject: claimOf("pv-none"),
+    } as AdmissionRequest;
+    expect((await review(update, deps())).allowed).toBe(true);
+    const moved = { ...update, object: claimOf("pv-bravo") } as AdmissionRequest;
+    expect((await review(moved, deps())).allowed).toBe(false);
+  });
+
+  test("RoleBinding subjects: an account without a namespace is the binding's, a User may name an account", async () => {
+    for (const subject of [
+      { kind: "ServiceAccount", name: "sa-bravo" },
+      { kind: "User", name: "system:serviceaccount:shared:sa-bravo" },
+    ]) {
+      const v = await review(
+        object("rbac.authorization.k8s.io", "rolebindings", "RoleBinding", ALPHA, {
+          roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name: "edit" },
+          subjects: [subject],
+        }),
+        deps(),
+      );
+      expect({ subject, allowed: v.allowed }).toEqual({ subject, allowed: false });
+      expect(v.message).toContain("names ServiceAccount shared/sa-bravo of another compartment (UK-S-BRAVO)");
+    }
+  });
+
+  test("kubectl debug may add containers that name only what the pod may", async () => {
+    const debug = (env: Record<string, unknown>) =>
+      ({
+        uid: "u",
+        kind: { group: "", version: "v1", kind: "Pod" },
+        resource: { group: "", version: "v1", resource: "pods" },
+        subResource: "ephemeralcontainers",
+        namespace: "shared",
+        name: "p-alpha",
+        operation: "UPDATE",
+        ...user(),
+        oldObject: {
+          metadata: { name: "p-alpha", ...labels(ALPHA) },
+          spec: { serviceAccountName: "sa-alpha" },
+        },
+        object: {
+          metadata: { name: "p-alpha", ...labels(ALPHA) },
+          spec: {
+            serviceAccountName: "sa-alpha",
+            ephemeralContainers: [{ name: "debugger", image: "busybox", envFrom: [env] }],
+          },
+        },
+      }) as AdmissionRequest;
+    const v = await review(debug({ secretRef: { name: "s-bravo" } }), deps());
+    expect(v.allowed).toBe(false);
+    expect(v.message).toContain("names Secret shared/s-bravo of another compartment (UK-S-BRAVO)");
+    expect((await review(debug({ secretRef: { name: "s-alpha" } }), deps())).allowed).toBe(true);
   });
 
   test("the override passes what an object names, and is recorded as one", async () => {
