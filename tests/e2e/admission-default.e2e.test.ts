@@ -1,8 +1,9 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import { stringify } from "yaml";
+import { COMPARTMENT_LABEL as PIN } from "../../lib/kube/inject.ts";
 import { KINDS, NOT_STORED } from "./admission-kinds.ts";
-import { auditSize, kubectlUser, useTestbed } from "./support.ts";
+import { ALPHA, auditSize, BRAVO, kubectlUser, useTestbed } from "./support.ts";
 import type { KubeState } from "./testbed/kube.ts";
 import { NODE } from "./testbed/kube.ts";
 import { waitUntil } from "./testbed/process.ts";
@@ -19,9 +20,6 @@ import { waitUntil } from "./testbed/process.ts";
  */
 const testbed = useTestbed();
 const NS = "shared";
-const ALPHA = "US-TS-ALPHA";
-const BRAVO = "UK-S-BRAVO";
-const PIN = "svc.io/compartment";
 
 type User = keyof KubeState["users"];
 const kubectl = (user: User, args: string[], input?: string) => kubectlUser(testbed(), user, NS, args, input);

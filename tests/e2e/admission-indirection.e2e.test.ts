@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import { stringify } from "yaml";
-import { kubectlUser, useTestbed } from "./support.ts";
+import { COMPARTMENT_LABEL as PIN } from "../../lib/kube/inject.ts";
+import { ALPHA, BRAVO, kubectlUser, useTestbed } from "./support.ts";
 import type { KubeState } from "./testbed/kube.ts";
 import { NODE } from "./testbed/kube.ts";
 import { waitUntil } from "./testbed/process.ts";
@@ -16,9 +17,6 @@ import { waitUntil } from "./testbed/process.ts";
  */
 const testbed = useTestbed();
 const NS = "shared";
-const ALPHA = "US-TS-ALPHA";
-const BRAVO = "UK-S-BRAVO";
-const PIN = "svc.io/compartment";
 
 type User = keyof KubeState["users"];
 function kubectl(user: User, args: string[], input?: string, ns = NS) {

@@ -165,3 +165,7 @@ export function kubectlUser(
   });
   return { code: r.exitCode, out: r.stdout.toString(), err: r.stderr.toString() };
 }
+
+/** The test bed's two compartments: alice's and olivia's, and bob's (testbed/kube.ts). */
+export const ALPHA = "US-TS-ALPHA";
+export const BRAVO = "UK-S-BRAVO";

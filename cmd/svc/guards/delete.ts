@@ -1,4 +1,5 @@
 import { isSvcError } from "../../../lib/errors.ts";
+import { compartmentOf } from "../../../lib/kube/clearance.ts";
 import { flagValue } from "../../../lib/kube/grammar.ts";
 import { describeObject } from "../../../lib/kube/inject.ts";
 import type { KubeObject } from "../../../lib/kube/lookup.ts";
@@ -47,8 +48,7 @@ export function guardDelete(g: GuardInput): Guarded {
     return { forced: true };
   }
   for (const o of found) {
-    const marks = marksOfMeta(o.metadata);
-    if (marks.compartment ?? marks.level ?? marks.compartmentNote) continue;
+    if (compartmentOf(marksOfMeta(o.metadata)).kind !== "none") continue;
     const where = o.metadata?.namespace ? ` in namespace ${o.metadata.namespace}` : "";
     say(
       "svc",
