@@ -48,7 +48,14 @@ const TEMPLATE_PATHS: Record<string, string[][]> = {
     ["spec", "jobTemplate"],
     ["spec", "jobTemplate", "spec", "template"],
   ],
+  PodTemplate: [["template"]],
+  ControllerRevision: [["data", "spec", "template"]],
 };
+/**
+ * Any other kind (a custom resource) with a `spec.template` that has metadata: the cluster's policy reads
+ * its marks there too. One without metadata is left alone (it may be no pod template at all).
+ */
+const OTHER_TEMPLATE_PATHS = [["spec", "template"]];
 
 export function describeObject(o: Obj): string {
   const meta = isObj(o.metadata) ? o.metadata : {};
@@ -72,29 +79,32 @@ function mark(metaHolder: Obj, marks: MlsMarks, what: string): void {
 }
 
 /**
- * Selectors that pick pods (or a Deployment's ReplicaSets) by label: a Deployment's, ReplicaSet's,
- * StatefulSet's and DaemonSet's `spec.selector.matchLabels`, a Job's when it sets `manualSelector` (its
- * generated selector is unique already), and the `spec.selector` map of a ReplicationController and a
- * Service. One left out keeps the API server's default (a ReplicationController's is its template's labels)
- * or selects nothing (a Service without a selector).
+ * Every selector the cluster's policy wants pinned (docs/admission.md, "Selectors pin the compartment"):
+ * the `spec.selector` map of a ReplicationController and a Service (one left out keeps the API server's
+ * default, a ReplicationController's template labels, or selects nothing, a Service without a selector),
+ * and otherwise `spec.selector.matchLabels` of any kind (workloads, PodDisruptionBudgets, claims, custom
+ * resources) and `spec.podSelector.matchLabels` (NetworkPolicies). A Job's selector only when it sets
+ * `manualSelector` (its generated selector is unique already). A NetworkPolicy's peers name the pods it
+ * admits and are left as written.
  */
 function pinSelector(o: Obj, label: string, what: string): void {
   const spec = isObj(o.spec) ? o.spec : undefined;
-  if (!spec || !isObj(spec.selector)) return;
+  if (!spec) return;
   const kind = String(o.kind);
   let selector: Obj;
-  if (
-    ["Deployment", "ReplicaSet", "StatefulSet", "DaemonSet"].includes(kind) ||
-    (kind === "Job" && spec.manualSelector === true)
-  ) {
-    if (!isObj(spec.selector.matchLabels)) spec.selector.matchLabels = {};
-    selector = spec.selector.matchLabels as Obj;
-  } else if (
-    (kind === "ReplicationController" || kind === "Service") &&
-    Object.keys(spec.selector).length > 0
-  )
+  if (kind === "ReplicationController" || kind === "Service") {
+    if (!isObj(spec.selector) || Object.keys(spec.selector).length === 0) return;
     selector = spec.selector;
-  else return;
+  } else {
+    const holder = isObj(spec.selector)
+      ? spec.selector
+      : isObj(spec.podSelector)
+        ? spec.podSelector
+        : undefined;
+    if (!holder || (kind === "Job" && spec.manualSelector !== true)) return;
+    if (!isObj(holder.matchLabels)) holder.matchLabels = {};
+    selector = holder.matchLabels as Obj;
+  }
   const existing = selector[COMPARTMENT_LABEL];
   if (existing !== undefined && String(existing).toUpperCase() !== label)
     throw new SvcError(
@@ -114,10 +124,12 @@ export function injectMls(o: Obj, c: Compartment): Obj {
   const what = describeObject(o);
   mark(o, marks, what);
   pinSelector(o, marks.labels[COMPARTMENT_LABEL] as string, what);
-  for (const path of TEMPLATE_PATHS[String(o.kind)] ?? []) {
+  const kind = String(o.kind);
+  const known = Object.hasOwn(TEMPLATE_PATHS, kind);
+  for (const path of known ? (TEMPLATE_PATHS[kind] as string[][]) : OTHER_TEMPLATE_PATHS) {
     let node: unknown = o;
     for (const key of path) node = isObj(node) ? node[key] : undefined;
-    if (isObj(node)) mark(node, marks, `the pod template of ${what}`);
+    if (isObj(node) && (known || isObj(node.metadata))) mark(node, marks, `the pod template of ${what}`);
   }
   return o;
 }

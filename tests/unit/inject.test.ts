@@ -67,6 +67,64 @@ describe("MLS injection (docs/svc-config.md, svc apply)", () => {
     expect(() => injectMls(mixed, alpha)).toThrow("the pod template of Deployment d is labelled");
   });
 
+  test("every selector the policy reads is pinned: PodDisruptionBudgets, claims, NetworkPolicies, custom kinds", () => {
+    const pinned = { matchLabels: { app: "web", "svc.io/compartment": "US-TS-ALPHA" } };
+    for (const kind of ["PodDisruptionBudget", "PersistentVolumeClaim", "Rollout"])
+      expect(
+        (
+          injectMls(
+            { kind, metadata: { name: "x" }, spec: { selector: { matchLabels: { app: "web" } } } },
+            alpha,
+          ) as {
+            spec: { selector: unknown };
+          }
+        ).spec.selector,
+      ).toEqual(pinned);
+    const np = injectMls(
+      {
+        kind: "NetworkPolicy",
+        metadata: { name: "x" },
+        spec: { podSelector: {}, ingress: [{ from: [{ podSelector: { matchLabels: { app: "db" } } }] }] },
+      },
+      alpha,
+    ) as { spec: { podSelector: unknown; ingress: unknown } };
+    expect(np.spec.podSelector).toEqual({ matchLabels: { "svc.io/compartment": "US-TS-ALPHA" } });
+    // Peers name the pods the policy admits: left as written.
+    expect(np.spec.ingress).toEqual([{ from: [{ podSelector: { matchLabels: { app: "db" } } }] }]);
+    // A selector that is not a label selector (a custom kind's string) is left alone.
+    expect(
+      (
+        injectMls({ kind: "X", metadata: { name: "x" }, spec: { selector: "app == 'web'" } }, alpha) as {
+          spec: { selector: unknown };
+        }
+      ).spec.selector,
+    ).toBe("app == 'web'");
+  });
+
+  test("the templates of a PodTemplate and of a custom kind's spec.template are marked", () => {
+    const pt = injectMls(
+      { kind: "PodTemplate", metadata: { name: "x" }, template: { metadata: {} } },
+      alpha,
+    ) as {
+      template: { metadata: { labels: Record<string, string> } };
+    };
+    expect(pt.template.metadata.labels["svc.io/compartment"]).toBe("US-TS-ALPHA");
+    const bare = injectMls(
+      { kind: "Composition", metadata: { name: "x" }, spec: { template: { x: 1 } } },
+      alpha,
+    ) as {
+      spec: { template: unknown };
+    };
+    expect(bare.spec.template).toEqual({ x: 1 });
+    const custom = injectMls(
+      { kind: "Rollout", metadata: { name: "x" }, spec: { template: { metadata: {} } } },
+      alpha,
+    ) as {
+      spec: { template: { metadata: { labels: Record<string, string> } } };
+    };
+    expect(custom.spec.template.metadata.labels["svc.io/compartment"]).toBe("US-TS-ALPHA");
+  });
+
   test("selectors pin the compartment: workloads, a manual Job selector, a ReplicationController, a Service", () => {
     const sel = (kind: string, selector: unknown, extra: object = {}) =>
       injectMls({ kind, metadata: { name: "x" }, spec: { selector, ...extra } }, alpha) as {
