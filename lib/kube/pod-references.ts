@@ -90,3 +90,33 @@ export function referencesOf(spec: unknown): Reference[] {
     }
   return [...found.values()];
 }
+
+/**
+ * The volume types whose data the cluster's marks can tell: what the pod's own namespace holds (Secrets,
+ * ConfigMaps, claims, the pod itself) and what lives and dies with the pod; CSI drivers, as Pod Security's
+ * restricted level allows them. The same list as that level's.
+ */
+const MARKED_VOLUME_TYPES = new Set([
+  "configMap",
+  "csi",
+  "downwardAPI",
+  "emptyDir",
+  "ephemeral",
+  "persistentVolumeClaim",
+  "projected",
+  "secret",
+]);
+
+/**
+ * The volumes of a pod spec of any other type (`nfs`, `iscsi`, `rbd`, `hostPath` …): each reaches storage
+ * by an address written in the pod, which no compartment mark can tell.
+ */
+export function unmarkedStorage(spec: unknown): { via: string; type: string }[] {
+  return list(get(spec, "volumes")).flatMap((v) =>
+    isObj(v)
+      ? Object.keys(v)
+          .filter((k) => k !== "name" && !MARKED_VOLUME_TYPES.has(k))
+          .map((type) => ({ via: `volume ${JSON.stringify(String(v.name).slice(0, 63))}`, type }))
+      : [],
+  );
+}

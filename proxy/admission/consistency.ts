@@ -8,7 +8,7 @@ import {
   type NamedRef,
   namesOf,
 } from "../../lib/kube/object-references.ts";
-import { podSpecOf, type Reference, referencesOf } from "../../lib/kube/pod-references.ts";
+import { podSpecOf, type Reference, referencesOf, unmarkedStorage } from "../../lib/kube/pod-references.ts";
 import {
   type AdmissionRequest,
   clip,
@@ -203,6 +203,11 @@ export async function decideConsistency(req: AdmissionRequest, deps: Consistency
     const names = namesOf(group, resource, object, podSpec?.spec, namespace).filter(
       (n) => !before.has(key(n)),
     );
+    // Storage a pod reaches by an address of its own (an NFS export, an iSCSI target) may be anyone's.
+    for (const v of unmarkedStorage(podSpec?.spec))
+      problem(
+        `${self} (${named(own)}) mounts a ${clip(v.type)} volume (${v.via}): svc cannot tell whose storage it reaches; use a claim of a volume marked for its compartment`,
+      );
     // A claim template's selector binds volumes for the control plane: it pins the pods' compartment.
     const label = marksOfMeta(podSpec?.meta ?? object.metadata).compartment;
     for (const t of claimTemplates(object, podSpec?.spec)) {

@@ -417,6 +417,21 @@ describe("owners, scheduling, volumes, autoscalers", () => {
     expect(claim({ selector: { matchLabels: { [PIN]: ALPHA } } }).err).toBe("");
   });
 
+  test("a pod may not mount storage by an address of its own (an NFS export), which Pod Security's baseline allows", () => {
+    refused(
+      dryRun(
+        "alice",
+        marked("Pod", "nfs", ALPHA, {
+          spec: {
+            containers: [{ name: "m", image: "busybox" }],
+            volumes: [{ name: "data", nfs: { server: "10.0.0.5", path: "/exports/bravo" } }],
+          },
+        }),
+      ),
+      'mounts a nfs volume (volume "data"): svc cannot tell whose storage it reaches',
+    );
+  });
+
   test("an autoscaler may scale only its own compartment's workload", () => {
     const hpa = (target: string) =>
       dryRun("alice", {

@@ -653,6 +653,40 @@ describe("what an object names for a controller: the same compartment, existing,
     }
   });
 
+  test("a pod may mount only storage the marks can tell: inline NFS, iSCSI, RBD or host paths are refused", async () => {
+    for (const volume of [
+      { name: "v", nfs: { server: "10.0.0.5", path: "/exports/bravo" } },
+      { name: "v", iscsi: { targetPortal: "10.0.0.6:3260", iqn: "iqn.x", lun: 0 } },
+      { name: "v", rbd: { monitors: ["10.0.0.7"], image: "bravo" } },
+      { name: "v", hostPath: { path: "/var/lib/kubelet/pods" } },
+    ]) {
+      const v = await review(
+        pod("p", ALPHA, { serviceAccountName: "sa-alpha", volumes: [volume] }) as AdmissionRequest,
+        deps(),
+      );
+      expect({ volume, allowed: v.allowed }).toEqual({ volume, allowed: false });
+      expect(v.message).toContain("svc cannot tell whose storage it reaches");
+    }
+    const ok = await review(
+      pod("p", ALPHA, {
+        serviceAccountName: "sa-alpha",
+        volumes: [
+          { name: "a", emptyDir: {} },
+          { name: "b", csi: { driver: "csi.spiffe.io", readOnly: true } },
+          { name: "c", downwardAPI: { items: [] } },
+        ],
+      }) as AdmissionRequest,
+      deps(),
+    );
+    expect(ok.allowed).toBe(true);
+    // The controllers' pods come from templates decided when they were written.
+    const controller = {
+      ...pod("p", ALPHA, { volumes: [{ name: "v", nfs: { server: "x", path: "/" } }] }),
+      ...user("system:kube-controller-manager", []),
+    };
+    expect((await review(controller as AdmissionRequest, deps())).allowed).toBe(true);
+  });
+
   test("kubectl debug may add containers that name only what the pod may", async () => {
     const debug = (env: Record<string, unknown>) =>
       ({
