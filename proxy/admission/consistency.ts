@@ -203,8 +203,12 @@ export async function decideConsistency(req: AdmissionRequest, deps: Consistency
     const names = namesOf(group, resource, object, podSpec?.spec, namespace).filter(
       (n) => !before.has(key(n)),
     );
-    // Storage a pod reaches by an address of its own (an NFS export, an iSCSI target) may be anyone's.
-    for (const v of unmarkedStorage(podSpec?.spec))
+    // Storage a pod reaches by an address of its own (an NFS export, an iSCSI target) may be anyone's;
+    // decided, as the names are, where the spec gains it.
+    const storedStorage = new Set(
+      unmarkedStorage(podSpecOf(resource, req.oldObject)?.spec).map((v) => `${v.via} ${v.type}`),
+    );
+    for (const v of unmarkedStorage(podSpec?.spec).filter((v) => !storedStorage.has(`${v.via} ${v.type}`)))
       problem(
         `${self} (${named(own)}) mounts a ${clip(v.type)} volume (${v.via}): svc cannot tell whose storage it reaches; use a claim of a volume marked for its compartment`,
       );

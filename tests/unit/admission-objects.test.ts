@@ -679,6 +679,13 @@ describe("what an object names for a controller: the same compartment, existing,
       deps(),
     );
     expect(ok.allowed).toBe(true);
+    // An update decides what it adds: a pod from before keeps the volume it had.
+    const legacy = pod("p", ALPHA, {
+      serviceAccountName: "sa-alpha",
+      volumes: [{ name: "v", nfs: { server: "x", path: "/" } }],
+    });
+    const kept = { ...legacy, operation: "UPDATE", oldObject: legacy.object } as AdmissionRequest;
+    expect((await review(kept, deps())).allowed).toBe(true);
     // The controllers' pods come from templates decided when they were written.
     const controller = {
       ...pod("p", ALPHA, { volumes: [{ name: "v", nfs: { server: "x", path: "/" } }] }),
