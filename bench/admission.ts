@@ -220,24 +220,7 @@ const MIX_OBJECTS = [
   },
 ];
 const review = (i: number) =>
-  access
-    ? accessReview(i)
-    : mix
-      ? mixReview(i)
-      : JSON.stringify({
-          apiVersion: "admission.k8s.io/v1",
-          kind: "AdmissionReview",
-          request: {
-            uid: `bench-${i}`,
-            kind: { group: "", version: "v1", kind: "PodExecOptions" },
-            resource: { group: "", version: "v1", resource: "pods" },
-            subResource: "exec",
-            namespace: NS,
-            name: `pod-${target(i)}`,
-            operation: "CONNECT",
-            userInfo: { username: "alice", groups: ALPHA },
-          },
-        });
+  access ? accessReview(i) : mix ? mixReview(i) : connect(i, "pods", "exec", `pod-${target(i)}`);
 
 const VEGETA = join(process.env.XDG_CACHE_HOME || join(homedir(), ".cache"), "svc-tools", "bin", "vegeta");
 if (!existsSync(VEGETA))

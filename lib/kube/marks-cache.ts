@@ -49,13 +49,16 @@ export const marksOfMeta = (meta: unknown): Marks => ({
   compartmentNote: text(field(field(meta, "annotations"), COMPARTMENT_ANNOTATION)),
 });
 
-export type CachedKind =
-  | "pods"
-  | "secrets"
-  | "configmaps"
-  | "serviceaccounts"
-  | "persistentvolumeclaims"
-  | "services";
+/** The kinds whose marks are cached, by resource, with their Kind (all in the core group). */
+export const CACHED_KINDS = {
+  pods: "Pod",
+  secrets: "Secret",
+  configmaps: "ConfigMap",
+  serviceaccounts: "ServiceAccount",
+  persistentvolumeclaims: "PersistentVolumeClaim",
+  services: "Service",
+} as const;
+export type CachedKind = keyof typeof CACHED_KINDS;
 
 export interface MarksCacheEvents {
   synced(kind: CachedKind, objects: number, ms: number): void;

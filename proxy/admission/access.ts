@@ -10,6 +10,7 @@ import {
   str,
   type UnlabeledRule,
   type UserInfo,
+  unlessOverridden,
   type Verdict,
 } from "./request.ts";
 
@@ -121,9 +122,9 @@ export async function decideAccess(req: AdmissionRequest, deps: AccessDeps): Pro
     // Decided by default: what the webhook was not written for reaches something it cannot tell.
     const what = `${shown(req.resource?.resource)}/${shown(req.subResource)} ${shown(req.operation)}`;
     const because = `svc admission: ${what} is refused: svc decides exec, attach, port-forward, proxy, debug, bindings, evictions, scale and tokens, and cannot tell whose objects anything else reaches (the override needs force on compartmentoverrides.svc.dev)`;
-    if (namespace && (await deps.canOverride(req.userInfo ?? {}, namespace)))
-      return { allowed: true, decision: "override", message: `compartment override: ${because}` };
-    return refuse(because);
+    return namespace
+      ? unlessOverridden(refuse(because), req.userInfo ?? {}, namespace, deps.canOverride)
+      : refuse(because);
   }
   // A proxy's name is `name`, `name:port` or `scheme:name:port` (as the API server splits it).
   const name = key.endsWith("/proxy") ? proxied(req.name as string) : (req.name as string);
@@ -153,15 +154,13 @@ export async function judge(
   action: { text: string; what: string },
   deps: Omit<AccessDeps, "targetMarks">,
 ): Promise<Verdict> {
-  const override = async (because: string, decision: Decision, compartment?: string): Promise<Verdict> =>
-    (await deps.canOverride(user, namespace))
-      ? {
-          allowed: true,
-          decision: "override",
-          message: `compartment override: ${because}`,
-          ...(compartment ? { compartment } : {}),
-        }
-      : { allowed: false, decision, message: because, ...(compartment ? { compartment } : {}) };
+  const override = (because: string, decision: Decision, compartment?: string): Promise<Verdict> =>
+    unlessOverridden(
+      { allowed: false, decision, message: because, ...(compartment ? { compartment } : {}) },
+      user,
+      namespace,
+      deps.canOverride,
+    );
 
   if (marks === null) return override(`svc admission: ${target} not found`, "refused");
   const clearances = clearancesOf(groupsOf(user));

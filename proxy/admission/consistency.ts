@@ -1,6 +1,6 @@
 import { compartmentOf, type MarkedAs, sameCompartment } from "../../lib/kube/clearance.ts";
 import { COMPARTMENT_LABEL } from "../../lib/kube/inject.ts";
-import { type Marks, marksOfMeta } from "../../lib/kube/marks-cache.ts";
+import { CACHED_KINDS, type Marks, marksOfMeta } from "../../lib/kube/marks-cache.ts";
 import {
   claimTemplates,
   groupOf,
@@ -19,6 +19,7 @@ import {
   str,
   type UnlabeledRule,
   type UserInfo,
+  unlessOverridden,
   type Verdict,
 } from "./request.ts";
 
@@ -94,13 +95,6 @@ const MAX_NAMED = 32;
 const SA_TOKEN_TYPE = "kubernetes.io/service-account-token";
 const SA_NAME_ANNOTATION = "kubernetes.io/service-account.name";
 
-const KINDS: Record<Reference["kind"], string> = {
-  secrets: "Secret",
-  configmaps: "ConfigMap",
-  serviceaccounts: "ServiceAccount",
-  persistentvolumeclaims: "PersistentVolumeClaim",
-};
-
 const named = (m: MarkedAs) => (m.kind === "marked" ? m.shown : "no compartment");
 
 export async function decideConsistency(req: AdmissionRequest, deps: ConsistencyDeps): Promise<Verdict> {
@@ -145,7 +139,7 @@ export async function decideConsistency(req: AdmissionRequest, deps: Consistency
     const found = looked[i];
     if (!found) continue;
     const theirs = compartmentOf(found);
-    const other = `${KINDS[r.kind]} ${clip(namespace)}/${clip(r.name)}`;
+    const other = `${CACHED_KINDS[r.kind]} ${clip(namespace)}/${clip(r.name)}`;
     if (theirs.kind === "none") continue;
     if (theirs.kind === "unreadable")
       problem(`${other} (${r.via}) has compartment marks svc cannot read: ${theirs.why}`);
@@ -190,14 +184,13 @@ export async function decideConsistency(req: AdmissionRequest, deps: Consistency
   // copies what users wrote: a claim the binder binds, a pod from a checked template, its own Events).
   if (!isControlPlane(req.userInfo)) {
     const group = str(req.resource?.group) ?? "";
+    const oldPodSpec = podSpecOf(resource, req.oldObject)?.spec;
     const key = (n: NamedRef) => JSON.stringify([n.group, n.kind, n.name, n.namespace ?? namespace]);
     // An update is decided by what it names anew: what a controller set since (a bound claim's volume,
     // the default priority class) and what has gone since (a deleted source) were decided when written.
     const before = new Set(
       req.operation === "UPDATE"
-        ? namesOf(group, resource, req.oldObject, podSpecOf(resource, req.oldObject)?.spec, namespace).map(
-            key,
-          )
+        ? namesOf(group, resource, req.oldObject, oldPodSpec, namespace).map(key)
         : [],
     );
     const names = namesOf(group, resource, object, podSpec?.spec, namespace).filter(
@@ -205,9 +198,7 @@ export async function decideConsistency(req: AdmissionRequest, deps: Consistency
     );
     // Storage a pod reaches by an address of its own (an NFS export, an iSCSI target) may be anyone's;
     // decided, as the names are, where the spec gains it.
-    const storedStorage = new Set(
-      unmarkedStorage(podSpecOf(resource, req.oldObject)?.spec).map((v) => `${v.via} ${v.type}`),
-    );
+    const storedStorage = new Set(unmarkedStorage(oldPodSpec).map((v) => `${v.via} ${v.type}`));
     for (const v of unmarkedStorage(podSpec?.spec).filter((v) => !storedStorage.has(`${v.via} ${v.type}`)))
       problem(
         `${self} (${named(own)}) mounts a ${clip(v.type)} volume (${v.via}): svc cannot tell whose storage it reaches; use a claim of a volume marked for its compartment`,
@@ -274,17 +265,14 @@ export async function decideConsistency(req: AdmissionRequest, deps: Consistency
     else if (!same) problem(`${self} (${named(own)}) ${text(named(theirs))}`);
   }
 
-  async function overridden(text: string, decision: "refused" | "unlabeled" = "refused"): Promise<Verdict> {
-    const message = `svc admission: ${text}`;
+  function overridden(text: string, decision: "refused" | "unlabeled" = "refused"): Promise<Verdict> {
     const compartment = own.kind === "marked" ? { compartment: own.shown } : {};
-    if (await deps.canOverride(req.userInfo ?? {}, namespace as string))
-      return {
-        allowed: true,
-        decision: "override",
-        message: `compartment override: ${message}`,
-        ...compartment,
-      };
-    return { allowed: false, decision, message, ...compartment };
+    return unlessOverridden(
+      { allowed: false, decision, message: `svc admission: ${text}`, ...compartment },
+      req.userInfo ?? {},
+      namespace as string,
+      deps.canOverride,
+    );
   }
 }
 

@@ -54,6 +54,25 @@ export const refuse = (message: string, compartment?: string): Verdict => ({
   ...(compartment ? { compartment } : {}),
 });
 
+/**
+ * A refusal, unless the requester holds the override (`force` on compartmentoverrides.svc.dev in the
+ * namespace): then it passes, as an override, with the refusal's words after "compartment override: ".
+ */
+export async function unlessOverridden(
+  refusal: Verdict,
+  user: UserInfo,
+  namespace: string,
+  canOverride: (user: UserInfo, namespace: string) => Promise<boolean>,
+): Promise<Verdict> {
+  if (!(await canOverride(user, namespace))) return refusal;
+  return {
+    ...refusal,
+    allowed: true,
+    decision: "override",
+    message: `compartment override: ${refusal.message}`,
+  };
+}
+
 export const groupsOf = (user: UserInfo | undefined): string[] =>
   Array.isArray(user?.groups) ? user.groups.filter((g): g is string => typeof g === "string") : [];
 

@@ -1,4 +1,5 @@
 import {
+  CACHED_KINDS,
   type CachedKind,
   type Marks,
   MarksCache,
@@ -34,23 +35,11 @@ const OVERRIDE_CACHE_MAX = 10_000;
 const MAX_DIRECT_READS = 16;
 /** A lookup gives up before the review's deadline, so that the refusal says why. */
 const LOOKUP_MS = 3_000;
-const CACHED: CachedKind[] = [
-  "pods",
-  "secrets",
-  "configmaps",
-  "serviceaccounts",
-  "persistentvolumeclaims",
-  "services",
-];
-/** The cached kinds by "group/Kind". */
-const CACHED_KINDS: Record<string, CachedKind> = {
-  "/Pod": "pods",
-  "/Secret": "secrets",
-  "/ConfigMap": "configmaps",
-  "/ServiceAccount": "serviceaccounts",
-  "/PersistentVolumeClaim": "persistentvolumeclaims",
-  "/Service": "services",
-};
+const CACHED = Object.keys(CACHED_KINDS) as CachedKind[];
+/** The cached kinds by "group/Kind" (the core group's: "/Pod"). */
+const CACHED_BY_KIND: Record<string, CachedKind> = Object.fromEntries(
+  CACHED.map((resource) => [`/${CACHED_KINDS[resource]}`, resource]),
+);
 /** Cluster-scoped kinds an object may name, read whole when a review needs one, by "group/Kind". */
 const CLUSTER_PATHS: Record<string, string> = {
   "/PersistentVolume": "/api/v1/persistentvolumes/{name}",
@@ -129,8 +118,8 @@ export async function startAdmission(
     const meta = await readMeta(client, kind, namespace, name, AbortSignal.timeout(LOOKUP_MS));
     return meta === null ? null : marksOfMeta(meta);
   };
-  /** A workload read whole (its template is not metadata); null when missing or not the expected UID. */
-  const readWorkload = async (
+  /** An object read whole (a workload's template is not metadata); null when missing or not the expected UID. */
+  const readObject = async (
     path: string,
     namespace: string,
     name: string,
@@ -154,7 +143,7 @@ export async function startAdmission(
         const m = await cachedMarks(kind as CachedKind, namespace, name, spend);
         return m === null ? null : [m];
       }
-      const o = await readWorkload(OWNER_PATHS[SCALED[kind] as string] as string, namespace, name, spend);
+      const o = await readObject(OWNER_PATHS[SCALED[kind] as string] as string, namespace, name, spend);
       if (o === null) return null;
       return [marksOfMeta(o.metadata), marksOfMeta(podSpecOf(kind, o)?.meta)];
     };
@@ -169,7 +158,7 @@ export async function startAdmission(
       const key = `${ref.group}/${ref.kind}`;
       const namespace = ref.namespace ?? reviewed;
       const what = `${ref.kind} ${clip(namespace)}/${clip(ref.name)}`;
-      const cached = Object.hasOwn(CACHED_KINDS, key) ? CACHED_KINDS[key] : undefined;
+      const cached = Object.hasOwn(CACHED_BY_KIND, key) ? CACHED_BY_KIND[key] : undefined;
       if (cached) {
         const marks = await cachedMarks(cached, namespace, ref.name, spend);
         // Cached entries keep their UID: an owner of another UID is not this one.
@@ -179,7 +168,7 @@ export async function startAdmission(
       }
       const cluster = Object.hasOwn(CLUSTER_PATHS, key) ? CLUSTER_PATHS[key] : undefined;
       if (cluster) {
-        const o = await readWorkload(cluster, "", ref.name, spend, ref.uid);
+        const o = await readObject(cluster, "", ref.name, spend, ref.uid);
         if (o === null) return { found: "no" };
         // A class that never preempts only queues; the global default is the administrators' choice for
         // every pod that names none (the API server writes its name into them).
@@ -200,7 +189,7 @@ export async function startAdmission(
       }
       const path = Object.hasOwn(OWNER_PATHS, key) ? OWNER_PATHS[key] : undefined;
       if (!path) return { found: "unknown-kind" };
-      const o = await readWorkload(path, namespace, ref.name, spend, ref.uid);
+      const o = await readObject(path, namespace, ref.name, spend, ref.uid);
       if (o === null) return { found: "no" };
       const template = podSpecOf(RESOURCE_OF[ref.kind] as string, o);
       return { found: "yes", marks: marksOfMeta(template?.meta ?? o.metadata), what };

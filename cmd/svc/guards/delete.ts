@@ -35,7 +35,6 @@ export function guardDelete(g: GuardInput): Guarded {
     if (isSvcError(e, "usage")) throw e;
     return {}; // kubectl's delete reports what is wrong with the selection
   }
-  if (found.length === 0) return {};
   g.targets.push(...found.map((o) => describeObject(o as Record<string, unknown>)));
   const foreign = notCleared(g, found, "allow");
   if (foreign) {

@@ -54,6 +54,7 @@ export function notCleared(
   objects: KubeObject[],
   unlabeled: "allow" | "deny" = "deny",
 ): { object: KubeObject; shown: string } | undefined {
+  if (objects.length === 0) return undefined;
   const clearances = contextClearances(g.active);
   for (const object of objects) {
     const j = judgeMarks(clearances, [marksOfMeta(object.metadata)]);
