@@ -4,7 +4,6 @@ import {
   type AdmissionRequest,
   clip,
   type Decision,
-  groupsOf,
   refuse,
   shown,
   str,
@@ -13,16 +12,18 @@ import {
   unlessOverridden,
   type Verdict,
 } from "./request.ts";
+import { type IdentityDeps, speaksFor } from "./identity.ts";
 
 /**
  * Requests that act on one existing object of a compartment, decided by the requester's clearances
  * (docs/admission.md): into a pod (exec, attach, port-forward, the pod proxy, kubectl debug), onto a pod
  * (a binding, an eviction), a workload's scale, and a service account's token. The target's marks are
- * compared with the requester's groups (lib/kube/clearance.ts); a requester who is not cleared passes only
+ * compared with the clearances the requester speaks for (identity.ts, lib/kube/clearance.ts); a token
+ * bound to a pod needs clearance for that pod too, as its holder speaks for the pod. One who is not cleared passes only
  * with the override permission. Anything the webhook cannot tell — a request it was not written for, a
  * target it cannot find, marks it cannot read — is refused with the reason.
  */
-export interface AccessDeps {
+export interface AccessDeps extends IdentityDeps {
   /** The marks of the target (a workload: its own and its pod template's); null when there is none. */
   targetMarks(kind: TargetKind, namespace: string, name: string): Promise<Marks[] | null>;
   /** Whether the requester holds `force` on compartmentoverrides.svc.dev in the namespace. */
@@ -137,6 +138,29 @@ export async function decideAccess(req: AdmissionRequest, deps: AccessDeps): Pro
     key === "pods/ephemeralcontainers" && stored
       ? [marksOfMeta(stored)]
       : await deps.targetMarks(action.target, namespace, name);
+  if (key === "serviceaccounts/token" && marks !== null) {
+    const bound = await boundPod(req, namespace, deps);
+    if (bound === null)
+      return unlessOverridden(
+        refuse(
+          `svc admission: the pod a token for ${target} would be bound to does not exist (or has another UID)`,
+        ),
+        req.userInfo ?? {},
+        namespace,
+        deps.canOverride,
+      );
+    if (bound) {
+      const boundTo = { text: `request a token of ${target} bound to`, what: "pod" };
+      return judge(
+        [...marks, bound.marks],
+        req.userInfo ?? {},
+        namespace,
+        `pod ${bound.what}`,
+        boundTo,
+        deps,
+      );
+    }
+  }
   return judge(marks, req.userInfo ?? {}, namespace, target, action, deps);
 }
 
@@ -163,7 +187,8 @@ export async function judge(
     );
 
   if (marks === null) return override(`svc admission: ${target} not found`, "refused");
-  const clearances = clearancesOf(groupsOf(user));
+  const spoken = await speaksFor(user, deps);
+  const clearances = clearancesOf(spoken.groups);
   const j = judgeMarks(clearances, marks);
   if (j.kind === "unreadable")
     return override(`svc admission: ${target} has compartment marks svc cannot read: ${j.why}`, "refused");
@@ -179,10 +204,26 @@ export async function judge(
   if (j.kind === "cleared")
     return { allowed: true, decision: "allowed", message: `cleared for ${compartment}`, compartment };
   return override(
-    `Cannot ${action.text} ${action.what} in another compartment (${compartment}); you are cleared for ${describeClearances(clearances)} (missing: ${j.missing.join(", ")})`,
+    `Cannot ${action.text} ${action.what} in another compartment (${compartment}); you are cleared for ${describeClearances(clearances)}${spoken.because === "groups" ? "" : ` (${spoken.because})`} (missing: ${j.missing.join(", ")})`,
     "refused",
     compartment,
   );
+}
+
+/**
+ * The marks of the pod a token request binds its token to (whose compartment the token then speaks for):
+ * undefined when it binds none, null when that pod (of that UID) does not exist.
+ */
+async function boundPod(req: AdmissionRequest, namespace: string, deps: AccessDeps) {
+  const ref = (req.object as { spec?: { boundObjectRef?: unknown } } | null)?.spec?.boundObjectRef as
+    | { kind?: unknown; name?: unknown; uid?: unknown }
+    | null
+    | undefined;
+  if (ref === null || typeof ref !== "object" || ref.kind !== "Pod") return undefined;
+  const name = str(ref.name);
+  const pod = name ? await deps.entry("pods", namespace, name) : null;
+  if (pod === null || (ref.uid !== undefined && pod.uid !== ref.uid)) return null;
+  return { marks: pod, what: `${clip(namespace)}/${clip(name)}` };
 }
 
 function proxied(segment: string): string | undefined {

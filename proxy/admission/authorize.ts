@@ -1,4 +1,5 @@
 import { type AccessDeps, judge, type TargetKind } from "./access.ts";
+import { speaksFor } from "./identity.ts";
 import { clip, isControlPlane, str, type UserInfo, type Verdict } from "./request.ts";
 
 /**
@@ -10,6 +11,12 @@ import { clip, isControlPlane, str, type UserInfo, type Verdict } from "./reques
  * compartments that the requester may override also gets no opinion, and is logged as an override.
  * Impersonating a service account that does not exist, or one that holds the override the requester does
  * not hold, is denied too: RoleBindings name accounts, not objects, and the override would be lent.
+ *
+ * One more question is answered, and granted: `get` on compartmentclearances.svc.dev, which the
+ * ValidatingAdmissionPolicy asks for a service account (deploy/admission/base/policy.yaml, variables.groups):
+ * the reason of an allowed answer is "svc-compartments speaks for: " and the clearance groups the requester
+ * speaks for (identity.ts), space-separated; one that speaks for none is denied with why. The resource
+ * exists nowhere; the answer grants nothing else.
  */
 export interface ResourceAttributes {
   namespace?: string;
@@ -37,6 +44,9 @@ const READS: Record<string, { target: TargetKind; text: string; what: string }> 
 const VERBS = new Set(["get", "list", "watch"]);
 const IMPERSONATE = "serviceaccounts/impersonate";
 const IMPERSONATION = { target: "serviceaccounts" as const, text: "impersonate", what: "service account" };
+export const CLEARANCE = "svc.dev/compartmentclearances";
+/** The prefix of a granted clearance answer, which the policy reads (its variables.groups). */
+export const SPEAKS_FOR = "svc-compartments speaks for: ";
 
 /**
  * The "resource/subresource" of a review ("serviceaccounts/impersonate" for an impersonation), or undefined
@@ -44,6 +54,14 @@ const IMPERSONATION = { target: "serviceaccounts" as const, text: "impersonate",
  */
 export function guardedRead(spec: AccessReviewSpec | undefined): string | undefined {
   const a = spec?.resourceAttributes;
+  if (
+    a &&
+    str(a.group) === "svc.dev" &&
+    str(a.resource) === "compartmentclearances" &&
+    !str(a.subresource) &&
+    str(a.verb) === "get"
+  )
+    return CLEARANCE;
   if (!a || (str(a.group) ?? "") !== "") return undefined;
   const key = `${str(a.resource) ?? ""}/${str(a.subresource) ?? ""}`;
   if (str(a.verb) === "impersonate") return key === "serviceaccounts/" ? IMPERSONATE : undefined;
@@ -51,7 +69,13 @@ export function guardedRead(spec: AccessReviewSpec | undefined): string | undefi
   return key;
 }
 
-export type ReadVerdict = Verdict | { decision: "no_opinion"; message: string };
+/** What the API server is answered: allowed (a clearance question only), denied, or no opinion. */
+export type AccessAnswer = "allow" | "deny" | "none";
+
+export type ReadVerdict =
+  | Verdict
+  | { decision: "no_opinion"; message: string }
+  | { decision: "speaks_for"; message: string };
 
 export async function decideRead(spec: AccessReviewSpec, deps: AccessDeps): Promise<ReadVerdict> {
   const key = guardedRead(spec);
@@ -64,6 +88,17 @@ export async function decideRead(spec: AccessReviewSpec, deps: AccessDeps): Prom
     ...(Array.isArray(spec.groups) ? { groups: spec.groups } : {}),
     ...(spec.extra && typeof spec.extra === "object" ? { extra: spec.extra } : {}),
   };
+  if (key === CLEARANCE) {
+    if (isControlPlane(user)) return { decision: "no_opinion", message: "control plane" };
+    const spoken = await speaksFor(user, deps);
+    if (spoken.groups.length > 0)
+      return { decision: "speaks_for", message: `${SPEAKS_FOR}${spoken.groups.join(" ")}` };
+    return {
+      allowed: false,
+      decision: "refused",
+      message: `svc-compartments: ${clip(spec.user)} speaks for no compartment: ${spoken.because === "groups" ? "it holds no svc: groups" : spoken.because}`,
+    };
+  }
   // A list or watch of a whole namespace names no object (its table view shows no data): RBAC decides it.
   if (!key || !namespace || !name)
     return {

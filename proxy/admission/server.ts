@@ -1,7 +1,7 @@
 import type { Server } from "bun";
 import { SvcError } from "../../lib/errors.ts";
 import type { HostPort } from "../config/types.ts";
-import type { AccessReviewSpec } from "./authorize.ts";
+import type { AccessAnswer, AccessReviewSpec } from "./authorize.ts";
 import { userInfoProblem } from "./bounded.ts";
 import { Gate, type GateLimits, type GateLoad, type Ticket } from "./gate.ts";
 import { clip, shown } from "./request.ts";
@@ -19,8 +19,11 @@ export interface AdmissionServerOptions {
   address: HostPort;
   tls: TlsPair;
   decide(request: AdmissionRequest): Promise<Verdict>;
-  /** A SubjectAccessReview's spec (POST /authorize): denied with a reason, or no opinion. */
-  authorize(spec: AccessReviewSpec): Promise<{ denied: boolean; reason: string }>;
+  /**
+   * A SubjectAccessReview's spec (POST /authorize): denied with a reason, no opinion, or (a clearance
+   * question only, authorize.ts) allowed with the clearances in the reason.
+   */
+  authorize(spec: AccessReviewSpec): Promise<{ answer: AccessAnswer; reason: string }>;
   ready(): boolean;
   /**
    * A malformed review (answered 400: the API server then applies the failure policy), or one turned away
@@ -203,8 +206,9 @@ export function startAdmissionServer(o: AdmissionServerOptions): AdmissionServer
   };
 
   /**
-   * A SubjectAccessReview (authorization.k8s.io/v1): answered with status.allowed false always (this
-   * webhook never grants), and denied true with the reason when the read is refused.
+   * A SubjectAccessReview (authorization.k8s.io/v1): answered with status.allowed false (this webhook grants
+   * nothing but the answer to a clearance question), and denied true with the reason when the read is
+   * refused.
    */
   const answerAccess = async (value: unknown, ticket: Ticket, address: string): Promise<Response> => {
     const review = value as { apiVersion?: unknown; kind?: unknown; spec?: AccessReviewSpec } | null;
@@ -213,11 +217,11 @@ export function startAdmissionServer(o: AdmissionServerOptions): AdmissionServer
       o.onBadRequest(`not a SubjectAccessReview with a spec (kind ${shown(review?.kind)})`);
       return plain(400, "svc-proxy admission: expected a SubjectAccessReview with a spec");
     }
-    const reply = (denied: boolean, reason: string) =>
+    const reply = (answer: AccessAnswer, reason: string) =>
       Response.json({
         apiVersion: echoed(review.apiVersion, "authorization.k8s.io/v1"),
         kind: "SubjectAccessReview",
-        status: { allowed: false, ...(denied ? { denied: true, reason } : { reason }) },
+        status: { allowed: answer === "allow", ...(answer === "deny" ? { denied: true } : {}), reason },
       });
     const absurd = userInfoProblem({
       username: spec.user,
@@ -227,11 +231,11 @@ export function startAdmissionServer(o: AdmissionServerOptions): AdmissionServer
     });
     if (absurd) {
       note(`access review from ${address}: ${absurd}`);
-      return reply(true, absurd);
+      return reply("deny", absurd);
     }
     return whenRoom(ticket, "access review", address, async () => {
-      const { denied, reason } = await o.authorize(spec);
-      return reply(denied, reason);
+      const { answer, reason } = await o.authorize(spec);
+      return reply(answer, reason);
     });
   };
 

@@ -3,6 +3,7 @@ import {
   type CachedKind,
   type Marks,
   MarksCache,
+  entryOf,
   marksOfMeta,
   readMeta,
 } from "../../lib/kube/marks-cache.ts";
@@ -12,7 +13,14 @@ import type { AdmissionConfig } from "../config/types.ts";
 import type { Logger } from "../log.ts";
 import type { AdmissionMetrics } from "../metrics.ts";
 import type { TargetKind } from "./access.ts";
-import { type AccessReviewSpec, decideRead, guardedRead, type ReadVerdict } from "./authorize.ts";
+import {
+  type AccessAnswer,
+  type AccessReviewSpec,
+  CLEARANCE,
+  decideRead,
+  guardedRead,
+  type ReadVerdict,
+} from "./authorize.ts";
 import type { Lookup, ObjectRef } from "./consistency.ts";
 import { type AdmissionRequest, clip, type UserInfo, type Verdict } from "./request.ts";
 import { review, reviewLabel } from "./review.ts";
@@ -116,7 +124,7 @@ export async function startAdmission(
     metrics?.cacheMiss(kind);
     // Not seen yet (just created, or the cache is still filling): read it once.
     const meta = await readMeta(client, kind, namespace, name, AbortSignal.timeout(LOOKUP_MS));
-    return meta === null ? null : marksOfMeta(meta);
+    return meta === null ? null : entryOf(meta);
   };
   /** An object read whole (a workload's template is not metadata); null when missing or not the expected UID. */
   const readObject = async (
@@ -162,8 +170,7 @@ export async function startAdmission(
       if (cached) {
         const marks = await cachedMarks(cached, namespace, ref.name, spend);
         // Cached entries keep their UID: an owner of another UID is not this one.
-        const uid = (marks as { uid?: string } | null)?.uid;
-        if (marks === null || (ref.uid && uid && uid !== ref.uid)) return { found: "no" };
+        if (marks === null || (ref.uid && marks.uid && marks.uid !== ref.uid)) return { found: "no" };
         return { found: "yes", marks, what };
       }
       const cluster = Object.hasOwn(CLUSTER_PATHS, key) ? CLUSTER_PATHS[key] : undefined;
@@ -304,6 +311,7 @@ export async function startAdmission(
         review(request, {
           targetMarks: targetMarks(spend),
           marks: (kind, namespace, name) => cachedMarks(kind, namespace, name, spend),
+          entry: (kind, namespace, name) => cachedMarks(kind, namespace, name, spend),
           lookup: lookup(spend),
           bindingsOf: bindingsOf(spend),
           canOverride,
@@ -326,11 +334,16 @@ export async function startAdmission(
     );
 
   /** The authorization webhook's reads (authorize.ts), logged and counted as the reviews are. */
-  const authorize = async (spec: AccessReviewSpec): Promise<{ denied: boolean; reason: string }> => {
+  const authorize = async (spec: AccessReviewSpec): Promise<{ answer: AccessAnswer; reason: string }> => {
     const a = spec.resourceAttributes;
     const verdict = await decided(
       (spend) =>
-        decideRead(spec, { targetMarks: targetMarks(spend), canOverride, unlabeled: config.unlabeledReads }),
+        decideRead(spec, {
+          targetMarks: targetMarks(spend),
+          entry: (kind, namespace, name) => cachedMarks(kind, namespace, name, spend),
+          canOverride,
+          unlabeled: config.unlabeledReads,
+        }),
       AUTHORIZE_MS,
       {
         failed: (why) => `svc authorization: cannot decide (${why}); denied`,
@@ -339,6 +352,7 @@ export async function startAdmission(
         label: () => {
           const key = guardedRead(spec);
           if (key === "serviceaccounts/impersonate") return "impersonate serviceaccounts";
+          if (key === CLEARANCE) return "speaks for";
           return key ? `read ${key.replace(/\/$/, "")}` : "read other";
         },
       },
@@ -349,7 +363,9 @@ export async function startAdmission(
         object: `${clip(a?.namespace)}/${clip(a?.name)}`,
       },
     );
-    return { denied: refusal(verdict), reason: verdict.message };
+    const answer: AccessAnswer =
+      verdict.decision === "speaks_for" ? "allow" : refusal(verdict) ? "deny" : "none";
+    return { answer, reason: verdict.message };
   };
 
   let server: ReturnType<typeof startAdmissionServer>;
@@ -399,7 +415,7 @@ const operationOf = (verb: unknown, resource: unknown, subresource: unknown) =>
   `${clip(verb)} ${clip(resource)}${subresource ? `/${clip(subresource)}` : ""}`;
 
 /** A decision that refuses (an admission review) or denies (a read); no opinion refuses nothing. */
-const refusal = (v: ReadVerdict): boolean => v.decision !== "no_opinion" && !v.allowed;
+const refusal = (v: ReadVerdict): boolean => "allowed" in v && !v.allowed;
 
 function withDeadline<T>(work: Promise<T>, ms: number): Promise<T> {
   let timer: ReturnType<typeof setTimeout> | undefined;

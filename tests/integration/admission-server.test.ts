@@ -40,7 +40,7 @@ beforeAll(async () => {
       return { allowed: true, decision: "allowed", message: "cleared" };
     },
     authorize: async (spec) => ({
-      denied: spec.resourceAttributes?.name === "foreign",
+      answer: spec.resourceAttributes?.name === "foreign" ? "deny" : "none",
       reason: spec.resourceAttributes?.name === "foreign" ? "another compartment" : "no opinion",
     }),
     ready: () => true,

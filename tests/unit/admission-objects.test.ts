@@ -85,6 +85,10 @@ const deps = (
       asked.push(`${kind}/${name}`);
       return objects[`${kind}/${name}`] ?? null;
     },
+    entry: async (kind, _ns, name) => {
+      const found = objects[`${kind}/${name}`];
+      return found ? { ...found, uid: `uid-${name}` } : null;
+    },
     lookup: async (ref) => {
       asked.push(`lookup ${ref.kind}/${ref.name}`);
       // The webhook reads these kinds (proxy/admission/start.ts); any other is unknown to it.
@@ -126,6 +130,46 @@ const access = (
   name,
   operation,
   ...who,
+});
+
+describe("a token bound to a pod speaks for that pod: requesting one needs clearance for the pod", () => {
+  const tokenFor = (account: string, boundObjectRef: unknown) => ({
+    ...access("serviceaccounts", "token", "CREATE", account),
+    object: { kind: "TokenRequest", spec: { audiences: [], boundObjectRef } },
+  });
+  test("an unmarked account's token bound to another compartment's pod is refused", async () => {
+    for (const [r, text] of [
+      [
+        tokenFor("default", { kind: "Pod", apiVersion: "v1", name: "p-bravo", uid: "uid-p-bravo" }),
+        "Cannot request a token of service account shared/default bound to pod in another compartment (UK-S-BRAVO)",
+      ],
+      [
+        tokenFor("default", { kind: "Pod", apiVersion: "v1", name: "p-bravo" }),
+        "bound to pod in another compartment",
+      ],
+      [
+        tokenFor("default", { kind: "Pod", apiVersion: "v1", name: "p-alpha", uid: "uid-other" }),
+        "the pod a token for service account shared/default would be bound to does not exist",
+      ],
+      [tokenFor("default", { kind: "Pod", name: "p-gone" }), "would be bound to does not exist"],
+      [tokenFor("default", { kind: "Pod", name: ["p-alpha"] }), "would be bound to does not exist"],
+    ] as const) {
+      const v = await review(r, deps());
+      expect({ r: r.object, allowed: v.allowed }).toEqual({ r: r.object, allowed: false });
+      expect(v.message).toContain(text);
+    }
+  });
+  test("one bound to a pod of one's own compartment, or to no pod, is decided by the account", async () => {
+    const own = tokenFor("default", { kind: "Pod", name: "p-alpha", uid: "uid-p-alpha" });
+    expect((await review(own, deps())).message).toBe("cleared for US-TS-ALPHA");
+    expect(
+      (await review(tokenFor("default", { kind: "Secret", name: "s-bravo" }), deps({ unlabeled: "allow" })))
+        .allowed,
+    ).toBe(true);
+    expect((await review(tokenFor("sa-bravo", { kind: "Pod", name: "p-alpha" }), deps())).allowed).toBe(
+      false,
+    );
+  });
 });
 
 describe("bindings, evictions, scale and tokens are decided by the requester's clearances", () => {

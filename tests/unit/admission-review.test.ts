@@ -83,6 +83,7 @@ describe("the webhook's review", () => {
     targetMarks: async (_kind, ns, name) =>
       Object.hasOwn(pods, `${ns}/${name}`) ? [pods[`${ns}/${name}`] as PodMarks] : null,
     marks: async () => null,
+    entry: async () => null,
     lookup: async () => ({ found: "no" }),
     bindingsOf: async () => [],
     canOverride: async (u) => (o.overrides ?? []).includes(u.username ?? ""),

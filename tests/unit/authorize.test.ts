@@ -28,6 +28,9 @@ const objects: Record<string, Marks> = {
   "serviceaccounts/sa-alpha": m("US-TS-ALPHA"),
   "serviceaccounts/sa-bravo": m("UK-S-BRAVO"),
   "serviceaccounts/deployer": m("US-TS-ALPHA"),
+  "serviceaccounts/plain": m(),
+  "serviceaccounts/sa-odd": m("US-TS-ALPHA", undefined, "uk:bravo"),
+  "pods/p-none": m(),
 };
 const deps = (
   o: { unlabeled?: "allow" | "deny"; overrides?: string[] } = {},
@@ -39,6 +42,11 @@ const deps = (
       asked.push(`${kind}/${name}`);
       const found = Object.hasOwn(objects, `${kind}/${name}`) ? objects[`${kind}/${name}`] : undefined;
       return found ? [found] : null;
+    },
+    // Every object's UID is "uid-" and its name.
+    entry: async (kind, _ns, name) => {
+      const found = Object.hasOwn(objects, `${kind}/${name}`) ? objects[`${kind}/${name}`] : undefined;
+      return found ? { ...found, uid: `uid-${name}` } : null;
     },
     canOverride: async (u) =>
       [...(o.overrides ?? []), "system:serviceaccount:shared:deployer"].includes(u.username ?? ""),
@@ -203,5 +211,88 @@ describe("impersonation of service accounts", () => {
     ).toBeUndefined();
     expect(guardedRead(read("serviceaccounts", "x", { verb: "impersonate", group: "apps" }))).toBeUndefined();
     expect(guardedRead(as("x"))).toBe("serviceaccounts/impersonate");
+  });
+});
+
+describe("which compartment a requester speaks for (identity.ts)", () => {
+  const SA = (name: string) => `system:serviceaccount:shared:${name}`;
+  const bound = (pod: unknown, uid: unknown) => ({
+    "authentication.kubernetes.io/pod-name": pod,
+    "authentication.kubernetes.io/pod-uid": uid,
+  });
+  const asks = (user: string, o: { groups?: unknown; extra?: unknown } = {}): AccessReviewSpec =>
+    ({
+      resourceAttributes: { verb: "get", group: "svc.dev", resource: "compartmentclearances" },
+      user,
+      groups: o.groups ?? ["system:serviceaccounts", "system:authenticated"],
+      ...(o.extra !== undefined ? { extra: o.extra } : {}),
+    }) as AccessReviewSpec;
+  const ALPHA_ANSWER = "svc-compartments speaks for: svc:country:us svc:sensitivity:ts svc:compartment:alpha";
+
+  test("a marked account speaks for its marks; a token bound to a pod for that pod's", async () => {
+    expect(await decideRead(asks(SA("sa-alpha")), deps())).toEqual({
+      decision: "speaks_for",
+      message: ALPHA_ANSWER,
+    });
+    // An unmarked account (default, say) in a pod of ALPHA: the pod's token speaks for ALPHA.
+    const plainInAlpha = asks(SA("plain"), { extra: bound(["p-alpha"], ["uid-p-alpha"]) });
+    expect((await decideRead(plainInAlpha, deps())).message).toBe(ALPHA_ANSWER);
+    const alphaInAlpha = asks(SA("sa-alpha"), { extra: bound(["p-alpha"], ["uid-p-alpha"]) });
+    expect((await decideRead(alphaInAlpha, deps())).message).toBe(ALPHA_ANSWER);
+    // A person: their svc: groups.
+    expect((await decideRead(asks("alice", { groups: ALICE }), deps())).message).toBe(ALPHA_ANSWER);
+  });
+
+  test("what cannot be told speaks for no compartment, and says why", async () => {
+    for (const [spec, why] of [
+      [asks(SA("plain")), "service account shared/plain has no compartment marks"],
+      [asks(SA("sa-gone")), "service account shared/sa-gone does not exist"],
+      [asks(SA("__proto__")), "service account shared/__proto__ does not exist"],
+      [asks(SA("sa-odd")), "marks svc cannot read"],
+      // Impersonated groups on an account are not read.
+      [asks(SA("plain"), { groups: ALICE }), "has no compartment marks"],
+      [
+        asks(SA("plain"), { extra: bound(["p-alpha"], ["uid-other"]) }),
+        "pod shared/p-alpha of UID uid-other is gone",
+      ],
+      [asks(SA("plain"), { extra: bound(["p-gone"], ["uid-p-gone"]) }), "is gone"],
+      [asks(SA("plain"), { extra: bound(["p-none"], ["uid-p-none"]) }), "has no compartment marks"],
+      [
+        asks(SA("plain"), { extra: { "authentication.kubernetes.io/pod-name": ["p-alpha"] } }),
+        "by name alone",
+      ],
+      [asks(SA("plain"), { extra: bound(["p-alpha", "p-bravo"], ["uid-p-alpha"]) }), "by UID alone"],
+      [asks(SA("plain"), { extra: bound("p-alpha", "uid-p-alpha") }), "names its pod by"],
+      // A marked account in a pod of another compartment: neither is trusted.
+      [asks(SA("sa-bravo"), { extra: bound(["p-alpha"], ["uid-p-alpha"]) }), "are of different compartments"],
+      [
+        asks("carol", { groups: ["system:authenticated"] }),
+        "carol speaks for no compartment: it holds no svc: groups",
+      ],
+    ] as const) {
+      const v = await decideRead(spec, deps());
+      expect({ spec, decision: v.decision }).toEqual({ spec, decision: "refused" });
+      expect(v.message).toContain(why);
+    }
+  });
+
+  test("the control plane and other questions of svc.dev get no opinion", async () => {
+    const cm = asks("system:kube-controller-manager", { groups: [] });
+    expect((await decideRead(cm, deps())).decision).toBe("no_opinion");
+    const other = {
+      ...asks(SA("sa-alpha")),
+      resourceAttributes: { verb: "list", group: "svc.dev", resource: "compartmentclearances" },
+    };
+    expect((await decideRead(other, deps())).decision).toBe("no_opinion");
+  });
+
+  test("an account's reads are judged by what it speaks for", async () => {
+    const own = read("secrets", "s-alpha", { user: SA("sa-alpha"), groups: [] });
+    expect((await decideRead(own, deps())).decision).toBe("allowed");
+    const other = await decideRead(read("secrets", "s-bravo", { user: SA("sa-alpha"), groups: [] }), deps());
+    expect(other.decision).toBe("refused");
+    expect(other.message).toContain("(service account shared/sa-alpha is of US-TS-ALPHA)");
+    const plain = await decideRead(read("secrets", "s-alpha", { user: SA("plain"), groups: ALICE }), deps());
+    expect(plain.decision).toBe("refused");
   });
 });
