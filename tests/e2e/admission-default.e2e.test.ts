@@ -1,6 +1,8 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { readFileSync } from "node:fs";
-import { stringify } from "yaml";
+import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { parse, stringify } from "yaml";
 import { COMPARTMENT_LABEL as PIN } from "../../lib/kube/inject.ts";
 import { KINDS, NOT_STORED } from "./admission-kinds.ts";
 import { ALPHA, auditSize, BRAVO, kubectlUser, useTestbed } from "./support.ts";
@@ -283,6 +285,104 @@ describe("identities", () => {
     expect(
       kubectl("olivia", ["--as=system:serviceaccount:shared:alpha-deployer", "auth", "whoami"]).code,
     ).toBe(0);
+  });
+});
+
+describe("which compartment a service account speaks for", () => {
+  /** kubectl as whoever holds `token` (a kubeconfig with the test bed's cluster and that token alone). */
+  const withToken = (token: string, args: string[], input?: string) => {
+    const config = parse(readFileSync(testbed().kube.kubeconfig, "utf8")) as { clusters: unknown[] };
+    const file = join(mkdtempSync(join(tmpdir(), "svc-token-")), "kubeconfig");
+    writeFileSync(
+      file,
+      stringify({
+        apiVersion: "v1",
+        kind: "Config",
+        clusters: config.clusters,
+        users: [{ name: "holder", user: { token } }],
+        contexts: [{ name: "holder", context: { cluster: "testbed", user: "holder", namespace: NS } }],
+        "current-context": "holder",
+      }),
+      { mode: 0o600 },
+    );
+    const r = Bun.spawnSync(["kubectl", `--kubeconfig=${file}`, ...args], {
+      stdin: input ? Buffer.from(input) : "ignore",
+      timeout: 30_000,
+    });
+    return { code: r.exitCode, out: r.stdout.toString(), err: r.stderr.toString() };
+  };
+  const token = (account: string, ...flags: string[]) => {
+    const r = kubectl("admin", ["create", "token", account, ...flags]);
+    if (r.code !== 0) throw new Error(`create token: ${r.err}`);
+    return r.out.trim();
+  };
+  const configMap = (c: string) => stringify(marked("ConfigMap", `written-${c.toLowerCase()}`, c));
+  const writes = (t: string, c: string) =>
+    withToken(t, ["create", "--dry-run=server", "-o", "name", "-f", "-"], configMap(c));
+
+  beforeAll(() => {
+    admin(marked("ServiceAccount", "alpha-writer", ALPHA));
+    admin({ apiVersion: "v1", kind: "ServiceAccount", metadata: { name: "plain-writer" } });
+    admin({
+      apiVersion: "rbac.authorization.k8s.io/v1",
+      kind: "RoleBinding",
+      metadata: { name: "writers" },
+      roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name: "edit" },
+      subjects: ["alpha-writer", "plain-writer"].map((name) => ({
+        kind: "ServiceAccount",
+        name,
+        namespace: NS,
+      })),
+    });
+    admin(marked("Secret", "alpha-writer-data", ALPHA, { stringData: { k: "v" } }));
+    for (const [c, name] of [
+      [ALPHA, "alpha-plain-pod"],
+      [BRAVO, "bravo-plain-pod"],
+    ] as const)
+      admin(
+        marked("Pod", name, c, {
+          spec: { serviceAccountName: "plain-writer", containers: [{ name: "main", image: "busybox" }] },
+        }),
+      );
+  });
+  const boundTo = (pod: string) => {
+    const uid = kubectl("admin", ["get", "pod", pod, "-o", "jsonpath={.metadata.uid}"]).out;
+    return ["--bound-object-kind=Pod", `--bound-object-name=${pod}`, `--bound-object-uid=${uid}`];
+  };
+
+  test("a marked account writes and reads its own compartment and no other", () => {
+    const t = token("alpha-writer");
+    expect(writes(t, ALPHA)).toMatchObject({ code: 0, out: "configmap/written-us-ts-alpha\n" });
+    refused(
+      writes(t, BRAVO),
+      `ConfigMap written-uk-s-bravo is marked for another compartment (${PIN}=${BRAVO})`,
+      "you are cleared for compartments of shared:alpha-writer's marks",
+    );
+    expect(withToken(t, ["get", "secret", "alpha-writer-data", "-o", "name"]).code).toBe(0);
+    refused(
+      withToken(t, ["get", "secret", "bravo-secrets"]),
+      `Cannot read secret in another compartment (${BRAVO})`,
+      "(service account shared/alpha-writer is of US-TS-ALPHA)",
+    );
+  });
+
+  test("an unmarked account speaks for its pod's compartment with a token bound to the pod, else for none", () => {
+    const inAlpha = token("plain-writer", ...boundTo("alpha-plain-pod"));
+    expect(writes(inAlpha, ALPHA).code).toBe(0);
+    refused(writes(inAlpha, BRAVO), "is marked for another compartment");
+    const inBravo = token("plain-writer", ...boundTo("bravo-plain-pod"));
+    expect(writes(inBravo, BRAVO).code).toBe(0);
+    refused(writes(inBravo, ALPHA), "is marked for another compartment");
+    refused(writes(token("plain-writer"), ALPHA), "is marked for another compartment");
+  });
+
+  test("a token bound to another compartment's pod is refused to whoever asks for it", () => {
+    refused(
+      kubectl("bob", ["create", "token", "plain-writer", ...boundTo("alpha-plain-pod")]),
+      "Cannot request a token of service account shared/plain-writer bound to pod in another compartment (US-TS-ALPHA)",
+      "you are cleared for compartments bravo",
+    );
+    expect(kubectl("alice", ["create", "token", "plain-writer", ...boundTo("alpha-plain-pod")]).code).toBe(0);
   });
 });
 
