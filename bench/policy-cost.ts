@@ -10,7 +10,10 @@
  * Setups alternate round by round: the policy bound (as shipped) and unbound (its binding deleted, the
  * policy kept). Reported: median and p99 latency per setup (the spread over rounds), and the API
  * server's CPU time per request (from /proc, user + system), the figure that holds on a busy machine.
- *   bun bench/policy-cost.ts [--requests 2000] [--concurrency 8] [--rounds 4] [--out bench/results/policy-cost.md]
+ * With --requester account the same writes are sent by a service account marked for US-TS-ALPHA, with a
+ * token: the policy then asks the authorization webhook which compartment it speaks for (its answer kept
+ * by the API server for 5 s), which that figure includes.
+ *   bun bench/policy-cost.ts [--requests 2000] [--concurrency 8] [--rounds 4] [--requester alice|account] [--out FILE]
  */
 import { readFileSync, writeFileSync } from "node:fs";
 import { parseArgs } from "node:util";
@@ -24,12 +27,16 @@ const { values } = parseArgs({
     requests: { type: "string", default: "2000" },
     concurrency: { type: "string", default: "8" },
     rounds: { type: "string", default: "4" },
+    requester: { type: "string", default: "alice" },
     out: { type: "string" },
   },
 });
 const requests = Number(values.requests);
 const concurrency = Number(values.concurrency);
 const rounds = Number(values.rounds);
+if (!["alice", "account"].includes(values.requester))
+  throw new Error(`--requester ${values.requester}: expected alice or account`);
+const byAccount = values.requester === "account";
 const tb = readTestbed();
 if (!tb) throw new Error("no test bed: run make testbed-up first");
 const apiserverPid = tb.kube.pids.apiserver as number;
@@ -91,14 +98,27 @@ const MIX: { method: string; path: string; body?: string; type?: string }[] = [
   { method: "DELETE", path: `${cm}/bench-bravo` },
 ];
 
+const ACCOUNT = "bench-writer";
+/** The account's token (--requester account), made once the account exists. */
+let bearer = "";
+const credentials = (): {
+  headers: Record<string, string>;
+  tls: { ca: string; cert?: string; key?: string };
+} =>
+  byAccount ? { headers: { authorization: `Bearer ${bearer}` }, tls: { ca: tls.ca } } : { headers: {}, tls };
+
 async function send(i: number): Promise<{ ms: number; status: number }> {
   const m = MIX[i % MIX.length] as (typeof MIX)[number];
   const started = performance.now();
   const r = await fetch(`${server}${m.path}?dryRun=All`, {
     method: m.method,
     ...(m.body ? { body: m.body } : {}),
-    headers: { "content-type": m.type ?? "application/json", accept: "application/json" },
-    tls,
+    headers: {
+      "content-type": m.type ?? "application/json",
+      accept: "application/json",
+      ...credentials().headers,
+    },
+    tls: credentials().tls,
   });
   await r.arrayBuffer();
   return { ms: performance.now() - started, status: r.status };
@@ -143,6 +163,27 @@ try {
       stringify({ ...configMap(name), metadata: { name, namespace: NS, labels: { [PIN]: c } } }),
     );
   kubectl(["apply", "-f", "-"], stringify(deployment("bench-alpha")));
+  if (byAccount) {
+    kubectl(
+      ["apply", "-f", "-"],
+      stringify({
+        apiVersion: "v1",
+        kind: "ServiceAccount",
+        metadata: { name: ACCOUNT, namespace: NS, labels: { [PIN]: ALPHA } },
+      }),
+    );
+    kubectl(
+      ["apply", "-f", "-"],
+      stringify({
+        apiVersion: "rbac.authorization.k8s.io/v1",
+        kind: "RoleBinding",
+        metadata: { name: ACCOUNT, namespace: NS, labels: { [PIN]: ALPHA } },
+        roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name: "edit" },
+        subjects: [{ kind: "ServiceAccount", name: ACCOUNT, namespace: NS }],
+      }),
+    );
+    bearer = kubectl(["create", "token", ACCOUNT, "-n", NS, "--duration=1h"]).trim();
+  }
   const setups: [string, () => void][] = [
     ["policy bound", bind],
     ["policy unbound", unbind],
@@ -182,10 +223,11 @@ try {
   if (values.out)
     writeFileSync(
       values.out,
-      `# What the compartment policy costs the API server (bun bench/policy-cost.ts --requests ${requests} --concurrency ${concurrency} --rounds ${rounds})\n\nalice's dry-run writes straight to the test bed's kube-apiserver, ${concurrency} at a time, ${requests} a round: creates, label patches and deletes of a marked ConfigMap and Deployment, and one delete in ten of another compartment's ConfigMap (refused with the policy bound). ${rounds} rounds alternating the policy bound and unbound, each after a discarded warm-up round; medians over rounds.\n\n${table}`,
+      `# What the compartment policy costs the API server (bun bench/policy-cost.ts --requests ${requests} --concurrency ${concurrency} --rounds ${rounds} --requester ${values.requester})\n\n${byAccount ? `A service account's (${ACCOUNT}, marked for ${ALPHA}, with a token)` : "alice's"} dry-run writes straight to the test bed's kube-apiserver, ${concurrency} at a time, ${requests} a round: creates, label patches and deletes of a marked ConfigMap and Deployment, and one delete in ten of another compartment's ConfigMap (refused with the policy bound). ${rounds} rounds alternating the policy bound and unbound, each after a discarded warm-up round; medians over rounds.\n\n${table}`,
     );
 } finally {
   bind();
   kubectl(["delete", "configmap", "bench-alpha", "bench-bravo", "-n", NS, "--ignore-not-found"]);
   kubectl(["delete", "deployment", "bench-alpha", "-n", NS, "--ignore-not-found"]);
+  if (byAccount) kubectl(["delete", "serviceaccount,rolebinding", ACCOUNT, "-n", NS, "--ignore-not-found"]);
 }

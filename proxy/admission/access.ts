@@ -1,5 +1,6 @@
 import { clearancesOf, describeClearances, judgeMarks } from "../../lib/kube/clearance.ts";
 import { type Marks, marksOfMeta } from "../../lib/kube/marks-cache.ts";
+import { type IdentityDeps, speaksFor } from "./identity.ts";
 import {
   type AdmissionRequest,
   clip,
@@ -12,7 +13,6 @@ import {
   unlessOverridden,
   type Verdict,
 } from "./request.ts";
-import { type IdentityDeps, speaksFor } from "./identity.ts";
 
 /**
  * Requests that act on one existing object of a compartment, decided by the requester's clearances

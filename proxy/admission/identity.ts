@@ -25,8 +25,9 @@ export interface SpokenFor {
   because: string;
 }
 
-export const POD_NAME_EXTRA = "authentication.kubernetes.io/pod-name";
-export const POD_UID_EXTRA = "authentication.kubernetes.io/pod-uid";
+const POD_NAME_EXTRA = "authentication.kubernetes.io/pod-name";
+const POD_UID_EXTRA = "authentication.kubernetes.io/pod-uid";
+const ACCOUNTS = "system:serviceaccount:";
 const ACCOUNT = /^system:serviceaccount:([^:]+):([^:]+)$/;
 
 /** The one value of an extra; undefined when absent, "" when it is not exactly one string. */
@@ -57,8 +58,14 @@ const none = (because: string): SpokenFor => ({ groups: [], because });
 
 export async function speaksFor(user: UserInfo, deps: IdentityDeps): Promise<SpokenFor> {
   const username = str(user.username) ?? "";
+  if (!username.startsWith(ACCOUNTS))
+    return { groups: groupsOf(user).filter((g) => g.startsWith("svc:")), because: "groups" };
+  // The policy asks for every name of this prefix (its variables.isAccount): one of another shape is no one.
   const account = ACCOUNT.exec(username);
-  if (!account) return { groups: groupsOf(user).filter((g) => g.startsWith("svc:")), because: "groups" };
+  if (!account)
+    return none(
+      `${clip(username)} is not a service account's name (system:serviceaccount:<namespace>:<name>)`,
+    );
   const namespace = account[1] as string;
   const name = account[2] as string;
   const accountWhat = `service account ${clip(namespace)}/${clip(name)}`;

@@ -1,9 +1,9 @@
 import {
   CACHED_KINDS,
   type CachedKind,
+  entryOf,
   type Marks,
   MarksCache,
-  entryOf,
   marksOfMeta,
   readMeta,
 } from "../../lib/kube/marks-cache.ts";

@@ -248,6 +248,8 @@ describe("which compartment a requester speaks for (identity.ts)", () => {
       [asks(SA("plain")), "service account shared/plain has no compartment marks"],
       [asks(SA("sa-gone")), "service account shared/sa-gone does not exist"],
       [asks(SA("__proto__")), "service account shared/__proto__ does not exist"],
+      [asks("system:serviceaccount:shared:a:b", { groups: ALICE }), "is not a service account's name"],
+      [asks("system:serviceaccount:shared", { groups: ALICE }), "is not a service account's name"],
       [asks(SA("sa-odd")), "marks svc cannot read"],
       // Impersonated groups on an account are not read.
       [asks(SA("plain"), { groups: ALICE }), "has no compartment marks"],
