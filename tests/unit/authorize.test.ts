@@ -1,8 +1,14 @@
 import { describe, expect, test } from "bun:test";
+import { readFileSync } from "node:fs";
 import { clearancesOf, contextClearances, judgeMarks } from "../../lib/kube/clearance.ts";
 import type { Marks } from "../../lib/kube/marks-cache.ts";
 import type { AccessDeps } from "../../proxy/admission/access.ts";
-import { type AccessReviewSpec, decideRead, guardedRead } from "../../proxy/admission/authorize.ts";
+import {
+  type AccessReviewSpec,
+  decideRead,
+  guardedRead,
+  SPEAKS_FOR,
+} from "../../proxy/admission/authorize.ts";
 
 /**
  * The authorization webhook's decision on one SubjectAccessReview (docs/admission.md, "Reads"): named
@@ -276,6 +282,12 @@ describe("which compartment a requester speaks for (identity.ts)", () => {
       expect({ spec, decision: v.decision }).toEqual({ spec, decision: "refused" });
       expect(v.message).toContain(why);
     }
+  });
+
+  test("the policy reads the answer by the prefix the webhook writes", () => {
+    const policy = readFileSync(new URL("../../deploy/admission/base/policy.yaml", import.meta.url), "utf8");
+    expect(policy).toContain(`reason().startsWith('${SPEAKS_FOR}')`);
+    expect(policy).toContain(`reason().substring(${SPEAKS_FOR.length}).split(' ')`);
   });
 
   test("the control plane and other questions of svc.dev get no opinion", async () => {
