@@ -8,6 +8,8 @@
  * no lookups here. Every field comes from the request and is checked for its type where it is read.
  */
 import { get, isObj, list, str } from "./fields.ts";
+import { volumeVia } from "./pod-references.ts";
+import { serviceAccountOf } from "./service-account.ts";
 export interface NamedRef {
   /** The API group ("" for the core group). */
   group: string;
@@ -44,10 +46,8 @@ export function boundAccounts(binding: unknown, namespace: string): { name: stri
     if (!name) return [];
     if (get(s, "kind") === "ServiceAccount")
       return [{ name, namespace: str(get(s, "namespace")) ?? namespace }];
-    const user = /^system:serviceaccount:([^:]+):([^:]+)$/.exec(name);
-    return get(s, "kind") === "User" && user
-      ? [{ namespace: user[1] as string, name: user[2] as string }]
-      : [];
+    const account = get(s, "kind") === "User" ? serviceAccountOf(name) : undefined;
+    return account ? [account] : [];
   });
 }
 
@@ -62,7 +62,7 @@ export function claimTemplates(object: unknown, podSpec: unknown): { spec: unkno
     if (template !== undefined)
       found.push({
         spec: get(template, "spec"),
-        via: `volume ${JSON.stringify(String(get(v, "name")).slice(0, 63))}`,
+        via: volumeVia(v),
       });
   }
   return found;
@@ -92,15 +92,13 @@ export function namesOf(
 function namedBy(group: string, resource: string, object: unknown, namespace: string): NamedRef[] {
   const refs: NamedRef[] = [];
   const add = (ref: Partial<NamedRef> & { via: string }) => {
-    const kind = str(ref.kind);
-    const name = str(ref.name);
     // A reference without a kind or name names nothing the API server accepts; a kind or name that is not
     // text is named as it is, and no lookup finds it.
     if (ref.kind === undefined && ref.name === undefined) return;
     refs.push({
       group: typeof ref.group === "string" ? ref.group : "",
-      kind: kind ?? String(ref.kind),
-      name: name ?? String(ref.name),
+      kind: String(ref.kind),
+      name: String(ref.name),
       via: ref.via,
       ...(ref.namespace !== undefined ? { namespace: ref.namespace } : {}),
     });
@@ -170,6 +168,17 @@ function namedBy(group: string, resource: string, object: unknown, namespace: st
     seen.add(key);
     return true;
   });
+}
+
+/**
+ * Why a priority class harms no compartment, whatever its marks; undefined when it may. One that never
+ * preempts only queues; the global default is the administrators' choice for every pod that names none
+ * (the API server writes its name into them).
+ */
+export function priorityClassHarmless(priorityClass: unknown): string | undefined {
+  if (get(priorityClass, "preemptionPolicy") === "Never") return "never preempts";
+  if (get(priorityClass, "globalDefault") === true) return "the cluster's default";
+  return undefined;
 }
 
 /** The priority class a pod spec asks for: the scheduler preempts lower pods for it. */

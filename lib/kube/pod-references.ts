@@ -1,6 +1,9 @@
 import { get, isObj, list, str } from "./fields.ts";
 import type { CachedKind } from "./marks-cache.ts";
 
+/** How a refusal names a volume of a pod spec: by its name, quoted and cut. */
+export const volumeVia = (v: unknown) => `volume ${JSON.stringify(String(get(v, "name")).slice(0, 63))}`;
+
 /**
  * What a pod, or a pod template in any workload, refers to by name in its own namespace: Secrets,
  * ConfigMaps, its ServiceAccount and PersistentVolumeClaims — through volumes (projected sources and
@@ -58,7 +61,7 @@ export function referencesOf(spec: unknown): Reference[] {
   );
   for (const s of list(get(spec, "imagePullSecrets"))) add("secrets", get(s, "name"), "imagePullSecrets");
   for (const v of list(get(spec, "volumes"))) {
-    const via = `volume ${JSON.stringify(String(get(v, "name")).slice(0, 63))}`;
+    const via = volumeVia(v);
     add("secrets", get(v, "secret", "secretName"), via);
     add("configmaps", get(v, "configMap", "name"), via);
     add("persistentvolumeclaims", get(v, "persistentVolumeClaim", "claimName"), via);
@@ -116,7 +119,7 @@ export function unmarkedStorage(spec: unknown): { via: string; type: string }[] 
     isObj(v)
       ? Object.keys(v)
           .filter((k) => k !== "name" && !MARKED_VOLUME_TYPES.has(k))
-          .map((type) => ({ via: `volume ${JSON.stringify(String(v.name).slice(0, 63))}`, type }))
+          .map((type) => ({ via: volumeVia(v), type }))
       : [],
   );
 }

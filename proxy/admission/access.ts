@@ -1,4 +1,5 @@
 import { clearancesOf, describeClearances, judgeMarks } from "../../lib/kube/clearance.ts";
+import { get } from "../../lib/kube/fields.ts";
 import { type Marks, marksOfMeta } from "../../lib/kube/marks-cache.ts";
 import { type IdentityDeps, speaksFor } from "./identity.ts";
 import {
@@ -17,11 +18,12 @@ import {
 /**
  * Requests that act on one existing object of a compartment, decided by the requester's clearances
  * (docs/admission.md): into a pod (exec, attach, port-forward, the pod proxy, kubectl debug), onto a pod
- * (a binding, an eviction), a workload's scale, and a service account's token. The target's marks are
- * compared with the clearances the requester speaks for (identity.ts, lib/kube/clearance.ts); a token
- * bound to a pod needs clearance for that pod too, as its holder speaks for the pod. One who is not cleared passes only
- * with the override permission. Anything the webhook cannot tell — a request it was not written for, a
- * target it cannot find, marks it cannot read — is refused with the reason.
+ * (a binding, an eviction), through a Service (the service proxy), a workload's scale, and a service
+ * account's token. The target's marks are compared with the clearances the requester speaks for
+ * (identity.ts, lib/kube/clearance.ts); a token bound to a pod needs clearance for that pod too, as its
+ * holder speaks for the pod. Anything the webhook cannot tell — a request it was not written for, a
+ * target it cannot find, marks it cannot read — is refused with the reason. Each refusal passes when
+ * the requester holds the override permission.
  */
 export interface AccessDeps extends IdentityDeps {
   /** The marks of the target (a workload: its own and its pod template's); null when there is none. */
@@ -215,14 +217,12 @@ export async function judge(
  * undefined when it binds none, null when that pod (of that UID) does not exist.
  */
 async function boundPod(req: AdmissionRequest, namespace: string, deps: AccessDeps) {
-  const ref = (req.object as { spec?: { boundObjectRef?: unknown } } | null)?.spec?.boundObjectRef as
-    | { kind?: unknown; name?: unknown; uid?: unknown }
-    | null
-    | undefined;
-  if (ref === null || typeof ref !== "object" || ref.kind !== "Pod") return undefined;
-  const name = str(ref.name);
+  const ref = get(req.object, "spec", "boundObjectRef");
+  if (get(ref, "kind") !== "Pod") return undefined;
+  const name = str(get(ref, "name"));
+  const uid = get(ref, "uid");
   const pod = name ? await deps.entry("pods", namespace, name) : null;
-  if (pod === null || (ref.uid !== undefined && pod.uid !== ref.uid)) return null;
+  if (pod === null || (uid !== undefined && pod.uid !== uid)) return null;
   return { marks: pod, what: `${clip(namespace)}/${clip(name)}` };
 }
 

@@ -1,3 +1,4 @@
+import { accountUsername } from "../../lib/kube/service-account.ts";
 import { type AccessDeps, judge, type TargetKind } from "./access.ts";
 import { speaksFor } from "./identity.ts";
 import { clip, isControlPlane, str, type UserInfo, type Verdict } from "./request.ts";
@@ -42,7 +43,7 @@ const READS: Record<string, { target: TargetKind; text: string; what: string }> 
   "configmaps/": { target: "configmaps", text: "read", what: "config map" },
 };
 const VERBS = new Set(["get", "list", "watch"]);
-const IMPERSONATE = "serviceaccounts/impersonate";
+export const IMPERSONATE = "serviceaccounts/impersonate";
 const IMPERSONATION = { target: "serviceaccounts" as const, text: "impersonate", what: "service account" };
 export const CLEARANCE = "svc.dev/compartmentclearances";
 /** The prefix of a granted clearance answer, which the policy reads (its variables.groups). */
@@ -128,7 +129,7 @@ async function impersonation(
   if (!verdict.allowed || verdict.decision === "override") return verdict;
   // The account's own override would be the impersonator's: only a holder may lend it to themselves.
   const account: UserInfo = {
-    username: `system:serviceaccount:${namespace}:${name}`,
+    username: accountUsername(namespace, name),
     groups: ["system:serviceaccounts", `system:serviceaccounts:${namespace}`, "system:authenticated"],
   };
   if (!(await deps.canOverride(account, namespace))) return verdict;

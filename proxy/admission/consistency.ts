@@ -9,6 +9,7 @@ import {
   namesOf,
 } from "../../lib/kube/object-references.ts";
 import { podSpecOf, type Reference, referencesOf, unmarkedStorage } from "../../lib/kube/pod-references.ts";
+import type { IdentityDeps } from "./identity.ts";
 import {
   type AdmissionRequest,
   clip,
@@ -37,8 +38,10 @@ import {
  *   webhook cannot read is refused.
  * - names (object-references.ts), for requesters outside the control plane: the workload an HPA scales,
  *   an Ingress's backends, the volume a claim binds by name and its source, what an Event is about, the
- *   priority class of a pod or template. Each must exist, be of a kind the webhook can read, and be of the
- *   object's compartment (a priority class that never preempts may be anyone's).
+ *   priority class of a pod or template, the service accounts a RoleBinding grants its role to. Each must
+ *   exist, be of a kind the webhook can read, and be of the object's compartment (a priority class that
+ *   never preempts, or the global default, may be anyone's). A pod spec may gain no storage reached by an
+ *   address of its own (NFS, iSCSI …), and a claim template's selector must pin its compartment.
  * - a new service account: the RoleBindings that already name it (RBAC binds by name, so a deleted
  *   account's bindings wait for whoever creates the name again) must be of its compartment.
  * The override permission passes all of these.
@@ -58,9 +61,7 @@ export type Lookup =
   | { found: "unknown-kind" }
   | { found: "yes"; marks: Marks; what: string; harmless?: string };
 
-export interface ConsistencyDeps {
-  /** The marks of a referent; null when there is no such object. */
-  marks(kind: Reference["kind"], namespace: string, name: string): Promise<Marks | null>;
+export interface ConsistencyDeps extends IdentityDeps {
   /** Any object by group, kind and name (cluster-scoped ones too), as far as the webhook can read it. */
   lookup(ref: ObjectRef, namespace: string): Promise<Lookup>;
   /** The RoleBindings, in any namespace, that grant their role to this service account. */
@@ -88,7 +89,7 @@ export const CONSISTENCY_KINDS = new Set([
   ...[...NAMING_RESOURCES].map((r) => r.split("/")[1] as string),
 ]);
 
-/** Bounds on what one review costs: references decided, owners looked up. */
+/** Bounds on what one review costs: references decided, owners and names looked up. */
 const MAX_REFERENCES = 256;
 const MAX_OWNERS = 8;
 const MAX_NAMED = 32;
@@ -134,7 +135,7 @@ export async function decideConsistency(req: AdmissionRequest, deps: Consistency
       `svc admission: ${self} names ${references.length} Secrets, ConfigMaps, ServiceAccounts and claims; at most ${MAX_REFERENCES} are decided`,
       named(own),
     );
-  const looked = await Promise.all(references.map((r) => deps.marks(r.kind, namespace, r.name)));
+  const looked = await Promise.all(references.map((r) => deps.entry(r.kind, namespace, r.name)));
   for (const [i, r] of references.entries()) {
     const found = looked[i];
     if (!found) continue;
@@ -218,7 +219,7 @@ export async function decideConsistency(req: AdmissionRequest, deps: Consistency
     if (names.length > MAX_NAMED)
       return refuse(`svc admission: ${self} names ${names.length} objects; at most ${MAX_NAMED} are decided`);
     const found = await Promise.all(names.map((n) => deps.lookup(n, namespace)));
-    if (resource === "serviceaccounts" && !req.subResource && req.operation === "CREATE") {
+    if (resource === "serviceaccounts" && req.operation === "CREATE") {
       const account = str((object.metadata as { name?: unknown } | undefined)?.name) ?? str(req.name) ?? "";
       for (const binding of await deps.bindingsOf(namespace, account))
         compare(

@@ -1,5 +1,6 @@
 import { compartmentOf } from "../../lib/kube/clearance.ts";
-import type { MarksEntry } from "../../lib/kube/marks-cache.ts";
+import type { CachedKind, MarksEntry } from "../../lib/kube/marks-cache.ts";
+import { ACCOUNT_PREFIX, serviceAccountOf } from "../../lib/kube/service-account.ts";
 import { clip, groupsOf, str, type UserInfo } from "./request.ts";
 
 /**
@@ -16,8 +17,8 @@ import { clip, groupsOf, str, type UserInfo } from "./request.ts";
  * the other) speaks for no compartment, and `because` says why.
  */
 export interface IdentityDeps {
-  /** The marks and UID of a pod or service account; null when there is none. */
-  entry(kind: "pods" | "serviceaccounts", namespace: string, name: string): Promise<MarksEntry | null>;
+  /** The marks and UID of an object of a cached kind (from the caches); null when there is none. */
+  entry(kind: CachedKind, namespace: string, name: string): Promise<MarksEntry | null>;
 }
 
 export interface SpokenFor {
@@ -27,8 +28,6 @@ export interface SpokenFor {
 
 const POD_NAME_EXTRA = "authentication.kubernetes.io/pod-name";
 const POD_UID_EXTRA = "authentication.kubernetes.io/pod-uid";
-const ACCOUNTS = "system:serviceaccount:";
-const ACCOUNT = /^system:serviceaccount:([^:]+):([^:]+)$/;
 
 /** The one value of an extra; undefined when absent, "" when it is not exactly one string. */
 function oneExtra(user: UserInfo, key: string): string | undefined {
@@ -38,13 +37,15 @@ function oneExtra(user: UserInfo, key: string): string | undefined {
   return Array.isArray(values) && values.length === 1 ? (str(values[0]) ?? "") : "";
 }
 
-/** The clearance groups a marked object stands for: the parts its marks name. */
-function groupsOfMarks(entry: MarksEntry, what: string): SpokenFor {
+/** The clearance groups a marked object stands for: the parts its marks name; `marked` when it has marks. */
+function groupsOfMarks(entry: MarksEntry, what: string): SpokenFor & { marked: boolean } {
   const read = compartmentOf(entry);
-  if (read.kind === "unreadable") return none(`${what} has compartment marks svc cannot read: ${read.why}`);
-  if (read.kind === "none") return none(`${what} has no compartment marks`);
+  if (read.kind === "unreadable")
+    return { ...none(`${what} has compartment marks svc cannot read: ${read.why}`), marked: true };
+  if (read.kind === "none") return { ...none(`${what} has no compartment marks`), marked: false };
   const { country, sensitivity, compartment } = read.parts;
   return {
+    marked: true,
     groups: [
       ...(country ? [`svc:country:${country}`] : []),
       ...(sensitivity ? [`svc:sensitivity:${sensitivity}`] : []),
@@ -58,16 +59,15 @@ const none = (because: string): SpokenFor => ({ groups: [], because });
 
 export async function speaksFor(user: UserInfo, deps: IdentityDeps): Promise<SpokenFor> {
   const username = str(user.username) ?? "";
-  if (!username.startsWith(ACCOUNTS))
+  if (!username.startsWith(ACCOUNT_PREFIX))
     return { groups: groupsOf(user).filter((g) => g.startsWith("svc:")), because: "groups" };
   // The policy asks for every name of this prefix (its variables.isAccount): one of another shape is no one.
-  const account = ACCOUNT.exec(username);
+  const account = serviceAccountOf(username);
   if (!account)
     return none(
       `${clip(username)} is not a service account's name (system:serviceaccount:<namespace>:<name>)`,
     );
-  const namespace = account[1] as string;
-  const name = account[2] as string;
+  const { namespace, name } = account;
   const accountWhat = `service account ${clip(namespace)}/${clip(name)}`;
   const podName = oneExtra(user, POD_NAME_EXTRA);
   const podUid = oneExtra(user, POD_UID_EXTRA);
@@ -82,7 +82,7 @@ export async function speaksFor(user: UserInfo, deps: IdentityDeps): Promise<Spo
   if (pod === null || pod.uid !== podUid) return none(`${podWhat} of UID ${clip(podUid)} is gone`);
   const ofPod = groupsOfMarks(pod, `${podWhat}, whose token it is,`);
   // A marked account runs only pods of its compartment (the references rule); one that does not is told.
-  if (compartmentOf(own).kind !== "none" && ofAccount.groups.join(" ") !== ofPod.groups.join(" "))
+  if (ofAccount.marked && ofAccount.groups.join(" ") !== ofPod.groups.join(" "))
     return none(`${podWhat} and ${accountWhat}, whose token it holds, are of different compartments`);
   return ofPod;
 }

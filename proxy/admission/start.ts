@@ -7,7 +7,7 @@ import {
   marksOfMeta,
   readMeta,
 } from "../../lib/kube/marks-cache.ts";
-import { boundAccounts } from "../../lib/kube/object-references.ts";
+import { boundAccounts, priorityClassHarmless } from "../../lib/kube/object-references.ts";
 import { podSpecOf } from "../../lib/kube/pod-references.ts";
 import type { AdmissionConfig } from "../config/types.ts";
 import type { Logger } from "../log.ts";
@@ -19,6 +19,7 @@ import {
   CLEARANCE,
   decideRead,
   guardedRead,
+  IMPERSONATE,
   type ReadVerdict,
 } from "./authorize.ts";
 import type { Lookup, ObjectRef } from "./consistency.ts";
@@ -28,10 +29,11 @@ import { startAdmissionServer } from "./server.ts";
 import { readTlsPair, watchTlsPair } from "./tls-files.ts";
 
 /**
- * The admission webhook of svc-proxy (the `admission:` block, docs/admission.md): metadata caches of pods
- * and of what pods refer to, fed by watches; workloads read directly when a review needs one (scale, an
- * owner); the override permission asked with a SubjectAccessReview (answers kept for OVERRIDE_TTL_MS);
- * one log line per refusal and per override, and metrics.
+ * The admission webhook of svc-proxy (the `admission:` block, docs/admission.md): metadata caches of the
+ * kinds in CACHED_KINDS (pods, what pods refer to, Services), fed by watches; workloads, PersistentVolumes
+ * and PriorityClasses read directly when a review needs one (scale, an owner, what an object names), and
+ * RoleBindings listed for a new service account; the override permission asked with a SubjectAccessReview
+ * (answers kept for OVERRIDE_TTL_MS); one log line per refusal and per override, and metrics.
  */
 const OVERRIDE_TTL_MS = 10_000;
 /** One deadline for a review's lookups, under the API server's 5 s. */
@@ -48,10 +50,16 @@ const CACHED = Object.keys(CACHED_KINDS) as CachedKind[];
 const CACHED_BY_KIND: Record<string, CachedKind> = Object.fromEntries(
   CACHED.map((resource) => [`/${CACHED_KINDS[resource]}`, resource]),
 );
-/** Cluster-scoped kinds an object may name, read whole when a review needs one, by "group/Kind". */
-const CLUSTER_PATHS: Record<string, string> = {
-  "/PersistentVolume": "/api/v1/persistentvolumes/{name}",
-  "scheduling.k8s.io/PriorityClass": "/apis/scheduling.k8s.io/v1/priorityclasses/{name}",
+/**
+ * Cluster-scoped kinds an object may name, read whole when a review needs one, by "group/Kind", with why
+ * one of them harms no compartment whatever its marks.
+ */
+const CLUSTER_PATHS: Record<string, { path: string; harmless?: (o: unknown) => string | undefined }> = {
+  "/PersistentVolume": { path: "/api/v1/persistentvolumes/{name}" },
+  "scheduling.k8s.io/PriorityClass": {
+    path: "/apis/scheduling.k8s.io/v1/priorityclasses/{name}",
+    harmless: priorityClassHarmless,
+  },
 };
 
 /** Workload kinds whose compartment (their pod template's) the webhook can read, by "group/Kind", with their API path. */
@@ -175,18 +183,9 @@ export async function startAdmission(
       }
       const cluster = Object.hasOwn(CLUSTER_PATHS, key) ? CLUSTER_PATHS[key] : undefined;
       if (cluster) {
-        const o = await readObject(cluster, "", ref.name, spend, ref.uid);
+        const o = await readObject(cluster.path, "", ref.name, spend, ref.uid);
         if (o === null) return { found: "no" };
-        // A class that never preempts only queues; the global default is the administrators' choice for
-        // every pod that names none (the API server writes its name into them).
-        const harmless =
-          key !== "scheduling.k8s.io/PriorityClass"
-            ? undefined
-            : o.preemptionPolicy === "Never"
-              ? "never preempts"
-              : o.globalDefault === true
-                ? "the cluster's default"
-                : undefined;
+        const harmless = cluster.harmless?.(o);
         return {
           found: "yes",
           marks: marksOfMeta(o.metadata),
@@ -310,7 +309,6 @@ export async function startAdmission(
       (spend) =>
         review(request, {
           targetMarks: targetMarks(spend),
-          marks: (kind, namespace, name) => cachedMarks(kind, namespace, name, spend),
           entry: (kind, namespace, name) => cachedMarks(kind, namespace, name, spend),
           lookup: lookup(spend),
           bindingsOf: bindingsOf(spend),
@@ -351,7 +349,7 @@ export async function startAdmission(
         passed: "no opinion",
         label: () => {
           const key = guardedRead(spec);
-          if (key === "serviceaccounts/impersonate") return "impersonate serviceaccounts";
+          if (key === IMPERSONATE) return "impersonate serviceaccounts";
           if (key === CLEARANCE) return "speaks for";
           return key ? `read ${key.replace(/\/$/, "")}` : "read other";
         },

@@ -1,6 +1,7 @@
 import { describe, expect, test } from "bun:test";
 import { compartmentOf } from "../../lib/kube/clearance.ts";
 import type { Marks } from "../../lib/kube/marks-cache.ts";
+import { priorityClassHarmless } from "../../lib/kube/object-references.ts";
 import { podSpecOf, referencesOf } from "../../lib/kube/pod-references.ts";
 import type { Lookup } from "../../proxy/admission/consistency.ts";
 import { type AdmissionRequest, type ReviewDeps, review } from "../../proxy/admission/review.ts";
@@ -81,11 +82,9 @@ const deps = (
       const found = objects[`${kind}/${name}`];
       return found ? [found, ...(kind === "deployments" ? [m(BRAVO)] : [])] : null;
     },
-    marks: async (kind, _ns, name) => {
-      asked.push(`${kind}/${name}`);
-      return objects[`${kind}/${name}`] ?? null;
-    },
+    // Every object's UID is "uid-" and its name.
     entry: async (kind, _ns, name) => {
+      asked.push(`${kind}/${name}`);
       const found = objects[`${kind}/${name}`];
       return found ? { ...found, uid: `uid-${name}` } : null;
     },
@@ -582,6 +581,14 @@ describe("what an object names for a controller: the same compartment, existing,
     expect(v.message).toContain(
       "names Pod shared/p-bravo of another compartment (UK-S-BRAVO) (involvedObject)",
     );
+  });
+
+  test("a priority class harms no compartment when it never preempts or is the cluster's default", () => {
+    expect(priorityClassHarmless({ preemptionPolicy: "Never", value: 1000 })).toBe("never preempts");
+    expect(priorityClassHarmless({ globalDefault: true })).toBe("the cluster's default");
+    expect(priorityClassHarmless({ preemptionPolicy: "PreemptLowerPriority" })).toBeUndefined();
+    expect(priorityClassHarmless({ globalDefault: "true", preemptionPolicy: "never" })).toBeUndefined();
+    expect(priorityClassHarmless(null)).toBeUndefined();
   });
 
   test("a pod may name a preempting priority class only of its compartment; one that never preempts passes", async () => {

@@ -82,7 +82,6 @@ describe("the webhook's review", () => {
   const deps = (o: Partial<ReviewDeps> & { overrides?: string[] } = {}): ReviewDeps => ({
     targetMarks: async (_kind, ns, name) =>
       Object.hasOwn(pods, `${ns}/${name}`) ? [pods[`${ns}/${name}`] as PodMarks] : null,
-    marks: async () => null,
     entry: async () => null,
     lookup: async () => ({ found: "no" }),
     bindingsOf: async () => [],
