@@ -141,16 +141,9 @@ export async function decideAccess(req: AdmissionRequest, deps: AccessDeps): Pro
       ? [marksOfMeta(stored)]
       : await deps.targetMarks(action.target, namespace, name);
   if (key === "serviceaccounts/token" && marks !== null) {
-    const bound = await boundPod(req, namespace, deps);
-    if (bound === null)
-      return unlessOverridden(
-        refuse(
-          `svc admission: the pod a token for ${target} would be bound to does not exist (or has another UID)`,
-        ),
-        req.userInfo ?? {},
-        namespace,
-        deps.canOverride,
-      );
+    const bound = await boundPod(req, namespace, target, deps);
+    if (typeof bound === "string")
+      return unlessOverridden(refuse(bound), req.userInfo ?? {}, namespace, deps.canOverride);
     if (bound) {
       const boundTo = { text: `request a token of ${target} bound to`, what: "pod" };
       return judge(
@@ -213,16 +206,22 @@ export async function judge(
 }
 
 /**
- * The marks of the pod a token request binds its token to (whose compartment the token then speaks for):
- * undefined when it binds none, null when that pod (of that UID) does not exist.
+ * What a token request binds its token to, decided by default: a pod, whose compartment the token then
+ * speaks for (its marks, or a refusal when that pod of that UID does not exist); nothing, a Secret or a
+ * Node, for which the token carries no pod and speaks for the account (undefined); anything else is a
+ * refusal, as svc cannot tell what such a token speaks for (the API server refuses other kinds today).
  */
-async function boundPod(req: AdmissionRequest, namespace: string, deps: AccessDeps) {
+async function boundPod(req: AdmissionRequest, namespace: string, target: string, deps: AccessDeps) {
   const ref = get(req.object, "spec", "boundObjectRef");
-  if (get(ref, "kind") !== "Pod") return undefined;
+  const kind = get(ref, "kind");
+  if (ref === undefined || ref === null || kind === "Secret" || kind === "Node") return undefined;
+  if (kind !== "Pod")
+    return `svc admission: a token for ${target} bound to ${shown(kind)}: svc cannot tell which compartment it would speak for (a token may be bound to a Pod, a Secret or a Node)`;
   const name = str(get(ref, "name"));
   const uid = get(ref, "uid");
   const pod = name ? await deps.entry("pods", namespace, name) : null;
-  if (pod === null || (uid !== undefined && pod.uid !== uid)) return null;
+  if (pod === null || (uid !== undefined && pod.uid !== uid))
+    return `svc admission: the pod a token for ${target} would be bound to does not exist (or has another UID)`;
   return { marks: pod, what: `${clip(namespace)}/${clip(name)}` };
 }
 

@@ -152,6 +152,10 @@ describe("a token bound to a pod speaks for that pod: requesting one needs clear
       ],
       [tokenFor("default", { kind: "Pod", name: "p-gone" }), "would be bound to does not exist"],
       [tokenFor("default", { kind: "Pod", name: ["p-alpha"] }), "would be bound to does not exist"],
+      // Decided by default: a kind svc cannot tell is refused, whatever its spelling.
+      [tokenFor("default", { kind: "pod", name: "p-alpha" }), 'bound to "pod": svc cannot tell'],
+      [tokenFor("default", { kind: "Deployment", name: "d-bravo" }), 'bound to "Deployment"'],
+      [tokenFor("default", { kind: ["Pod"], name: "p-alpha" }), "bound to (a list)"],
     ] as const) {
       const v = await review(r, deps());
       expect({ r: r.object, allowed: v.allowed }).toEqual({ r: r.object, allowed: false });
@@ -163,6 +167,10 @@ describe("a token bound to a pod speaks for that pod: requesting one needs clear
     expect((await review(own, deps())).message).toBe("cleared for US-TS-ALPHA");
     expect(
       (await review(tokenFor("default", { kind: "Secret", name: "s-bravo" }), deps({ unlabeled: "allow" })))
+        .allowed,
+    ).toBe(true);
+    expect(
+      (await review(tokenFor("default", { kind: "Node", name: "kwok-node-0" }), deps({ unlabeled: "allow" })))
         .allowed,
     ).toBe(true);
     expect((await review(tokenFor("sa-bravo", { kind: "Pod", name: "p-alpha" }), deps())).allowed).toBe(
