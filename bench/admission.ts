@@ -29,11 +29,11 @@ import { homedir } from "node:os";
 import { dirname, join } from "node:path";
 import { parseArgs } from "node:util";
 import { stringify } from "yaml";
-import { readTestbed } from "../tests/e2e/testbed/index.ts";
+import { kubectlAs, readTestbed } from "../tests/e2e/testbed/index.ts";
 import { waitUntil } from "../tests/e2e/testbed/process.ts";
 import { freePort } from "../tests/support/net.ts";
 import { cpuUs, median, range } from "./stats.ts";
-import { BenchRun, ROOT, testbedAdmin } from "./support.ts";
+import { BenchRun, ROOT } from "./support.ts";
 
 const { values } = parseArgs({
   options: {
@@ -58,7 +58,7 @@ const tb = readTestbed();
 if (!tb) throw new Error("no test bed: run make testbed-up first");
 
 const bench = new BenchRun();
-const admin = testbedAdmin(tb);
+const admin = kubectlAs(tb, "admin");
 
 const NS = "bench-admission";
 const caFile = join(tb.dir, "ca.pem");
@@ -329,15 +329,11 @@ try {
   writeFileSync(config, admissionConfig(webhookPort));
   const log = join(bench.dir, "webhook.log");
   const webhook = bench.start([join(ROOT, "dist/svc-proxy"), "-config", config], {}, log);
-  const baselinePort = await freePort();
-  if (values.baseline)
-    writeFileSync(config.replace(/\.yaml$/, "-baseline.yaml"), admissionConfig(baselinePort));
+  const baselinePort = values.baseline ? await freePort() : 0;
+  const baselineConfig = join(bench.dir, "admission-baseline.yaml");
+  if (values.baseline) writeFileSync(baselineConfig, admissionConfig(baselinePort));
   const baseline = values.baseline
-    ? bench.start(
-        [values.baseline, "-config", config.replace(/\.yaml$/, "-baseline.yaml")],
-        {},
-        join(bench.dir, "baseline.log"),
-      )
+    ? bench.start([values.baseline, "-config", baselineConfig], {}, join(bench.dir, "baseline.log"))
     : undefined;
   const floor = bench.start([
     process.execPath,
@@ -361,16 +357,8 @@ try {
   const setups: [string, string, number][] = [
     ["svc-proxy webhook", `https://127.0.0.1:${webhookPort}${path}`, webhook.pid],
     ["floor (answers without deciding)", `https://127.0.0.1:${floorPort}${path}`, floor.pid],
-    ...(baseline
-      ? [
-          ["baseline build", `https://127.0.0.1:${baselinePort}${path}`, baseline.pid] as [
-            string,
-            string,
-            number,
-          ],
-        ]
-      : []),
   ];
+  if (baseline) setups.push(["baseline build", `https://127.0.0.1:${baselinePort}${path}`, baseline.pid]);
   await checkAnswers(setups[0]?.[1] as string);
   for (const [, url, pid] of setups) load(url, pid); // warm-up round, discarded
   const results: Record<string, ReturnType<typeof load>[]> = Object.fromEntries(setups.map(([n]) => [n, []]));
@@ -400,7 +388,7 @@ try {
   if (values.out)
     writeFileSync(
       values.out,
-      `# ${access ? "Authorization" : "Admission"} webhook under load (bun bench/admission.ts --review ${values.review} --rate ${rate} --seconds ${seconds} --rounds ${rounds} --pods ${podCount})\n\n${access ? "SubjectAccessReviews of get on Secrets" : mix ? "The reviews the webhook decides by default (exec twice and the service proxy; dry-run creates of an autoscaler, an Ingress, a claim bound by name, a ConfigMap owned by a Deployment, a pod asking for a priority class, an Event; exec into another compartment's pod)" : "CONNECT pods/exec reviews"} from vegeta at ${rate}/s for ${seconds} s per round, ${rounds} rounds alternating with the floor after a warm-up round; medians over rounds. 9 in 10 reviews are ${access ? "given no opinion" : "allowed"}, 1 in 10 ${access ? "denied" : "refused"}.\n\n${table}`,
+      `# ${access ? "Authorization" : "Admission"} webhook under load (bun bench/admission.ts --review ${values.review} --rate ${rate} --seconds ${seconds} --rounds ${rounds} --pods ${podCount}${values.baseline ? ` --baseline ${values.baseline}` : ""})\n\n${access ? "SubjectAccessReviews of get on Secrets" : mix ? "The reviews the webhook decides by default (exec twice and the service proxy; dry-run creates of an autoscaler, an Ingress, a claim bound by name, a ConfigMap owned by a Deployment, a pod asking for a priority class, an Event; exec into another compartment's pod)" : "CONNECT pods/exec reviews"} from vegeta at ${rate}/s for ${seconds} s per round, ${rounds} rounds alternating with the floor${values.baseline ? " and the baseline build" : ""} after a warm-up round; medians over rounds. 9 in 10 reviews are ${access ? "given no opinion" : "allowed"}, 1 in 10 ${access ? "denied" : "refused"}.\n\n${table}`,
     );
 } finally {
   await bench.stop();

@@ -10,57 +10,53 @@
  * Setups alternate round by round: the policy bound (as shipped) and unbound (its binding deleted, the
  * policy kept). Reported: median and p99 latency per setup (the spread over rounds), and the API
  * server's CPU time per request (from /proc, user + system), the figure that holds on a busy machine.
- * With --requester account the same writes are sent by a service account marked for US-TS-ALPHA, with a
- * token: the policy then asks the authorization webhook which compartment it speaks for (its answer kept
- * by the API server for 5 s), which that figure includes.
- *   bun bench/policy-cost.ts [--requests 2000] [--concurrency 8] [--rounds 4] [--requester alice|account] [--out FILE]
+ * --requesters names who sends the writes, each in every round: alice (a client certificate, her groups
+ * clear her), and account, a service account marked for US-TS-ALPHA with a token, for which the policy
+ * asks the authorization webhook which compartment it speaks for (its answer kept by the API server for
+ * 5 s); that figure includes the question. The answers each setup got are reported with the times.
+ *   bun bench/policy-cost.ts [--requests 2000] [--concurrency 8] [--rounds 4] [--requesters alice,account] [--out FILE]
  */
 import { readFileSync, writeFileSync } from "node:fs";
 import { parseArgs } from "node:util";
-import { parse, stringify } from "yaml";
-import { readTestbed } from "../tests/e2e/testbed/index.ts";
+import { stringify } from "yaml";
+import { COMPARTMENT_LABEL as PIN } from "../lib/kube/inject.ts";
+import { resolveKubeconfig } from "../lib/kube/kubeconfig.ts";
+import { kubectlAs, readTestbed } from "../tests/e2e/testbed/index.ts";
 import { cpuUs, median, quantile, range } from "./stats.ts";
-import { testbedAdmin } from "./support.ts";
 
 const { values } = parseArgs({
   options: {
     requests: { type: "string", default: "2000" },
     concurrency: { type: "string", default: "8" },
     rounds: { type: "string", default: "4" },
-    requester: { type: "string", default: "alice" },
+    requesters: { type: "string", default: "alice" },
     out: { type: "string" },
   },
 });
 const requests = Number(values.requests);
 const concurrency = Number(values.concurrency);
 const rounds = Number(values.rounds);
-if (!["alice", "account"].includes(values.requester))
-  throw new Error(`--requester ${values.requester}: expected alice or account`);
-const byAccount = values.requester === "account";
+const requesters = values.requesters.split(",");
+for (const r of requesters)
+  if (r !== "alice" && r !== "account") throw new Error(`--requesters: ${r}: expected alice or account`);
 const tb = readTestbed();
 if (!tb) throw new Error("no test bed: run make testbed-up first");
 const apiserverPid = tb.kube.pids.apiserver as number;
 
-const kubectl = testbedAdmin(tb);
+const kubectl = kubectlAs(tb, "admin");
 
-/** alice's client certificate, from the test bed's kubeconfig. */
-const kubeconfig = parse(readFileSync(tb.kube.kubeconfig, "utf8")) as {
-  clusters: { cluster: { server: string; "certificate-authority-data": string } }[];
-  users: { name: string; user: { "client-certificate-data": string; "client-key-data": string } }[];
-};
-const alice = kubeconfig.users.find((u) => u.name === "alice")?.user;
-if (!alice) throw new Error("the test bed's kubeconfig has no user alice");
-const b64 = (s: string) => Buffer.from(s, "base64").toString();
-const tls = {
-  ca: b64(kubeconfig.clusters[0]?.cluster["certificate-authority-data"] ?? ""),
-  cert: b64(alice["client-certificate-data"]),
-  key: b64(alice["client-key-data"]),
-};
-const server = kubeconfig.clusters[0]?.cluster.server as string;
+/** alice's client certificate and the cluster's address and CA, from the test bed's kubeconfig. */
+const resolved = resolveKubeconfig(
+  new Map([
+    ["kubeconfig", [tb.kube.kubeconfig]],
+    ["context", [tb.kube.users.alice.context]],
+  ]),
+);
+if (!("ok" in resolved)) throw new Error(`the test bed's kubeconfig: ${resolved.unsupported}`);
+const { server, ca, cert, key } = resolved.ok;
 
 const NS = "alpha";
 const ALPHA = "US-TS-ALPHA";
-const PIN = "svc.io/compartment";
 const configMap = (name: string) => ({
   apiVersion: "v1",
   kind: "ConfigMap",
@@ -99,15 +95,14 @@ const MIX: { method: string; path: string; body?: string; type?: string }[] = [
 ];
 
 const ACCOUNT = "bench-writer";
-/** The account's token (--requester account), made once the account exists. */
-let bearer = "";
-const credentials = (): {
+interface Credentials {
   headers: Record<string, string>;
-  tls: { ca: string; cert?: string; key?: string };
-} =>
-  byAccount ? { headers: { authorization: `Bearer ${bearer}` }, tls: { ca: tls.ca } } : { headers: {}, tls };
+  tls: { ca?: string; cert?: string; key?: string };
+}
+/** Each requester's credentials: alice's from the kubeconfig, the account's once its token is made. */
+const credentials: Record<string, Credentials> = { alice: { headers: {}, tls: { ca, cert, key } } };
 
-async function send(i: number): Promise<{ ms: number; status: number }> {
+async function send(i: number, as: Credentials): Promise<{ ms: number; status: number }> {
   const m = MIX[i % MIX.length] as (typeof MIX)[number];
   const started = performance.now();
   const r = await fetch(`${server}${m.path}?dryRun=All`, {
@@ -116,15 +111,15 @@ async function send(i: number): Promise<{ ms: number; status: number }> {
     headers: {
       "content-type": m.type ?? "application/json",
       accept: "application/json",
-      ...credentials().headers,
+      ...as.headers,
     },
-    tls: credentials().tls,
+    tls: as.tls,
   });
   await r.arrayBuffer();
   return { ms: performance.now() - started, status: r.status };
 }
 
-async function round() {
+async function round(as: Credentials) {
   const cpu0 = cpuUs(apiserverPid);
   const times: number[] = [];
   const statuses: Record<number, number> = {};
@@ -132,7 +127,7 @@ async function round() {
   await Promise.all(
     Array.from({ length: concurrency }, async () => {
       while (next < requests) {
-        const x = await send(next++);
+        const x = await send(next++, as);
         times.push(x.ms);
         statuses[x.status] = (statuses[x.status] ?? 0) + 1;
       }
@@ -163,7 +158,7 @@ try {
       stringify({ ...configMap(name), metadata: { name, namespace: NS, labels: { [PIN]: c } } }),
     );
   kubectl(["apply", "-f", "-"], stringify(deployment("bench-alpha")));
-  if (byAccount) {
+  if (requesters.includes("account")) {
     kubectl(
       ["apply", "-f", "-"],
       stringify({
@@ -182,31 +177,42 @@ try {
         subjects: [{ kind: "ServiceAccount", name: ACCOUNT, namespace: NS }],
       }),
     );
-    bearer = kubectl(["create", "token", ACCOUNT, "-n", NS, "--duration=1h"]).trim();
+    const token = kubectl(["create", "token", ACCOUNT, "-n", NS, "--duration=1h"]).trim();
+    credentials.account = { headers: { authorization: `Bearer ${token}` }, tls: { ca } };
   }
-  const setups: [string, () => void][] = [
+  const states: [string, () => void][] = [
     ["policy bound", bind],
     ["policy unbound", unbind],
   ];
-  // The API server picks a binding up from its informer: a warm-up round after each change, discarded.
-  const results: Record<string, Awaited<ReturnType<typeof round>>[]> = {
-    "policy bound": [],
-    "policy unbound": [],
-  };
+  const setup = (requester: string, state: string) => `${requester}, ${state}`;
+  const results: Record<string, Awaited<ReturnType<typeof round>>[]> = Object.fromEntries(
+    requesters.flatMap((q) => states.map(([state]) => [setup(q, state), []])),
+  );
   for (let r = 0; r < rounds; r++)
-    for (const [name, set] of setups) {
+    for (const [state, set] of states) {
       set();
-      await round();
-      const x = await round();
-      results[name]?.push(x);
-      process.stderr.write(
-        `round ${r + 1} ${name}: p50 ${x.p50.toFixed(2)} ms, p99 ${x.p99.toFixed(2)} ms, apiserver CPU ${x.cpuUsPerRequest.toFixed(0)} µs/request, statuses ${JSON.stringify(x.statuses)}\n`,
-      );
+      // The API server picks a binding up from its informer: a warm-up round after each change, discarded.
+      await round(credentials[requesters[0] as string] as Credentials);
+      for (const q of requesters) {
+        const x = await round(credentials[q] as Credentials);
+        results[setup(q, state)]?.push(x);
+        process.stderr.write(
+          `round ${r + 1} ${setup(q, state)}: p50 ${x.p50.toFixed(2)} ms, p99 ${x.p99.toFixed(2)} ms, apiserver CPU ${x.cpuUsPerRequest.toFixed(0)} µs/request, statuses ${JSON.stringify(x.statuses)}\n`,
+        );
+      }
     }
   const cpu = (name: string) => median((results[name] ?? []).map((x) => x.cpuUsPerRequest));
+  /** Every answer a setup got over its rounds, by HTTP status. */
+  const answers = (xs: Awaited<ReturnType<typeof round>>[]) => {
+    const total: Record<string, number> = {};
+    for (const x of xs) for (const [k, n] of Object.entries(x.statuses)) total[k] = (total[k] ?? 0) + n;
+    return Object.entries(total)
+      .map(([k, n]) => `${k}: ${n}`)
+      .join(", ");
+  };
   const lines = [
-    "| setup | p50 ms | p99 ms (range over rounds) | apiserver CPU µs / request (range) |",
-    "|---|---:|---:|---:|",
+    "| setup | p50 ms | p99 ms (range over rounds) | apiserver CPU µs / request (range) | answers (all rounds) |",
+    "|---|---:|---:|---:|---|",
     ...Object.entries(results).map(
       ([name, xs]) =>
         `| ${name} | ${median(xs.map((x) => x.p50)).toFixed(2)} | ${median(xs.map((x) => x.p99)).toFixed(2)} (${range(
@@ -215,19 +221,26 @@ try {
         )}) | ${cpu(name).toFixed(0)} (${range(
           xs.map((x) => x.cpuUsPerRequest),
           0,
-        )}) |`,
+        )}) | ${answers(xs)} |`,
     ),
   ];
-  const table = `${lines.join("\n")}\n\nThe policy's cost: ${(cpu("policy bound") - cpu("policy unbound")).toFixed(0)} µs of API server CPU per write (medians).\n`;
+  const costs = requesters
+    .map(
+      (q) =>
+        `The policy's cost for ${q}'s writes: ${(cpu(setup(q, "policy bound")) - cpu(setup(q, "policy unbound"))).toFixed(0)} µs of API server CPU per write (medians).`,
+    )
+    .join("\n");
+  const table = `${lines.join("\n")}\n\n${costs}\n`;
   process.stdout.write(table);
   if (values.out)
     writeFileSync(
       values.out,
-      `# What the compartment policy costs the API server (bun bench/policy-cost.ts --requests ${requests} --concurrency ${concurrency} --rounds ${rounds} --requester ${values.requester})\n\n${byAccount ? `A service account's (${ACCOUNT}, marked for ${ALPHA}, with a token)` : "alice's"} dry-run writes straight to the test bed's kube-apiserver, ${concurrency} at a time, ${requests} a round: creates, label patches and deletes of a marked ConfigMap and Deployment, and one delete in ten of another compartment's ConfigMap (refused with the policy bound). ${rounds} rounds alternating the policy bound and unbound, each after a discarded warm-up round; medians over rounds.\n\n${table}`,
+      `# What the compartment policy costs the API server (bun bench/policy-cost.ts --requests ${requests} --concurrency ${concurrency} --rounds ${rounds} --requesters ${requesters.join(",")})\n\n${requesters.map((q) => (q === "alice" ? "alice's (a client certificate)" : `a service account's (${ACCOUNT}, marked for ${ALPHA}, with a token)`)).join(" and ")} dry-run writes straight to the test bed's kube-apiserver, ${concurrency} at a time, ${requests} a round: creates, label patches and deletes of a marked ConfigMap and Deployment, and one delete in ten of another compartment's ConfigMap (refused with the policy bound). ${rounds} rounds alternating the policy bound and unbound, each after a discarded warm-up round, every requester in each; medians over rounds.\n\n${table}`,
     );
 } finally {
   bind();
   kubectl(["delete", "configmap", "bench-alpha", "bench-bravo", "-n", NS, "--ignore-not-found"]);
   kubectl(["delete", "deployment", "bench-alpha", "-n", NS, "--ignore-not-found"]);
-  if (byAccount) kubectl(["delete", "serviceaccount,rolebinding", ACCOUNT, "-n", NS, "--ignore-not-found"]);
+  if (requesters.includes("account"))
+    kubectl(["delete", "serviceaccount,rolebinding", ACCOUNT, "-n", NS, "--ignore-not-found"]);
 }

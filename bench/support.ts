@@ -2,7 +2,6 @@ import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { type Subprocess, spawn } from "bun";
-import type { Testbed } from "../tests/e2e/testbed/index.ts";
 import { peer as peerPath } from "../tests/e2e/testbed/peers.ts";
 import { freePort, waitForPort } from "../tests/support/net.ts";
 
@@ -145,16 +144,4 @@ export function report(lines: string[], out?: string): void {
   const table = lines.join("\n");
   process.stdout.write(table);
   if (out) writeFileSync(out, table);
-}
-
-/** kubectl as the test bed's admin; throws with kubectl's error when it fails, else returns its output. */
-export function testbedAdmin(tb: Testbed): (args: string[], input?: string) => string {
-  return (args, input) => {
-    const r = Bun.spawnSync(
-      ["kubectl", `--kubeconfig=${tb.kube.kubeconfig}`, "--context=testbed-admin", ...args],
-      { stdin: input ? Buffer.from(input) : "ignore", stdout: "pipe", stderr: "pipe" },
-    );
-    if (r.exitCode !== 0) throw new Error(`kubectl ${args.join(" ")}: ${r.stderr}`);
-    return r.stdout.toString();
-  };
 }
