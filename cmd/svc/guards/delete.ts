@@ -1,18 +1,11 @@
 import { isSvcError } from "../../../lib/errors.ts";
 import { compartmentOf } from "../../../lib/kube/clearance.ts";
 import { flagValue } from "../../../lib/kube/grammar.ts";
-import { describeObject } from "../../../lib/kube/inject.ts";
 import type { KubeObject } from "../../../lib/kube/lookup.ts";
 import { marksOfMeta } from "../../../lib/kube/marks-cache.ts";
 import { refuseRawIntoPods } from "../../../lib/kube/raw-path.ts";
 import { say } from "../../say.ts";
-import {
-  type Guarded,
-  type GuardInput,
-  notCleared,
-  refuseUnlessOverridden,
-  selectedObjects,
-} from "./guard.ts";
+import { type Guarded, type GuardInput, refuseAcrossCompartments, selectedObjects } from "./guard.ts";
 
 /**
  * `svc delete` (docs/svc-config.md, "svc delete"): before kubectl deletes, svc looks the same objects up
@@ -35,17 +28,7 @@ export function guardDelete(g: GuardInput): Guarded {
     if (isSvcError(e, "usage")) throw e;
     return {}; // kubectl's delete reports what is wrong with the selection
   }
-  g.targets.push(...found.map((o) => describeObject(o as Record<string, unknown>)));
-  const foreign = notCleared(g, found, "allow");
-  if (foreign) {
-    const what = `${foreign.object.kind ?? "object"} ${foreign.object.metadata?.name ?? ""}`;
-    refuseUnlessOverridden(
-      g,
-      `Cannot delete ${what} in another compartment (${foreign.shown})`,
-      `delete of ${what} of compartment ${foreign.shown}`,
-    );
-    return { forced: true };
-  }
+  if (refuseAcrossCompartments(g, found, "delete")) return { forced: true };
   for (const o of found) {
     if (compartmentOf(marksOfMeta(o.metadata)).kind !== "none") continue;
     const where = o.metadata?.namespace ? ` in namespace ${o.metadata.namespace}` : "";

@@ -2,7 +2,7 @@ import type { ActiveContext } from "../../../lib/config/resolve.ts";
 import { SvcError } from "../../../lib/errors.ts";
 import { contextClearances, judgeMarks } from "../../../lib/kube/clearance.ts";
 import { type CommandLine, filenames, flagSet, flagValues, restWords } from "../../../lib/kube/grammar.ts";
-import { COMPARTMENT_LABEL } from "../../../lib/kube/inject.ts";
+import { COMPARTMENT_LABEL, describeObject } from "../../../lib/kube/inject.ts";
 import type { KubeObject, Lookup } from "../../../lib/kube/lookup.ts";
 import { marksOfMeta } from "../../../lib/kube/marks-cache.ts";
 import { say } from "../../say.ts";
@@ -109,6 +109,24 @@ export function refuseUnlessOverridden(g: GuardInput, refusal: string, warning: 
       `--force refused: you may not override compartments (the cluster must allow "force" on ${OVERRIDE_RESOURCE}; see docs/svc-guard.md)\ncurrent compartment: ${g.active.label}`,
     );
   say("svc", "warn", `--force: ${warning} from ${g.active.label}`);
+}
+
+/**
+ * The objects a command acts on, recorded as its targets; the first the current context is not cleared
+ * for (unmarked ones pass) is refused — "Cannot <cannot> <Kind> <name> in another compartment" — unless
+ * overridden. True when the override was used.
+ */
+export function refuseAcrossCompartments(g: GuardInput, objects: KubeObject[], cannot: string): boolean {
+  g.targets.push(...objects.map((o) => describeObject(o as Record<string, unknown>)));
+  const foreign = notCleared(g, objects, "allow");
+  if (!foreign) return false;
+  const what = `${foreign.object.kind ?? "object"} ${foreign.object.metadata?.name ?? ""}`;
+  refuseUnlessOverridden(
+    g,
+    `Cannot ${cannot} ${what} in another compartment (${foreign.shown})`,
+    `${g.line.path.join(" ")} of ${what} of compartment ${foreign.shown}`,
+  );
+  return true;
 }
 
 /**

@@ -7,6 +7,7 @@ import {
   type Guarded,
   type GuardInput,
   notCleared,
+  refuseAcrossCompartments,
   refuseUnlessOverridden,
   selectedObjects,
 } from "./guard.ts";
@@ -78,14 +79,7 @@ export function refuseDataReads(g: GuardInput, objects: KubeObject[]): boolean {
  */
 export function guardLastApplied(g: GuardInput): Guarded {
   const objects = selectedObjects(g, "apply view-last-applied -f -", { accept: () => true });
-  g.targets.push(...objects.map((o) => describeObject(o as Record<string, unknown>)));
-  const foreign = notCleared(g, objects, "allow");
-  if (!foreign) return {};
-  const what = `${foreign.object.kind ?? "object"} ${foreign.object.metadata?.name ?? ""}`;
-  refuseUnlessOverridden(
-    g,
-    `Cannot read the last applied configuration of ${what} in another compartment (${foreign.shown})`,
-    `apply view-last-applied of ${what} of compartment ${foreign.shown}`,
-  );
-  return { forced: true };
+  return refuseAcrossCompartments(g, objects, "read the last applied configuration of")
+    ? { forced: true }
+    : {};
 }
