@@ -1,13 +1,13 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { parse, stringify } from "yaml";
+import { stringify } from "yaml";
 import { COMPARTMENT_LABEL as PIN } from "../../lib/kube/inject.ts";
 import { KINDS, NOT_STORED } from "./admission-kinds.ts";
-import { ALPHA, auditSize, BRAVO, kubectlUser, useTestbed } from "./support.ts";
+import { ALPHA, auditSince, auditSize, BRAVO, kubectlUser, marked, useTestbed } from "./support.ts";
 import type { KubeState } from "./testbed/kube.ts";
-import { NODE } from "./testbed/kube.ts";
+import { clientKubeconfig, NODE } from "./testbed/kube.ts";
 import { waitUntil } from "./testbed/process.ts";
 
 /**
@@ -33,12 +33,9 @@ const admin = (o: object) => {
   const r = apply("admin", o);
   if (r.code !== 0) throw new Error(`admin apply: ${r.err}`);
 };
-const marked = (kind: string, name: string, compartment: string, rest: object = {}, apiVersion = "v1") => ({
-  apiVersion,
-  kind,
-  metadata: { name, labels: { [PIN]: compartment } },
-  ...rest,
-});
+
+/** The UID of an object ("kind/name"), read by the admin. */
+const uidOf = (what: string) => kubectl("admin", ["get", what, "-o", "jsonpath={.metadata.uid}"]).out;
 
 /** Refused by the cluster, with every text in `texts`. */
 const refused = (r: { code: number | null; err: string }, ...texts: string[]) => {
@@ -194,24 +191,16 @@ describe("every kind the edit and admin roles grant is decided by its marks", ()
     const from = auditSize(testbed());
     const r = kubectl("olivia", ["delete", "configmap/bravo-configmaps", "--dry-run=server"]);
     expect(r.err).toBe("");
-    type Event = {
-      user: { username: string };
-      responseStatus?: { code?: number };
-      annotations?: Record<string, string>;
-    };
     const annotated = () =>
-      readFileSync(testbed().kube.auditLog)
-        .subarray(from)
-        .toString()
-        .split("\n")
-        .filter(Boolean)
-        .map((l) => JSON.parse(l) as Event)
-        .find((e) => e.user.username === "olivia" && e.annotations?.["svc-compartments/override-needed"]);
+      auditSince(testbed(), from).find(
+        (e) => e.user.username === "olivia" && e.annotations?.["svc-compartments/override-needed"],
+      );
     await waitUntil("the override in the audit log", () => annotated() !== undefined);
-    expect(annotated()?.annotations?.["svc-compartments/override-needed"]).toBe(
+    const event = annotated();
+    expect(event?.annotations?.["svc-compartments/override-needed"]).toBe(
       "DELETE ConfigMap bravo-configmaps by olivia needs the compartment override",
     );
-    expect(annotated()?.responseStatus?.code).toBe(200);
+    expect(event?.responseStatus?.code).toBe(200);
   });
 });
 
@@ -289,38 +278,33 @@ describe("identities", () => {
 });
 
 describe("which compartment a service account speaks for", () => {
-  /** kubectl as whoever holds `token` (a kubeconfig with the test bed's cluster and that token alone). */
-  const withToken = (token: string, args: string[], input?: string) => {
-    const config = parse(readFileSync(testbed().kube.kubeconfig, "utf8")) as { clusters: unknown[] };
-    const file = join(mkdtempSync(join(tmpdir(), "svc-token-")), "kubeconfig");
-    writeFileSync(
-      file,
-      stringify({
-        apiVersion: "v1",
-        kind: "Config",
-        clusters: config.clusters,
-        users: [{ name: "holder", user: { token } }],
-        contexts: [{ name: "holder", context: { cluster: "testbed", user: "holder", namespace: NS } }],
-        "current-context": "holder",
-      }),
-      { mode: 0o600 },
-    );
-    const r = Bun.spawnSync(["kubectl", `--kubeconfig=${file}`, ...args], {
+  let tokens: string;
+  /** A kubeconfig holding a new token of `account` alone (the test bed's cluster, no client certificate). */
+  const token = (account: string, ...flags: string[]) => {
+    const r = kubectl("admin", ["create", "token", account, ...flags]);
+    if (r.code !== 0) throw new Error(`create token: ${r.err}`);
+    const file = join(tokens, `${account}-${readdirSync(tokens).length}.kubeconfig`);
+    const caPem = readFileSync(join(testbed().dir, "ca.pem"), "utf8");
+    writeFileSync(file, clientKubeconfig(testbed().kube.apiserver, caPem, r.out.trim()), { mode: 0o600 });
+    return file;
+  };
+  /** kubectl as whoever holds the token of a kubeconfig `token` made. */
+  const withToken = (kubeconfig: string, args: string[], input?: string) => {
+    const r = Bun.spawnSync(["kubectl", `--kubeconfig=${kubeconfig}`, "-n", NS, ...args], {
       stdin: input ? Buffer.from(input) : "ignore",
       timeout: 30_000,
     });
     return { code: r.exitCode, out: r.stdout.toString(), err: r.stderr.toString() };
   };
-  const token = (account: string, ...flags: string[]) => {
-    const r = kubectl("admin", ["create", "token", account, ...flags]);
-    if (r.code !== 0) throw new Error(`create token: ${r.err}`);
-    return r.out.trim();
-  };
   const configMap = (c: string) => stringify(marked("ConfigMap", `written-${c.toLowerCase()}`, c));
   const writes = (t: string, c: string) =>
     withToken(t, ["create", "--dry-run=server", "-o", "name", "-f", "-"], configMap(c));
 
+  /** The flags of `kubectl create token` that bind a token to each pod of the test, by pod. */
+  const boundTo: Record<string, string[]> = {};
+
   beforeAll(() => {
+    tokens = mkdtempSync(join(tmpdir(), "svc-tokens-"));
     admin(marked("ServiceAccount", "alpha-writer", ALPHA));
     admin({ apiVersion: "v1", kind: "ServiceAccount", metadata: { name: "plain-writer" } });
     admin({
@@ -344,11 +328,14 @@ describe("which compartment a service account speaks for", () => {
           spec: { serviceAccountName: "plain-writer", containers: [{ name: "main", image: "busybox" }] },
         }),
       );
+    for (const pod of ["alpha-plain-pod", "bravo-plain-pod"])
+      boundTo[pod] = [
+        "--bound-object-kind=Pod",
+        `--bound-object-name=${pod}`,
+        `--bound-object-uid=${uidOf(`pod/${pod}`)}`,
+      ];
   });
-  const boundTo = (pod: string) => {
-    const uid = kubectl("admin", ["get", "pod", pod, "-o", "jsonpath={.metadata.uid}"]).out;
-    return ["--bound-object-kind=Pod", `--bound-object-name=${pod}`, `--bound-object-uid=${uid}`];
-  };
+  afterAll(() => rmSync(tokens, { recursive: true, force: true }));
 
   test("a marked account writes and reads its own compartment and no other", () => {
     const t = token("alpha-writer");
@@ -367,10 +354,10 @@ describe("which compartment a service account speaks for", () => {
   });
 
   test("an unmarked account speaks for its pod's compartment with a token bound to the pod, else for none", () => {
-    const inAlpha = token("plain-writer", ...boundTo("alpha-plain-pod"));
+    const inAlpha = token("plain-writer", ...(boundTo["alpha-plain-pod"] as string[]));
     expect(writes(inAlpha, ALPHA).code).toBe(0);
     refused(writes(inAlpha, BRAVO), "is marked for another compartment");
-    const inBravo = token("plain-writer", ...boundTo("bravo-plain-pod"));
+    const inBravo = token("plain-writer", ...(boundTo["bravo-plain-pod"] as string[]));
     expect(writes(inBravo, BRAVO).code).toBe(0);
     refused(writes(inBravo, ALPHA), "is marked for another compartment");
     refused(writes(token("plain-writer"), ALPHA), "is marked for another compartment");
@@ -378,11 +365,13 @@ describe("which compartment a service account speaks for", () => {
 
   test("a token bound to another compartment's pod is refused to whoever asks for it", () => {
     refused(
-      kubectl("bob", ["create", "token", "plain-writer", ...boundTo("alpha-plain-pod")]),
+      kubectl("bob", ["create", "token", "plain-writer", ...(boundTo["alpha-plain-pod"] as string[])]),
       "Cannot request a token of service account shared/plain-writer bound to pod in another compartment (US-TS-ALPHA)",
       "you are cleared for compartments bravo",
     );
-    expect(kubectl("alice", ["create", "token", "plain-writer", ...boundTo("alpha-plain-pod")]).code).toBe(0);
+    expect(
+      kubectl("alice", ["create", "token", "plain-writer", ...(boundTo["alpha-plain-pod"] as string[])]).code,
+    ).toBe(0);
   });
 });
 
@@ -421,8 +410,6 @@ describe("bindings by name", () => {
 });
 
 describe("owners, scheduling, volumes, autoscalers", () => {
-  const uid = (what: string) => kubectl("admin", ["get", what, "-o", "jsonpath={.metadata.uid}"]).out;
-
   test("an owner of another compartment, or of a kind svc cannot read, is refused on any kind", () => {
     const owned = (owner: object) =>
       dryRun("alice", {
@@ -434,7 +421,7 @@ describe("owners, scheduling, volumes, autoscalers", () => {
         apiVersion: "apps/v1",
         kind: "Deployment",
         name: "bravo-ref",
-        uid: uid("deployment/bravo-ref"),
+        uid: uidOf("deployment/bravo-ref"),
       }),
       `cannot be owned by Deployment shared/bravo-ref of another compartment (${BRAVO})`,
     );
@@ -447,7 +434,7 @@ describe("owners, scheduling, volumes, autoscalers", () => {
         apiVersion: "apps/v1",
         kind: "Deployment",
         name: "alpha-ref",
-        uid: uid("deployment/alpha-ref"),
+        uid: uidOf("deployment/alpha-ref"),
       }).err,
     ).toBe("");
   });

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import { stringify } from "yaml";
 import { COMPARTMENT_LABEL as PIN } from "../../lib/kube/inject.ts";
-import { ALPHA, BRAVO, kubectlUser, useTestbed } from "./support.ts";
+import { ALPHA, BRAVO, kubectlUser, marked, useTestbed } from "./support.ts";
 import type { KubeState } from "./testbed/kube.ts";
 import { NODE } from "./testbed/kube.ts";
 import { waitUntil } from "./testbed/process.ts";
@@ -64,12 +64,6 @@ const replicaSet = (name: string, compartment: string, selector: Record<string, 
     selector: { matchLabels: selector },
     template: { metadata: { labels: { ...selector, ...labels(compartment) } }, spec: podSpec() },
   },
-});
-const marked = (kind: string, name: string, compartment: string, rest: object = {}) => ({
-  apiVersion: "v1",
-  kind,
-  metadata: { name, labels: labels(compartment) },
-  ...rest,
 });
 
 /** The webhook's refusal lines that contain `text`, from its JSON log. */

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll } from "bun:test";
 import { chownSync, copyFileSync, mkdirSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
+import { COMPARTMENT_LABEL } from "../../lib/kube/inject.ts";
 import { BUN, type Proc, spawnProc } from "../support/proc.ts";
 import { down, readTestbed, TESTBED_DIR, type Testbed, up } from "./testbed/index.ts";
 import { asWorkload, type Workload } from "./testbed/spire.ts";
@@ -119,6 +120,7 @@ export interface AuditEvent {
   user: { username: string };
   objectRef?: { resource?: string; subresource?: string; name?: string; namespace?: string };
   responseStatus?: { code?: number };
+  annotations?: Record<string, string>;
 }
 
 /** The audit log's size now: pass it to auditSince for the events a step causes. */
@@ -169,3 +171,17 @@ export function kubectlUser(
 /** The test bed's two compartments: alice's and olivia's, and bob's (testbed/kube.ts). */
 export const ALPHA = "US-TS-ALPHA";
 export const BRAVO = "UK-S-BRAVO";
+
+/** An object of `kind` marked for `compartment` (its label), with the rest of its fields. */
+export const marked = (
+  kind: string,
+  name: string,
+  compartment: string,
+  rest: object = {},
+  apiVersion = "v1",
+) => ({
+  apiVersion,
+  kind,
+  metadata: { name, labels: { [COMPARTMENT_LABEL]: compartment } },
+  ...rest,
+});

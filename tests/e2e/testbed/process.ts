@@ -3,13 +3,13 @@ import { closeSync, openSync } from "node:fs";
 
 export { freePort } from "../../support/net.ts";
 
+/** Every daemon this process started, in order: a failed `up` stops those it started (index.ts). */
+export const startedDaemons: number[] = [];
+
 /**
  * Starts a test bed daemon detached from this process (it outlives `make testbed-up`), with standard output
  * and error appended to `log`. Returns its PID; stop it with stopPid.
  */
-/** Every daemon this process started, in order: a failed `up` stops those it started (index.ts). */
-export const startedDaemons: number[] = [];
-
 export function startDaemon(
   cmd: string,
   args: string[],
