@@ -39,6 +39,7 @@ const SVC_FLAGS: Record<string, FlagTable> = {
   edit: FORCE,
   create: FORCE,
   "create job": FORCE,
+  "create token": FORCE,
   expose: FORCE,
   "apply edit-last-applied": FORCE,
 };

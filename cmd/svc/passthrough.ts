@@ -2,9 +2,10 @@ import { AuditLog, auditUser, type Decision } from "../../lib/config/audit.ts";
 import { readConfig } from "../../lib/config/read.ts";
 import { activeContext } from "../../lib/config/resolve.ts";
 import { isSvcError, SvcError } from "../../lib/errors.ts";
-import { type CommandLine, flagSet } from "../../lib/kube/grammar.ts";
+import { type CommandLine, flagSet, flagValue } from "../../lib/kube/grammar.ts";
 import { highlightMls, wantsColor } from "../../lib/kube/highlight.ts";
 import { findKubectl, onPath } from "../../lib/kube/kubectl.ts";
+import { ACCOUNT_PREFIX } from "../../lib/kube/service-account.ts";
 import { svcWarning } from "../say.ts";
 import type { Guarded, GuardInput } from "./guards/guard.ts";
 import { kubectlArgs, svcFlags } from "./line.ts";
@@ -40,6 +41,7 @@ const GUARDS: Record<string, () => Promise<Guard>> = {
   run: writes,
   expose: writes,
   "create job": writes,
+  "create token": () => import("./guards/token.ts").then((m) => m.guardToken),
   edit,
   "apply edit-last-applied": edit,
   "apply view-last-applied": () => import("./guards/reads.ts").then((m) => m.guardLastApplied),
@@ -105,19 +107,19 @@ export async function passThrough(line: CommandLine): Promise<never> {
           `${line.error} (svc reads ${command} the way kubectl does, and runs nothing it cannot read; see svc ${command} --help)`,
         );
       if (rewrite) guarded = { args: (await rewrite())(line, c.label) };
-      if (guard)
-        guarded = {
-          ...guarded,
-          ...(await (
-            await guard()
-          )({
-            line,
-            active: c,
-            lookup: new (await import("../../lib/kube/lookup.ts")).Lookup(kubectl, c.target, line, c.label),
-            targets,
-            own: svcFlags(line),
-          })),
+      const impersonates = !help && !plugin && flagValue(line, "as")?.startsWith(ACCOUNT_PREFIX);
+      if (guard || impersonates) {
+        const input: GuardInput = {
+          line,
+          active: c,
+          lookup: new (await import("../../lib/kube/lookup.ts")).Lookup(kubectl, c.target, line, c.label),
+          targets,
+          own: svcFlags(line),
         };
+        const forced = impersonates && (await import("./guards/impersonation.ts")).guardImpersonation(input);
+        if (guard) guarded = { ...guarded, ...(await (await guard())(input)) };
+        if (forced) guarded.forced = true;
+      }
     } catch (e) {
       record(isSvcError(e, "compartment") ? "refused" : "error", 1);
       throw e;

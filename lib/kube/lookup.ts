@@ -14,6 +14,9 @@ import { getPod } from "./pods.ts";
 /** Globals that change only kubectl's logging or profiling, never what it talks to. */
 const NOT_TARGET = new Set(["v", "vmodule", "log-flush-frequency", "profile", "profile-output"]);
 
+/** The flags that make kubectl act as someone else (docs/svc-guard.md, "Impersonation"). */
+const IMPERSONATION = new Set(["as", "as-group", "as-uid"]);
+
 /** A DNS subdomain, the shape of pod and namespace names: safe as one URL path segment. */
 const DNS_NAME = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
 
@@ -39,7 +42,7 @@ export class Lookup {
   constructor(
     readonly kubectl: string,
     readonly target: KubeTarget,
-    line: CommandLine,
+    private readonly line: CommandLine,
     /** The current compartment's label, for a refusal the cluster gave svc's own read. */
     private readonly current = "",
   ) {
@@ -48,6 +51,12 @@ export class Lookup {
     const forTarget = uses.filter((f) => !NOT_TARGET.has(f.name));
     this.globals = forTarget.map((f) => `--${f.name}=${f.value}`);
     this.given = new Set(forTarget.map((f) => f.name));
+  }
+
+  /** The same cluster target as the user themself: the command line without `--as`, `--as-group`, `--as-uid`. */
+  withoutImpersonation(): Lookup {
+    const flags = this.line.flags.filter((f) => !(f.global && IMPERSONATION.has(f.name)));
+    return new Lookup(this.kubectl, this.target, { ...this.line, flags }, this.current);
   }
 
   /**

@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { stringify } from "yaml";
 import { tempDir } from "../support/dev-api.ts";
 import { BUN, ROOT } from "../support/proc.ts";
-import { createContexts, kubectlUser, useTestbed } from "./support.ts";
+import { auditSince, auditSize, createContexts, kubectlUser, useTestbed } from "./support.ts";
 import type { KubeState } from "./testbed/kube.ts";
 import { NODE } from "./testbed/kube.ts";
 import { waitUntil } from "./testbed/process.ts";
@@ -100,19 +100,20 @@ const webhookLines = (user: string, object: string) =>
     .split("\n")
     .filter((l) => l.includes(`"user":"${user}"`) && l.includes(`"object":"${NS}/${object}`));
 
-describe("the same reads through svc", () => {
-  beforeAll(() => {
-    for (const as of ["alice", "olivia"] as const)
-      expect(
-        createContexts(
-          (args) => svc(as, args),
-          [["us-ts-alpha", "ALPHA", testbed().kube.users[as].context, NS]],
-        ),
-      ).toEqual([0]);
-    for (const as of ["alice", "olivia"] as const)
-      expect(svc(as, ["context", "use", "us-ts-alpha"]).code).toBe(0);
-  });
+// alice and olivia in an ALPHA compartment context on namespace shared.
+beforeAll(() => {
+  for (const as of ["alice", "olivia"] as const)
+    expect(
+      createContexts(
+        (args) => svc(as, args),
+        [["us-ts-alpha", "ALPHA", testbed().kube.users[as].context, NS]],
+      ),
+    ).toEqual([0]);
+  for (const as of ["alice", "olivia"] as const)
+    expect(svc(as, ["context", "use", "us-ts-alpha"]).code).toBe(0);
+});
 
+describe("the same reads through svc", () => {
   test("alice's reads of BRAVO data are refused by svc before kubectl asks for them; her own pass", () => {
     for (const [args, what, object] of [
       [["get", "secret", "secret-bravo", "-o", "yaml"], "secret", "secret-bravo"],
@@ -191,6 +192,101 @@ describe("the same reads through svc", () => {
     expect(olivia.err).toContain(
       "--force: get of secret secret-bravo of compartment UK-S-BRAVO from US-TS-ALPHA",
     );
+  });
+});
+
+describe("identities through svc", () => {
+  const account = (name: string, labelled: Record<string, string>) => ({
+    apiVersion: "v1",
+    kind: "ServiceAccount",
+    metadata: { name, labels: labelled },
+  });
+  beforeAll(() => {
+    const docs = [
+      account("reads-alpha", labels("alpha")),
+      account("reads-bravo", labels("bravo")),
+      account("reads-plain", { "svc-test": "reads" }),
+      // A token is bound only to a pod that runs as its account.
+      ...(["alpha", "bravo"] as const).map((c) => ({
+        apiVersion: "v1",
+        kind: "Pod",
+        metadata: { name: `token-${c}`, labels: labels(c) },
+        spec: { serviceAccountName: "reads-plain", containers: [{ name: "main", image: "busybox" }] },
+      })),
+    ];
+    expect(kubectl("admin", ["apply", "-f", "-"], docs.map((d) => stringify(d)).join("---\n")).err).toBe("");
+  });
+  afterAll(() => kubectl("admin", ["delete", "pod,serviceaccount", "-l", "svc-test=reads", "--wait=false"]));
+
+  /** What reached the API server as an impersonated account or as a token request, since `from`. */
+  const acted = (from: number) =>
+    auditSince(testbed(), from).filter(
+      (e) => e.impersonatedUser !== undefined || e.objectRef?.subresource === "token",
+    );
+  const as = (name: string) => `--as=system:serviceaccount:${NS}:${name}`;
+
+  test("another compartment's account, or one that does not exist, is refused before kubectl acts as it", () => {
+    for (const [args, says] of [
+      [
+        [as("reads-bravo"), "get", "pods"],
+        "Cannot impersonate ServiceAccount reads-bravo in another compartment (UK-S-BRAVO)",
+      ],
+      [
+        ["get", "pods", "--as", `system:serviceaccount:${NS}:reads-bravo`],
+        "Cannot impersonate ServiceAccount reads-bravo",
+      ],
+      // Any command, guarded or not.
+      [[as("reads-bravo"), "auth", "whoami"], "Cannot impersonate ServiceAccount reads-bravo"],
+      [[as("reads-alpha"), as("reads-bravo"), "version"], "Cannot impersonate ServiceAccount reads-bravo"],
+      [
+        [as("reads-nobody"), "get", "pods"],
+        `Cannot impersonate service account ${NS}/reads-nobody: it does not exist`,
+      ],
+      [["--as=system:serviceaccount:shared", "get", "pods"], "not a service account's user name"],
+      [["--as=system:serviceaccount:a:b:c", "get", "pods"], "not a service account's user name"],
+      [
+        ["create", "token", "reads-bravo"],
+        "Cannot request a token for ServiceAccount reads-bravo in another compartment (UK-S-BRAVO)",
+      ],
+      [
+        [
+          "create",
+          "token",
+          "reads-plain",
+          "--bound-object-kind",
+          "Pod",
+          "--bound-object-name",
+          "reader-bravo",
+        ],
+        "Cannot bind a token to Pod reader-bravo in another compartment (UK-S-BRAVO)",
+      ],
+    ] as const) {
+      const from = auditSize(testbed());
+      const r = svc("alice", [...args]);
+      expect({ args, code: r.code, out: r.out }).toEqual({ args, code: 1, out: "" });
+      expect(r.err).toContain(says);
+      expect(acted(from)).toEqual([]);
+    }
+    for (const args of [
+      [as("reads-alpha"), "auth", "whoami"],
+      [as("reads-plain"), "auth", "whoami"],
+      ["create", "token", "reads-alpha"],
+      ["create", "token", "reads-plain", "--bound-object-kind=Pod", "--bound-object-name=token-alpha"],
+    ]) {
+      const from = auditSize(testbed());
+      expect({ args, code: svc("alice", args).code }).toEqual({ args, code: 0 });
+      expect(acted(from).length).toBeGreaterThan(0);
+    }
+  });
+
+  test("olivia's override impersonates and binds across compartments, with a warning", () => {
+    // The cluster lets olivia act as the account, which no role lets list pods.
+    const r = svc("olivia", [as("reads-bravo"), "get", "pods", "--force"]);
+    expect(r.err).toContain("--force: get of ServiceAccount reads-bravo of compartment UK-S-BRAVO");
+    expect(r.err).toContain(`User "system:serviceaccount:${NS}:reads-bravo" cannot list resource "pods"`);
+    const t = svc("olivia", ["create", "token", "reads-bravo", "--force"]);
+    expect(t.code).toBe(0);
+    expect(t.err).toContain("--force: create token of ServiceAccount reads-bravo of compartment UK-S-BRAVO");
   });
 });
 

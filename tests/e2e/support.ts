@@ -118,6 +118,7 @@ export interface AuditEvent {
   verb: string;
   requestURI: string;
   user: { username: string };
+  impersonatedUser?: { username: string };
   objectRef?: { resource?: string; subresource?: string; name?: string; namespace?: string };
   responseStatus?: { code?: number };
   annotations?: Record<string, string>;
@@ -136,7 +137,6 @@ export function auditSince(tb: Testbed, from: number): AuditEvent[] {
     .map((l) => JSON.parse(l) as AuditEvent);
 }
 
-/** Plain kubectl as one of the test bed's users in a namespace; never throws, returns what it printed. */
 /** The kubectl command line of a test bed user in a namespace. */
 export function kubectlArgv(
   tb: Testbed,
@@ -154,6 +154,7 @@ export function kubectlArgv(
   ];
 }
 
+/** Plain kubectl as one of the test bed's users in a namespace; never throws, returns what it printed. */
 export function kubectlUser(
   tb: Testbed,
   user: keyof Testbed["kube"]["users"],

@@ -118,6 +118,11 @@ export function refuseUnlessOverridden(g: GuardInput, refusal: string, warning: 
  */
 export function refuseAcrossCompartments(g: GuardInput, objects: KubeObject[], cannot: string): boolean {
   g.targets.push(...objects.map((o) => describeObject(o as Record<string, unknown>)));
+  return refuseForeign(g, objects, cannot);
+}
+
+/** refuseAcrossCompartments for objects the command reaches through others, not recorded as its targets. */
+export function refuseForeign(g: GuardInput, objects: KubeObject[], cannot: string): boolean {
   const foreign = notCleared(g, objects, "allow");
   if (!foreign) return false;
   const what = `${foreign.object.kind ?? "object"} ${foreign.object.metadata?.name ?? ""}`;
