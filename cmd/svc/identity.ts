@@ -3,13 +3,17 @@ import { stringify } from "yaml";
 import { loadConfig } from "../../lib/config/file.ts";
 import { activeContext } from "../../lib/config/resolve.ts";
 import { SvcError } from "../../lib/errors.ts";
+import { reviewArgs, selfAccessReview } from "../../lib/kube/access-review.ts";
 import {
+  type Clearances,
   clearancesOf,
   describeClearances,
   missingClearances,
   SENSITIVITY_ORDER,
+  spokenGroups,
 } from "../../lib/kube/clearance.ts";
-import { findKubectl, withContext } from "../../lib/kube/kubectl.ts";
+import { findKubectl, type KubeTarget, withContext } from "../../lib/kube/kubectl.ts";
+import { serviceAccountOf } from "../../lib/kube/service-account.ts";
 import { say, svcWarning } from "../say.ts";
 import { action, checkOutput } from "./cli.ts";
 
@@ -17,7 +21,8 @@ import { action, checkOutput } from "./cli.ts";
  * `svc identity` (docs/svc-config.md): the active compartment and who the cluster says you are (a
  * SelfSubjectReview, through kubectl), with the default groups and the svc: groups; then the clearances the
  * cluster sees in your groups (what its admission policy and webhook go by, docs/admission.md), with a
- * warning when they do not cover the active compartment.
+ * warning when they do not cover the active compartment. A service account holds no clearance groups:
+ * the cluster's compartment webhook says what it speaks for (its marks, or its pod's), and svc asks it.
  */
 const args = {
   output: { type: "string", alias: "o", description: "Output format: json or yaml" },
@@ -48,7 +53,7 @@ export default defineCommand({
       `svc:compartment:${c.compartment}`,
     ].map((g) => g.toLowerCase());
     const groups = [...new Set([...config.defaultUserGroups, ...(info.groups ?? []), ...svcGroups])];
-    const cleared = clearancesOf(info.groups ?? []);
+    const { cleared, basis } = clusterClearances(kubectl, c.target, info);
     const missing = missingClearances(cleared, {
       country: c.country.toLowerCase(),
       sensitivity: c.sensitivity.toLowerCase(),
@@ -67,13 +72,14 @@ export default defineCommand({
         sensitivities: SENSITIVITY_ORDER.slice(0, cleared.sensitivity + 1),
         compartments: cleared.compartments,
         coversActiveCompartment: missing.length === 0,
+        basis,
       },
     };
     if (missing.length > 0)
       say(
         "svc",
         "warn",
-        `the cluster does not clear you for ${c.label} (missing: ${missing.join(", ")}; your groups give ${describeClearances(cleared)}): where its compartment policy is installed, it refuses your exec into that compartment's pods and writes of its objects`,
+        `the cluster does not clear you for ${c.label} (missing: ${missing.join(", ")}; you are cleared for ${describeClearances(cleared)}, ${basis}): where its compartment policy is installed, it refuses your exec into that compartment's pods and writes of its objects`,
       );
     if (a.output === "json") return void process.stdout.write(`${JSON.stringify(identity, null, 2)}\n`);
     if (a.output === "yaml") return void process.stdout.write(stringify(identity));
@@ -85,8 +91,48 @@ export default defineCommand({
       ["Kube Context", identity.kubeContext],
       ["User", identity.user],
       ["User Groups", groups.join(", ")],
-      ["Clearances", `${describeClearances(cleared)} (from the cluster's groups)`],
+      ["Clearances", `${describeClearances(cleared)} (${basis})`],
     ];
     for (const [k, v] of rows) process.stdout.write(`${`${k}:`.padEnd(14)}${v}\n`);
   }),
 });
+
+/**
+ * The clearances the cluster's rules apply to the user, and where they come from: a person's `svc:`
+ * groups; for a service account, the answer of the compartment webhook to "get
+ * compartmentclearances.svc.dev" (a SelfSubjectAccessReview made with the account's own credentials, so
+ * the webhook sees the pod its token is bound to), as the admission policy asks it.
+ */
+function clusterClearances(
+  kubectl: string,
+  target: KubeTarget,
+  info: { username?: string; groups?: string[] },
+): { cleared: Clearances; basis: string } {
+  if (!serviceAccountOf(info.username ?? ""))
+    return { cleared: clearancesOf(info.groups ?? []), basis: "from the cluster's groups" };
+  const review = selfAccessReview({ group: "svc.dev", resource: "compartmentclearances", verb: "get" });
+  const r = Bun.spawnSync([kubectl, ...withContext(reviewArgs("json"), target)], {
+    stdin: new TextEncoder().encode(review),
+    stdout: "pipe",
+    stderr: "pipe",
+  });
+  if (r.exitCode !== 0)
+    throw new SvcError(
+      "kube_api",
+      `cannot ask the cluster what service account ${info.username} speaks for: ${r.stderr.toString().trim()}`,
+    );
+  let status: { allowed?: boolean; reason?: string } = {};
+  try {
+    status = (JSON.parse(r.stdout.toString()) as { status?: typeof status }).status ?? {};
+  } catch {}
+  const groups = status.allowed === true ? spokenGroups(status.reason ?? "") : undefined;
+  if (groups)
+    return {
+      cleared: clearancesOf(groups),
+      basis: "the service account's, from the cluster's compartment webhook",
+    };
+  return {
+    cleared: clearancesOf([]),
+    basis: `none: ${status.reason || "the cluster's compartment webhook gave no answer (is it installed?)"}`,
+  };
+}

@@ -53,6 +53,20 @@ export function clearancesOf(groups: readonly string[]): Clearances {
 }
 
 /**
+ * How the cluster's compartment webhook grants the question "get compartmentclearances.svc.dev" (which
+ * the admission policy, and `svc identity`, ask for a service account): the reason of an allowed answer is
+ * this prefix and the clearance groups the account speaks for, space-separated (docs/admission.md,
+ * "Identities").
+ */
+export const SPEAKS_FOR = "svc-compartments speaks for: ";
+
+/** The groups an allowed clearance answer's reason names; undefined when the reason has another shape. */
+export function spokenGroups(reason: string): string[] | undefined {
+  if (!reason.startsWith(SPEAKS_FOR)) return undefined;
+  return reason.slice(SPEAKS_FOR.length).split(" ");
+}
+
+/**
  * The MLS annotations (docs/svc-config.md, "svc apply"), each naming two of the three parts:
  * `mls.svc.dev/level` `<country>:<sensitivity>` and `mls.svc.dev/compartment` `<country>:<compartment>`;
  * undefined when the value has another shape.

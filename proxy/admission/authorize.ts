@@ -1,3 +1,4 @@
+import { SPEAKS_FOR } from "../../lib/kube/clearance.ts";
 import { accountUsername } from "../../lib/kube/service-account.ts";
 import { type AccessDeps, judge, type TargetKind } from "./access.ts";
 import { speaksFor } from "./identity.ts";
@@ -46,8 +47,6 @@ const VERBS = new Set(["get", "list", "watch"]);
 export const IMPERSONATE = "serviceaccounts/impersonate";
 const IMPERSONATION = { target: "serviceaccounts" as const, text: "impersonate", what: "service account" };
 export const CLEARANCE = "svc.dev/compartmentclearances";
-/** The prefix of a granted clearance answer, which the policy reads (its variables.groups). */
-export const SPEAKS_FOR = "svc-compartments speaks for: ";
 
 /**
  * The "resource/subresource" of a review ("serviceaccounts/impersonate" for an impersonation), or undefined

@@ -4,8 +4,18 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { stringify } from "yaml";
 import { COMPARTMENT_LABEL as PIN } from "../../lib/kube/inject.ts";
+import { BUN, ROOT } from "../support/proc.ts";
 import { KINDS, NOT_STORED } from "./admission-kinds.ts";
-import { ALPHA, auditSince, auditSize, BRAVO, kubectlUser, marked, useTestbed } from "./support.ts";
+import {
+  ALPHA,
+  auditSince,
+  auditSize,
+  BRAVO,
+  createContexts,
+  kubectlUser,
+  marked,
+  useTestbed,
+} from "./support.ts";
 import type { KubeState } from "./testbed/kube.ts";
 import { clientKubeconfig, NODE } from "./testbed/kube.ts";
 import { waitUntil } from "./testbed/process.ts";
@@ -361,6 +371,38 @@ describe("which compartment a service account speaks for", () => {
     expect(writes(inBravo, BRAVO).code).toBe(0);
     refused(writes(inBravo, ALPHA), "is marked for another compartment");
     refused(writes(token("plain-writer"), ALPHA), "is marked for another compartment");
+  });
+
+  test("svc identity shows what the account speaks for, as the cluster's webhook answers it", () => {
+    const identity = (kubeconfig: string) => {
+      const env = { ...process.env, KUBECONFIG: kubeconfig, SVC_CONFIG: `${kubeconfig}.svc.yaml` };
+      const svc = (args: string[]) => {
+        const r = Bun.spawnSync([BUN, "cmd/svc.ts", ...args], { cwd: ROOT, env });
+        return { code: r.exitCode, out: r.stdout.toString(), err: r.stderr.toString() };
+      };
+      expect(createContexts(svc, [["alpha", "ALPHA", "testbed", NS]])).toEqual([0]);
+      expect(svc(["context", "use", "alpha"]).code).toBe(0);
+      const r = svc(["identity", "-o", "json"]);
+      expect(r.code).toBe(0);
+      return JSON.parse(r.out).clusterClearances;
+    };
+    const fromWebhook = "the service account's, from the cluster's compartment webhook";
+    expect(identity(token("alpha-writer"))).toMatchObject({
+      compartments: ["alpha"],
+      countries: ["us"],
+      coversActiveCompartment: true,
+      basis: fromWebhook,
+    });
+    expect(identity(token("plain-writer", ...(boundTo["bravo-plain-pod"] as string[])))).toMatchObject({
+      compartments: ["bravo"],
+      coversActiveCompartment: false,
+      basis: fromWebhook,
+    });
+    const none = identity(token("plain-writer"));
+    expect(none).toMatchObject({ compartments: [], coversActiveCompartment: false });
+    expect(none.basis).toContain(
+      "none: svc-compartments: system:serviceaccount:shared:plain-writer speaks for no compartment",
+    );
   });
 
   test("a token bound to another compartment's pod is refused to whoever asks for it", () => {

@@ -121,6 +121,7 @@ describe("svc identity", () => {
       sensitivities: ["u", "c", "s"],
       compartments: ["bravo"],
       coversActiveCompartment: false,
+      basis: "from the cluster's groups",
     });
     svc(["context", "use", "us-ts-alpha"]);
     const alice = svc(["identity"]);

@@ -1,14 +1,15 @@
 import { describe, expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
-import { clearancesOf, contextClearances, judgeMarks } from "../../lib/kube/clearance.ts";
+import {
+  clearancesOf,
+  contextClearances,
+  judgeMarks,
+  SPEAKS_FOR,
+  spokenGroups,
+} from "../../lib/kube/clearance.ts";
 import type { Marks } from "../../lib/kube/marks-cache.ts";
 import type { AccessDeps } from "../../proxy/admission/access.ts";
-import {
-  type AccessReviewSpec,
-  decideRead,
-  guardedRead,
-  SPEAKS_FOR,
-} from "../../proxy/admission/authorize.ts";
+import { type AccessReviewSpec, decideRead, guardedRead } from "../../proxy/admission/authorize.ts";
 
 /**
  * The authorization webhook's decision on one SubjectAccessReview (docs/admission.md, "Reads"): named
@@ -288,6 +289,9 @@ describe("which compartment a requester speaks for (identity.ts)", () => {
     const policy = readFileSync(new URL("../../deploy/admission/base/policy.yaml", import.meta.url), "utf8");
     expect(policy).toContain(`reason().startsWith('${SPEAKS_FOR}')`);
     expect(policy).toContain(`reason().substring(${SPEAKS_FOR.length}).split(' ')`);
+    // svc identity reads it back the same way.
+    expect(spokenGroups(ALPHA_ANSWER)).toEqual(ALICE);
+    expect(spokenGroups("svc-compartments: shared:plain speaks for no compartment")).toBeUndefined();
   });
 
   test("the control plane and other questions of svc.dev get no opinion", async () => {

@@ -1,5 +1,6 @@
 import type { ActiveContext } from "../../../lib/config/resolve.ts";
 import { SvcError } from "../../../lib/errors.ts";
+import { reviewArgs, selfAccessReview } from "../../../lib/kube/access-review.ts";
 import { contextClearances, judgeMarks } from "../../../lib/kube/clearance.ts";
 import { type CommandLine, filenames, flagSet, flagValues, restWords } from "../../../lib/kube/grammar.ts";
 import { COMPARTMENT_LABEL, describeObject } from "../../../lib/kube/inject.ts";
@@ -81,28 +82,15 @@ export const OVERRIDE_RESOURCE = "compartmentoverrides.svc.dev";
 export function refuseUnlessOverridden(g: GuardInput, refusal: string, warning: string): void {
   if (!flagSet(g.line, "force"))
     throw new SvcError("compartment", `${refusal}\ncurrent compartment: ${g.active.label}`);
-  // A SelfSubjectAccessReview written out: `kubectl auth can-i force compartmentoverrides.svc.dev` looks
-  // the resource up in discovery, finds none (it is a name for RBAC only, not served), and then asks for
-  // a resource of that whole name in the core group, which no role grants.
   // In the command's namespace when it names one, as the cluster's webhooks ask; else cluster-wide.
   const namespace = g.lookup.namedNamespace();
-  const review = JSON.stringify({
-    apiVersion: "authorization.k8s.io/v1",
-    kind: "SelfSubjectAccessReview",
-    spec: {
-      resourceAttributes: {
-        group: "svc.dev",
-        resource: "compartmentoverrides",
-        verb: "force",
-        ...(namespace ? { namespace } : {}),
-      },
-    },
+  const review = selfAccessReview({
+    group: "svc.dev",
+    resource: "compartmentoverrides",
+    verb: "force",
+    ...(namespace ? { namespace } : {}),
   });
-  const can = g.lookup.run(
-    ["create", "--validate=false", "-f", "-", "-o", "jsonpath={.status.allowed}"],
-    null,
-    review,
-  );
+  const can = g.lookup.run(reviewArgs("jsonpath={.status.allowed}"), null, review);
   if (can.out.trim() !== "true")
     throw new SvcError(
       "compartment",
