@@ -546,6 +546,51 @@ describe("owners, scheduling, volumes, autoscalers", () => {
     expect(claim({ selector: { matchLabels: { [PIN]: ALPHA } } }).err).toBe("");
   });
 
+  test("a claim template's selector pins its compartment: the claims it makes bind no other's volumes", () => {
+    const sts = (selector: object) => {
+      const o = manifest("apps/statefulsets", ALPHA, "templated") as { spec: Record<string, unknown> };
+      return dryRun("alice", {
+        ...o,
+        spec: {
+          ...o.spec,
+          volumeClaimTemplates: [
+            {
+              metadata: { name: "data", labels: { [PIN]: ALPHA } },
+              spec: { accessModes: ["ReadWriteOnce"], resources: { requests: { storage: "1Gi" } }, selector },
+            },
+          ],
+        },
+      });
+    };
+    refused(
+      sts({ matchLabels: { tier: "db" } }),
+      `has a claim template (spec.volumeClaimTemplates[0]) whose selector does not pin svc.io/compartment=${ALPHA}`,
+    );
+    refused(sts({ matchLabels: { [PIN]: BRAVO } }), `does not pin svc.io/compartment=${ALPHA}`);
+    expect(sts({ matchLabels: { [PIN]: ALPHA } }).err).toBe("");
+  });
+
+  test("a legacy token Secret may hold a token only of its own compartment's service account", () => {
+    const tokenSecret = (c: string, account: string) =>
+      dryRun(
+        "alice",
+        marked("Secret", "grab-token", c, {
+          type: "kubernetes.io/service-account-token",
+          metadata: {
+            name: "grab-token",
+            labels: { [PIN]: c },
+            annotations: { "kubernetes.io/service-account.name": account },
+          },
+        }),
+      );
+    refused(
+      tokenSecret(ALPHA, "bravo-serviceaccounts"),
+      `names ServiceAccount shared/bravo-serviceaccounts of another compartment (${BRAVO}) (annotation kubernetes.io/service-account.name)`,
+    );
+    admin(marked("ServiceAccount", "alpha-token-owner", ALPHA));
+    expect(tokenSecret(ALPHA, "alpha-token-owner").err).toBe("");
+  });
+
   test("a pod may not mount storage by an address of its own (an NFS export), which Pod Security's baseline allows", () => {
     refused(
       dryRun(
@@ -562,19 +607,21 @@ describe("owners, scheduling, volumes, autoscalers", () => {
   });
 
   test("an autoscaler may scale only its own compartment's workload", () => {
-    const hpa = (target: string) =>
+    const hpa = (target: string, apiVersion = "apps/v1", kind = "Deployment") =>
       dryRun("alice", {
         ...manifest("autoscaling/horizontalpodautoscalers", ALPHA, "scaler"),
-        spec: {
-          scaleTargetRef: { apiVersion: "apps/v1", kind: "Deployment", name: target },
-          maxReplicas: 5,
-        },
+        spec: { scaleTargetRef: { apiVersion, kind, name: target }, maxReplicas: 5 },
       });
     refused(
       hpa("bravo-ref"),
       `HorizontalPodAutoscaler shared/scaler (${ALPHA}) names Deployment shared/bravo-ref of another compartment (${BRAVO}) (spec.scaleTargetRef)`,
     );
     refused(hpa("not-yet"), "which does not exist: svc cannot tell its compartment; create it first");
+    // A kind a controller may serve (a CRD with a scale subresource) that the webhook cannot read.
+    refused(
+      hpa("alpha-ref", "example.com/v1", "Widget"),
+      "names Widget (example.com) shared/alpha-ref (spec.scaleTargetRef): svc cannot tell the compartment of a Widget",
+    );
     expect(hpa("alpha-ref").err).toBe("");
   });
 });
