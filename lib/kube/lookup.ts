@@ -14,7 +14,7 @@ import { getPod } from "./pods.ts";
 /** Globals that change only kubectl's logging or profiling, never what it talks to. */
 const NOT_TARGET = new Set(["v", "vmodule", "log-flush-frequency", "profile", "profile-output"]);
 
-/** The flags that make kubectl act as someone else (docs/svc-guard.md, "Impersonation"). */
+/** The flags that make kubectl act as someone else (docs/svc-guard.md, "Impersonation and tokens"). */
 const IMPERSONATION = new Set(["as", "as-group", "as-uid"]);
 
 /** A DNS subdomain, the shape of pod and namespace names: safe as one URL path segment. */

@@ -2,10 +2,10 @@ import { flagValue } from "../../../lib/kube/grammar.ts";
 import { type Guarded, type GuardInput, refuseAcrossCompartments, refuseForeign } from "./guard.ts";
 
 /**
- * `svc create token NAME` (docs/svc-guard.md, "Tokens"): a token speaks for its account, or, bound to a
- * pod, for that pod's compartment, as the cluster's admission webhook decides. svc refuses a token of an
- * account, or bound to a pod, of a compartment the current context is not cleared for. A token bound to a
- * Secret or a Node speaks for the account alone; kubectl refuses any other kind itself.
+ * `svc create token NAME` (docs/svc-guard.md, "Impersonation and tokens"): a token speaks for its account,
+ * or, bound to a pod, for that pod's compartment, as the cluster's admission webhook decides. svc refuses
+ * a token of an account, or bound to a pod, of a compartment the current context is not cleared for. A
+ * token bound to a Secret or a Node speaks for the account alone; kubectl refuses any other kind itself.
  */
 export async function guardToken(g: GuardInput): Promise<Guarded> {
   const [name] = g.line.positionals;
