@@ -202,21 +202,25 @@ describe("identities through svc", () => {
     metadata: { name, labels: labelled },
   });
   beforeAll(() => {
+    // Labelled apart from the file's other objects, which the tests after these still read.
+    const own = (c: keyof typeof MARK) => ({ ...labels(c), "svc-test": "identities" });
     const docs = [
-      account("reads-alpha", labels("alpha")),
-      account("reads-bravo", labels("bravo")),
-      account("reads-plain", { "svc-test": "reads" }),
+      account("reads-alpha", own("alpha")),
+      account("reads-bravo", own("bravo")),
+      account("reads-plain", { "svc-test": "identities" }),
       // A token is bound only to a pod that runs as its account.
       ...(["alpha", "bravo"] as const).map((c) => ({
         apiVersion: "v1",
         kind: "Pod",
-        metadata: { name: `token-${c}`, labels: labels(c) },
+        metadata: { name: `token-${c}`, labels: own(c) },
         spec: { serviceAccountName: "reads-plain", containers: [{ name: "main", image: "busybox" }] },
       })),
     ];
     expect(kubectl("admin", ["apply", "-f", "-"], docs.map((d) => stringify(d)).join("---\n")).err).toBe("");
   });
-  afterAll(() => kubectl("admin", ["delete", "pod,serviceaccount", "-l", "svc-test=reads", "--wait=false"]));
+  afterAll(() =>
+    kubectl("admin", ["delete", "pod,serviceaccount", "-l", "svc-test=identities", "--wait=false"]),
+  );
 
   /** What reached the API server as an impersonated account or as a token request, since `from`. */
   const acted = (from: number) =>
