@@ -1,7 +1,7 @@
 import { defineCommand } from "citty";
 import { AuditLog, auditUser, type Decision } from "../../lib/config/audit.ts";
 import { type LoadedConfig, loadConfig, saveConfig } from "../../lib/config/file.ts";
-import { compartmentLabel, findContext } from "../../lib/config/schema.ts";
+import { type CompartmentContext, compartmentLabel, findContext } from "../../lib/config/schema.ts";
 import { SvcError } from "../../lib/errors.ts";
 import { svcWarning } from "../say.ts";
 import { action } from "./cli.ts";
@@ -46,14 +46,21 @@ const list = defineCommand({
  * A switch moves the user to another compartment, so it is audited (at info level) like a change; a failed
  * one is recorded as an error, in the context that stays current.
  */
-function auditSwitch(loaded: LoadedConfig, name: string, decision: Decision, context: string): void {
+function auditSwitch(
+  loaded: LoadedConfig,
+  name: string,
+  decision: Decision,
+  context: string,
+  /** A context just created and made current (the first one). */
+  created?: CompartmentContext,
+): void {
   const { config } = loaded;
-  const c = findContext(config, context);
+  const c = created ?? findContext(config, context);
   new AuditLog(config.auditLog, svcWarning).record({
     user: auditUser(),
     context,
     compartment: c ? compartmentLabel(c) : "",
-    command: ["svc", "context", "use", name],
+    command: ["svc", "context", created ? "create" : "use", name],
     targets: [name],
     decision,
     exitStatus: decision === "allowed" ? 0 : 1,
@@ -126,8 +133,15 @@ const create = defineCommand({
     if (!loaded.doc.has("contexts") || loaded.doc.get("contexts") === null)
       loaded.doc.set("contexts", loaded.doc.createNode({}));
     loaded.doc.setIn(["contexts", a.name], context);
+    // With no context current, the new one becomes current, as kubectl's first context does: svc never
+    // holds contexts with none current unless one is deleted (then it says so and runs nothing).
+    const first = !loaded.config.currentContext;
+    if (first) loaded.doc.set("currentContext", a.name);
     saveConfig(loaded);
-    process.stdout.write(`Context "${a.name}" created.\n`);
+    if (first) auditSwitch(loaded, a.name, "allowed", a.name, context);
+    process.stdout.write(
+      `Context "${a.name}" created.${first ? ` It is the current context (there was none).` : ""}\n`,
+    );
   }),
 });
 

@@ -71,6 +71,23 @@ const READ_ONLY = new Set([
   "events",
 ]);
 
+/**
+ * kubectl commands that reach no object of any compartment (local files, the kubeconfig, discovery, the
+ * API's schema, help): with contexts defined and none current they still run, as plain kubectl. Every other
+ * command stops there and says to choose a context.
+ */
+const NO_COMPARTMENT = new Set([
+  "config",
+  "version",
+  "api-resources",
+  "api-versions",
+  "explain",
+  "kustomize",
+  "options",
+  "help",
+  "plugin",
+]);
+
 export async function passThrough(line: CommandLine): Promise<never> {
   const { config, exists } = await readConfig(svcWarning);
   const kubectl = findKubectl();
@@ -81,21 +98,31 @@ export async function passThrough(line: CommandLine): Promise<never> {
   let args = line.args;
   let guarded: Guarded = {};
   const targets: string[] = [];
+  /** The audit log's entry for this command, in a context (none: ""). */
+  const auditIn = (context: string, compartment: string) => (decision: Decision, exitStatus: number) =>
+    new AuditLog(config.auditLog, svcWarning).record({
+      user: auditUser(),
+      context,
+      compartment,
+      command: ["svc", ...line.args],
+      targets: targets.length > 0 ? targets : line.positionals,
+      decision,
+      exitStatus,
+      readOnly: READ_ONLY.has(line.path[0] ?? ""),
+    });
   let record = (_decision: Decision, _exitStatus: number) => {};
-  if (exists && config.currentContext) {
+  const contexts = Object.keys(config.contexts);
+  if (exists && !config.currentContext && contexts.length > 0) {
+    if (!flagSet(line, "help") && !NO_COMPARTMENT.has(line.path[0] ?? "")) {
+      auditIn("", "")("error", 1);
+      throw new SvcError(
+        "usage",
+        `no current context: svc will not run kubectl ${command || line.args[0] || ""} outside a compartment; choose one with svc context use <name> (contexts: ${contexts.join(", ")})`,
+      );
+    }
+  } else if (exists && config.currentContext) {
     const c = activeContext(config);
-    const audit = new AuditLog(config.auditLog, svcWarning);
-    record = (decision, exitStatus) =>
-      audit.record({
-        user: auditUser(),
-        context: c.name,
-        compartment: c.label,
-        command: ["svc", ...line.args],
-        targets: targets.length > 0 ? targets : line.positionals,
-        decision,
-        exitStatus,
-        readOnly: READ_ONLY.has(line.path[0] ?? ""),
-      });
+    record = auditIn(c.name, c.label);
     const help = flagSet(line, "help");
     const plugin = line.plugin || createPlugin(line);
     const guard = Object.hasOwn(GUARDS, command) && !help && !plugin ? GUARDS[command] : undefined;

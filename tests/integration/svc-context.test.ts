@@ -136,7 +136,7 @@ describe("svc context: where the configuration is", () => {
     }
     expect(existsSync(missing)).toBe(false);
     expect(create(missing, "us-ts-a").code).toBe(0);
-    expect(listed(missing)).toEqual(["us-ts-a"]);
+    expect(listed(missing)).toEqual(["*us-ts-a"]);
   });
 
   test("without SVC_CONFIG, a missing ~/.svc/config.yaml is no contexts, as before", () => {
@@ -188,9 +188,10 @@ describe("svc context: names are data", () => {
   });
 
   test("they are created, listed, used, current, refused when created again and deleted like any other", () => {
+    // us-ts-a, made in the test before, is current.
     for (const [i, name] of names.entries())
       expect(create(file, name, `C${i}`).out).toBe(`Context "${name}" created.\n`);
-    expect(listed(file)).toEqual(["__proto__", "constructor", "hasOwnProperty", "toString", "us-ts-a"]);
+    expect(listed(file)).toEqual(["__proto__", "constructor", "hasOwnProperty", "toString", "*us-ts-a"]);
     expect(create(file, "__proto__").err).toContain('context "__proto__" already exists');
     for (const name of names) {
       expect(run(["context", "use", name], file).out).toBe(`Switched to context "${name}".\n`);
@@ -202,6 +203,64 @@ describe("svc context: names are data", () => {
     expect(run(["context", "current"], file).err).toContain("no current context");
     expect(listed(file)).toEqual(["constructor", "hasOwnProperty", "toString", "us-ts-a"]);
     expect(readFileSync(file, "utf8")).not.toContain("__proto__");
+  });
+});
+
+describe("svc context: never contexts without a current one, silently", () => {
+  const file = join(dir, "first.yaml");
+  const log = join(dir, "first-audit.log");
+  const kubeconfig = join(dir, "kubeconfig.yaml");
+
+  test("the first context created becomes current, and the switch is audited", () => {
+    writeFileSync(file, `auditLog: {enabled: true, path: ${log}, level: info}\n`);
+    expect(create(file, "us-ts-a").out).toBe(
+      'Context "us-ts-a" created. It is the current context (there was none).\n',
+    );
+    expect(create(file, "us-ts-b", "B").out).toBe('Context "us-ts-b" created.\n');
+    expect(run(["context", "current"], file).out).toBe("us-ts-a\n");
+    const [entry] = readFileSync(log, "utf8")
+      .trimEnd()
+      .split("\n")
+      .map((l) => JSON.parse(l));
+    expect(entry).toMatchObject({
+      context: "us-ts-a",
+      compartment: "US-TS-A",
+      command: ["svc", "context", "create", "us-ts-a"],
+      decision: "allowed",
+      previousContext: "",
+    });
+  });
+
+  test("with contexts and none current, a command that reaches the cluster's objects stops and says what to do", () => {
+    expect(run(["context", "delete", "us-ts-a"], file).code).toBe(0);
+    writeFileSync(kubeconfig, "apiVersion: v1\nkind: Config\ncontexts: [{name: k, context: {cluster: c}}]\n");
+    const env = { KUBECONFIG: kubeconfig };
+    for (const args of [
+      ["apply", "-f", "deployment.yaml"],
+      ["get", "pods"],
+      ["-n", "shared", "delete", "cm", "x"],
+      ["exec", "pod", "--", "true"],
+      ["scale", "deploy/x", "--replicas=2"],
+      ["create", "secret", "generic", "s"],
+      ["auth", "whoami"],
+      ["frobnicate"],
+    ]) {
+      const r = run(args, file, env);
+      expect({ args, code: r.code, out: r.out }).toEqual({ args, code: 1, out: "" });
+      expect(r.err).toMatch(
+        /^svc: no current context: svc will not run kubectl \S+.* outside a compartment; choose one with svc context use <name> \(contexts: us-ts-b\)\n$/,
+      );
+    }
+    // The refusal is audited, in no context.
+    const last = JSON.parse(readFileSync(log, "utf8").trimEnd().split("\n").at(-1) as string);
+    expect(last).toMatchObject({ context: "", command: ["svc", "frobnicate"], decision: "error" });
+    // What reaches no compartment's objects runs as plain kubectl.
+    const contexts = run(["config", "get-contexts", "-o", "name"], file, env);
+    expect({ code: contexts.code, out: contexts.out }).toEqual({ code: 0, out: "k\n" });
+    expect(run(["get", "--help"], file, env).code).toBe(0);
+    // A context made current again: commands run in it.
+    expect(run(["context", "use", "us-ts-b"], file).code).toBe(0);
+    expect(run(["config", "current-context"], file, env).err).not.toContain("no current context");
   });
 });
 
