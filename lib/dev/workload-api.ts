@@ -1,7 +1,9 @@
-import { existsSync, mkdirSync, rmSync } from "node:fs";
+import { lstatSync, mkdirSync, rmSync } from "node:fs";
+import net from "node:net";
 import { dirname } from "node:path";
 import type { DescMethod } from "@bufbuild/protobuf";
 import * as grpc from "@grpc/grpc-js";
+import { SvcError } from "../errors.ts";
 import { SpiffeWorkloadAPI } from "../spiffe/gen/spiffe/workload/workload_pb.ts";
 import { parseSpiffeId } from "../spiffe/id.ts";
 import { JwtBundleSet, validateJwtSvid } from "../spiffe/jwt.ts";
@@ -76,6 +78,8 @@ export class DevWorkloadApi {
   private timer: ReturnType<typeof setTimeout> | undefined;
   /** Counts rotations, including the first issue. */
   generation = 0;
+  /** The socket this server made, told apart from one made at the same path later. */
+  private socketInode = -1;
 
   private constructor(private readonly o: DevWorkloadApiOptions) {
     for (const id of o.spiffeIds) parseSpiffeId(id);
@@ -179,12 +183,13 @@ export class DevWorkloadApi {
     });
     const path = this.o.socketPath;
     mkdirSync(dirname(path), { recursive: true });
-    if (existsSync(path)) rmSync(path);
+    await claimSocketPath(path);
     await new Promise<void>((resolve, reject) =>
       this.server.bindAsync(`unix://${path}`, grpc.ServerCredentials.createInsecure(), (e) =>
         e ? reject(e) : resolve(),
       ),
     );
+    this.socketInode = lstatSync(path).ino;
   }
 
   get current(): readonly Issued[] {
@@ -194,6 +199,43 @@ export class DevWorkloadApi {
   async stop(): Promise<void> {
     if (this.timer) clearTimeout(this.timer);
     this.server.forceShutdown();
-    rmSync(this.o.socketPath, { force: true });
+    // Only our own socket: one another process made at the path since is theirs.
+    try {
+      if (lstatSync(this.o.socketPath).ino === this.socketInode) rmSync(this.o.socketPath);
+    } catch {}
   }
+}
+
+/**
+ * Makes `path` free to bind, as a listener finds an address: a socket something still serves is "address
+ * already in use", anything else at the path is refused as well; only a socket nobody serves (left by a
+ * process that died) is removed.
+ */
+async function claimSocketPath(path: string): Promise<void> {
+  let isSocket: boolean;
+  try {
+    isSocket = lstatSync(path).isSocket();
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === "ENOENT") return;
+    throw e;
+  }
+  if (!isSocket)
+    throw new SvcError(
+      "usage",
+      `cannot listen on unix://${path}: it exists and is not a socket; choose another path`,
+    );
+  const served = await new Promise<boolean>((resolve) => {
+    const probe = net.connect(path);
+    probe.once("connect", () => {
+      probe.destroy();
+      resolve(true);
+    });
+    probe.once("error", () => resolve(false));
+  });
+  if (served)
+    throw new SvcError(
+      "usage",
+      `cannot listen on unix://${path}: address already in use (another process serves it); stop it or choose another path`,
+    );
+  rmSync(path);
 }

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { readFileSync, rmSync } from "node:fs";
+import { readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { stringify } from "yaml";
 import { tempDir } from "../support/dev-api.ts";
@@ -153,6 +153,27 @@ describe("the same reads through svc", () => {
     const deleted = svc("alice", ["delete", "secret", "secret-bravo", "--dry-run=server", "-o", "name"]);
     expect({ code: deleted.code, out: deleted.out }).toEqual({ code: 1, out: "" });
     expect(deleted.err).toContain("Cannot delete Secret secret-bravo in another compartment (UK-S-BRAVO)");
+    // A delete whose objects svc cannot look up is refused: -f names them, and kubectl reads them by
+    // name, which the cluster refuses alice; a type the server does not have.
+    const file = join(dir, "config-bravo.yaml");
+    writeFileSync(file, stringify(objects("bravo")[2]));
+    for (const [args, says] of [
+      [
+        ["delete", "-f", file],
+        "Cannot read config map in another compartment (UK-S-BRAVO) (the cluster refused svc's read)",
+      ],
+      [
+        ["delete", "widgets", "x"],
+        'cannot check the compartment: kubectl get widgets --ignore-not-found: error: the server doesn\'t have a resource type "widgets"',
+      ],
+    ] as const) {
+      const r = svc("alice", [...args]);
+      expect({ args, code: r.code, out: r.out }).toEqual({ args, code: 1, out: "" });
+      expect(r.err).toContain(says);
+    }
+    expect(kubectl("admin", ["get", "configmap", "config-bravo", "-o", "name"]).out).toBe(
+      "configmap/config-bravo\n",
+    );
     // edit reads the object whole itself first: the cluster refuses svc that read, and svc says so.
     const edit = svc("alice", ["edit", "secret", "secret-bravo"]);
     expect(edit.code).toBe(1);

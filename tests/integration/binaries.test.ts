@@ -1,6 +1,7 @@
 import { beforeAll, describe, expect, test } from "bun:test";
-import { readFileSync, rmSync } from "node:fs";
+import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { X509Source } from "../../lib/spiffe/x509-source.ts";
 import { startDevApi, tempDir } from "../support/dev-api.ts";
 import { ROOT } from "../support/proc.ts";
 
@@ -62,6 +63,64 @@ describe("dist/svc", () => {
       await api.proc.stop();
       rmSync(dir, { recursive: true, force: true });
     }
+  });
+
+  test("dev workload-api refuses a socket another one serves, and leaves it to that one; a dead one's is taken", async () => {
+    const dir = tempDir();
+    const socket = join(dir, "agent.sock");
+    const first = await startDevApi({
+      socketPath: socket,
+      spiffeIds: ["spiffe://example.org/ns/a/sa/first"],
+      caDir: join(dir, "ca"),
+    });
+    try {
+      const args = [
+        "dev",
+        "workload-api",
+        "--socket",
+        `unix://${socket}`,
+        "--spiffe-id",
+        "spiffe://example.org/x",
+      ];
+      const second = run(["dist/svc", ...args, "--ca-dir", join(dir, "ca2")]);
+      expect({ code: second.code, err: second.err }).toEqual({
+        code: 1,
+        err: `svc: cannot listen on unix://${socket}: address already in use (another process serves it); stop it or choose another path\n`,
+      });
+      // The first still serves, at its socket.
+      const source = await X509Source.open({ address: first.socket });
+      expect(source.getX509Svid().id.uri).toBe("spiffe://example.org/ns/a/sa/first");
+      source.close();
+      const file = join(dir, "file");
+      writeFileSync(file, "");
+      expect(
+        run([
+          "dist/svc",
+          "dev",
+          "workload-api",
+          "--socket",
+          `unix://${file}`,
+          "--spiffe-id",
+          "spiffe://example.org/x",
+          "--ca-dir",
+          join(dir, "ca3"),
+        ]).err,
+      ).toBe(`svc: cannot listen on unix://${file}: it exists and is not a socket; choose another path\n`);
+    } finally {
+      // Killed: its socket stays behind, served by nobody.
+      await first.proc.stop("SIGKILL");
+    }
+    const next = await startDevApi({
+      socketPath: socket,
+      spiffeIds: ["spiffe://example.org/ns/a/sa/next"],
+      caDir: join(dir, "ca"),
+    });
+    const source = await X509Source.open({ address: next.socket });
+    expect(source.getX509Svid().id.uri).toBe("spiffe://example.org/ns/a/sa/next");
+    source.close();
+    await next.proc.stop();
+    expect(existsSync(socket)).toBe(false);
+    rmSync(dir, { recursive: true, force: true });
   });
 
   test("a bad output format names the allowed ones", () => {

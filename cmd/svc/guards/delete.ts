@@ -5,7 +5,13 @@ import type { KubeObject } from "../../../lib/kube/lookup.ts";
 import { marksOfMeta } from "../../../lib/kube/marks-cache.ts";
 import { refuseRawIntoPods } from "../../../lib/kube/raw-path.ts";
 import { say } from "../../say.ts";
-import { type Guarded, type GuardInput, refuseAcrossCompartments, selectedObjects } from "./guard.ts";
+import {
+  type Guarded,
+  type GuardInput,
+  refuseAcrossCompartments,
+  refuseUnlessOverridden,
+  selectedObjects,
+} from "./guard.ts";
 
 /**
  * `svc delete` (docs/svc-config.md, "svc delete"): before kubectl deletes, svc looks the same objects up
@@ -25,8 +31,11 @@ export function guardDelete(g: GuardInput): Guarded {
   try {
     found = selectedObjects(g, "delete -f -", { accept: () => true });
   } catch (e) {
-    if (isSvcError(e, "usage")) throw e;
-    return {}; // kubectl's delete reports what is wrong with the selection
+    // A look-up svc cannot make (the cluster refused it, the type is unknown, the server is down) is a
+    // refusal: svc cannot tell what the delete would reach.
+    if (!isSvcError(e, "kube_api")) throw e;
+    refuseUnlessOverridden(g, e.message, `${g.line.path.join(" ")} of objects svc could not look up`);
+    return { forced: true };
   }
   if (refuseAcrossCompartments(g, found, "delete")) return { forced: true };
   for (const o of found) {
