@@ -21,8 +21,11 @@ export interface Parts {
   keylog?: string;
   notary?: ConfigInput["notary"];
   admission?: ConfigInput["admission"];
-  /** Index in the document, the listener, and where its middlewares stood when some were left out. */
-  listeners: [number, ListenerInput, number[]?][];
+  /**
+   * Index in the document, the listener, where its middlewares stood when some were left out, and its
+   * essential fields that are malformed (stand-ins take their place; the rules that need them are skipped).
+   */
+  listeners: [number, ListenerInput, number[]?, Set<Essential>?][];
 }
 
 /** The document as an object whose fields can be looked at, whatever it is. */
@@ -58,34 +61,49 @@ function wellFormedParts(raw: unknown): Parts {
         parts.listeners.push([i, whole]);
         return;
       }
-      const l = section(Listener, repaired(item));
+      const malformed = new Set<Essential>();
+      const l = section(Listener, repaired(item, malformed));
       const listed = (item as { middlewares?: unknown } | null)?.middlewares;
       const positions = Array.isArray(listed)
         ? listed.flatMap((m, k) => (v.is(Middleware, m) ? [k] : []))
         : undefined;
-      if (l) parts.listeners.push([i, l, positions]);
+      if (l) parts.listeners.push([i, l, positions, malformed]);
     });
   }
   return parts;
 }
 
-// The fields a listener's rules cannot be checked without: when one of them is malformed, the listener's
-// rules are not run (its schema problem is reported).
-const ESSENTIAL = new Set(["name", "address", "mode", "protocol"]);
+/**
+ * The fields other rules depend on. One that is malformed gets a stand-in, so that the rules needing only
+ * the other fields (names, addresses, patterns, timeouts) still run; the rules that read it are skipped
+ * (rules.ts, listenerConfigs).
+ */
+const ESSENTIAL = {
+  name: "(malformed)",
+  address: ":0",
+  mode: "client",
+  protocol: "http",
+  target: { url: "http://stand-in" },
+} as const;
+export type Essential = keyof typeof ESSENTIAL;
 
 /**
  * A listener whose malformed optional fields are left out (so their defaults apply) and whose malformed
  * middlewares and SPIFFE ID lists are dropped, so that the rules relating its other fields still run. The
- * schema has reported what was left out; this only keeps it from hiding the rest.
+ * schema has reported what was left out; this only keeps it from hiding the rest. Malformed essential
+ * fields are stood in for, and added to `malformed`.
  */
-function repaired(item: unknown): unknown {
+function repaired(item: unknown, malformed: Set<Essential>): unknown {
   if (typeof item !== "object" || item === null || Array.isArray(item)) return item;
   const out: Record<string, unknown> = { ...item };
   for (const [key, entry] of Object.entries(Listener.entries)) {
     const value = out[key];
-    if (ESSENTIAL.has(key) || v.is(entry, value)) continue;
-    if (key === "middlewares" && Array.isArray(value)) out[key] = value.filter((m) => v.is(Middleware, m));
-    else if (typeof value === "object" && value !== null && !Array.isArray(value)) {
+    if (v.is(entry, value)) continue;
+    if (key === "middlewares" && Array.isArray(value)) {
+      out[key] = value.filter((m) => v.is(Middleware, m));
+      continue;
+    }
+    if (typeof value === "object" && value !== null && !Array.isArray(value)) {
       // timeouts, source, target, connection: keep the sub-fields that are well formed.
       const inner = { ...(value as Record<string, unknown>) };
       const schema = (entry as { wrapped?: v.ObjectSchema<v.ObjectEntries, undefined> }).wrapped ?? entry;
@@ -94,7 +112,12 @@ function repaired(item: unknown): unknown {
         if (!v.is(subSchema as v.GenericSchema, inner[sub])) delete inner[sub];
       }
       out[key] = inner;
-    } else if (key !== "target") delete out[key];
+      if (v.is(entry, inner)) continue;
+    }
+    if (Object.hasOwn(ESSENTIAL, key)) {
+      out[key] = ESSENTIAL[key as Essential];
+      malformed.add(key as Essential);
+    } else delete out[key];
   }
   return out;
 }

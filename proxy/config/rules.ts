@@ -183,18 +183,23 @@ export function listenerConfigs(
   const problem = reporter(problems);
   const seen = new Map<string, number>();
   const files = new Map<string, string>();
-  return listeners.map(([i, l, positions]) => {
+  return listeners.map(([i, l, positions, malformed = new Set()]) => {
     const at = `listeners[${i}]`;
     const first = seen.get(l.name);
-    if (first !== undefined) {
+    if (malformed.has("name")) {
+      // Its schema problem is reported; no name to compare.
+    } else if (first !== undefined) {
       problem(
         `${at}.name`,
         `duplicate name ${JSON.stringify(l.name)} (also listeners[${first}].name); names must be unique`,
       );
     } else seen.set(l.name, i);
     const address = parseHostPort(l.address);
-    if (!address) problem(`${at}.address`, badAddress(l.address));
-    const target = checkTarget(l, at, problem, warnings);
+    if (!address && !malformed.has("address")) problem(`${at}.address`, badAddress(l.address));
+    // The rules below read the mode, protocol or target: a listener with one of them malformed is
+    // checked no further (its schema problem is reported).
+    const shaped = !malformed.has("mode") && !malformed.has("protocol") && !malformed.has("target");
+    const target = shaped ? checkTarget(l, at, problem, warnings) : undefined;
     for (const [field, list] of [
       ["source.spiffe_ids", l.source.spiffe_ids],
       ["target.spiffe_ids", l.target.spiffe_ids],
@@ -205,28 +210,14 @@ export function listenerConfigs(
         problems.push(...(e as Error).message.split("\n"));
       }
     }
-    if (l.mode === "client" && l.source.spiffe_ids.length > 0) {
-      warnings.push(
-        `${at}.source.spiffe_ids: has no effect in client mode, where callers connect in plaintext (bind the listener to loopback)`,
-      );
-    }
-    if (l.mode !== "server" && target && !target.mtls && l.target.spiffe_ids.length > 0) {
-      warnings.push(
-        `${at}.target.spiffe_ids: has no effect: the target ${l.target.url} is not spoken to over SPIFFE mTLS (use https://, tls:// or mqtts:// for that)`,
-      );
-    }
-    if (l.mode === "server" && l.target.spiffe_ids.length > 0) {
-      warnings.push(
-        `${at}.target.spiffe_ids: has no effect in server mode, whose target hop is not SPIFFE mTLS`,
-      );
-    }
+    if (shaped) modeWarnings(l, at, target, warnings);
     const timeouts = {
       readMs: timeout(l.timeouts, "read", `${at}.timeouts.read`, problem),
       writeMs: timeout(l.timeouts, "write", `${at}.timeouts.write`, problem),
       idleMs: timeout(l.timeouts, "idle", `${at}.timeouts.idle`, problem),
       handshakeMs: timeout(l.timeouts, "handshake", `${at}.timeouts.handshake`, problem),
     };
-    checkMiddlewares(l, at, notaryEnabled, problem, warnings, positions);
+    if (shaped) checkMiddlewares(l, at, notaryEnabled, problem, warnings, positions);
     for (const [k, m] of l.middlewares.entries())
       if (m.type === "buffer" && m.storage.path) {
         const field = `${at}.middlewares[${positions?.[k] ?? k}].storage.path`;
@@ -238,9 +229,9 @@ export function listenerConfigs(
           );
         else files.set(resolve(m.storage.path), field);
       }
-    if (l.connection.http2 && l.protocol !== "http")
+    if (shaped && l.connection.http2 && l.protocol !== "http")
       problem(`${at}.connection.http2`, `only http listeners speak HTTP/2, not ${l.protocol}`);
-    if (l.connection.http2 && l.middlewares.some((m) => m.type === "openai"))
+    if (shaped && l.connection.http2 && l.middlewares.some((m) => m.type === "openai"))
       problem(
         `${at}.connection.http2`,
         "the openai middleware reads whole bodies and cannot work on HTTP/2 streams (gRPC); leave http2 off or use another listener",
@@ -260,6 +251,31 @@ export function listenerConfigs(
       middlewares: l.middlewares,
     } satisfies ListenerConfig;
   });
+}
+
+/** Settings that have no effect in the listener's mode, and a mode that lets every workload in. */
+function modeWarnings(
+  l: ListenerInput,
+  at: string,
+  target: { mtls: boolean } | undefined,
+  warnings: string[],
+): void {
+  if (l.mode === "client" && l.source.spiffe_ids.length > 0)
+    warnings.push(
+      `${at}.source.spiffe_ids: has no effect in client mode, where callers connect in plaintext (bind the listener to loopback)`,
+    );
+  if (l.mode !== "client" && l.source.spiffe_ids.length === 0)
+    warnings.push(
+      `${at}.source.spiffe_ids: empty: this ${l.mode} listener accepts every workload of the trust domain (list the SPIFFE IDs that may call it)`,
+    );
+  if (l.mode !== "server" && target && !target.mtls && l.target.spiffe_ids.length > 0)
+    warnings.push(
+      `${at}.target.spiffe_ids: has no effect: the target ${l.target.url} is not spoken to over SPIFFE mTLS (use https://, tls:// or mqtts:// for that)`,
+    );
+  if (l.mode === "server" && l.target.spiffe_ids.length > 0)
+    warnings.push(
+      `${at}.target.spiffe_ids: has no effect in server mode, whose target hop is not SPIFFE mTLS`,
+    );
 }
 
 // A Go duration in milliseconds: negative is an error; zero selects `fallback` (docs/proxy-configuration.md,

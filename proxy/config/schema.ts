@@ -63,9 +63,8 @@ export const Listener = v.object({
   address: nonEmpty("a host:port bind address"),
   mode: oneOf(MODES),
   protocol: v.optional(oneOf(PROTOCOLS), "http"),
-  target: v.object(
-    { url: nonEmpty("a URL with scheme and host"), spiffe_ids: patterns },
-    (i) => `expected an object with url, got ${got(i.input)}`,
+  target: v.object({ url: nonEmpty("a URL with scheme and host"), spiffe_ids: patterns }, (i) =>
+    i.input === undefined ? "required field is missing" : `expected an object with url, got ${got(i.input)}`,
   ),
   source: v.optional(v.object({ spiffe_ids: patterns }), {}),
   timeouts: v.optional(
@@ -89,7 +88,11 @@ export const Config = v.object({
   spiffe: v.optional(
     v.object(
       { workload_socket_path: nonEmpty("a Workload API address such as unix:///run/spire/agent.sock") },
-      (i) => `expected an object with workload_socket_path, got ${got(i.input)}`,
+      // The same message stands for the object and its missing key: say which.
+      (i) =>
+        i.input === undefined
+          ? "required field is missing"
+          : `expected an object with workload_socket_path, got ${got(i.input)}`,
     ),
   ),
   listeners: v.optional(

@@ -22,11 +22,19 @@ import { Config } from "./schema.ts";
 import type { ProxyConfig } from "./types.ts";
 import { unknownFields } from "./unknown-fields.ts";
 
+/** Every problem, and every warning with them: a warning can be the cause of a problem (a misspelt key). */
 export class ConfigError extends SvcError {
-  constructor(readonly problems: string[]) {
+  constructor(
+    readonly problems: string[],
+    readonly warnings: string[] = [],
+  ) {
+    const counted = (n: number, what: string) => `${n} ${what}${n === 1 ? "" : "s"}`;
     super(
       "usage",
-      `invalid configuration (${problems.length} problem${problems.length === 1 ? "" : "s"}):\n${problems.map((p) => `  ${p}`).join("\n")}`,
+      `invalid configuration (${counted(problems.length, "problem")}${warnings.length > 0 ? `, ${counted(warnings.length, "warning")}` : ""}):\n${[
+        ...problems.map((p) => `  ${p}`),
+        ...warnings.map((w) => `  warning: ${w}`),
+      ].join("\n")}`,
     );
   }
 }
@@ -61,7 +69,7 @@ export function validateConfig(raw: unknown): { config: ProxyConfig; warnings: s
   const admission = admissionConfig(parts.admission, doc.admission, problem);
   const listeners = listenerConfigs(parts.listeners, notaryEnabled, problems, warnings);
 
-  if (!parsed.success || problems.length > 0) throw new ConfigError(problems);
+  if (!parsed.success || problems.length > 0) throw new ConfigError(problems, warnings);
   return {
     config: {
       workloadApi: workloadApiAddress,

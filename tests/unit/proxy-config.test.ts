@@ -556,3 +556,85 @@ describe("proxy configuration: warnings", () => {
     ]);
   });
 });
+
+describe("proxy configuration: every problem and every warning in one run", () => {
+  /** The error a document gets: its problems, and the warnings it carries. */
+  const refusal = (doc: unknown) => {
+    try {
+      validateConfig(doc);
+    } catch (e) {
+      if (e instanceof ConfigError) return e;
+      throw e;
+    }
+    throw new Error("accepted");
+  };
+
+  test("eight mistakes in one file: all eight, with the warnings, each with its path", () => {
+    const e = refusal({
+      spiffe: { endpoint_socket: "unix:///run/spire/agent.sock" },
+      metricsAddr: "127.0.0.1:99999",
+      listeners: [
+        {
+          name: "web",
+          address: "127.0.0.1:99999",
+          mode: "client",
+          target: { url: "https://api:8443", spiffe_ids: ["^spiffe://example.org/(unclosed$"] },
+          middlewares: [{ type: "openai" }, { type: "notary-query" }],
+        },
+        {
+          name: "web",
+          address: "127.0.0.1:8081",
+          mode: "server",
+          sorce: { spiffe_ids: ["^spiffe://example\\.org/ns/a/sa/b$"] },
+          target: { url: "http://127.0.0.1:9000" },
+          timeouts: { read: "-5s" },
+        },
+        // A malformed mode hides none of the listener's other mistakes.
+        {
+          name: "web",
+          address: "localhost",
+          mode: "sideways",
+          target: { url: "http://x:1", spiffe_ids: ["("] },
+        },
+      ],
+    });
+    expect(e.problems).toEqual([
+      "spiffe.workload_socket_path: required field is missing",
+      'listeners[2].mode: invalid value "sideways" (allowed: client, server, central)',
+      'metricsAddr: invalid address "127.0.0.1:99999" (allowed: host:port, :port, or "0" to disable)',
+      'listeners[0].address: invalid address "127.0.0.1:99999" (allowed: host:port, or :port for all interfaces)',
+      expect.stringMatching(
+        /^listeners\[0\]\.target\.spiffe_ids\[0\]: invalid pattern "\^spiffe:\/\/example\.org\/\(unclosed\$"/,
+      ),
+      "listeners[0].middlewares[1].type: notary-query needs notary.enable: true",
+      'listeners[1].name: duplicate name "web" (also listeners[0].name); names must be unique',
+      'listeners[1].timeouts.read: must not be negative, got "-5s"',
+      'listeners[2].name: duplicate name "web" (also listeners[0].name); names must be unique',
+      'listeners[2].address: invalid address "localhost" (allowed: host:port, or :port for all interfaces)',
+      expect.stringMatching(/^listeners\[2\]\.target\.spiffe_ids\[0\]: invalid pattern "\("/),
+    ]);
+    expect(e.warnings).toEqual([
+      "spiffe.endpoint_socket: unknown field, ignored (check its spelling)",
+      "listeners[1].sorce: unknown field, ignored (check its spelling)",
+      "listeners[0].middlewares: openai comes before notary-query, so notary queries are refused by openai's path filter (put notary-query first)",
+      "listeners[1].source.spiffe_ids: empty: this server listener accepts every workload of the trust domain (list the SPIFFE IDs that may call it)",
+    ]);
+    expect(e.message).toStartWith("invalid configuration (11 problems, 4 warnings):\n");
+    expect(e.message).toContain(
+      "\n  warning: listeners[1].sorce: unknown field, ignored (check its spelling)",
+    );
+  });
+
+  test("a server or central listener that names no callers is pointed out; a client one is not", () => {
+    for (const mode of ["server", "central"])
+      expect(validateConfig(base({ mode, target: { url: "http://api:8080" } })).warnings).toContain(
+        `listeners[0].source.spiffe_ids: empty: this ${mode} listener accepts every workload of the trust domain (list the SPIFFE IDs that may call it)`,
+      );
+    expect(validateConfig(base()).warnings).toEqual([]);
+    expect(
+      validateConfig(
+        base({ mode: "server", target: { url: "http://api:8080" }, source: { spiffe_ids: ["^x$"] } }),
+      ).warnings,
+    ).toEqual([]);
+  });
+});
