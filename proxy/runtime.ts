@@ -1,4 +1,7 @@
+import { existsSync } from "node:fs";
 import type { Server } from "node:http";
+import { SvcError } from "../lib/errors.ts";
+import { socketPath } from "../lib/spiffe/address.ts";
 import { X509Source } from "../lib/spiffe/x509-source.ts";
 import { openKeyLog } from "../lib/tls/keylog.ts";
 import type { HostPort, ListenerConfig, ProxyConfig } from "./config/types.ts";
@@ -36,28 +39,56 @@ export interface RunningProxy {
 export async function startProxy(config: ProxyConfig, log: Logger): Promise<RunningProxy> {
   // prom-client is loaded only when metrics are served.
   const metrics = config.metricsAddr ? new (await import("./metrics.ts")).ProxyMetrics() : undefined;
+  // The probes answer from the start: /readyz says what a starting proxy waits for, and turns ready only
+  // when every listener listens.
+  let notReady: () => string | undefined = () => "starting";
+  const probes =
+    metrics && config.metricsAddr
+      ? await serveProbes(metrics, config.metricsAddr, () => notReady())
+      : undefined;
+  const ready = (check: () => string | undefined) => {
+    notReady = check;
+    if (probes) log.info("metrics", { address: probes.address, path: "/metrics" });
+  };
   // The admission webhook needs no SPIFFE identity: a proxy that serves only it starts without one.
-  const admission = config.admission
-    ? await (await import("./admission/start.ts")).startAdmission(config.admission, log, metrics?.admission)
-    : undefined;
+  let admission: Awaited<ReturnType<typeof import("./admission/start.ts").startAdmission>> | undefined;
+  try {
+    admission = config.admission
+      ? await (await import("./admission/start.ts")).startAdmission(config.admission, log, metrics?.admission)
+      : undefined;
+  } catch (e) {
+    probes?.server.close();
+    throw e;
+  }
   if (!config.workloadApi) {
-    const metricsServer =
-      metrics && config.metricsAddr ? await serveMetrics(metrics, config.metricsAddr, log) : undefined;
+    ready(() => undefined);
     return {
       listeners: new Map(),
       async close() {
-        metricsServer?.close();
+        probes?.server.close();
         await admission?.close();
       },
     };
   }
   let source: X509Source | undefined;
+  // The Workload API's errors, each logged once until an SVID arrives (a missing socket is retried often).
+  let lastError: string | undefined;
+  notReady = () =>
+    `waiting for an X.509-SVID from the Workload API at ${config.workloadApi}${lastError ? ` (${lastError})` : ""}`;
+  const socket = socketPath(config.workloadApi);
+  if (socket && !existsSync(socket))
+    log.warn("Workload API socket does not exist (yet): waiting for the SPIRE agent", {
+      socket,
+      check: "spiffe.workload_socket_path, and that the agent's socket directory is mounted here",
+    });
   try {
     source = await X509Source.open({
       address: config.workloadApi,
       timeoutMs: 30_000,
       onError: (e) => {
         metrics?.workloadApiUp.set(0);
+        if (e.message === lastError) return;
+        lastError = e.message;
         let last: string | undefined;
         try {
           last = source?.getX509Svid().notAfter.toISOString();
@@ -73,10 +104,15 @@ export async function startProxy(config: ProxyConfig, log: Logger): Promise<Runn
       },
     });
   } catch (e) {
+    probes?.server.close();
     await admission?.close();
-    throw e;
+    throw new SvcError(
+      "workload_api",
+      `${(e as Error).message}; check spiffe.workload_socket_path (${config.workloadApi}), that the SPIRE agent runs, and that this workload is registered with it`,
+    );
   }
   const svidChanged = () => {
+    lastError = undefined;
     metrics?.workloadApiUp.set(1);
     const svid = (source as X509Source).getX509Svid();
     metrics?.svidExpiry.set(svid.notAfter.getTime() / 1000);
@@ -92,8 +128,8 @@ export async function startProxy(config: ProxyConfig, log: Logger): Promise<Runn
     });
 
   const listeners = new Map<string, RunningListener>();
-  let metricsServer: Server | undefined;
   let notary: Awaited<ReturnType<typeof startNotary>> | undefined;
+  notReady = () => "starting the listeners";
   try {
     if (config.notary.enable && config.notary.database)
       notary = await startNotary(config.notary.database, source, log, (op, result) =>
@@ -109,28 +145,28 @@ export async function startProxy(config: ProxyConfig, log: Logger): Promise<Runn
       };
       listeners.set(l.name, await START[l.protocol](l, deps));
     }
-    const svidSource = source;
-    if (metrics && config.metricsAddr)
-      // Ready while the SVID is valid; getX509Svid says why not (expired, and the last API error).
-      metricsServer = await serveMetrics(metrics, config.metricsAddr, log, () => {
-        try {
-          svidSource.getX509Svid();
-          return undefined;
-        } catch (e) {
-          return (e as Error).message;
-        }
-      });
   } catch (e) {
+    probes?.server.close();
     for (const running of listeners.values()) await running.close(0);
     await notary?.close();
     source.close();
     await admission?.close();
     throw e;
   }
+  const svidSource = source;
+  // Ready while the SVID is valid; getX509Svid says why not (expired, and the last API error).
+  ready(() => {
+    try {
+      svidSource.getX509Svid();
+      return undefined;
+    } catch (e) {
+      return (e as Error).message;
+    }
+  });
   return {
     listeners,
     async close(drainMs) {
-      metricsServer?.close();
+      probes?.server.close();
       await Promise.all([...listeners.values()].map((l) => l.close(drainMs)));
       await admission?.close();
       await notary?.close();
@@ -140,14 +176,21 @@ export async function startProxy(config: ProxyConfig, log: Logger): Promise<Runn
   };
 }
 
-async function serveMetrics(
+/** The metrics and probes server at metricsAddr; a port in use is refused naming the setting. */
+async function serveProbes(
   metrics: ProxyMetrics,
   addr: HostPort,
-  log: Logger,
-  ready?: () => string | undefined,
-): Promise<Server> {
-  const server = await metrics.serve(addr, ready);
-  const port = (server.address() as { port: number }).port;
-  log.info("metrics", { address: `${addr.host}:${port}`, path: "/metrics" });
-  return server;
+  ready: () => string | undefined,
+): Promise<{ server: Server; address: string }> {
+  let server: Server;
+  try {
+    server = await metrics.serve(addr, ready);
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    throw new SvcError(
+      "usage",
+      `metricsAddr: cannot listen on ${addr.host}:${addr.port}: ${code === "EADDRINUSE" ? 'address already in use (choose a free port, or "0" to serve no metrics)' : (e as Error).message}`,
+    );
+  }
+  return { server, address: `${addr.host}:${(server.address() as { port: number }).port}` };
 }

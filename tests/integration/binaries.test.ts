@@ -150,6 +150,26 @@ describe("dist/svc-proxy", () => {
     );
   });
 
+  test("a metricsAddr another process holds is refused naming the setting", () => {
+    const holder = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: () => new Response("") });
+    try {
+      const config = JSON.stringify({
+        spiffe: { workload_socket_path: "unix:///nonexistent/agent.sock" },
+        metricsAddr: `127.0.0.1:${holder.port}`,
+        listeners: [
+          { name: "l", address: "127.0.0.1:0", mode: "client", target: { url: "http://127.0.0.1:9" } },
+        ],
+      });
+      const r = run(["dist/svc-proxy"], { SVC_PROXY_CONFIG: config });
+      expect(r.code).toBe(1);
+      expect(r.err).toEndWith(
+        `svc-proxy: metricsAddr: cannot listen on 127.0.0.1:${holder.port}: address already in use (choose a free port, or "0" to serve no metrics)\n`,
+      );
+    } finally {
+      holder.stop(true);
+    }
+  });
+
   test("an undefined flag is refused the way Go's flag package does", () => {
     const r = run(["dist/svc-proxy", "-cfg", "x"]);
     expect(r.code).toBe(1);

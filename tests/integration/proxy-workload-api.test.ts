@@ -4,7 +4,7 @@ import { waitUntil } from "../e2e/testbed/process.ts";
 import { type DevApi, prodId, startDevApi, tempDir } from "../support/dev-api.ts";
 import { freePort } from "../support/net.ts";
 import type { Proc } from "../support/proc.ts";
-import { stopAll } from "../support/proc.ts";
+import { BUN, spawnProc, stopAll } from "../support/proc.ts";
 import { logLines, startSvcProxy, waitForLog } from "../support/proxy.ts";
 
 /**
@@ -43,7 +43,6 @@ const up = async () => {
 
 describe("Workload API outage", () => {
   test("the proxy serves on its last SVID, says so, and takes a new one once the API is back", async () => {
-    // The metrics endpoint starts after the listeners (which startSvcProxy waits for).
     await waitUntil("the metrics endpoint", async () => (await up()) === "1", 10_000);
     await dev.proc.stop();
     const warning = await waitForLog(proxy, "Workload API unavailable; serving with the last SVID");
@@ -96,4 +95,57 @@ describe("Workload API outage", () => {
     await p.stop();
     await shortApi.proc.stop();
   }, 60_000);
+});
+
+describe("a proxy started before its SPIRE agent", () => {
+  test("says once what it waits for, answers /readyz with it, and starts when the agent comes", async () => {
+    const late = join(dir, "late", "agent.sock");
+    const port = await freePort();
+    const listen = await freePort();
+    const p = spawnProc([BUN, "cmd/svc-proxy.ts"], {
+      SVC_PROXY_CONFIG: JSON.stringify({
+        spiffe: { workload_socket_path: `unix://${late}` },
+        metricsAddr: `127.0.0.1:${port}`,
+        listeners: [
+          {
+            name: "l",
+            address: `127.0.0.1:${listen}`,
+            mode: "client",
+            target: { url: "http://127.0.0.1:9" },
+          },
+        ],
+      }),
+    });
+    const line = await waitForLog(p, "Workload API socket does not exist (yet): waiting for the SPIRE agent");
+    expect(line).toMatchObject({
+      socket: late,
+      check: expect.stringContaining("spiffe.workload_socket_path"),
+    });
+    const probe = async (path: string) => {
+      const r = await fetch(`http://127.0.0.1:${port}${path}`);
+      return { status: r.status, text: await r.text() };
+    };
+    await waitUntil(
+      "the probes",
+      async () => (await probe("/healthz").catch(() => undefined))?.status === 200,
+      10_000,
+    );
+    expect(await probe("/readyz")).toEqual({
+      status: 503,
+      text: expect.stringMatching(
+        new RegExp(
+          `^not ready: waiting for an X\\.509-SVID from the Workload API at unix://${late.replaceAll(".", "\\.")}`,
+        ),
+      ),
+    });
+    // The API's failed attempts, retried with backoff, are logged once each (they all say the same).
+    await waitForLog(p, "Workload API");
+    const agent = await startDevApi({ socketPath: late, spiffeIds: [prodId("web")], caDir: join(dir, "ca") });
+    await waitForLog(p, "listening", 30_000);
+    await waitUntil("ready", async () => (await probe("/readyz")).status === 200, 10_000);
+    const failures = logLines(p).filter((l) => l.msg === "Workload API");
+    expect(new Set(failures.map((l) => l.error)).size).toBe(failures.length);
+    await p.stop();
+    await agent.proc.stop();
+  });
 });
