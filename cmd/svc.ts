@@ -35,13 +35,16 @@ if (at !== undefined && at > 0)
       `svc ${own}: kubectl's flags (${args.slice(0, at).join(" ")}) go to kubectl's commands, not svc's own; see svc ${own} --help`,
     ),
   );
-const { defineCommand, runMain } = await import("citty");
+// Help and citty's messages are coloured only on a terminal (citty reads NO_COLOR when it loads).
+if (!process.stdout.isTTY) process.env.NO_COLOR = "1";
+const { defineCommand } = await import("citty");
+const { runOwn } = await import("./svc/own.ts");
 const main = defineCommand({
   meta: { name: "svc", description: SVC_DESCRIPTION },
   subCommands,
 });
-await runMain(main, { rawArgs: at === undefined ? args : [args[at] as string, ...args.slice(at + 1)] }).catch(
-  (e) => exitWith("svc", e),
+await runOwn(main, at === undefined ? args : [args[at] as string, ...args.slice(at + 1)]).catch((e) =>
+  exitWith("svc", e),
 );
 
 /**

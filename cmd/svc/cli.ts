@@ -46,6 +46,26 @@ export function checkOutput(value: string | undefined, allowed: string[]): void 
     );
 }
 
+/** The structured output formats of svc's own commands (`-o json|yaml`). */
+export const STRUCTURED = ["json", "yaml"];
+
+/** The flag every command that prints data takes. */
+export const outputArg = {
+  output: { type: "string", alias: "o", description: "Output format: json or yaml (default: text)" },
+} as const;
+
+/**
+ * Prints `value` as `-o json` or `-o yaml` asked for (checked against STRUCTURED first); false when the
+ * command's text form is wanted. yaml is loaded only when asked for.
+ */
+export async function printStructured(format: string | undefined, value: unknown): Promise<boolean> {
+  checkOutput(format, STRUCTURED);
+  if (format === "json") process.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
+  else if (format === "yaml") process.stdout.write((await import("yaml")).stringify(value));
+  else return false;
+  return true;
+}
+
 /** A flag that takes a list: comma-separated. */
 export function listFlag(value: unknown): string[] {
   return typeof value === "string" && value !== ""

@@ -4,7 +4,7 @@ import { type LoadedConfig, loadConfig, saveConfig } from "../../lib/config/file
 import { type CompartmentContext, compartmentLabel, findContext } from "../../lib/config/schema.ts";
 import { SvcError } from "../../lib/errors.ts";
 import { svcWarning } from "../say.ts";
-import { action } from "./cli.ts";
+import { action, outputArg, printStructured } from "./cli.ts";
 
 /**
  * `svc context list|use|create|delete|current`: the compartment contexts of ~/.svc/config.yaml
@@ -21,9 +21,13 @@ const nameArg = { name: { type: "positional", description: "Context name", requi
 
 const list = defineCommand({
   meta: { name: "list", description: "Lists the contexts" },
-  args: {},
-  run: action({}, () => {
+  args: outputArg,
+  run: action(outputArg, async (a) => {
     const { config } = loadConfig(undefined, { warn: svcWarning });
+    const structured = Object.entries(config.contexts)
+      .sort(([x], [y]) => x.localeCompare(y))
+      .map(([name, c]) => ({ name, current: name === config.currentContext, ...c }));
+    if (await printStructured(a.output, structured)) return;
     const rows = [["CURRENT", "NAME", "COUNTRY", "SENSITIVITY", "COMPARTMENT", "KUBE-CONTEXT"]];
     for (const [name, c] of Object.entries(config.contexts).sort(([a], [b]) => a.localeCompare(b)))
       rows.push([
@@ -88,11 +92,13 @@ const use = defineCommand({
 
 const current = defineCommand({
   meta: { name: "current", description: "Prints the current context name" },
-  args: {},
-  run: action({}, () => {
+  args: outputArg,
+  run: action(outputArg, async (a) => {
     const { config } = loadConfig(undefined, { warn: svcWarning });
     if (!config.currentContext)
       throw new SvcError("usage", "no current context; set one with svc context use <name>");
+    const c = findContext(config, config.currentContext);
+    if (await printStructured(a.output, { name: config.currentContext, ...c })) return;
     process.stdout.write(`${config.currentContext}\n`);
   }),
 });

@@ -1,5 +1,4 @@
 import { defineCommand } from "citty";
-import { stringify } from "yaml";
 import { loadConfig } from "../../lib/config/file.ts";
 import { activeContext } from "../../lib/config/resolve.ts";
 import { SvcError } from "../../lib/errors.ts";
@@ -15,7 +14,7 @@ import {
 import { findKubectl, type KubeTarget, withContext } from "../../lib/kube/kubectl.ts";
 import { serviceAccountOf } from "../../lib/kube/service-account.ts";
 import { say, svcWarning } from "../say.ts";
-import { action, checkOutput } from "./cli.ts";
+import { action, checkOutput, outputArg, printStructured, STRUCTURED } from "./cli.ts";
 
 /**
  * `svc identity` (docs/svc-config.md): the active compartment and who the cluster says you are (a
@@ -24,15 +23,13 @@ import { action, checkOutput } from "./cli.ts";
  * warning when they do not cover the active compartment. A service account holds no clearance groups:
  * the cluster's compartment webhook says what it speaks for (its marks, or its pod's), and svc asks it.
  */
-const args = {
-  output: { type: "string", alias: "o", description: "Output format: json or yaml" },
-} as const;
+const args = outputArg;
 
 export default defineCommand({
   meta: { name: "identity", description: "Shows your compartment context, cluster user and groups" },
   args,
   run: action(args, async (a) => {
-    checkOutput(a.output, ["json", "yaml"]);
+    checkOutput(a.output, STRUCTURED);
     const { config } = loadConfig(undefined, { warn: svcWarning });
     const c = activeContext(config);
     const kubectl = findKubectl();
@@ -81,8 +78,7 @@ export default defineCommand({
         "warn",
         `the cluster does not clear you for ${c.label} (missing: ${missing.join(", ")}; you are cleared for ${describeClearances(cleared)}, ${basis}): where its compartment policy is installed, it refuses your exec into that compartment's pods and writes of its objects`,
       );
-    if (a.output === "json") return void process.stdout.write(`${JSON.stringify(identity, null, 2)}\n`);
-    if (a.output === "yaml") return void process.stdout.write(stringify(identity));
+    if (await printStructured(a.output, identity)) return;
     const rows: [string, string][] = [
       ["Compartment", identity.compartment],
       ["Country", identity.country],

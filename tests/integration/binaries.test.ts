@@ -123,6 +123,80 @@ describe("dist/svc", () => {
     rmSync(dir, { recursive: true, force: true });
   });
 
+  test("help is plain text off a terminal, under the command's whole name, and only for a command that exists", () => {
+    const help = run(["dist/svc", "context", "create", "--help"]);
+    expect(help.code).toBe(0);
+    expect(help.out).not.toContain("\x1b[");
+    expect(help.out).toStartWith(
+      "Creates a context (svc context create)\n\nUSAGE svc context create [OPTIONS] <NAME> --country=",
+    );
+    for (const args of [
+      ["context", "lst", "--help"],
+      ["context", "lst"],
+    ]) {
+      const r = run(["dist/svc", ...args]);
+      expect({ args, code: r.code, out: r.out, err: r.err }).toEqual({
+        args,
+        code: 1,
+        out: "",
+        err: 'svc: unknown command "lst" for svc context (allowed: list, use, current, create, delete; see svc context --help)\n',
+      });
+    }
+    expect(run(["dist/svc", "context"]).err).toBe(
+      "svc: a command is required after svc context (allowed: list, use, current, create, delete; see svc context --help)\n",
+    );
+  });
+
+  test("a command line that lacks arguments names every one of them in one line, without the help", () => {
+    const dir = tempDir();
+    const env = { SVC_CONFIG: join(dir, "config.yaml") };
+    const none = run(["dist/svc", "context", "create"], env);
+    expect({ code: none.code, out: none.out, err: none.err }).toEqual({
+      code: 1,
+      out: "",
+      err: "svc: missing NAME, --country, --sensitivity, --compartment, --kube-context for svc context create (see svc context create --help)\n",
+    });
+    expect(run(["dist/svc", "context", "create", "x", "--country", "us"], env).err).toBe(
+      "svc: missing --sensitivity, --compartment, --kube-context for svc context create (see svc context create --help)\n",
+    );
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  test("every listing command takes -o json|yaml", () => {
+    const dir = tempDir();
+    const env = { SVC_CONFIG: join(dir, "config.yaml") };
+    run(
+      [
+        "dist/svc",
+        "context",
+        "create",
+        "us-ts-a",
+        "--country=US",
+        "--sensitivity=TS",
+        "--compartment=A",
+        "--kube-context=k",
+      ],
+      env,
+    );
+    const list = run(["dist/svc", "context", "list", "-o", "json"], env);
+    expect(JSON.parse(list.out)).toEqual([
+      {
+        name: "us-ts-a",
+        current: true,
+        country: "US",
+        sensitivity: "TS",
+        compartment: "A",
+        kubeContext: "k",
+      },
+    ]);
+    expect(run(["dist/svc", "context", "list", "-o", "yaml"], env).out).toStartWith(
+      "- name: us-ts-a\n  current: true\n",
+    );
+    expect(JSON.parse(run(["dist/svc", "context", "current", "-o", "json"], env).out).name).toBe("us-ts-a");
+    expect(run(["dist/svc", "version", "-o", "yaml"]).out).toStartWith("version: ");
+    rmSync(dir, { recursive: true, force: true });
+  });
+
   test("a bad output format names the allowed ones", () => {
     expect(run(["dist/svc", "version", "-o", "xml"]).err).toBe(
       'svc: --output: unknown format "xml" (allowed: json, yaml)\n',
