@@ -1,8 +1,16 @@
 import { defineCommand } from "citty";
 import { AuditLog, auditUser, type Decision } from "../../lib/config/audit.ts";
 import { type LoadedConfig, loadConfig, saveConfig } from "../../lib/config/file.ts";
-import { type CompartmentContext, compartmentLabel, findContext } from "../../lib/config/schema.ts";
+import { configuredKubeconfig } from "../../lib/config/resolve.ts";
+import {
+  type CompartmentContext,
+  compartmentLabel,
+  findContext,
+  partProblem,
+  type SvcConfig,
+} from "../../lib/config/schema.ts";
 import { SvcError } from "../../lib/errors.ts";
+import { findKubectl } from "../../lib/kube/kubectl.ts";
 import { svcWarning } from "../say.ts";
 import { action, outputArg, printStructured } from "./cli.ts";
 
@@ -122,13 +130,16 @@ const create = defineCommand({
         "usage",
         `context ${JSON.stringify(a.name)} already exists; delete it first or pick another name`,
       );
-    for (const [flag, value] of [
-      ["--country", a.country],
-      ["--sensitivity", a.sensitivity],
-      ["--compartment", a.compartment],
-    ] as const)
-      if (!/^[A-Za-z0-9]+$/.test(value))
-        throw new SvcError("usage", `${flag} ${JSON.stringify(value)}: letters and digits only`);
+    const problems = (["country", "sensitivity", "compartment"] as const).flatMap((part) => {
+      const why = partProblem(part, a[part]);
+      return why ? [`--${part} ${why}`] : [];
+    });
+    const kubeContexts = kubeContextsOf(loaded.config);
+    if (!kubeContexts.includes(a["kube-context"]))
+      problems.push(
+        `--kube-context ${JSON.stringify(a["kube-context"])}: no such context in your kubeconfig (known: ${kubeContexts.join(", ") || "none"}); add it with kubectl config set-context, or name one of these`,
+      );
+    if (problems.length > 0) throw new SvcError("usage", problems.join("; "));
     const context = {
       country: a.country.toUpperCase(),
       sensitivity: a.sensitivity.toUpperCase(),
@@ -168,3 +179,24 @@ export default defineCommand({
   meta: { name: "context", description: "Manage compartment contexts (~/.svc/config.yaml)" },
   subCommands: { list, use, current, create, delete: remove },
 });
+
+/**
+ * The kube contexts kubectl knows, from the kubeconfig svc commands will use (KUBECONFIG, else the file's
+ * `kubeconfig`, else kubectl's default): asked of kubectl, which merges and reads kubeconfigs its own way.
+ */
+function kubeContextsOf(config: SvcConfig): string[] {
+  const file = configuredKubeconfig(config);
+  const r = Bun.spawnSync(
+    [findKubectl(), ...(file ? [`--kubeconfig=${file}`] : []), "config", "get-contexts", "-o", "name"],
+    {
+      stdout: "pipe",
+      stderr: "pipe",
+    },
+  );
+  if (r.exitCode !== 0)
+    throw new SvcError(
+      "kube_api",
+      `cannot read your kube contexts (kubectl config get-contexts): ${r.stderr.toString().trim()}`,
+    );
+  return r.stdout.toString().split("\n").filter(Boolean);
+}

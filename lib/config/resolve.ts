@@ -2,7 +2,13 @@ import { homedir } from "node:os";
 import { join } from "node:path";
 import { SvcError } from "../errors.ts";
 import type { KubeTarget } from "../kube/kubectl.ts";
-import { type CompartmentContext, compartmentLabel, findContext, type SvcConfig } from "./schema.ts";
+import {
+  type CompartmentContext,
+  compartmentLabel,
+  findContext,
+  partProblem,
+  type SvcConfig,
+} from "./schema.ts";
 
 /**
  * The compartment context a command runs in: the current context of the file, with SVC_COUNTRY,
@@ -54,8 +60,8 @@ export function activeContext(
   for (const [variable, field] of OVERRIDES) {
     const value = env[variable];
     if (!value || value.toUpperCase() === base[field].toUpperCase()) continue;
-    if (!/^[A-Za-z0-9]+$/.test(value))
-      throw new SvcError("usage", `${variable}=${JSON.stringify(value)}: letters and digits only`);
+    const why = partProblem(field, value);
+    if (why) throw new SvcError("usage", `${variable}: ${why}`);
     if (config.requireExplicitContextSwitch)
       throw new SvcError(
         "usage",
@@ -65,12 +71,24 @@ export function activeContext(
     overriddenBy.push(variable);
   }
   const kubeconfig = env.KUBECONFIG || expandHome(config.kubeconfig) || join(homedir(), ".kube", "config");
+  const file = configuredKubeconfig(config, env);
   const target: KubeTarget = {
     kubeContext: context.kubeContext,
-    ...(!env.KUBECONFIG && config.kubeconfig ? { kubeconfig } : {}),
+    ...(file ? { kubeconfig: file } : {}),
     ...(context.namespace ? { namespace: context.namespace } : {}),
   };
   return { ...context, name, label: compartmentLabel(context), kubeconfig, overriddenBy, target };
+}
+
+/**
+ * The file's `kubeconfig`, which svc hands kubectl as --kubeconfig, unless KUBECONFIG is set: kubectl reads
+ * a KUBECONFIG list itself and merges it.
+ */
+export function configuredKubeconfig(
+  config: Pick<SvcConfig, "kubeconfig">,
+  env: Record<string, string | undefined> = process.env,
+): string | undefined {
+  return !env.KUBECONFIG && config.kubeconfig ? expandHome(config.kubeconfig) : undefined;
 }
 
 function expandHome(path: string | undefined): string | undefined {

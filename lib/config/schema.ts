@@ -7,10 +7,37 @@ import * as v from "valibot";
 const text = (what: string) =>
   v.pipe(v.string(`${what} must be a string`), v.nonEmpty(`${what} must not be empty`));
 
+/**
+ * What each part of a compartment may be: what a compartment label `<COUNTRY>-<SENSITIVITY>-<COMPARTMENT>`
+ * can carry and the cluster's rules read (lib/kube/clearance.ts), any case. One rule for the file, `svc
+ * context create` and the SVC_* variables.
+ */
+export const PARTS = {
+  country: { pattern: /^[A-Za-z]{2,3}$/, allowed: "2 or 3 letters, such as US, UK, AUS" },
+  sensitivity: { pattern: /^(TS|S|C|U)$/i, allowed: "U, C, S or TS" },
+  compartment: { pattern: /^[A-Za-z0-9]+$/, allowed: "letters and digits" },
+} as const;
+export type Part = keyof typeof PARTS;
+
+/** Why `value` cannot be that part of a compartment, or undefined when it can. */
+export function partProblem(part: Part, value: string): string | undefined {
+  const { pattern, allowed } = PARTS[part];
+  return pattern.test(value) ? undefined : `${JSON.stringify(value)} is not a ${part} (allowed: ${allowed})`;
+}
+
+const part = (name: Part) =>
+  v.pipe(
+    text(name),
+    v.check(
+      (x) => partProblem(name, x) === undefined,
+      (i) => partProblem(name, String(i.input)) as string,
+    ),
+  );
+
 export const Context = v.object({
-  country: text("country"),
-  sensitivity: text("sensitivity"),
-  compartment: text("compartment"),
+  country: part("country"),
+  sensitivity: part("sensitivity"),
+  compartment: part("compartment"),
   kubeContext: text("kubeContext"),
   namespace: v.optional(v.string("namespace must be a string")),
 });

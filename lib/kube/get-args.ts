@@ -1,4 +1,5 @@
 import { SvcError } from "../errors.ts";
+import { parseCompartmentLabel } from "./clearance.ts";
 import { type CommandLine, flagSet, flagValue, flagValues, restWords } from "./grammar.ts";
 import { COMPARTMENT_LABEL } from "./inject.ts";
 import { refuseRawIntoPods } from "./raw-path.ts";
@@ -26,10 +27,11 @@ export function compartmentFilter(line: CommandLine, current: string): string | 
     else if (f.name === "exclude-current-compartment" && f.value === "true")
       compartment.push(`${COMPARTMENT_LABEL}!=${current}`);
     else if (f.name === "compartment" || (f.name === "filter-compartment" && f.value !== "")) {
-      if (!/^[A-Za-z0-9-]+$/.test(f.value))
+      // A label selector matches the label exactly: anything else would silently match nothing.
+      if (!parseCompartmentLabel(f.value))
         throw new SvcError(
           "usage",
-          `--${f.name} ${JSON.stringify(f.value)}: expected <COUNTRY>-<SENSITIVITY>-<COMPARTMENT>`,
+          `--${f.name} ${JSON.stringify(f.value)}: expected a compartment label <COUNTRY>-<SENSITIVITY>-<COMPARTMENT>, such as UK-S-BRAVO (the COMPARTMENT column shows them)`,
         );
       compartment.push(`${COMPARTMENT_LABEL}=${f.value.toUpperCase()}`);
     } else if (f.name === "filter-compartment") compartment.push(`${COMPARTMENT_LABEL}=${current}`);

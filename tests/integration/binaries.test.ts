@@ -164,7 +164,8 @@ describe("dist/svc", () => {
 
   test("every listing command takes -o json|yaml", () => {
     const dir = tempDir();
-    const env = { SVC_CONFIG: join(dir, "config.yaml") };
+    const env = { SVC_CONFIG: join(dir, "config.yaml"), KUBECONFIG: join(dir, "kubeconfig") };
+    writeFileSync(env.KUBECONFIG, "apiVersion: v1\nkind: Config\ncontexts: [{name: k, context: {}}]\n");
     run(
       [
         "dist/svc",

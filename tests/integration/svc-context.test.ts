@@ -8,13 +8,24 @@ import { BUN, ROOT } from "../support/proc.ts";
 const dir = tempDir("svc-context-");
 const config = join(dir, "config.yaml");
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
+/** The kube contexts the tests' compartment contexts name: svc context create checks that they exist. */
+const kubeconfig = join(dir, "kubeconfig");
+writeFileSync(
+  kubeconfig,
+  "apiVersion: v1\nkind: Config\ncontexts: [{name: k, context: {}}, {name: k1, context: {}}, {name: k2, context: {}}]\n",
+);
 
 /** Runs svc with SVC_CONFIG set to `file`, or unset when `file` is undefined. */
 function run(args: string[], file: string | undefined, env: Record<string, string> = {}) {
   const { SVC_CONFIG: _, ...inherited } = process.env;
   const r = Bun.spawnSync([BUN, "cmd/svc.ts", ...args], {
     cwd: ROOT,
-    env: { ...inherited, ...(file === undefined ? {} : { SVC_CONFIG: file }), ...env },
+    env: {
+      ...inherited,
+      KUBECONFIG: kubeconfig,
+      ...(file === undefined ? {} : { SVC_CONFIG: file }),
+      ...env,
+    },
   });
   return { code: r.exitCode, out: r.stdout.toString(), err: r.stderr.toString() };
 }
@@ -111,7 +122,15 @@ describe("svc context", () => {
     ).toContain("already exists");
     expect(
       svc("create", "x", "--country=U S", "--sensitivity=TS", "--compartment=A", "--kube-context=k").err,
-    ).toContain('--country "U S": letters and digits only');
+    ).toBe('svc: --country "U S" is not a country (allowed: 2 or 3 letters, such as US, UK, AUS)\n');
+    // Every problem at once: a sensitivity no label can carry, a kube context kubectl does not know.
+    expect(
+      svc("create", "x", "--country=US", "--sensitivity=TOPSECRET", "--compartment=A", "--kube-context=nope")
+        .err,
+    ).toBe(
+      'svc: --sensitivity "TOPSECRET" is not a sensitivity (allowed: U, C, S or TS); --kube-context "nope": no such context in your kubeconfig (known: k, k1, k2); add it with kubectl config set-context, or name one of these\n',
+    );
+    expect(listed(config)).not.toContain("x");
     writeFileSync(config, "contexts:\n  a: {country: US}\n");
     const r = svc("list");
     expect(r.code).toBe(1);

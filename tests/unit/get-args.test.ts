@@ -46,8 +46,14 @@ describe("svc get arguments", () => {
 
   test("bad filters are refused", () => {
     expect(readLine(["get", "pods", "--compartment"]).error).toBe("flag needs an argument: --compartment");
-    expect(() => getArgs(["get", "pods", "--compartment", "a b"], CUR)).toThrow(
-      "expected <COUNTRY>-<SENSITIVITY>-<COMPARTMENT>",
+    // A value that is no compartment label would match nothing, silently: "bravo" is BRAVO's compartment
+    // name, and its label is UK-S-BRAVO.
+    for (const value of ["a b", "bravo", "UK-TOPSECRET-BRAVO", "UK-S-", "-S-BRAVO"])
+      expect(() => getArgs(["get", "pods", "--compartment", value], CUR)).toThrow(
+        `--compartment ${JSON.stringify(value)}: expected a compartment label <COUNTRY>-<SENSITIVITY>-<COMPARTMENT>, such as UK-S-BRAVO`,
+      );
+    expect(getArgs(["get", "pods", "--compartment", "uk-s-bravo"], CUR)).toContain(
+      "--selector=svc.io/compartment=UK-S-BRAVO",
     );
     expect(() =>
       getArgs(["get", "pods", "--current-compartment", "--exclude-current-compartment"], CUR),

@@ -59,8 +59,11 @@ describe("the active compartment context", () => {
     expect(svcError(() => activeContext(config({ currentContext: "gone" }), {})).message).toContain(
       "Context not found",
     );
-    expect(svcError(() => activeContext(config(), { SVC_COUNTRY: "U S" })).message).toContain(
-      "letters and digits only",
+    expect(svcError(() => activeContext(config(), { SVC_COUNTRY: "U S" })).message).toBe(
+      'SVC_COUNTRY: "U S" is not a country (allowed: 2 or 3 letters, such as US, UK, AUS)',
+    );
+    expect(svcError(() => activeContext(config(), { SVC_SENSITIVITY: "TOPSECRET" })).message).toBe(
+      'SVC_SENSITIVITY: "TOPSECRET" is not a sensitivity (allowed: U, C, S or TS)',
     );
   });
 
