@@ -23,7 +23,7 @@ export async function runOwn(main: CommandDef, rawArgs: string[]): Promise<void>
       if (help(rest)) return printUsage(cmd, chain);
       throw new SvcError(
         "usage",
-        `${name}: a command is required (allowed: ${Object.keys(subs).join(", ")}; see ${name} --help)`,
+        `a command is required after ${name} (allowed: ${Object.keys(subs).join(", ")}; see ${name} --help)`,
       );
     }
     if (!Object.hasOwn(subs, word))

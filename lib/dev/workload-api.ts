@@ -87,6 +87,8 @@ export class DevWorkloadApi {
 
   static async start(options: DevWorkloadApiOptions): Promise<DevWorkloadApi> {
     const api = new DevWorkloadApi(options);
+    // The path first: nothing is issued for a server that cannot listen.
+    await claimSocketPath(options.socketPath);
     await api.rotate();
     await api.listen();
     return api;
@@ -183,7 +185,6 @@ export class DevWorkloadApi {
     });
     const path = this.o.socketPath;
     mkdirSync(dirname(path), { recursive: true });
-    await claimSocketPath(path);
     await new Promise<void>((resolve, reject) =>
       this.server.bindAsync(`unix://${path}`, grpc.ServerCredentials.createInsecure(), (e) =>
         e ? reject(e) : resolve(),

@@ -36,7 +36,7 @@ describe("dist/svc", () => {
   test("an unknown flag is an error naming the flag and the allowed ones, without a stack trace", () => {
     const r = run(["dist/svc", "context", "list", "--bogus"]);
     expect(r.code).toBe(1);
-    expect(r.err).toBe("svc: unknown flag --bogus (allowed: none; see --help)\n");
+    expect(r.err).toBe("svc: unknown flag --bogus (allowed: --output; see --help)\n");
   });
 
   test("curl loads its X.509 code in the binary: a server outside the service fails validation with exit 2", async () => {

@@ -299,7 +299,8 @@ describe("MQTT publish buffer, storage sqlite", () => {
   test("two proxies cannot share a file, nor two listeners of one proxy", async () => {
     const path = join(dir, "shared.db");
     const b = await buffered(dir, apis, sqlite(path), { linkUp: false });
-    const { code, err } = await failsToStart(b.config);
+    // A metrics address of its own: the first proxy holds the configuration's.
+    const { code, err } = await failsToStart({ ...b.config, metricsAddr: "0" });
     expect(code).not.toBe(0);
     expect(err).toContain(`${path} is in use by another process`);
     const listener = (b.config as { listeners: object[] }).listeners[0] as Record<string, unknown>;
