@@ -572,7 +572,12 @@ describe("svc apply sources and bad inputs", () => {
     [
       "a bad compartment filter",
       ["get", "pods", "--compartment", "a b"],
-      "expected <COUNTRY>-<SENSITIVITY>-<COMPARTMENT>",
+      "expected a compartment label <COUNTRY>-<SENSITIVITY>-<COMPARTMENT>",
+    ],
+    [
+      "a compartment name where its label belongs",
+      ["get", "pods", "--compartment", "bravo"],
+      '--compartment "bravo": expected a compartment label <COUNTRY>-<SENSITIVITY>-<COMPARTMENT>, such as UK-S-BRAVO',
     ],
     [
       "two compartment filters",
