@@ -1,6 +1,7 @@
 import { AuditLog, auditUser, type Decision } from "../../lib/config/audit.ts";
 import { readConfig } from "../../lib/config/read.ts";
 import { activeContext } from "../../lib/config/resolve.ts";
+import { compartmentLabel, findContext } from "../../lib/config/schema.ts";
 import { isSvcError, SvcError } from "../../lib/errors.ts";
 import { type CommandLine, flagSet, flagValue } from "../../lib/kube/grammar.ts";
 import { highlightMls, wantsColor } from "../../lib/kube/highlight.ts";
@@ -121,7 +122,18 @@ export async function passThrough(line: CommandLine): Promise<never> {
       );
     }
   } else if (exists && config.currentContext) {
-    const c = activeContext(config);
+    let c: ReturnType<typeof activeContext>;
+    try {
+      c = activeContext(config);
+    } catch (e) {
+      // A switch the environment asked for and the configuration forbids is a refusal, and audited.
+      const base = findContext(config, config.currentContext);
+      auditIn(config.currentContext, base ? compartmentLabel(base) : "")(
+        isSvcError(e, "compartment") ? "refused" : "error",
+        1,
+      );
+      throw e;
+    }
     record = auditIn(c.name, c.label);
     const help = flagSet(line, "help");
     const plugin = line.plugin || createPlugin(line);

@@ -62,9 +62,10 @@ export function activeContext(
     if (!value || value.toUpperCase() === base[field].toUpperCase()) continue;
     const why = partProblem(field, value);
     if (why) throw new SvcError("usage", `${variable}: ${why}`);
+    // A refusal to change compartments: audited as one (cmd/svc/passthrough.ts).
     if (config.requireExplicitContextSwitch)
       throw new SvcError(
-        "usage",
+        "compartment",
         `${variable}=${value} would change the ${field} of context ${name} (${base[field]}), and requireExplicitContextSwitch is true: switch with svc context use <name>, or unset ${variable}`,
       );
     context[field] = value.toUpperCase();

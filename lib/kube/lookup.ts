@@ -149,7 +149,7 @@ export class Lookup {
     if (r.code !== 0 && denied)
       throw new SvcError(
         "compartment",
-        `${denied[0]} (the cluster refused svc's read)\ncurrent compartment: ${this.current}`,
+        `${denied[0]} (the cluster refused svc's read); current compartment: ${this.current}`,
       );
     if (r.code !== 0)
       throw new SvcError(

@@ -393,7 +393,7 @@ describe("every way past the guard is refused before the request; the same line 
       const r = svc(words(refused), envOf(env));
       expect(r.code).toBe(1);
       expect(r.err).toMatch(
-        /Cannot execute in pod in another compartment \(UK-S-BRAVO\)|Cannot change the compartment|Cannot (apply|create|replace) across compartments|--labels svc\.io\/compartment=UK-S-BRAVO|Cannot read config map in another compartment \(UK-S-BRAVO\) \(the cluster refused svc's read\)/,
+        /Cannot execute in pod\/other-0 of compartment UK-S-BRAVO|Cannot change the compartment|Cannot (apply|create|replace) across compartments|--labels svc\.io\/compartment=UK-S-BRAVO|Cannot read config map in another compartment \(UK-S-BRAVO\) \(the cluster refused svc's read\)/,
       );
       expect(r.err).toContain(`current compartment: ${ALPHA}`);
       expect(touching(auditSince(from), foreignObject)).toEqual([]);
@@ -499,7 +499,7 @@ describe("random permutations of global flags around a guarded command never get
           };
           const bad = svc(line("other-0"));
           expect(`${line("other-0").join(" ")}: ${bad.code} ${bad.err}`).toContain(
-            "Cannot execute in pod in another compartment (UK-S-BRAVO)",
+            "Cannot execute in pod/other-0 of compartment UK-S-BRAVO",
           );
           const good = svc(line("own-0"));
           expect(`${line("own-0").join(" ")}: ${good.code} ${good.err}`).toStartWith(
@@ -600,9 +600,12 @@ describe("what svc cannot tell is refused, never guessed", () => {
       "svc does not accept YAML merge keys",
     ],
     ["label --overwrite configmap cm-own -- svc.io/compartment=UK-S-BRAVO", "Cannot change the compartment"],
-    ["cp -- other-0:/etc/hostname {dir}/x", "Cannot execute in pod in another compartment"],
-    ["attach pod other-0", "Cannot execute in pod in another compartment"],
-    ["debug own-0 -f {dir}/other-pod.yaml --image=busybox", "Cannot execute in pod in another compartment"],
+    ["cp -- other-0:/etc/hostname {dir}/x", "Cannot execute in pod/other-0 of compartment UK-S-BRAVO"],
+    ["attach pod other-0", "Cannot execute in pod/other-0 of compartment UK-S-BRAVO"],
+    [
+      "debug own-0 -f {dir}/other-pod.yaml --image=busybox",
+      "Cannot execute in pod/other-0 of compartment UK-S-BRAVO",
+    ],
     ["get --raw /api/v1/namespaces/alpha/pods/other-0/proxy/", "--raw"],
     ["get --raw /api/v1/namespaces/alpha/pods/other-0/%70roxy/", "into pods, services or nodes"],
     ["get --raw /api/v1/namespaces/alpha/pods/other-0%2Fproxy/", "into pods, services or nodes"],

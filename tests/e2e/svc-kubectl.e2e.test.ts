@@ -164,7 +164,7 @@ describe("svc exec keeps to the current compartment", () => {
     expect(r.out).toBe("");
     // stale-0 was relabelled BRAVO above; its annotations still say us:ts and us:alpha.
     expect(r.err).toBe(
-      "svc: Cannot execute in pod in another compartment (UK-S-BRAVO; its marks name two countries (uk, us))\ncurrent compartment: US-TS-ALPHA\n",
+      "svc: Cannot execute in pod/stale-0 (svc.io/compartment=UK-S-BRAVO; marks svc cannot read: its marks name two countries (uk, us)); current compartment: US-TS-ALPHA\n",
     );
     // api-0 has no label, but its annotations (us:ts, us:alpha) mark it ALPHA: cleared, as the cluster
     // decides too (lib/kube/clearance.ts).
@@ -181,7 +181,7 @@ describe("svc exec keeps to the current compartment", () => {
     expect(admin.code).toBe(0);
     expect(admin.out).toBe("inside\n");
     expect(admin.err).toContain(
-      "--force: exec into pod stale-0 of compartment UK-S-BRAVO; its marks name two countries (uk, us) from US-TS-ALPHA",
+      "--force: exec of pod/stale-0 (svc.io/compartment=UK-S-BRAVO; marks svc cannot read: its marks name two countries (uk, us)) from US-TS-ALPHA",
     );
   });
 });
@@ -263,7 +263,7 @@ describe("svc apply", () => {
     );
     expect(foreign.code).toBe(1);
     expect(foreign.err).toBe(
-      "svc: Cannot apply across compartments: ConfigMap x is labelled svc.io/compartment=UK-S-BRAVO\ncurrent compartment: US-TS-ALPHA\n",
+      "svc: Cannot apply across compartments: ConfigMap x is labelled svc.io/compartment=UK-S-BRAVO; current compartment: US-TS-ALPHA\n",
     );
     expect(svc(["apply", "-f", join(dir, "nope.yaml")]).err).toContain(
       "nope.yaml: no such file or directory",
@@ -295,7 +295,7 @@ describe("svc delete", () => {
       const other = svc(["delete", "configmap", "del-other", ...extra]);
       expect(other.code).toBe(1);
       expect(other.err).toBe(
-        "svc: Cannot delete ConfigMap del-other in another compartment (UK-S-BRAVO)\ncurrent compartment: US-TS-ALPHA\n",
+        "svc: Cannot delete configmap/del-other of compartment UK-S-BRAVO; current compartment: US-TS-ALPHA\n",
       );
       expect(other.out).toBe("");
     }
@@ -308,7 +308,7 @@ describe("svc delete", () => {
     const forced = svc(["delete", "configmap", "del-forced", "--force"]);
     expect(forced.code).toBe(0);
     expect(forced.err).toContain(
-      "svc: warning: --force: delete of ConfigMap del-forced of compartment UK-S-BRAVO",
+      "svc: warning: --force: delete of configmap/del-forced of compartment UK-S-BRAVO",
     );
   });
 });

@@ -330,3 +330,38 @@ auditLog: {enabled: true, path: ${log}, level: info}
     ]);
   });
 });
+
+describe("a compartment switch through the environment that the configuration forbids", () => {
+  test("is refused before kubectl runs, and the refusal is in the audit log", () => {
+    const file = join(dir, "strict.yaml");
+    const log = join(dir, "strict-audit.log");
+    writeFileSync(
+      file,
+      `currentContext: us-ts-alpha
+requireExplicitContextSwitch: true
+contexts:
+  us-ts-alpha: {country: US, sensitivity: TS, compartment: ALPHA, kubeContext: k}
+auditLog: {enabled: true, path: ${log}, level: info}
+`,
+    );
+    const r = run(["get", "pods"], file, { USER: "alice", SVC_COMPARTMENT: "BRAVO" });
+    expect({ code: r.code, out: r.out }).toEqual({ code: 1, out: "" });
+    expect(r.err).toContain(
+      "SVC_COMPARTMENT=BRAVO would change the compartment of context us-ts-alpha (ALPHA)",
+    );
+    const entries = readFileSync(log, "utf8")
+      .trimEnd()
+      .split("\n")
+      .map((l) => JSON.parse(l));
+    expect(entries).toEqual([
+      expect.objectContaining({
+        user: "alice",
+        context: "us-ts-alpha",
+        compartment: "US-TS-ALPHA",
+        command: ["svc", "get", "pods"],
+        decision: "refused",
+        exitStatus: 1,
+      }),
+    ]);
+  });
+});

@@ -46,31 +46,35 @@ export interface Guarded {
 
 /**
  * The first of `objects` the current context is not cleared for, by the rule the cluster's webhooks apply
- * to the requester's groups (lib/kube/clearance.ts), with what a refusal shows of it: its compartment, "no
- * compartment label", or its label and why its marks cannot be read. An object without marks is refused,
- * or passes with `unlabeled` "allow" (reads, as the authorization webhook's default `unlabeled_reads`).
+ * to the requester's groups (lib/kube/clearance.ts), with how a refusal names its compartment (`whose`):
+ * " of compartment UK-S-BRAVO", ", which has no compartment label", or its label and why its marks cannot
+ * be read. An object without marks is refused, or passes with `unlabeled` "allow" (reads, as the
+ * authorization webhook's default `unlabeled_reads`).
  */
 export function notCleared(
   g: GuardInput,
   objects: KubeObject[],
   unlabeled: "allow" | "deny" = "deny",
-): { object: KubeObject; shown: string } | undefined {
+): { object: KubeObject; whose: string } | undefined {
   if (objects.length === 0) return undefined;
   const clearances = contextClearances(g.active);
   for (const object of objects) {
     const j = judgeMarks(clearances, [marksOfMeta(object.metadata)]);
     if (j.kind === "cleared" || (j.kind === "unlabeled" && unlabeled === "allow")) continue;
     const label = object.metadata?.labels?.[COMPARTMENT_LABEL];
-    const shown =
+    const whose =
       j.kind === "unlabeled"
-        ? "no compartment label"
+        ? ", which has no compartment label"
         : j.kind === "unreadable"
-          ? `${label || "no compartment label"}; ${j.why}`
-          : j.shown;
-    return { object, shown };
+          ? ` (${label ? `${COMPARTMENT_LABEL}=${label}` : "no compartment label"}; marks svc cannot read: ${j.why})`
+          : ` of compartment ${j.shown}`;
+    return { object, whose };
   }
   return undefined;
 }
+
+/** An object as kubectl names it: `pod/web-0`, `configmap/settings`. */
+export const objectRef = (o: KubeObject) => `${(o.kind ?? "object").toLowerCase()}/${o.metadata?.name ?? ""}`;
 
 /** The override permission, asked of the cluster as a SelfSubjectAccessReview. */
 export const OVERRIDE_RESOURCE = "compartmentoverrides.svc.dev";
@@ -81,7 +85,7 @@ export const OVERRIDE_RESOURCE = "compartmentoverrides.svc.dev";
  */
 export function refuseUnlessOverridden(g: GuardInput, refusal: string, warning: string): void {
   if (!flagSet(g.line, "force"))
-    throw new SvcError("compartment", `${refusal}\ncurrent compartment: ${g.active.label}`);
+    throw new SvcError("compartment", `${refusal}; current compartment: ${g.active.label}`);
   // In the command's namespace when it names one, as the cluster's webhooks ask; else cluster-wide.
   const namespace = g.lookup.namedNamespace();
   const review = selfAccessReview({
@@ -94,31 +98,36 @@ export function refuseUnlessOverridden(g: GuardInput, refusal: string, warning: 
   if (can.out.trim() !== "true")
     throw new SvcError(
       "compartment",
-      `--force refused: you may not override compartments (the cluster must allow "force" on ${OVERRIDE_RESOURCE}; see docs/svc-guard.md)\ncurrent compartment: ${g.active.label}`,
+      `--force refused: you may not override compartments (the cluster must allow "force" on ${OVERRIDE_RESOURCE}; see docs/svc-guard.md); current compartment: ${g.active.label}`,
     );
   say("svc", "warn", `--force: ${warning} from ${g.active.label}`);
 }
 
 /**
  * The objects a command acts on, recorded as its targets; the first the current context is not cleared
- * for (unmarked ones pass) is refused — "Cannot <cannot> <Kind> <name> in another compartment" — unless
- * overridden. True when the override was used.
+ * for (unmarked ones pass) is refused — "Cannot <cannot> pod/x of compartment UK-S-BRAVO; current
+ * compartment: US-TS-ALPHA" — unless overridden. True when the override was used.
  */
 export function refuseAcrossCompartments(g: GuardInput, objects: KubeObject[], cannot: string): boolean {
   g.targets.push(...objects.map((o) => describeObject(o as Record<string, unknown>)));
   return refuseForeign(g, objects, cannot);
 }
 
-/** refuseAcrossCompartments for objects the command reaches through others, not recorded as its targets. */
-export function refuseForeign(g: GuardInput, objects: KubeObject[], cannot: string): boolean {
-  const foreign = notCleared(g, objects, "allow");
+/**
+ * refuseAcrossCompartments for objects not recorded as the command's targets (those it reaches through
+ * others, or recorded already). Every compartment refusal of svc's is this one line, naming the object,
+ * its compartment and the current one.
+ */
+export function refuseForeign(
+  g: GuardInput,
+  objects: KubeObject[],
+  cannot: string,
+  unlabeled: "allow" | "deny" = "allow",
+): boolean {
+  const foreign = notCleared(g, objects, unlabeled);
   if (!foreign) return false;
-  const what = `${foreign.object.kind ?? "object"} ${foreign.object.metadata?.name ?? ""}`;
-  refuseUnlessOverridden(
-    g,
-    `Cannot ${cannot} ${what} in another compartment (${foreign.shown})`,
-    `${g.line.path.join(" ")} of ${what} of compartment ${foreign.shown}`,
-  );
+  const what = `${objectRef(foreign.object)}${foreign.whose}`;
+  refuseUnlessOverridden(g, `Cannot ${cannot} ${what}`, `${g.line.path.join(" ")} of ${what}`);
   return true;
 }
 

@@ -29,7 +29,7 @@ export function guardImpersonation(g: GuardInput): boolean {
   if (!found)
     throw new SvcError(
       "compartment",
-      `Cannot impersonate service account ${account.namespace}/${account.name}: it does not exist, and one created later under its name could be another compartment's\ncurrent compartment: ${g.active.label}`,
+      `Cannot impersonate service account ${account.namespace}/${account.name}: it does not exist, and one created later under its name could be another compartment's; current compartment: ${g.active.label}`,
     );
   return refuseForeign(me, [found], "impersonate");
 }

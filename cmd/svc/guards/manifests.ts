@@ -43,7 +43,7 @@ export async function guardManifests(g: GuardInput): Promise<Guarded> {
   if (flagValue(g.line, "raw"))
     throw new SvcError(
       "compartment",
-      `svc ${command} --raw sends the file to a URL of your choice, which svc cannot check; use ${command} -f without --raw\ncurrent compartment: ${g.active.label}`,
+      `svc ${command} --raw sends the file to a URL of your choice, which svc cannot check; use ${command} -f without --raw; current compartment: ${g.active.label}`,
     );
   if (command === "create" && flagSet(g.line, "edit"))
     refuseUnlessOverridden(

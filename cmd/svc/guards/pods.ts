@@ -4,7 +4,7 @@ import { describeObject } from "../../../lib/kube/inject.ts";
 import type { KubeObject } from "../../../lib/kube/lookup.ts";
 import { parseObjects, readSources } from "../../../lib/kube/manifests.ts";
 import { isNodeRef, type PodRef, podSelector, podTargets } from "../../../lib/kube/pod-targets.ts";
-import { type Guarded, type GuardInput, notCleared, refuseUnlessOverridden, restWithout } from "./guard.ts";
+import { type Guarded, type GuardInput, refuseForeign, restWithout } from "./guard.ts";
 
 /**
  * exec, attach, cp, debug and port-forward (docs/svc-guard.md, "Every way into a pod"): they run only against
@@ -24,7 +24,7 @@ interface FoundPod {
 const POD_REF = /^(?:pods?|po)\/([^/]+)$/;
 
 /** What a refusal says the command would have done: "Cannot <this> pod in another compartment". */
-const DOING: Record<string, string> = { logs: "read logs of" };
+const DOING: Record<string, string> = { logs: "read the logs of" };
 
 export async function guardPods(g: GuardInput): Promise<Guarded> {
   const { refs: named, files, nodesAllowed, selector } = podTargets(g.line);
@@ -50,25 +50,20 @@ export async function guardPods(g: GuardInput): Promise<Guarded> {
   g.targets.push(...pods.map((p) => `pod/${p.namespace}/${p.name}`));
   const command = g.line.path.join(" ");
   const doing = DOING[command];
-  // logs is a read: an unlabelled pod's log passes, as the authorization webhook lets it by default.
-  const foreign = notCleared(
-    g,
-    pods.map((p) => p.object),
-    doing ? "allow" : "deny",
-  );
   const pinned = g.lookup.resolvedNamespace();
   const rewritten = fromFiles
     ? { args: fromFiles.args, given: fromFiles.given }
     : pinned
       ? { args: [`--namespace=${pinned}`, ...restWithout(g)], given: ["namespace"] }
       : {};
-  if (!foreign) return rewritten;
-  refuseUnlessOverridden(
+  // logs is a read: an unlabelled pod's log passes, as the authorization webhook lets it by default.
+  const forced = refuseForeign(
     g,
-    `Cannot ${doing ?? "execute in"} pod in another compartment (${foreign.shown})`,
-    `${command} ${doing ? "of" : "into"} pod ${foreign.object.metadata?.name} of compartment ${foreign.shown}`,
+    pods.map((p) => p.object),
+    doing ?? "execute in",
+    doing ? "allow" : "deny",
   );
-  return { ...rewritten, forced: true };
+  return forced ? { ...rewritten, forced } : rewritten;
 }
 
 /**
@@ -152,7 +147,7 @@ export function guardProxy(g: GuardInput): Guarded {
   if (changed)
     throw new SvcError(
       "compartment",
-      `svc proxy keeps its filter of the ways into pods (${PROXY_REJECT}); --${changed} cannot be set through svc\ncurrent compartment: ${g.active.label}`,
+      `svc proxy keeps its filter of the ways into pods (${PROXY_REJECT}); --${changed} cannot be set through svc; current compartment: ${g.active.label}`,
     );
   return { args: [...restWithout(g), `--reject-paths=${PROXY_REJECT}`] };
 }

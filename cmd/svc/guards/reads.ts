@@ -6,9 +6,8 @@ import { coreTypeWord } from "../../../lib/kube/type-name.ts";
 import {
   type Guarded,
   type GuardInput,
-  notCleared,
   refuseAcrossCompartments,
-  refuseUnlessOverridden,
+  refuseForeign,
   selectedObjects,
 } from "./guard.ts";
 
@@ -24,7 +23,8 @@ import {
  * NAME: all of those are checked. `--force` overrides for users the cluster allows to.
  */
 const DATA_KINDS = new Set(["secret", "secrets", "configmap", "configmaps", "cm"]);
-const WHAT_OF_KIND: Record<string, string> = { Secret: "secret", ConfigMap: "config map" };
+/** The kinds whose objects hold data a read prints. */
+const DATA_OBJECTS = new Set(["Secret", "ConfigMap"]);
 
 /** `secrets`, `Secret`, `secrets.v1.`, `cm..` → its data kind; another group's (`secrets.example.com`) → undefined. */
 function dataKind(type: string): string | undefined {
@@ -46,7 +46,7 @@ export function guardReads(g: GuardInput): Guarded {
     accept: (type) => dataKind(type) !== undefined,
     describing,
     ...(filter ? { filter } : {}),
-  }).filter((o) => Object.hasOwn(WHAT_OF_KIND, o.kind ?? ""));
+  }).filter((o) => DATA_OBJECTS.has(o.kind ?? ""));
   g.targets.push(...live.map((o) => describeObject(o as Record<string, unknown>)));
   return refuseDataReads(g, live) ? { forced: true } : {};
 }
@@ -57,19 +57,11 @@ export function guardReads(g: GuardInput): Guarded {
  * shows what it opens.
  */
 export function refuseDataReads(g: GuardInput, objects: KubeObject[]): boolean {
-  const foreign = notCleared(
+  return refuseForeign(
     g,
-    objects.filter((o) => Object.hasOwn(WHAT_OF_KIND, o.kind ?? "")),
-    "allow",
+    objects.filter((o) => DATA_OBJECTS.has(o.kind ?? "")),
+    "read",
   );
-  if (!foreign) return false;
-  const what = WHAT_OF_KIND[foreign.object.kind as string] as string;
-  refuseUnlessOverridden(
-    g,
-    `Cannot read ${what} in another compartment (${foreign.shown})`,
-    `${g.line.path.join(" ")} of ${what} ${foreign.object.metadata?.name} of compartment ${foreign.shown}`,
-  );
-  return true;
 }
 
 /**
