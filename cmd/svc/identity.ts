@@ -80,7 +80,8 @@ export default defineCommand({
       );
     if (await printStructured(a.output, identity)) return;
     const rows: [string, string][] = [
-      ["Compartment", identity.compartment],
+      // The label first; the compartment row is its last part (two rows named Compartment misled).
+      ["Label", identity.compartment],
       ["Country", identity.country],
       ["Sensitivity", identity.sensitivity],
       ["Compartment", identity.compartmentName],

@@ -93,7 +93,8 @@ describe("svc identity", () => {
     svc(["context", "use", "uk-s-bravo"]);
     const r = svc(["identity"]);
     expect(r.code).toBe(0);
-    expect(r.out).toContain("Compartment:  US-TS-BRAVO\n");
+    expect(r.out).toContain("Label:        US-TS-BRAVO\n");
+    expect(r.out).toContain("Compartment:  BRAVO\n");
     expect(r.out).toContain("Kube Context: testbed-bob\n");
     expect(r.out).toContain("User:         bob\n");
     const groups = JSON.parse(svc(["identity", "-o", "json"]).out).userGroups;
