@@ -198,7 +198,7 @@ export default defineCommand({
         out.write(res.body);
       };
       if (res.status >= 400) {
-        if (a.output === "json") out.write(`${JSON.stringify(summary(res, undefined), null, 2)}\n`);
+        if (a.output === "json") out.write(`${JSON.stringify(summary(res, undefined, body), null, 2)}\n`);
         // An error answer is not verified: with validation on, its body goes to stderr as a diagnostic.
         else if (validate) process.stderr.write(res.body);
         else print();
@@ -249,13 +249,13 @@ export default defineCommand({
         // -o json always prints a result object: what was verified before the failure, and the failure.
         if (a.output === "json" && e instanceof SvcError)
           out.write(
-            `${JSON.stringify({ ...summary(res, n), error: { code: e.code, message: e.message } }, null, 2)}\n`,
+            `${JSON.stringify({ ...summary(res, n, body), error: { code: e.code, message: e.message } }, null, 2)}\n`,
           );
         throw e;
       }
       print();
       if (a.output === "json") {
-        out.write(`${JSON.stringify(summary(res, n), null, 2)}\n`);
+        out.write(`${JSON.stringify(summary(res, n, body), null, 2)}\n`);
         return;
       }
       if (a["print-workload"] && n) out.write(`\n${formatStatement(n.statement.id, n.statement.claims)}`);
@@ -269,15 +269,28 @@ export default defineCommand({
   }),
 });
 
+/**
+ * What `-o json` prints. With a receipt, both bodies byte for byte (`request.bodyBase64`,
+ * `response.bodyBase64`), the shape the notary serves a receipt in: `svc notary verify` checks the saved
+ * output, bodies included, offline.
+ */
 function summary(
   res: { status: number; headers: Record<string, unknown>; body: Uint8Array },
   n: Notarization | undefined,
+  sent: Uint8Array | undefined,
 ): object {
+  const base64 = (b: Uint8Array | undefined) => Buffer.from(b ?? new Uint8Array()).toString("base64");
   return {
     status: res.status,
     headers: res.headers,
     body: new TextDecoder().decode(res.body),
     ...(n ? { workload: n.statement } : {}),
-    ...(n?.receipt ? { receipt: n.receipt } : {}),
+    ...(n?.receipt
+      ? {
+          receipt: n.receipt,
+          request: { bodyBase64: base64(sent) },
+          response: { bodyBase64: base64(res.body) },
+        }
+      : {}),
   };
 }

@@ -110,6 +110,8 @@ const verify = defineCommand({
           ? `${JSON.stringify({ id: v.id, claims: v.claims }, null, 2)}\n`
           : print.formatStatement(v.id, v.claims),
       );
+      if (a.output !== "json")
+        say("svc notary verify", "success", `statement ${v.id} verified: signature and chain`);
       return;
     }
     const request = a["request-body"]
@@ -142,11 +144,18 @@ const verify = defineCommand({
       process.stdout.write(
         `In the notary log: leaf ${inLog.leafIndex} of ${inLog.treeSize}, tree head signed by ${inLog.signedBy} at ${inLog.signedAt}\n`,
       );
+    const checked = [
+      "signature and chain",
+      ...(request ? ["the request body"] : []),
+      ...(response ? ["the response body"] : []),
+      ...(inLog ? ["its place in the notary log"] : []),
+    ];
+    say("svc notary verify", "success", `receipt ${v.id} verified: ${checked.join(", ")}`);
     if (!request || !response)
       say(
         "svc notary verify",
         "info",
-        `signature and chain verified; the ${!request && !response ? "request and response bodies were" : !request ? "request body was" : "response body was"} not checked (pass --request-body / --response-body)`,
+        `the ${!request && !response ? "request and response bodies were" : !request ? "request body was" : "response body was"} not checked (not in ${a.file}; pass --request-body / --response-body)`,
       );
   }),
 });

@@ -281,9 +281,23 @@ describe("notary with the openai middleware", () => {
     const file = join(work, "receipt.json");
     writeFileSync(file, JSON.stringify(saved));
     const ok = await svc(["notary", "verify", file, "--bundle", tb.spire.bundleFile]);
-    expect(ok.stderr).toBe("");
+    expect(ok.stderr).toBe(
+      `svc notary verify: receipt ${id} verified: signature and chain, the request body, the response body\n`,
+    );
     expect(ok.code).toBe(0);
     expect(ok.stdout).toContain(`Receipt ${id}`);
+
+    // svc curl -o json, saved, verifies offline with both bodies.
+    const url = `http://127.0.0.1:${ports.client}/v1/chat/completions`;
+    const json = await svc(["curl", "-s", "-o", "json", "-n", "signRequest", "-d", chat("saved"), url]);
+    expect(json.code).toBe(0);
+    const output = join(work, "curl.json");
+    writeFileSync(output, json.stdout);
+    const offline = await svc(["notary", "verify", output, "--bundle", tb.spire.bundleFile]);
+    expect({ code: offline.code, stderr: offline.stderr }).toEqual({
+      code: 0,
+      stderr: `svc notary verify: receipt ${JSON.parse(json.stdout).receipt.id} verified: signature and chain, the request body, the response body\n`,
+    });
 
     const tampered = structuredClone(saved);
     (tampered.response as { bodyBase64: string }).bodyBase64 =

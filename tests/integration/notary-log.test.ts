@@ -256,7 +256,9 @@ describe("the notary log", () => {
       return { code: p.exitCode, out: p.stdout.toString(), err: p.stderr.toString() };
     };
     const ok = svc(files.receipt, "--proof", files.proof);
-    expect(ok.err).toContain("bodies were not checked");
+    expect(ok.err).toBe(
+      `svc notary verify: receipt ${r.id} verified: signature and chain, its place in the notary log\nsvc notary verify: the request and response bodies were not checked (not in ${files.receipt}; pass --request-body / --response-body)\n`,
+    );
     expect(ok.out).toContain(
       `In the notary log: leaf ${JSON.parse(readFileSync(files.proof, "utf8")).leafIndex} of 29, tree head signed by ${NOTARY}`,
     );
