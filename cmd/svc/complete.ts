@@ -3,6 +3,7 @@ import { activeContext } from "../../lib/config/resolve.ts";
 import type { SvcConfig } from "../../lib/config/schema.ts";
 import { withContext } from "../../lib/kube/kubectl.ts";
 import { isOwnCommand, subCommands } from "./commands.ts";
+import { readLine, svcFlagHelp } from "./line.ts";
 
 /**
  * `svc __complete <words…> <partial>`, what the scripts of `svc completion` ask: svc's own commands and
@@ -34,6 +35,14 @@ export async function complete(args: string[], config: SvcConfig, kubectl: strin
   const at = lines.findIndex((l) => l.startsWith(":"));
   const theirs = lines.slice(0, at >= 0 ? at : lines.length).filter(Boolean);
   const directive = at >= 0 ? (lines[at] as string) : ":4";
+  // A flag being typed: svc's own flags on this command too.
+  const partial = words.at(-1) ?? "";
+  if (words.length > 1 && partial.startsWith("-")) {
+    const added = svcFlagHelp(readLine(words.slice(0, -1)))
+      .filter(([flag]) => flag.startsWith(partial))
+      .map(([flag, what]) => `${flag}\t${what}`);
+    return print([...theirs, ...added], directive);
+  }
   if (words.length !== 1) return print(theirs, directive);
   // The first word: svc's commands (they replace kubectl's of the same name) and kubectl's.
   const own: string[] = [];

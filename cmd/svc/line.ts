@@ -44,6 +44,20 @@ const SVC_FLAGS: Record<string, FlagTable> = {
   "apply edit-last-applied": FORCE,
 };
 
+/** What svc's flags on kubectl's commands do: shown after kubectl's help, and by completion. */
+const SVC_FLAG_HELP: Record<string, string> = {
+  "current-compartment": "only objects of the current compartment",
+  compartment: "only objects of this compartment label, such as UK-S-BRAVO",
+  "exclude-current-compartment": "only objects of other compartments",
+  "filter-compartment": "only objects of the current compartment, or of =LABEL",
+  force: "override a compartment refusal, where the cluster allows you to (the override is logged)",
+};
+
+/** svc's flags on this kubectl command, each with what it does; none when svc adds none. */
+export function svcFlagHelp(line: CommandLine): [string, string][] {
+  return [...svcFlags(line)].map((name) => [`--${name}`, SVC_FLAG_HELP[name] ?? ""]);
+}
+
 const svcGrammar = extendGrammar(Object.keys(subCommands), SVC_FLAGS);
 
 export function readLine(args: string[]): CommandLine {

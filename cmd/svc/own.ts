@@ -52,9 +52,15 @@ async function nameOf(chain: CommandDef[]): Promise<string> {
   return names.filter(Boolean).join(" ");
 }
 
+/** After svc's own commands in `svc --help`: the rest of the command line is kubectl's. */
+const KUBECTL_NOTE = `Every other command is kubectl's, run in the current compartment context and checked by svc
+(svc get pods, svc apply -f app.yaml, svc exec web-0 -- sh). svc <command> --help shows kubectl's help
+for it, then the flags svc adds (get: --compartment, --current-compartment, …; --force).
+`;
+
 async function printUsage(cmd: CommandDef, chain: CommandDef[]): Promise<void> {
   const parent = chain.length > 1 ? { meta: { name: await nameOf(chain.slice(0, -1)) } } : undefined;
-  process.stdout.write(`${await renderUsage(cmd, parent)}\n`);
+  process.stdout.write(`${await renderUsage(cmd, parent)}\n${chain.length === 1 ? `\n${KUBECTL_NOTE}` : ""}`);
 }
 
 /** The required arguments a command line lacks: positionals as NAME, flags as --name, in definition order. */

@@ -9,7 +9,7 @@ import { findKubectl, onPath } from "../../lib/kube/kubectl.ts";
 import { ACCOUNT_PREFIX } from "../../lib/kube/service-account.ts";
 import { svcWarning } from "../say.ts";
 import type { Guarded, GuardInput } from "./guards/guard.ts";
-import { kubectlArgs, svcFlags } from "./line.ts";
+import { kubectlArgs, svcFlagHelp, svcFlags } from "./line.ts";
 
 /**
  * Any command svc does not own goes to the real kubectl with the compartment context added
@@ -179,6 +179,10 @@ export async function passThrough(line: CommandLine): Promise<never> {
     await child.stdin.end();
   }
   const code = await child.exited;
+  // kubectl's help does not know svc's flags on its commands: they follow it.
+  const added = flagSet(line, "help") && code === 0 ? svcFlagHelp(line) : [];
+  if (added.length > 0)
+    process.stdout.write(`\nsvc adds:\n${added.map(([flag, what]) => `    ${flag}: ${what}\n`).join("")}`);
   const status = child.signalCode ? 128 + (SIGNALS[child.signalCode] ?? 1) : code;
   const decision = guarded.after?.() ?? (line.error ? "error" : guarded.forced ? "forced" : "allowed");
   record(decision, status);

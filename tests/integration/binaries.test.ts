@@ -198,6 +198,28 @@ describe("dist/svc", () => {
     rmSync(dir, { recursive: true, force: true });
   });
 
+  test("help says what is kubectl's, and kubectl's help and completion know svc's flags", () => {
+    const dir = tempDir();
+    // No configuration: svc is plain kubectl, and still tells its own flags.
+    const env = { SVC_CONFIG: "", HOME: dir };
+    expect(run(["dist/svc", "--help"], env).out).toContain(
+      "Every other command is kubectl's, run in the current compartment context and checked by svc",
+    );
+    const get = run(["dist/svc", "get", "--help"], env);
+    expect(get.code).toBe(0);
+    expect(get.out).toContain("Display one or many resources");
+    expect(get.out).toEndWith(
+      "\nsvc adds:\n    --current-compartment: only objects of the current compartment\n    --compartment: only objects of this compartment label, such as UK-S-BRAVO\n    --exclude-current-compartment: only objects of other compartments\n    --filter-compartment: only objects of the current compartment, or of =LABEL\n    --force: override a compartment refusal, where the cluster allows you to (the override is logged)\n",
+    );
+    expect(run(["dist/svc", "exec", "--help"], env).out).toEndWith(
+      "\nsvc adds:\n    --force: override a compartment refusal, where the cluster allows you to (the override is logged)\n",
+    );
+    expect(run(["dist/svc", "version", "--client", "--help"], env).out).not.toContain("svc adds");
+    const completed = run(["dist/svc", "__complete", "get", "pods", "--comp"], env).out.split("\n");
+    expect(completed).toContain("--compartment\tonly objects of this compartment label, such as UK-S-BRAVO");
+    rmSync(dir, { recursive: true, force: true });
+  });
+
   test("a bad output format names the allowed ones", () => {
     expect(run(["dist/svc", "version", "-o", "xml"]).err).toBe(
       'svc: --output: unknown format "xml" (allowed: json, yaml)\n',
