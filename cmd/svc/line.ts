@@ -78,11 +78,11 @@ export function svcFlags(line: CommandLine): Set<string> {
 export function kubectlArgs(
   line: CommandLine,
   target: KubeTarget,
-  guarded: Partial<Pick<Guarded, "args" | "given">>,
+  guarded: Partial<Pick<Guarded, "args" | "given" | "command">>,
   plugin: boolean,
 ): string[] {
   if (plugin) return withContext(line.args, target);
   const given = new Set([...line.flags.map((f) => f.name), ...(guarded.given ?? [])]);
   const rest = guarded.args ?? restWords(line, svcFlags(line));
-  return [...commandWords(line), ...contextFlags(target, given), ...rest];
+  return [...(guarded.command ?? commandWords(line)), ...contextFlags(target, given), ...rest];
 }

@@ -25,6 +25,13 @@ const pods = () => import("./guards/pods.ts").then((m) => m.guardPods);
 const manifests = () => import("./guards/manifests.ts").then((m) => m.guardManifests);
 const writes = () => import("./guards/writes.ts").then((m) => m.guardMarkWrites);
 const edit = () => import("./guards/edit.ts").then((m) => m.guardEdit);
+const generated = () => import("./guards/generated.ts").then((m) => m.guardGenerated);
+
+/** The guard of a command: by its whole name; every `create SUBCOMMAND` makes objects to mark. */
+function guardOf(command: string, path: string[]): (() => Promise<Guard>) | undefined {
+  if (Object.hasOwn(GUARDS, command)) return GUARDS[command];
+  return path[0] === "create" && path.length > 1 ? generated : undefined;
+}
 
 const GUARDS: Record<string, () => Promise<Guard>> = {
   exec: pods,
@@ -40,8 +47,7 @@ const GUARDS: Record<string, () => Promise<Guard>> = {
   annotate: writes,
   patch: writes,
   run: writes,
-  expose: writes,
-  "create job": writes,
+  expose: generated,
   "create token": () => import("./guards/token.ts").then((m) => m.guardToken),
   edit,
   "apply edit-last-applied": edit,
@@ -137,7 +143,7 @@ export async function passThrough(line: CommandLine): Promise<never> {
     record = auditIn(c.name, c.label);
     const help = flagSet(line, "help");
     const plugin = line.plugin || createPlugin(line);
-    const guard = Object.hasOwn(GUARDS, command) && !help && !plugin ? GUARDS[command] : undefined;
+    const guard = !help && !plugin ? guardOf(command, line.path) : undefined;
     const rewrite = Object.hasOwn(REWRITES, command) && !help ? REWRITES[command] : undefined;
     try {
       if ((guard || rewrite) && line.error !== undefined)

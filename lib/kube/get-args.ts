@@ -1,6 +1,6 @@
 import { SvcError } from "../errors.ts";
 import { parseCompartmentLabel } from "./clearance.ts";
-import { type CommandLine, flagSet, flagValue, flagValues, restWords } from "./grammar.ts";
+import { beforeDashes, type CommandLine, flagSet, flagValue, flagValues, restWords } from "./grammar.ts";
 import { COMPARTMENT_LABEL } from "./inject.ts";
 import { refuseRawIntoPods } from "./raw-path.ts";
 
@@ -59,7 +59,5 @@ export function getArgs(line: CommandLine, current: string): string[] {
     ...(compartment.length ? [`--selector=${selectors.join(",")}`] : []),
     ...(table ? [`--label-columns=${COMPARTMENT_LABEL}`] : []),
   ];
-  // Before a `--`: after it, kubectl would read them as names.
-  const dash = rest.indexOf("--");
-  return dash >= 0 ? [...rest.slice(0, dash), ...added, ...rest.slice(dash)] : [...rest, ...added];
+  return beforeDashes(rest, added);
 }

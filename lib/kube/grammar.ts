@@ -389,6 +389,12 @@ export function commandWords(line: CommandLine): string[] {
   return line.pathWords.map((i) => line.args[i] as string);
 }
 
+/** `flags` added to kubectl's words before a `--`, after which kubectl reads every word as an argument. */
+export function beforeDashes(rest: string[], flags: string[]): string[] {
+  const dash = rest.indexOf("--");
+  return dash >= 0 ? [...rest.slice(0, dash), ...flags, ...rest.slice(dash)] : [...rest, ...flags];
+}
+
 /**
  * The words after the command: `args` without the command path and without the uses of the named flags
  * (svc's own flags, removed before kubectl runs). kubectl reads `[...commandWords, ...flags, ...rest]` as

@@ -393,7 +393,7 @@ describe("every way past the guard is refused before the request; the same line 
       const r = svc(words(refused), envOf(env));
       expect(r.code).toBe(1);
       expect(r.err).toMatch(
-        /Cannot execute in pod\/other-0 of compartment UK-S-BRAVO|Cannot change the compartment|Cannot (apply|create|replace) across compartments|--labels svc\.io\/compartment=UK-S-BRAVO|Cannot read config map in another compartment \(UK-S-BRAVO\) \(the cluster refused svc's read\)/,
+        /Cannot execute in pod\/other-0 of compartment UK-S-BRAVO|Cannot change the compartment|Cannot (apply|create|replace|expose) across compartments|--labels svc\.io\/compartment=UK-S-BRAVO|Cannot read config map in another compartment \(UK-S-BRAVO\) \(the cluster refused svc's read\)/,
       );
       expect(r.err).toContain(`current compartment: ${ALPHA}`);
       expect(touching(auditSince(from), foreignObject)).toEqual([]);

@@ -275,6 +275,90 @@ describe("svc apply", () => {
   });
 });
 
+describe("svc create, run and expose mark what they make", () => {
+  const admin = (args: string[]) => kubectlAs(testbed(), "admin")(["-n", "alpha", ...args]);
+  const marksOf = (what: string, path = "{.metadata}") =>
+    JSON.parse(admin(["get", what, "-o", `jsonpath=${path}`]));
+  const MARKS = {
+    labels: expect.objectContaining({ "svc.io/compartment": "US-TS-ALPHA" }),
+    annotations: expect.objectContaining({
+      "mls.svc.dev/level": "us:ts",
+      "mls.svc.dev/compartment": "us:alpha",
+    }),
+  };
+  beforeAll(() => {
+    admin([
+      "delete",
+      "configmap/made-cm",
+      "deploy/made-d",
+      "pod/made-run",
+      "svc/made-svc",
+      "job/made-job",
+      "--ignore-not-found",
+      // Gone before the test creates them again.
+      "--force",
+      "--grace-period=0",
+    ]);
+    svc(["context", "use", "us-ts-alpha"]);
+  });
+
+  test("each object, its pod template and its selector carry the current compartment", () => {
+    for (const args of [
+      ["create", "configmap", "made-cm", "--from-literal=k=v"],
+      ["create", "deployment", "made-d", "--image=busybox"],
+      ["create", "job", "made-job", "--image=busybox", "-o", "name"],
+      ["run", "made-run", "--image=busybox", "--", "sleep", "3600"],
+      ["expose", "deploy/made-d", "--port=80", "--name=made-svc"],
+    ])
+      expect({ args, ...svc(args) }).toMatchObject({ args, code: 0, err: "" });
+    for (const what of ["configmap/made-cm", "deploy/made-d", "job/made-job", "pod/made-run", "svc/made-svc"])
+      expect({ what, metadata: marksOf(what) }).toMatchObject({ what, metadata: MARKS });
+    expect(marksOf("deploy/made-d", "{.spec.template.metadata}")).toMatchObject(MARKS);
+    expect(marksOf("deploy/made-d", "{.spec.selector.matchLabels}")).toEqual({
+      app: "made-d",
+      "svc.io/compartment": "US-TS-ALPHA",
+    });
+    // run keeps its own label, and its command after --.
+    expect(marksOf("pod/made-run", "{.metadata.labels}")).toEqual({
+      run: "made-run",
+      "svc.io/compartment": "US-TS-ALPHA",
+    });
+    expect(admin(["get", "pod/made-run", "-o", "jsonpath={.spec.containers[0].args}"])).toBe(
+      '["sleep","3600"]',
+    );
+  });
+
+  test("a preview shows the marks, and nothing is created", () => {
+    const r = svc([
+      "create",
+      "secret",
+      "generic",
+      "made-preview",
+      "--from-literal=k=v",
+      "--dry-run=client",
+      "-o",
+      "yaml",
+    ]);
+    expect(r.code).toBe(0);
+    expect(r.out).toContain("svc.io/compartment: US-TS-ALPHA");
+    expect(r.out).toContain("mls.svc.dev/compartment: us:alpha");
+    expect(admin(["get", "secret", "made-preview", "--ignore-not-found", "-o", "name"])).toBe("");
+  });
+
+  test("what would copy another compartment's labels is refused; what kubectl cannot make is its error", () => {
+    const foreign = svc(["expose", "pod/stale-0", "--port=80", "--name=made-foreign"]);
+    expect(foreign.code).toBe(1);
+    expect(foreign.err).toContain(
+      "Cannot expose across compartments: Service alpha/made-foreign is labelled svc.io/compartment=UK-S-BRAVO",
+    );
+    const bad = svc(["create", "deployment", "made-bad"]);
+    expect(bad.code).toBe(1);
+    expect(bad.err).toStartWith("svc: svc create deployment: ");
+    expect(bad.err).toMatch(/required flag\(s\) .*image.* not set/);
+    expect(admin(["get", "deploy", "made-bad", "--ignore-not-found", "-o", "name"])).toBe("");
+  });
+});
+
 describe("svc delete", () => {
   test("refuses to delete objects of another compartment, dry runs too; --force asks for the override", () => {
     svc(["context", "use", "us-ts-alpha-admin"]);

@@ -29,6 +29,8 @@ export function restWithout(g: GuardInput, ...names: string[]): string[] {
 }
 
 export interface Guarded {
+  /** kubectl's command words, when the guard runs another command (`create -f -` for what it made). */
+  command?: string[];
   /**
    * kubectl's words after the command, when they differ from the user's (svc's own flags removed, `-f -`
    * for what svc read and checked). svc puts the command words and the context's flags before them.

@@ -1,10 +1,8 @@
 import { readFileSync } from "node:fs";
 import { SvcError } from "../../../lib/errors.ts";
-import { type CommandLine, filenames, flagSet, flagValue, flagValues } from "../../../lib/kube/grammar.ts";
-import { COMPARTMENT_LABEL, describeObject } from "../../../lib/kube/inject.ts";
-import { toKubectlInput } from "../../../lib/kube/manifests.ts";
+import { beforeDashes, type CommandLine, flagSet, flagValue, flagValues } from "../../../lib/kube/grammar.ts";
+import { mlsMarks } from "../../../lib/kube/inject.ts";
 import {
-  foreignCompartments,
   isMarkAnnotation,
   isMarkLabel,
   markArguments,
@@ -12,20 +10,20 @@ import {
   parsePatch,
 } from "../../../lib/kube/marks.ts";
 import { type Guarded, type GuardInput, refuseUnlessOverridden, restWithout } from "./guard.ts";
-import { readManifests } from "./manifests.ts";
 
 /**
- * label, annotate, patch, run, expose and `create job --from`: writes that would give an object
- * compartment marks (the `svc.io/compartment` label, the `mls.svc.dev/*` annotations) other than it has
- * are refused — moving an object between compartments, or out of all of them, takes `--force` and the
- * cluster's override permission.
+ * label, annotate, patch and run: writes that would give an object compartment marks (the
+ * `svc.io/compartment` label, the `mls.svc.dev/*` annotations) other than it has are refused — moving an
+ * object between compartments, or out of all of them, takes `--force` and the cluster's override
+ * permission.
  * - label, annotate, patch: any mark named, whatever its value (putting an object into a compartment is
- *   svc apply's job). A patch, and run's and expose's `--overrides`, are parsed as kubectl parses them and
- *   handed to kubectl as the JSON svc checked (a patch file is read once).
- * - run, expose: `--labels` of another compartment, `--annotations` naming a mark; expose without
- *   `--labels` copies the labels of what it exposes, and create job --from the cron job's template, so
- *   those are looked up and must be of the current compartment.
- * `--local` and `--dry-run=client` never reach the cluster and pass.
+ *   svc apply's job). A patch, and run's `--overrides`, are parsed as kubectl parses them and handed to
+ *   kubectl as the JSON svc checked (a patch file is read once).
+ * - run: `--labels` of another compartment, `--annotations` naming a mark. The pod it makes is marked for
+ *   the current compartment through the same flags (`--labels` keeps run's default `run=NAME`), so an
+ *   interactive `run -it --rm` stays kubectl's own.
+ * `--local` and `--dry-run=client` never reach the cluster and pass (run's marks are still added, so the
+ * preview shows them). create and expose make objects svc marks whole (generated.ts).
  */
 /** `--dry-run` alone or `=true` is kubectl's old spelling of client. */
 const offline = (line: CommandLine) =>
@@ -35,11 +33,11 @@ export async function guardMarkWrites(g: GuardInput): Promise<Guarded> {
   const { line } = g;
   const command = line.path.join(" ");
   g.targets.push(...line.positionals.filter((p) => !p.includes("=") && !p.endsWith("-")));
-  if (offline(line)) return {};
+  if (offline(line))
+    return command === "run" ? { args: beforeDashes(restWithout(g, "labels"), runMarks(g)) } : {};
   // What svc read is what kubectl gets: flags svc took in are dropped, their checked form added.
   const drop: string[] = [];
   const extra: string[] = [];
-  let stdin: string | undefined;
   const found: string[] = [];
   if (command === "patch") {
     const patch = parsePatch(patchText(line));
@@ -58,18 +56,10 @@ export async function guardMarkWrites(g: GuardInput): Promise<Guarded> {
       drop.push("overrides");
       extra.push(`--overrides=${JSON.stringify(patch)}`);
     }
-    const copied = await copiedFrom(g, command);
-    found.push(...copied.found);
-    if (copied.stdin !== undefined) {
-      stdin = copied.stdin;
-      drop.push("filename", "kustomize", "recursive");
-      extra.push("-f", "-");
-    }
+    drop.push("labels");
+    extra.push(...runMarks(g));
   }
-  const rewritten: Guarded =
-    drop.length > 0
-      ? { args: [...restWithout(g, ...drop), ...extra], ...(stdin !== undefined ? { stdin } : {}) }
-      : {};
+  const rewritten: Guarded = drop.length > 0 ? { args: beforeDashes(restWithout(g, ...drop), extra) } : {};
   if (found.length === 0) return rewritten;
   refuseUnlessOverridden(
     g,
@@ -107,27 +97,19 @@ function createdMarks(line: CommandLine, current: string): string[] {
 }
 
 /**
- * What expose (without --labels) and create job --from copy from another object. expose -f takes the
- * labels of the file's objects as written: svc reads the files once, checks those, and hands kubectl the
- * same objects on standard input.
+ * The flags that mark the pod `run` makes: its `--labels` (run's default `run=NAME` when none were given)
+ * with the compartment label added, and the MLS annotations. A label of another compartment (let through
+ * only by the override) stays as given.
  */
-async function copiedFrom(g: GuardInput, command: string): Promise<{ found: string[]; stdin?: string }> {
-  const describe = (objects: object[]) =>
-    objects.flatMap((o) =>
-      foreignCompartments(o, g.active.label).map(
-        (c) =>
-          `${describeObject(o as Record<string, unknown>)} is labelled ${COMPARTMENT_LABEL}=${c} and its labels are copied`,
-      ),
-    );
-  if (command === "expose" && (filenames(g.line).length > 0 || flagValues(g.line, "kustomize").length > 0)) {
-    const objects = await readManifests(g);
-    return {
-      found: flagValues(g.line, "labels").length === 0 ? describe(objects) : [],
-      stdin: toKubectlInput(objects),
-    };
-  }
-  if (command === "expose" && flagValues(g.line, "labels").length === 0)
-    return { found: describe(g.lookup.objects(g.line.positionals)) };
-  const from = command === "create job" ? flagValue(g.line, "from") : undefined;
-  return { found: from ? describe(g.lookup.objects([from])) : [] };
+function runMarks(g: GuardInput): string[] {
+  const marks = mlsMarks(g.active);
+  const given = flagValue(g.line, "labels") || `run=${g.line.positionals[0] ?? ""}`;
+  const labelled = given.split(",").some((pair) => isMarkLabel(pair.split("=")[0] ?? ""));
+  const labels = labelled
+    ? given
+    : [given, ...Object.entries(marks.labels).map(([k, v]) => `${k}=${v}`)].join(",");
+  return [
+    `--labels=${labels}`,
+    ...Object.entries(marks.annotations).map(([k, v]) => `--annotations=${k}=${v}`),
+  ];
 }
