@@ -2,7 +2,9 @@ import { SvcError } from "../errors.ts";
 import type { CommandLine } from "./grammar.ts";
 import { type GlobalFlags, type Resolution, resolveKubeconfig } from "./kubeconfig.ts";
 import { contextFlags, type KubeTarget, withContext } from "./kubectl.ts";
+import { DATA_RESOURCES, listMetadata } from "./metadata.ts";
 import { getPod } from "./pods.ts";
+import { coreTypeWord } from "./type-name.ts";
 
 /**
  * kubectl runs for svc's own checks, aimed at exactly the cluster target the user's command will use:
@@ -136,6 +138,34 @@ export class Lookup {
     if (!this.direct || !("ok" in this.direct) || this.flags.has("namespace") || this.target.namespace)
       return undefined;
     return this.direct.ok.namespace;
+  }
+
+  /**
+   * The objects of `type` that `selectors` pick (`--selector=…`, `--field-selector=…`, `--all-namespaces`),
+   * in the command's namespace. Secrets and ConfigMaps (metadata.ts) are listed as metadata only, straight
+   * from the API server, when svc can resolve the target as kubectl would: svc never holds data it does
+   * not print. Anything else, or a target svc cannot resolve, through kubectl (whole objects).
+   */
+  async listed(type: string, selectors: string[]): Promise<KubeObject[]> {
+    const word = coreTypeWord(type) ?? "";
+    const data = Object.hasOwn(DATA_RESOURCES, word) ? DATA_RESOURCES[word] : undefined;
+    if (!this.direct) this.direct = this.resolve();
+    const all = selectors.includes("--all-namespaces");
+    const ns = "ok" in this.direct ? this.direct.ok.namespace : "";
+    const known = new Set(["--all-namespaces"]);
+    const value = (flag: string) =>
+      selectors.filter((s) => s.startsWith(`--${flag}=`)).map((s) => s.slice(flag.length + 3));
+    const plain = selectors.every((s) => known.has(s) || /^--(selector|field-selector)=/.test(s));
+    if (!data || !("ok" in this.direct) || !plain || (!all && !DNS_NAME.test(ns)))
+      return this.objects([type, ...selectors, "--ignore-not-found"]);
+    // kubectl joins repeated selectors with commas, as one selector.
+    const labelSelector = value("selector").join(",");
+    const fieldSelector = value("field-selector").join(",");
+    return listMetadata(this.direct.ok, data, {
+      ...(all ? {} : { namespace: ns }),
+      ...(labelSelector ? { labelSelector } : {}),
+      ...(fieldSelector ? { fieldSelector } : {}),
+    });
   }
 
   /** `kubectl get … -o json`: the objects (a List's items, or the one object), or a kube_api error. */

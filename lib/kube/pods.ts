@@ -1,3 +1,4 @@
+import { buildInfo } from "../build-info.ts";
 import { SvcError } from "../errors.ts";
 import type { KubeCredentials } from "./kubeconfig.ts";
 
@@ -18,19 +19,25 @@ export interface Pod {
   };
 }
 
-/** GET /api/v1/namespaces/{ns}/pods/{name}; undefined when the pod does not exist. */
-export async function getPod(c: KubeCredentials, namespace: string, name: string): Promise<Pod | undefined> {
-  const headers = new Headers({ accept: "application/json" });
+/**
+ * A GET of `path` on the cluster API with the resolved credentials (kubeconfig.ts): token, client
+ * certificate, impersonation and CA as kubectl would send them. Unreachable is a kube_api error.
+ */
+export async function apiGet(
+  c: KubeCredentials,
+  path: string,
+  accept = "application/json",
+): Promise<Response> {
+  // Named, so that an API server's audit log tells svc's own look-ups from kubectl's.
+  const headers = new Headers({ accept, "user-agent": `svc/${buildInfo().version}` });
   if (c.token) headers.set("authorization", `Bearer ${c.token}`);
   if (c.impersonate) {
     headers.set("impersonate-user", c.impersonate.user);
     for (const g of c.impersonate.groups) headers.append("impersonate-group", g);
     if (c.impersonate.uid) headers.set("impersonate-uid", c.impersonate.uid);
   }
-  const url = `${c.server}/api/v1/namespaces/${encodeURIComponent(namespace)}/pods/${encodeURIComponent(name)}`;
-  let res: Response;
   try {
-    res = await fetch(url, {
+    return await fetch(`${c.server}${path}`, {
       headers,
       tls: {
         ...(c.ca ? { ca: c.ca } : {}),
@@ -46,6 +53,14 @@ export async function getPod(c: KubeCredentials, namespace: string, name: string
       `cluster API ${c.server} unreachable (${c.from}): ${(e as Error).message}`,
     );
   }
+}
+
+/** GET /api/v1/namespaces/{ns}/pods/{name}; undefined when the pod does not exist. */
+export async function getPod(c: KubeCredentials, namespace: string, name: string): Promise<Pod | undefined> {
+  const res = await apiGet(
+    c,
+    `/api/v1/namespaces/${encodeURIComponent(namespace)}/pods/${encodeURIComponent(name)}`,
+  );
   if (res.status === 404) return undefined;
   if (!res.ok) {
     const reason = ((await res.json().catch(() => ({}))) as { message?: string }).message ?? res.statusText;

@@ -208,6 +208,22 @@ describe("the same reads through svc", () => {
     expect(table.out).toContain("US-TS-ALPHA");
   });
 
+  test("svc learns a Secret's compartment from a list of metadata, never of data", () => {
+    const from = auditSize(testbed());
+    expect(svc("alice", ["get", "secret", "secret-bravo", "-o", "yaml"]).code).toBe(1);
+    expect(svc("alice", ["describe", "secrets", "-l", "svc-test=reads"]).code).toBe(1);
+    // The lists svc made itself (a PartialObjectMetadataList, lib/kube/metadata.ts), named svc/… in the
+    // API server's audit log; kubectl, which would list the Secrets whole, never ran.
+    const lists = auditSince(testbed(), from).filter(
+      (e) => e.verb === "list" && e.objectRef?.resource === "secrets" && e.user.username === "alice",
+    );
+    expect(lists.map((e) => e.userAgent?.split("/")[0])).toEqual(["svc", "svc"]);
+    expect(lists.map((e) => e.requestURI)).toEqual([
+      "/api/v1/namespaces/shared/secrets?limit=500",
+      "/api/v1/namespaces/shared/secrets?limit=500&labelSelector=svc-test%3Dreads",
+    ]);
+  });
+
   test("--force: refused for alice, who may not override; olivia's read passes with a warning", () => {
     const alice = svc("alice", ["get", "secret", "secret-bravo", "-o", "yaml", "--force"]);
     expect(alice.code).toBe(1);

@@ -119,6 +119,7 @@ export interface AuditEvent {
   requestURI: string;
   user: { username: string };
   impersonatedUser?: { username: string };
+  userAgent?: string;
   objectRef?: { resource?: string; subresource?: string; name?: string; namespace?: string };
   responseStatus?: { code?: number };
   annotations?: Record<string, string>;

@@ -186,10 +186,14 @@ describe("every command that takes --raw", () => {
     };
     return () => guardDelete(input);
   };
-  test("delete: a DELETE through a pod's, service's or node's proxy is refused, --force or not", () => {
-    expect(deleting(["--raw", "/api/v1/namespaces/bravo/pods/x/proxy/data"])).toThrow(INTO);
-    expect(deleting(["--raw", "/api/v1/namespaces/bravo/pods/x/%70roxy/data", "--force"])).toThrow(INTO);
-    expect(deleting(["--raw=/api/v1/namespaces/bravo/services/s/proxy/../x"])).toThrow("a . or .. segment");
-    expect(deleting(["--raw", "/api/v1/namespaces/alpha/configmaps/c"])()).toEqual({});
+  test("delete: a DELETE through a pod's, service's or node's proxy is refused, --force or not", async () => {
+    await expect(deleting(["--raw", "/api/v1/namespaces/bravo/pods/x/proxy/data"])()).rejects.toThrow(INTO);
+    await expect(
+      deleting(["--raw", "/api/v1/namespaces/bravo/pods/x/%70roxy/data", "--force"])(),
+    ).rejects.toThrow(INTO);
+    await expect(deleting(["--raw=/api/v1/namespaces/bravo/services/s/proxy/../x"])()).rejects.toThrow(
+      "a . or .. segment",
+    );
+    expect(await deleting(["--raw", "/api/v1/namespaces/alpha/configmaps/c"])()).toEqual({});
   });
 });

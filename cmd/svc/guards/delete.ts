@@ -22,14 +22,14 @@ import {
  * warning. `--raw` sends a DELETE to a path of the user's choice: one into a pod, a service or a node
  * (through its proxy) is refused, --force or not.
  */
-export function guardDelete(g: GuardInput): Guarded {
+export async function guardDelete(g: GuardInput): Promise<Guarded> {
   const raw = flagValue(g.line, "raw");
   if (raw) refuseRawIntoPods("delete", raw);
   // The same selection, as a get lists it (a named read of another compartment's Secret is the
   // cluster's to refuse, and svc would see that refusal instead of the object).
   let found: KubeObject[];
   try {
-    found = selectedObjects(g, "delete -f -", { accept: () => true });
+    found = await selectedObjects(g, "delete -f -", { accept: () => true });
   } catch (e) {
     // A look-up svc cannot make (the cluster refused it, the type is unknown, the server is down) is a
     // refusal: svc cannot tell what the delete would reach.

@@ -141,11 +141,11 @@ export function refuseForeign(
  * see its refusal instead of the object. `describing` matches names as describe does (a prefix when no
  * object has the name); `filter` is a further label selector (svc get's compartment filters).
  */
-export function selectedObjects(
+export async function selectedObjects(
   g: GuardInput,
   command: string,
   o: { accept: (type: string) => boolean; describing?: boolean; filter?: string },
-): KubeObject[] {
+): Promise<KubeObject[]> {
   const [first] = g.line.positionals;
   const fileArgs = filenames(g.line);
   const files = [
@@ -177,8 +177,10 @@ export function selectedObjects(
   ];
   const live: KubeObject[] = [];
   for (const [type, names] of named) {
-    const words = type === "" ? files : [type];
-    const objects = g.lookup.objects([...words, ...selectors, "--ignore-not-found"]);
+    const objects =
+      type === ""
+        ? g.lookup.objects([...files, ...selectors, "--ignore-not-found"])
+        : await g.lookup.listed(type, selectors);
     live.push(
       ...(names.length === 0
         ? objects

@@ -35,18 +35,20 @@ function dataKind(type: string): string | undefined {
 /** Outputs that show no object's data. */
 const TABLES = new Set(["wide", "name"]);
 
-export function guardReads(g: GuardInput): Guarded {
+export async function guardReads(g: GuardInput): Promise<Guarded> {
   const describing = g.line.path[0] === "describe";
   // kubectl prints with a go-template when --template is given without -o.
   const output = flagValue(g.line, "output") ?? (flagValue(g.line, "template") ? "go-template" : undefined);
   if (!describing && (output === undefined || TABLES.has(output))) return {};
   // svc get's compartment filters narrow what is printed: they narrow what is checked too.
   const filter = describing ? undefined : compartmentFilter(g.line, g.active.label);
-  const live = selectedObjects(g, `${g.line.path[0]} -f - -o ${output ?? ""}`, {
-    accept: (type) => dataKind(type) !== undefined,
-    describing,
-    ...(filter ? { filter } : {}),
-  }).filter((o) => DATA_OBJECTS.has(o.kind ?? ""));
+  const live = (
+    await selectedObjects(g, `${g.line.path[0]} -f - -o ${output ?? ""}`, {
+      accept: (type) => dataKind(type) !== undefined,
+      describing,
+      ...(filter ? { filter } : {}),
+    })
+  ).filter((o) => DATA_OBJECTS.has(o.kind ?? ""));
   g.targets.push(...live.map((o) => describeObject(o as Record<string, unknown>)));
   return refuseDataReads(g, live) ? { forced: true } : {};
 }
@@ -69,8 +71,8 @@ export function refuseDataReads(g: GuardInput, objects: KubeObject[]): boolean {
  * for a Secret or ConfigMap that is its data. Every object it selects is looked up as `get` would select
  * it, and one the current context is not cleared for is refused (unmarked ones pass, as for reads).
  */
-export function guardLastApplied(g: GuardInput): Guarded {
-  const objects = selectedObjects(g, "apply view-last-applied -f -", { accept: () => true });
+export async function guardLastApplied(g: GuardInput): Promise<Guarded> {
+  const objects = await selectedObjects(g, "apply view-last-applied -f -", { accept: () => true });
   return refuseAcrossCompartments(g, objects, "read the last applied configuration of")
     ? { forced: true }
     : {};

@@ -67,6 +67,8 @@ const AUDIT_POLICY = {
         },
       ],
     },
+    // Lists of the kinds that hold data, with who listed them (svc lists their metadata only).
+    { level: "Metadata", verbs: ["list"], resources: [{ group: "", resources: ["secrets", "configmaps"] }] },
     { level: "None", verbs: ["get", "list", "watch"] },
     { level: "Metadata" },
   ],
