@@ -39,8 +39,8 @@ export function guardGenerated(g: GuardInput): Guarded {
   const drop = new Set(
     line.flags.filter((f) => f.global || FINAL.has(f.name) || g.own.has(f.name)).flatMap((f) => f.words),
   );
-  const own = line.args.filter((_, i) => !drop.has(i) && !line.pathWords.includes(i));
-  const made = g.lookup.run([...commandWords(line), ...own, "--dry-run=client", "-o", "json"]);
+  const making = line.args.filter((_, i) => !drop.has(i) && !line.pathWords.includes(i));
+  const made = g.lookup.run([...commandWords(line), ...making, "--dry-run=client", "-o", "json"]);
   if (made.code !== 0)
     throw new SvcError("usage", `svc ${command}: ${made.err.trim() || `kubectl exited ${made.code}`}`);
   let doc: Record<string, unknown>;
