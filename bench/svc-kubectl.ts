@@ -5,6 +5,11 @@
  *   svc exec web-0        vs  kubectl exec web-0                       (svc's guard reads the pod first)
  *   svc identity          vs  kubectl auth whoami                      (the cluster call it makes)
  *   svc version           vs  kubectl version --client
+ * and, in namespace shared holding --secrets Secrets of 1 KiB each (made once, marked ALPHA):
+ *   svc get secret s-0 -o yaml   vs  kubectl get secret s-0 -o yaml    (svc lists the namespace's Secrets)
+ *   svc delete secret s-0 --dry-run=server   vs  the same with kubectl  (svc looks the Secret up first)
+ * svc learns the Secrets' compartments from a metadata list: --baseline with a build from before shows
+ * what listing them whole cost.
  * Each pair runs alternately (kubectl, svc, kubectl, svc …) for --rounds rounds after a warm-up, so both
  * see the same machine. Reported: median wall time with the interquartile range, the ratio of medians,
  * and the median CPU time (user + system, the process and its children) — the steadier figure on a busy
@@ -22,6 +27,7 @@ import { median, medianIqr } from "./stats.ts";
 const { values } = parseArgs({
   options: {
     rounds: { type: "string", default: "30" },
+    secrets: { type: "string", default: "1000" },
     baseline: { type: "string" },
     out: { type: "string" },
   },
@@ -57,9 +63,47 @@ run([svc, "context", "use", "us-ts-alpha"]);
 const admin = ["kubectl", "--context=testbed-admin", "-n", "alpha"];
 run([...admin, "label", "--overwrite", "pod", "web-0", "svc.io/compartment=US-TS-ALPHA"]);
 
+// The Secrets, made once (a List applied server-side in batches), and found again on a later run.
+const secrets = Number(values.secrets);
+const inShared = ["kubectl", "--context=testbed-admin", "-n", "shared"];
+const have = Bun.spawnSync([...inShared, "get", "secrets", "-l", "svc-bench=secrets", "-o", "name"], { env })
+  .stdout.toString()
+  .split("\n")
+  .filter(Boolean).length;
+for (let from = have; from < secrets; from += 200) {
+  const items = Array.from({ length: Math.min(200, secrets - from) }, (_, i) => ({
+    apiVersion: "v1",
+    kind: "Secret",
+    metadata: {
+      name: `s-${from + i}`,
+      labels: { "svc-bench": "secrets", "svc.io/compartment": "US-TS-ALPHA" },
+    },
+    stringData: { value: "x".repeat(1024) },
+  }));
+  const r = Bun.spawnSync([...inShared, "apply", "--server-side", "-f", "-"], {
+    env,
+    stdin: Buffer.from(JSON.stringify({ apiVersion: "v1", kind: "List", items })),
+    stdout: "ignore",
+    stderr: "pipe",
+  });
+  if (r.exitCode !== 0) throw new Error(`making the Secrets: ${r.stderr.toString()}`);
+}
 const k = ["kubectl", "--context=testbed-alice", "--namespace=alpha"];
+const ks = ["kubectl", "--context=testbed-alice", "--namespace=shared"];
+/** svc in the ALPHA context, on namespace shared. */
+const shared = (args: string[]) => [svc, "-n", "shared", ...args];
 const pairs: [string, string[], string[]][] = [
   ["get pods", [...k, "get", "pods", "-L", "svc.io/compartment"], [svc, "get", "pods"]],
+  [
+    `get secret s-0 -o yaml (${secrets} Secrets)`,
+    [...ks, "get", "secret", "s-0", "-o", "yaml"],
+    shared(["get", "secret", "s-0", "-o", "yaml"]),
+  ],
+  [
+    `delete secret s-0 --dry-run=server (${secrets} Secrets)`,
+    [...ks, "delete", "secret", "s-0", "--dry-run=server"],
+    shared(["delete", "secret", "s-0", "--dry-run=server"]),
+  ],
   ["exec web-0 -- true", [...k, "exec", "web-0", "--", "true"], [svc, "exec", "web-0", "--", "true"]],
   ["identity / auth whoami", [...k, "auth", "whoami"], [svc, "identity"]],
   ["version", ["kubectl", "version", "--client"], [svc, "version"]],
