@@ -220,6 +220,52 @@ describe("dist/svc", () => {
     rmSync(dir, { recursive: true, force: true });
   });
 
+  test("what a new user's habits land on: no silent plain kubectl, values checked, refusals audited", () => {
+    const dir = tempDir();
+    const log = join(dir, "audit.log");
+    const env = { SVC_CONFIG: join(dir, "config.yaml"), KUBECONFIG: join(dir, "kubeconfig") };
+    writeFileSync(env.KUBECONFIG, "apiVersion: v1\nkind: Config\ncontexts: [{name: k, context: {}}]\n");
+    writeFileSync(
+      env.SVC_CONFIG,
+      `auditLog: {enabled: true, path: ${log}, level: info}\nrequireExplicitContextSwitch: true\n`,
+    );
+    const create = (...flags: string[]) =>
+      run(["dist/svc", "context", "create", "us-ts-a", "--country=US", "--compartment=A", ...flags], env);
+    // Values svc can know are checked, every problem in one line.
+    expect(create("--sensitivity=TOPSECRET", "--kube-context=nope").err).toBe(
+      'svc: --sensitivity "TOPSECRET" is not a sensitivity (allowed: U, C, S or TS); --kube-context "nope": no such context in your kubeconfig (known: k); add it with kubectl config set-context, or name one of these\n',
+    );
+    expect(create("--sensitivity=TS", "--kube-context=k").out).toContain("It is the current context");
+    // An environment switch the configuration forbids: refused before kubectl, and audited.
+    const switched = run(["dist/svc", "get", "pods"], { ...env, SVC_COMPARTMENT: "B" });
+    expect({ code: switched.code, out: switched.out }).toEqual({ code: 1, out: "" });
+    expect(JSON.parse(readFileSync(log, "utf8").trimEnd().split("\n").at(-1) as string)).toMatchObject({
+      command: ["svc", "get", "pods"],
+      decision: "refused",
+    });
+    // Contexts, none current (the current one deleted): kubectl commands stop and say what to do.
+    run(
+      [
+        "dist/svc",
+        "context",
+        "create",
+        "us-ts-b",
+        "--country=US",
+        "--sensitivity=TS",
+        "--compartment=B",
+        "--kube-context=k",
+      ],
+      env,
+    );
+    run(["dist/svc", "context", "delete", "us-ts-a"], env);
+    const none = run(["dist/svc", "apply", "-f", "x.yaml"], env);
+    expect({ code: none.code, err: none.err }).toEqual({
+      code: 1,
+      err: "svc: no current context: svc will not run kubectl apply outside a compartment; choose one with svc context use <name> (contexts: us-ts-b)\n",
+    });
+    rmSync(dir, { recursive: true, force: true });
+  });
+
   test("a bad output format names the allowed ones", () => {
     expect(run(["dist/svc", "version", "-o", "xml"]).err).toBe(
       'svc: --output: unknown format "xml" (allowed: json, yaml)\n',
@@ -265,6 +311,40 @@ describe("dist/svc-proxy", () => {
     } finally {
       holder.stop(true);
     }
+  });
+
+  test("-check names every problem and every warning of a file at once", () => {
+    const dir = tempDir();
+    const file = join(dir, "bad.yaml");
+    writeFileSync(
+      file,
+      `spiffe: {endpoint_socket: unix:///run/spire/agent.sock}
+metricsAddr: "127.0.0.1:99999"
+listeners:
+  - {name: web, address: "127.0.0.1:99999", mode: client, target: {url: "https://a:1", spiffe_ids: ["(x"]}}
+  - {name: web, address: "127.0.0.1:1", mode: server, sorce: {}, target: {url: "http://b:1"}, timeouts: {read: "-5s"}}
+  - {name: web, address: localhost, mode: sideways, target: {url: "http://c:1"}}
+`,
+    );
+    const r = run(["dist/svc-proxy", "-check", "-config", file]);
+    expect(r.code).toBe(1);
+    expect(r.err).toStartWith("svc-proxy: invalid configuration (9 problems, 3 warnings):\n");
+    for (const path of [
+      "spiffe.workload_socket_path: required field is missing",
+      "listeners[2].mode:",
+      "metricsAddr:",
+      "listeners[0].address:",
+      "listeners[0].target.spiffe_ids[0]:",
+      "listeners[1].name: duplicate",
+      "listeners[1].timeouts.read:",
+      "listeners[2].name: duplicate",
+      "listeners[2].address:",
+      "warning: spiffe.endpoint_socket: unknown field",
+      "warning: listeners[1].sorce: unknown field",
+      "warning: listeners[1].source.spiffe_ids: empty",
+    ])
+      expect(r.err).toContain(`\n  ${path}`);
+    rmSync(dir, { recursive: true, force: true });
   });
 
   test("an undefined flag is refused the way Go's flag package does", () => {
