@@ -19,8 +19,8 @@
 import { readFileSync, writeFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { stringify } from "yaml";
-import { COMPARTMENT_LABEL as PIN } from "../lib/kube/inject.ts";
 import { resolveKubeconfig } from "../lib/kube/kubeconfig.ts";
+import { COMPARTMENT_LABEL as PIN } from "../lib/kube/mls.ts";
 import { kubectlAs, readTestbed } from "../tests/e2e/testbed/index.ts";
 import { cpuUs, median, quantile, range } from "./stats.ts";
 

@@ -1,3 +1,10 @@
+import {
+  COMPARTMENT_ANNOTATION,
+  COMPARTMENT_LABEL,
+  type Compartment,
+  LEVEL_ANNOTATION,
+  type Marks,
+} from "./mls.ts";
 /**
  * Cluster-side clearances (docs/admission.md): what a requester may touch, read from the groups the
  * cluster authenticated them with — `svc:country:<c>`, `svc:sensitivity:<s>`, `svc:compartment:<c>`, lower
@@ -6,8 +13,6 @@
  * CEL in deploy/admission/base/policy.yaml; tests/e2e/admission.e2e.test.ts runs one table of labels
  * through both and through this function.
  */
-import { COMPARTMENT_ANNOTATION, COMPARTMENT_LABEL, LEVEL_ANNOTATION } from "./inject.ts";
-import type { Marks } from "./marks-cache.ts";
 
 export const SENSITIVITY_ORDER = ["u", "c", "s", "ts"] as const;
 
@@ -16,12 +21,6 @@ export interface Clearances {
   /** The highest sensitivity held, as an index into SENSITIVITY_ORDER; -1 when none. */
   sensitivity: number;
   compartments: string[];
-}
-
-export interface Compartment {
-  country: string;
-  sensitivity: string;
-  compartment: string;
 }
 
 const LABEL = /^([A-Za-z]{2,3})-(TS|S|C|U|ts|s|c|u)-([A-Za-z0-9](?:[A-Za-z0-9_.-]*[A-Za-z0-9])?)$/;

@@ -1,7 +1,7 @@
 import { SvcError } from "../errors.ts";
 import { parseCompartmentLabel } from "./clearance.ts";
 import { beforeDashes, type CommandLine, flagSet, flagValue, flagValues, restWords } from "./grammar.ts";
-import { COMPARTMENT_LABEL } from "./inject.ts";
+import { COMPARTMENT_LABEL } from "./mls.ts";
 import { refuseRawIntoPods } from "./raw-path.ts";
 
 /**

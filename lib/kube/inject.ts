@@ -1,25 +1,13 @@
 import { SvcError } from "../errors.ts";
 import { isObj, type Obj } from "./fields.ts";
+import { COMPARTMENT_ANNOTATION, COMPARTMENT_LABEL, type Compartment, LEVEL_ANNOTATION } from "./mls.ts";
 
 /**
- * The MLS labels and annotations (docs/svc-config.md, "svc apply"), injected by `svc apply` into an object
- * and every pod template it holds, touching nothing else:
- *   label      svc.io/compartment      <COUNTRY>-<SENSITIVITY>-<COMPARTMENT>
- *   annotation mls.svc.dev/level       <country>:<sensitivity>
- *   annotation mls.svc.dev/compartment <country>:<compartment>
- * An object already labelled for another compartment is refused, naming it. A workload's and a Service's
+ * The compartment marks (mls.ts), injected by `svc apply` and the commands that create objects into an
+ * object and every pod template it holds, touching nothing else (docs/svc-config.md, "svc apply"). An
+ * object already labelled for another compartment is refused, naming it. A workload's and a Service's
  * selector also gets the label (see pinSelector), so that it selects only its own compartment's objects.
  */
-export const COMPARTMENT_LABEL = "svc.io/compartment";
-export const LEVEL_ANNOTATION = "mls.svc.dev/level";
-export const COMPARTMENT_ANNOTATION = "mls.svc.dev/compartment";
-
-export interface Compartment {
-  country: string;
-  sensitivity: string;
-  compartment: string;
-}
-
 export interface MlsMarks {
   labels: Record<string, string>;
   annotations: Record<string, string>;

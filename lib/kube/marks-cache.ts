@@ -1,5 +1,5 @@
 import type { KubeClient } from "./client.ts";
-import { COMPARTMENT_ANNOTATION, COMPARTMENT_LABEL, LEVEL_ANNOTATION } from "./inject.ts";
+import { type Marks, marksOfMeta } from "./mls.ts";
 
 /**
  * The compartment marks of every object of one core kind (pods, secrets, configmaps, serviceaccounts,
@@ -14,19 +14,6 @@ export interface MarksEntry extends Marks {
   uid: string;
 }
 
-/**
- * An object's compartment marks (docs/svc-config.md, "svc apply"): its label and the two annotations, each
- * undefined when absent.
- */
-export interface Marks {
-  /** The `svc.io/compartment` label. */
-  compartment: string | undefined;
-  /** `mls.svc.dev/level`. */
-  level: string | undefined;
-  /** `mls.svc.dev/compartment`. */
-  compartmentNote: string | undefined;
-}
-
 export interface ObjectMeta {
   name?: string;
   namespace?: string;
@@ -35,19 +22,6 @@ export interface ObjectMeta {
   labels?: Record<string, string>;
   annotations?: Record<string, string>;
 }
-
-/** A value that is not a string (from a crafted review) is kept as its JSON, which no mark parser reads. */
-const text = (v: unknown) => (v === undefined || typeof v === "string" ? v : JSON.stringify(v));
-const field = (map: unknown, key: string): unknown =>
-  map !== null && typeof map === "object" && Object.hasOwn(map, key)
-    ? (map as Record<string, unknown>)[key]
-    : undefined;
-
-export const marksOfMeta = (meta: unknown): Marks => ({
-  compartment: text(field(field(meta, "labels"), COMPARTMENT_LABEL)),
-  level: text(field(field(meta, "annotations"), LEVEL_ANNOTATION)),
-  compartmentNote: text(field(field(meta, "annotations"), COMPARTMENT_ANNOTATION)),
-});
 
 /** The kinds whose marks are cached, by resource, with their Kind (all in the core group). */
 export const CACHED_KINDS = {

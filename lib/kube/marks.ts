@@ -1,15 +1,14 @@
 import { parse } from "yaml";
 import { SvcError } from "../errors.ts";
 import { isObj } from "./fields.ts";
-import { COMPARTMENT_LABEL } from "./inject.ts";
 import { KUBECTL_YAML, refuseMergeKeys } from "./manifests.ts";
+import { COMPARTMENT_LABEL, isMarkAnnotation, isMarkLabel } from "./mls.ts";
 
 /**
  * The compartment marks of an object: its `svc.io/compartment` label and `mls.svc.dev/*` annotations,
  * on the object and on each pod template it holds (by place: "" for the object, "spec.template" …).
  * Writes that would change them are what svc's write guards look for.
  */
-export const MLS_ANNOTATION_PREFIX = "mls.svc.dev/";
 
 /**
  * Where templates of other objects live, for every kind that has one (svc looks in all places, whatever
@@ -23,14 +22,11 @@ const TEMPLATE_PLACES = [
 ];
 const TEMPLATE_LISTS = [["spec", "volumeClaimTemplates"]];
 
-export const isMarkLabel = (key: string) => key === COMPARTMENT_LABEL;
-export const isMarkAnnotation = (key: string) => key.startsWith(MLS_ANNOTATION_PREFIX);
+/** An object's marks by place: "place|label|key" or "place|annotation|key" → value. */
+export type PlacedMarks = Map<string, string>;
 
-/** "place|label|key" or "place|annotation|key" → value. */
-export type Marks = Map<string, string>;
-
-export function marksOf(o: unknown): Marks {
-  const marks: Marks = new Map();
+export function marksOf(o: unknown): PlacedMarks {
+  const marks: PlacedMarks = new Map();
   const read = (holder: unknown, place: string) => {
     const meta = isObj(holder) && isObj(holder.metadata) ? holder.metadata : {};
     const labels = isObj(meta.labels) ? meta.labels : {};
@@ -58,7 +54,7 @@ export function marksOf(o: unknown): Marks {
 }
 
 /** The marks that differ between two states ("added", "removed" and "changed" alike), described. */
-export function changedMarks(before: Marks, after: Marks): string[] {
+export function changedMarks(before: PlacedMarks, after: PlacedMarks): string[] {
   const out: string[] = [];
   for (const key of new Set([...before.keys(), ...after.keys()])) {
     const [a, b] = [before.get(key), after.get(key)];

@@ -1,6 +1,6 @@
 import { clearancesOf, describeClearances, judgeMarks } from "../../lib/kube/clearance.ts";
 import { get } from "../../lib/kube/fields.ts";
-import { type Marks, marksOfMeta } from "../../lib/kube/marks-cache.ts";
+import { type Marks, marksOfMeta } from "../../lib/kube/mls.ts";
 import { type IdentityDeps, speaksFor } from "./identity.ts";
 import {
   type AdmissionRequest,

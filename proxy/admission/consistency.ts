@@ -1,6 +1,6 @@
 import { compartmentOf, type MarkedAs, sameCompartment } from "../../lib/kube/clearance.ts";
-import { COMPARTMENT_LABEL } from "../../lib/kube/inject.ts";
-import { CACHED_KINDS, type Marks, marksOfMeta } from "../../lib/kube/marks-cache.ts";
+import { CACHED_KINDS } from "../../lib/kube/marks-cache.ts";
+import { COMPARTMENT_LABEL, type Marks, marksOfMeta } from "../../lib/kube/mls.ts";
 import {
   claimTemplates,
   groupOf,

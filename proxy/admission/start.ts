@@ -1,12 +1,5 @@
-import {
-  CACHED_KINDS,
-  type CachedKind,
-  entryOf,
-  type Marks,
-  MarksCache,
-  marksOfMeta,
-  readMeta,
-} from "../../lib/kube/marks-cache.ts";
+import { CACHED_KINDS, type CachedKind, entryOf, MarksCache, readMeta } from "../../lib/kube/marks-cache.ts";
+import { type Marks, marksOfMeta } from "../../lib/kube/mls.ts";
 import { boundAccounts, priorityClassHarmless } from "../../lib/kube/object-references.ts";
 import { podSpecOf } from "../../lib/kube/pod-references.ts";
 import type { AdmissionConfig } from "../config/types.ts";

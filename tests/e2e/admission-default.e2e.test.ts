@@ -3,7 +3,7 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "n
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { stringify } from "yaml";
-import { COMPARTMENT_LABEL as PIN } from "../../lib/kube/inject.ts";
+import { COMPARTMENT_LABEL as PIN } from "../../lib/kube/mls.ts";
 import { BUN, ROOT } from "../support/proc.ts";
 import { KINDS, NOT_STORED } from "./admission-kinds.ts";
 import {

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import { stringify } from "yaml";
-import { COMPARTMENT_LABEL as PIN } from "../../lib/kube/inject.ts";
+import { COMPARTMENT_LABEL as PIN } from "../../lib/kube/mls.ts";
 import { ALPHA, BRAVO, kubectlUser, marked, useTestbed } from "./support.ts";
 import type { KubeState } from "./testbed/kube.ts";
 import { NODE } from "./testbed/kube.ts";

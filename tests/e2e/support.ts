@@ -1,7 +1,7 @@
 import { afterAll, beforeAll } from "bun:test";
 import { chownSync, copyFileSync, mkdirSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
-import { COMPARTMENT_LABEL } from "../../lib/kube/inject.ts";
+import { COMPARTMENT_LABEL } from "../../lib/kube/mls.ts";
 import { BUN, type Proc, spawnProc } from "../support/proc.ts";
 import { down, readTestbed, TESTBED_DIR, type Testbed, up } from "./testbed/index.ts";
 import { asWorkload, type Workload } from "./testbed/spire.ts";

@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import { compartmentOf } from "../../lib/kube/clearance.ts";
-import type { Marks } from "../../lib/kube/marks-cache.ts";
+import type { Marks } from "../../lib/kube/mls.ts";
 import { priorityClassHarmless } from "../../lib/kube/object-references.ts";
 import { podSpecOf, referencesOf } from "../../lib/kube/pod-references.ts";
 import type { Lookup } from "../../proxy/admission/consistency.ts";

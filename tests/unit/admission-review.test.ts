@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import { clearancesOf, missingClearances, parseCompartmentLabel } from "../../lib/kube/clearance.ts";
-import type { Marks as PodMarks } from "../../lib/kube/marks-cache.ts";
+import type { Marks as PodMarks } from "../../lib/kube/mls.ts";
 import { type AdmissionRequest, type ReviewDeps, review } from "../../proxy/admission/review.ts";
 
 const ALICE = ["system:authenticated", "svc:country:us", "svc:sensitivity:ts", "svc:compartment:alpha"];

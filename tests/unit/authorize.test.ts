@@ -7,7 +7,7 @@ import {
   SPEAKS_FOR,
   spokenGroups,
 } from "../../lib/kube/clearance.ts";
-import type { Marks } from "../../lib/kube/marks-cache.ts";
+import type { Marks } from "../../lib/kube/mls.ts";
 import type { AccessDeps } from "../../proxy/admission/access.ts";
 import { type AccessReviewSpec, decideRead, guardedRead } from "../../proxy/admission/authorize.ts";
 

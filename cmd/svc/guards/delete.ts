@@ -2,7 +2,7 @@ import { isSvcError } from "../../../lib/errors.ts";
 import { compartmentOf } from "../../../lib/kube/clearance.ts";
 import { flagValue } from "../../../lib/kube/grammar.ts";
 import type { KubeObject } from "../../../lib/kube/lookup.ts";
-import { marksOfMeta } from "../../../lib/kube/marks-cache.ts";
+import { marksOfMeta } from "../../../lib/kube/mls.ts";
 import { refuseRawIntoPods } from "../../../lib/kube/raw-path.ts";
 import { say } from "../../say.ts";
 import {

@@ -5,7 +5,7 @@ import { SvcError } from "../../../lib/errors.ts";
 import { filenames, flagSet, flagValues } from "../../../lib/kube/grammar.ts";
 import { describeObject } from "../../../lib/kube/inject.ts";
 import { parseObjects } from "../../../lib/kube/manifests.ts";
-import { changedMarks, type Marks, marksOf } from "../../../lib/kube/marks.ts";
+import { changedMarks, marksOf, type PlacedMarks } from "../../../lib/kube/marks.ts";
 import { say } from "../../say.ts";
 import { type Guarded, type GuardInput, refuseUnlessOverridden } from "./guard.ts";
 import { refuseDataReads } from "./reads.ts";
@@ -23,7 +23,7 @@ import { refuseDataReads } from "./reads.ts";
  */
 const LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration";
 
-/** Marks by object; null where two objects share a kind and name (svc cannot tell them apart). */
+/** PlacedMarks by object; null where two objects share a kind and name (svc cannot tell them apart). */
 type Baseline = Record<string, [string, string][] | null>;
 
 /** Objects are matched by kind and name: a last-applied configuration may not carry its namespace. */
@@ -163,7 +163,7 @@ async function editCopy(file: string, copy: string, baseline: Baseline): Promise
       problems.push(`svc cannot tell which object being edited ${describeObject(o)} is`);
       continue;
     }
-    const changes = changedMarks(new Map(before) as Marks, marksOf(o));
+    const changes = changedMarks(new Map(before) as PlacedMarks, marksOf(o));
     if (changes.length > 0) problems.push(`${describeObject(o)}: ${changes.join(", ")}`);
   }
   if (problems.length > 0)

@@ -1,8 +1,9 @@
 import { SvcError } from "../../../lib/errors.ts";
 import { commandWords } from "../../../lib/kube/grammar.ts";
-import { COMPARTMENT_LABEL, describeObject, injectMls } from "../../../lib/kube/inject.ts";
+import { describeObject, injectMls } from "../../../lib/kube/inject.ts";
 import { toKubectlInput } from "../../../lib/kube/manifests.ts";
 import { foreignCompartments } from "../../../lib/kube/marks.ts";
+import { COMPARTMENT_LABEL } from "../../../lib/kube/mls.ts";
 import { type Guarded, type GuardInput, refuseUnlessOverridden } from "./guard.ts";
 
 /**

@@ -3,9 +3,9 @@ import { SvcError } from "../../../lib/errors.ts";
 import { reviewArgs, selfAccessReview } from "../../../lib/kube/access-review.ts";
 import { contextClearances, judgeMarks } from "../../../lib/kube/clearance.ts";
 import { type CommandLine, filenames, flagSet, flagValues, restWords } from "../../../lib/kube/grammar.ts";
-import { COMPARTMENT_LABEL, describeObject } from "../../../lib/kube/inject.ts";
+import { describeObject } from "../../../lib/kube/inject.ts";
 import type { KubeObject, Lookup } from "../../../lib/kube/lookup.ts";
-import { marksOfMeta } from "../../../lib/kube/marks-cache.ts";
+import { COMPARTMENT_LABEL, marksOfMeta } from "../../../lib/kube/mls.ts";
 import { say } from "../../say.ts";
 
 /**

@@ -1,9 +1,10 @@
 import { readFileSync } from "node:fs";
 import { SvcError } from "../../../lib/errors.ts";
 import { filenames, flagSet, flagValue, flagValues } from "../../../lib/kube/grammar.ts";
-import { COMPARTMENT_LABEL, describeObject, injectMls } from "../../../lib/kube/inject.ts";
+import { describeObject, injectMls } from "../../../lib/kube/inject.ts";
 import { parseObjects, readSources, toKubectlInput } from "../../../lib/kube/manifests.ts";
 import { changedMarks, foreignCompartments, marksOf } from "../../../lib/kube/marks.ts";
+import { COMPARTMENT_LABEL } from "../../../lib/kube/mls.ts";
 import { type Guarded, type GuardInput, refuseUnlessOverridden, restWithout } from "./guard.ts";
 
 /**

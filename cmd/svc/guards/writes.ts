@@ -2,13 +2,8 @@ import { readFileSync } from "node:fs";
 import { SvcError } from "../../../lib/errors.ts";
 import { beforeDashes, type CommandLine, flagSet, flagValue, flagValues } from "../../../lib/kube/grammar.ts";
 import { mlsMarks } from "../../../lib/kube/inject.ts";
-import {
-  isMarkAnnotation,
-  isMarkLabel,
-  markArguments,
-  marksInPatch,
-  parsePatch,
-} from "../../../lib/kube/marks.ts";
+import { markArguments, marksInPatch, parsePatch } from "../../../lib/kube/marks.ts";
+import { isMarkAnnotation, isMarkLabel } from "../../../lib/kube/mls.ts";
 import { type Guarded, type GuardInput, refuseUnlessOverridden, restWithout } from "./guard.ts";
 
 /**
