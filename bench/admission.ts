@@ -30,8 +30,8 @@ import { dirname, join } from "node:path";
 import { parseArgs } from "node:util";
 import { stringify } from "yaml";
 import { kubectlAs, readTestbed } from "../tests/e2e/testbed/index.ts";
-import { waitUntil } from "../tests/e2e/testbed/process.ts";
 import { freePort } from "../tests/support/net.ts";
+import { waitUntil } from "../tests/support/wait.ts";
 import { cpuUs, median, range } from "./stats.ts";
 import { BenchRun, ROOT } from "./support.ts";
 

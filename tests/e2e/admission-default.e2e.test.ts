@@ -5,6 +5,7 @@ import { join } from "node:path";
 import { stringify } from "yaml";
 import { COMPARTMENT_LABEL as PIN } from "../../lib/kube/mls.ts";
 import { BUN, ROOT } from "../support/proc.ts";
+import { waitUntil } from "../support/wait.ts";
 import { KINDS, NOT_STORED } from "./admission-kinds.ts";
 import {
   ALPHA,
@@ -18,7 +19,6 @@ import {
 } from "./support.ts";
 import type { KubeState } from "./testbed/kube.ts";
 import { clientKubeconfig, NODE } from "./testbed/kube.ts";
-import { waitUntil } from "./testbed/process.ts";
 
 /**
  * Compartments hold by default (docs/admission.md, "Threat model"): with plain kubectl as the test bed's

@@ -4,10 +4,10 @@ import { join } from "node:path";
 import { connect } from "node:tls";
 import { parseAllDocuments, stringify } from "yaml";
 import { ROOT, runToEnd } from "../support/proc.ts";
+import { waitUntil } from "../support/wait.ts";
 import { kubectlArgv, kubectlUser, useTestbed } from "./support.ts";
 import type { KubeState } from "./testbed/kube.ts";
 import { NODE } from "./testbed/kube.ts";
-import { waitUntil } from "./testbed/process.ts";
 
 /**
  * The webhook stays available under a flood (docs/admission.md, "The webhook under load and attack"):

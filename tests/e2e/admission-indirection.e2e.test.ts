@@ -2,10 +2,10 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import { stringify } from "yaml";
 import { COMPARTMENT_LABEL as PIN } from "../../lib/kube/mls.ts";
+import { waitUntil } from "../support/wait.ts";
 import { ALPHA, BRAVO, kubectlUser, marked, useTestbed } from "./support.ts";
 import type { KubeState } from "./testbed/kube.ts";
 import { NODE } from "./testbed/kube.ts";
-import { waitUntil } from "./testbed/process.ts";
 
 /**
  * Compartments hold against indirection (docs/admission.md, "References, names and owners"), with plain kubectl, the policy and the webhook from

@@ -4,11 +4,11 @@ import { join } from "node:path";
 import { connect } from "node:tls";
 import { stringify } from "yaml";
 import { clearancesOf, missingClearances, parseCompartmentLabel } from "../../lib/kube/clearance.ts";
+import { waitUntil } from "../support/wait.ts";
 import { auditSince, auditSize, kubectlArgv, kubectlUser, useTestbed } from "./support.ts";
 import { kubectlAs } from "./testbed/index.ts";
 import type { KubeState } from "./testbed/kube.ts";
 import { NODE } from "./testbed/kube.ts";
-import { waitUntil } from "./testbed/process.ts";
 
 /**
  * The cluster enforces compartments without svc (docs/admission.md): plain kubectl, as users whose client

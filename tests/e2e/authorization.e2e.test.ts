@@ -4,10 +4,10 @@ import { join } from "node:path";
 import { stringify } from "yaml";
 import { tempDir } from "../support/dev-api.ts";
 import { BUN, ROOT } from "../support/proc.ts";
+import { waitUntil } from "../support/wait.ts";
 import { auditSince, auditSize, createContexts, kubectlUser, useTestbed } from "./support.ts";
 import type { KubeState } from "./testbed/kube.ts";
 import { NODE } from "./testbed/kube.ts";
-import { waitUntil } from "./testbed/process.ts";
 
 /**
  * Reads across compartments with plain kubectl, decided by svc-proxy's authorization webhook (the test

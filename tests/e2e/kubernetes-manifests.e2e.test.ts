@@ -3,9 +3,9 @@ import { mkdirSync, writeFileSync } from "node:fs";
 import { join, relative } from "node:path";
 import { parse, parseAllDocuments, stringify } from "yaml";
 import { BUN, ROOT } from "../support/proc.ts";
+import { waitUntil } from "../support/wait.ts";
 import { useTestbed } from "./support.ts";
 import { NODE } from "./testbed/kube.ts";
-import { waitUntil } from "./testbed/process.ts";
 
 /**
  * deploy/kubernetes as users apply it: every base renders with kustomize, its svc-proxy configuration

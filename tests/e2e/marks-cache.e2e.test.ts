@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { openKubeClient } from "../../lib/kube/client.ts";
 import { MarksCache } from "../../lib/kube/marks-cache.ts";
+import { waitUntil } from "../support/wait.ts";
 import { useTestbed } from "./support.ts";
 import { kubectlAs } from "./testbed/index.ts";
-import { waitUntil } from "./testbed/process.ts";
 
 /**
  * The admission webhook's pod cache against the test bed's kube-apiserver: filled by a list, then kept

@@ -10,8 +10,8 @@ import { mqttClient } from "../support/mqtt-clients.ts";
 import { freePort, waitForPort } from "../support/net.ts";
 import { stopAll } from "../support/proc.ts";
 import { logLines } from "../support/proxy.ts";
+import { waitUntil } from "../support/wait.ts";
 import { exactId, svcProxyAs, useTestbed, workload, workloadHome } from "./support.ts";
-import { waitUntil } from "./testbed/process.ts";
 
 /**
  * The publish buffer on disk (docs/proxy-mqtt.md, "Storage") with SPIRE pod identities: a publisher →

@@ -5,6 +5,7 @@ import fc from "fast-check";
 import { stringify } from "yaml";
 import { tempDir } from "../support/dev-api.ts";
 import { BUN, ROOT, spawnProc } from "../support/proc.ts";
+import { waitUntil } from "../support/wait.ts";
 import {
   type AuditEvent,
   auditSince as auditEventsSince,
@@ -14,7 +15,6 @@ import {
 } from "./support.ts";
 import { kubectlAs } from "./testbed/index.ts";
 import { NODE } from "./testbed/kube.ts";
-import { waitUntil } from "./testbed/process.ts";
 
 /**
  * The compartment guard against the test bed's real kube-apiserver, tried the way an attacker would: the

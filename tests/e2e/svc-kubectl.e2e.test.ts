@@ -5,9 +5,9 @@ import { join } from "node:path";
 import { tempDir } from "../support/dev-api.ts";
 import { readLine } from "../support/net.ts";
 import { BUN, ROOT, spawnProc } from "../support/proc.ts";
+import { waitUntil } from "../support/wait.ts";
 import { auditSince, auditSize, createContexts, useTestbed } from "./support.ts";
 import { kubectlAs } from "./testbed/index.ts";
-import { waitUntil } from "./testbed/process.ts";
 
 /**
  * svc as kubectl: commands svc does not own go to the real kubectl with the compartment context's kube

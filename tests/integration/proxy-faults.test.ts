@@ -2,13 +2,13 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createServer as httpServer, type Server } from "node:http";
 import { connect, type Server as TcpServer, createServer as tcpServer } from "node:net";
 import mqttPacket from "mqtt-packet";
-import { waitUntil } from "../e2e/testbed/process.ts";
 import { type DevApi, onlyProd as only, startProdApis, tempDir } from "../support/dev-api.ts";
 import { type Broker, startBroker } from "../support/mosquitto.ts";
 import { mqttClient } from "../support/mqtt-clients.ts";
 import { freePort } from "../support/net.ts";
 import { type Proc, stopAll } from "../support/proc.ts";
 import { logLines, startSvcProxy, waitForLog } from "../support/proxy.ts";
+import { waitUntil } from "../support/wait.ts";
 
 /**
  * One proxy with a listener of every kind (HTTP on the relay, HTTP on the full path, TCP, MQTT): a fault

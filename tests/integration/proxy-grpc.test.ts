@@ -1,12 +1,12 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { join } from "node:path";
 import * as grpc from "@grpc/grpc-js";
-import { waitUntil } from "../e2e/testbed/process.ts";
 import { type DevApi, prodId as ID, onlyProd as only, startProdApis, tempDir } from "../support/dev-api.ts";
 import { startHttp2Pair } from "../support/http2-pair.ts";
 import { freePort } from "../support/net.ts";
 import { stopAll } from "../support/proc.ts";
 import { startSvcProxy } from "../support/proxy.ts";
+import { waitUntil } from "../support/wait.ts";
 
 /**
  * gRPC (grpc-js, a real client and server) through a client→server svc-proxy pair whose listeners set

@@ -1,10 +1,10 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { connect } from "node:net";
-import { waitUntil } from "../e2e/testbed/process.ts";
 import { type DevApi, onlyProd as only, startProdApis, tempDir } from "../support/dev-api.ts";
 import { freePort } from "../support/net.ts";
 import { type Proc, stopAll } from "../support/proc.ts";
 import { logLines, startSvcProxy } from "../support/proxy.ts";
+import { waitUntil } from "../support/wait.ts";
 
 /**
  * timeouts.handshake on every kind of mTLS listener: a caller that opens a connection and never completes

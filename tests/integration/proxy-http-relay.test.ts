@@ -1,11 +1,11 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createServer, type Server } from "node:http";
 import { connect, createServer as createTcpServer, type Socket } from "node:net";
-import { waitUntil } from "../e2e/testbed/process.ts";
 import { type DevApi, prodId as ID, onlyProd as only, startProdApis, tempDir } from "../support/dev-api.ts";
 import { freePort } from "../support/net.ts";
 import { BUN, spawnProc, stopAll } from "../support/proc.ts";
 import { logLines, startSvcProxy, waitForLog } from "../support/proxy.ts";
+import { waitUntil } from "../support/wait.ts";
 
 /**
  * The relay path of HTTP listeners (no middlewares) on the wire, with raw sockets: what the upstream

@@ -8,7 +8,6 @@ import { join } from "node:path";
 import { connect as connectTls, type TLSSocket } from "node:tls";
 import { X509Source } from "../../lib/spiffe/x509-source.ts";
 import { writeClusterPki } from "../e2e/testbed/pki.ts";
-import { waitUntil } from "../e2e/testbed/process.ts";
 import {
   type DevApi,
   prodId as ID,
@@ -21,6 +20,7 @@ import {
 import { freePort } from "../support/net.ts";
 import { BUN, spawnProc, stopAll } from "../support/proc.ts";
 import { logLines, startSvcProxy, waitForLog } from "../support/proxy.ts";
+import { waitUntil } from "../support/wait.ts";
 
 /**
  * HTTP through real svc-proxy processes with SVIDs from the development Workload API: client, server

@@ -3,12 +3,12 @@ import { writeFileSync } from "node:fs";
 import { connect as netConnect } from "node:net";
 import { join } from "node:path";
 import mqttPacket from "mqtt-packet";
-import { waitUntil } from "../e2e/testbed/process.ts";
 import { type DevApi, startProdApis, tempDir } from "../support/dev-api.ts";
 import { buffered as startBuffered } from "../support/mqtt-buffer.ts";
 import { collect, connackOf, mqttClient, rawMqtt } from "../support/mqtt-clients.ts";
 import { stopAll } from "../support/proc.ts";
 import { logLines } from "../support/proxy.ts";
+import { waitUntil } from "../support/wait.ts";
 
 /**
  * The MQTT publish buffer in a client proxy, delivering through a server proxy to Debian's mosquitto,

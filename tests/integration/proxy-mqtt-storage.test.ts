@@ -3,12 +3,12 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createHash } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { waitUntil } from "../e2e/testbed/process.ts";
 import { type DevApi, startProdApis, tempDir } from "../support/dev-api.ts";
 import { type Buffered, buffered } from "../support/mqtt-buffer.ts";
 import { collect, mqttClient, rawMqtt } from "../support/mqtt-clients.ts";
 import { BUN, ROOT, runToEnd, stopAll } from "../support/proc.ts";
 import { logLines, waitForLog } from "../support/proxy.ts";
+import { waitUntil } from "../support/wait.ts";
 
 /**
  * What only `storage.type: sqlite` does (docs/proxy-mqtt.md, "Storage"): acknowledged messages outlive

@@ -6,11 +6,11 @@ import { join } from "node:path";
 import { type TLSSocket, connect as tlsConnect } from "node:tls";
 import { DevCa } from "../../lib/dev/ca.ts";
 import { derToPem, parseCert } from "../../lib/spiffe/cert.ts";
-import { waitUntil } from "../e2e/testbed/process.ts";
 import { type DevApi, prodId as ID, onlyProd as only, startProdApis, tempDir } from "../support/dev-api.ts";
 import { freePort } from "../support/net.ts";
 import { stopAll } from "../support/proc.ts";
 import { startSvcProxy } from "../support/proxy.ts";
+import { waitUntil } from "../support/wait.ts";
 
 /**
  * A caller whose certificate expires while its connection is open: HTTP listeners (relay and full path)

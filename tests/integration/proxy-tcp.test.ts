@@ -1,11 +1,11 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { connect, createServer, type Server, type Socket } from "node:net";
-import { waitUntil } from "../e2e/testbed/process.ts";
 import { type DevApi, prodId as ID, onlyProd as only, startProdApis, tempDir } from "../support/dev-api.ts";
 import { freePort } from "../support/net.ts";
 import { stopAll } from "../support/proc.ts";
 import { startSvcProxy, waitForLog } from "../support/proxy.ts";
 import { type DigestServer, sendAndDigest, startDigestServer } from "../support/tcp-peers.ts";
+import { waitUntil } from "../support/wait.ts";
 
 /**
  * TCP through real svc-proxy processes with SVIDs from the development Workload API: the three modes,

@@ -1,11 +1,11 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { join } from "node:path";
-import { waitUntil } from "../e2e/testbed/process.ts";
 import { type DevApi, prodId, startDevApi, tempDir } from "../support/dev-api.ts";
 import { freePort } from "../support/net.ts";
 import type { Proc } from "../support/proc.ts";
 import { BUN, spawnProc, stopAll } from "../support/proc.ts";
 import { logLines, startSvcProxy, waitForLog } from "../support/proxy.ts";
+import { waitUntil } from "../support/wait.ts";
 
 /**
  * A Workload API that goes away and comes back: the proxy keeps serving with its last SVID, says so in a

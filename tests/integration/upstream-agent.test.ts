@@ -6,9 +6,9 @@ import { authorizeMatching } from "../../lib/spiffe/authorizer.ts";
 import { X509Source } from "../../lib/spiffe/x509-source.ts";
 import { attachSpiffeAuth, mtlsServerOptions } from "../../lib/tls/mtls.ts";
 import { createUpstreamAgent } from "../../lib/tls/upstream-agent.ts";
-import { waitUntil } from "../e2e/testbed/process.ts";
 import { type DevApi, startDevApi, tempDir } from "../support/dev-api.ts";
 import { stopAll } from "../support/proc.ts";
+import { waitUntil } from "../support/wait.ts";
 
 /** The upstream agent across SVID rotations: requests keep working and retired agents do not pile up. */
 const dir = tempDir();

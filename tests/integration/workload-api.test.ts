@@ -6,9 +6,9 @@ import { Backoff } from "../../lib/spiffe/backoff.ts";
 import { JwtBundleSet, validateJwtSvid } from "../../lib/spiffe/jwt.ts";
 import { WorkloadApiClient } from "../../lib/spiffe/workload-client.ts";
 import { X509Source } from "../../lib/spiffe/x509-source.ts";
-import { waitUntil } from "../e2e/testbed/process.ts";
 import { type DevApi, startDevApi, tempDir } from "../support/dev-api.ts";
 import { stopAll } from "../support/proc.ts";
+import { waitUntil } from "../support/wait.ts";
 
 const dir = tempDir();
 const caDir = join(dir, "ca");

@@ -1,11 +1,11 @@
 import { afterAll, describe, expect, test } from "bun:test";
 import { createServer, type Server } from "node:http";
 import { join } from "node:path";
-import { waitUntil } from "../e2e/testbed/process.ts";
 import { type DevApi, prodId as ID, onlyProd as only, startDevApi, tempDir } from "../support/dev-api.ts";
 import { freePort } from "../support/net.ts";
 import { type Proc, stopAll } from "../support/proc.ts";
 import { logLines, startSvcProxy } from "../support/proxy.ts";
+import { waitUntil } from "../support/wait.ts";
 
 /**
  * `make soak`: identity faults under HTTP load through a client→server proxy pair (relay path), with

@@ -1,10 +1,10 @@
-import { waitUntil } from "../e2e/testbed/process.ts";
 import type { DevApi } from "./dev-api.ts";
 import { metricValue } from "./metrics.ts";
 import { type Broker, startBroker } from "./mosquitto.ts";
 import { freePort } from "./net.ts";
 import type { Proc } from "./proc.ts";
 import { startSvcProxy, waitForLog } from "./proxy.ts";
+import { waitUntil } from "./wait.ts";
 
 /**
  * A broker, a server proxy in front of it (down unless `linkUp`, so the buffer cannot deliver until

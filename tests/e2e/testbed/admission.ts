@@ -1,9 +1,10 @@
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join, relative } from "node:path";
 import { parse, stringify } from "yaml";
+import { waitUntil } from "../../support/wait.ts";
 import { clientKubeconfig } from "./kube.ts";
 import type { ClusterPki } from "./pki.ts";
-import { freePort, startDaemon, waitUntil } from "./process.ts";
+import { freePort, startDaemon } from "./process.ts";
 
 /**
  * The cluster side of svc's compartments on the test bed: deploy/admission/base applied with kustomize (the

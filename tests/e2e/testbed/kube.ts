@@ -1,10 +1,11 @@
 import { readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { parse, stringify } from "yaml";
+import { waitUntil } from "../../support/wait.ts";
 import { type AdmissionState, startAdmission } from "./admission.ts";
 import type { Peers } from "./peers.ts";
 import { writeClusterPki } from "./pki.ts";
-import { freePort, run, startDaemon, waitUntil } from "./process.ts";
+import { freePort, run, startDaemon } from "./process.ts";
 
 const REPO = new URL("../../..", import.meta.url).pathname.replace(/\/$/, "");
 

@@ -54,24 +54,6 @@ export async function stopPid(pid: number, graceMs = 5000): Promise<void> {
   while (alive(pid)) await Bun.sleep(20);
 }
 
-/** Polls `check` until it returns true, at most `timeoutMs`; the error names `what`. */
-export async function waitUntil(
-  what: string,
-  check: () => Promise<boolean> | boolean,
-  timeoutMs = 60_000,
-): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    try {
-      if (await check()) return;
-    } catch {
-      // not ready yet
-    }
-    await Bun.sleep(200);
-  }
-  throw new Error(`${what} not ready within ${timeoutMs / 1000}s`);
-}
-
 /** Runs a command to completion; throws with its output on a non-zero exit. */
 export function run(cmd: string[], env: Record<string, string> = {}, input?: string): string {
   const r = Bun.spawnSync(cmd, {

@@ -1,9 +1,10 @@
 import { chmodSync, mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { stringify } from "yaml";
+import { waitUntil } from "../../support/wait.ts";
 import { NODE } from "./kube.ts";
 import type { Peers } from "./peers.ts";
-import { freePort, run, startDaemon, waitUntil } from "./process.ts";
+import { freePort, run, startDaemon } from "./process.ts";
 
 /**
  * SPIRE server and agent on loopback: join-token node attestation, the unix workload attestor, and one
