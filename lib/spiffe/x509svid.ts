@@ -116,6 +116,8 @@ export interface VerifiedPeer {
   readonly id: SpiffeId;
   /** The verified chain, leaf first, ending with the trust anchor from the bundle. */
   readonly chain: readonly Cert[];
+  /** When the first certificate of the chain expires: the peer is verified until then, and no longer. */
+  readonly notAfter: Date;
 }
 
 /**
@@ -152,7 +154,7 @@ export function verifyX509Svid(
       checkPathLength([...chain.slice(1), anchor]);
       chain.push(anchor);
       for (const signer of chain.slice(1)) checkNameConstraints(leaf, signer);
-      return { id, chain };
+      return { id, chain, notAfter: new Date(Math.min(...chain.map((c) => c.notAfter.getTime()))) };
     }
     const next = intermediates.find((c) => !chain.includes(c) && isSignedBy(current, c));
     if (!next) break;

@@ -56,7 +56,7 @@ export function verifyBunPeer(
     const now = new Date();
     if (now < cert.notBefore || now > cert.notAfter)
       throw new SvcError("invalid_svid", `invalid X.509-SVID: the certificate of ${id.uri} is out of date`);
-    peer = { id, chain: [cert] };
+    peer = { id, chain: [cert], notAfter: cert.notAfter };
   }
   const decision = authorize(peer.id);
   if (!decision.allowed) throw new SvcError("unauthorized_peer", decision.reason);

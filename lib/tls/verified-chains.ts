@@ -56,7 +56,7 @@ export function verifyPeerChain(
     peer,
     bundle: bundles.getX509Bundle(peer.id.trustDomain),
     from: Math.max(...peer.chain.map((c) => c.notBefore.getTime())),
-    until: Math.min(...peer.chain.map((c) => c.notAfter.getTime())),
+    until: peer.notAfter.getTime(),
   });
   return peer;
 }

@@ -36,7 +36,7 @@ export async function acceptStreams(
     open.add(socket);
     // The connection ends (FIN, then the relay's own close) once the caller's certificate expires.
     const expiry = peer
-      ? at(Math.min(...peer.chain.map((c) => c.notAfter.getTime())), () => {
+      ? at(peer.notAfter.getTime(), () => {
           log.info("caller certificate expired; connection closed", { peer: peer.id.uri });
           socket.end();
         })

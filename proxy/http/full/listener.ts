@@ -165,7 +165,7 @@ export async function startHttpListener(l: ListenerConfig, deps: ListenerDeps): 
   // (HTTP/1.1) or the stream refused and the session closed (HTTP/2), as a server closes an idle
   // connection, and the caller retries over a new handshake.
   const expired = (peer: VerifiedPeer | undefined) =>
-    peer !== undefined && Date.now() > Math.min(...peer.chain.map((c) => c.notAfter.getTime()));
+    peer !== undefined && Date.now() > peer.notAfter.getTime();
 
   const handle = async (req: IncomingMessage, res: ServerResponse) => {
     const started = performance.now();

@@ -108,7 +108,7 @@ export class CallerConn implements UpstreamOwner {
   /** The handshake passed (mTLS callers) and the peer was verified. */
   accepted(peer: VerifiedPeer | undefined): void {
     this.peer = peer;
-    if (peer) this.peerUntil = Math.min(...peer.chain.map((c) => c.notAfter.getTime()));
+    if (peer) this.peerUntil = peer.notAfter.getTime();
     this.setPhase("idle");
   }
 

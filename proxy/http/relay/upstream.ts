@@ -188,7 +188,7 @@ export class UpstreamPool {
           this.o.spiffe.authorize,
         );
         conn.verified = { id: peer.id, chain: peer.chain.map((c) => c.der) };
-        conn.validUntil = Math.min(conn.validUntil, ...peer.chain.map((c) => c.notAfter.getTime()));
+        conn.validUntil = Math.min(conn.validUntil, peer.notAfter.getTime());
       } catch (e) {
         this.fail(conn, e as Error);
         return;
