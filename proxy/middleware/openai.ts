@@ -4,7 +4,7 @@ import { isLevel, LEVEL_HEADER, LEVELS } from "../../lib/notary-objects/levels.t
 import type { MiddlewareInput } from "../config/schema.ts";
 import { readBody } from "../http/full/body.ts";
 import { type Middleware, type ProxyResponse, proxyResponse } from "../http/types.ts";
-import { notarizeExchange } from "../notary-service/http.ts";
+import { notarizeExchange } from "../notary-service/notarize-exchange.ts";
 import type { MiddlewareContext } from "./context.ts";
 import { applyModel, MAX_DEPTH, REQUEST_MODEL, RESPONSE_MODEL } from "./openai-model.ts";
 

@@ -69,7 +69,7 @@ export async function startMqttListener(l: ListenerConfig, deps: ListenerDeps): 
 async function openBuffer(name: string, d: Omit<PublishBufferDeps, "store">): Promise<PublishBuffer> {
   const path = d.options.path;
   if (!path) return new PublishBuffer({ ...d, store: new MemoryStore() });
-  const { SqliteStore } = await import("./buffer/store-sqlite.ts");
+  const { SqliteStore } = await import("./buffer/messages-sqlite.ts");
   return new PublishBuffer({
     ...d,
     store: SqliteStore.open(path, `listener ${name}: storage.path`, d.events, d.log),

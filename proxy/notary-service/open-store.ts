@@ -9,7 +9,7 @@ import type { NotaryStore } from "./store.ts";
  */
 export async function openStore(d: NotaryDatabase, o: { readonly?: boolean } = {}): Promise<NotaryStore> {
   if (d.kind === "sqlite") {
-    const { SqliteNotaryStore } = await import("./store-sqlite.ts");
+    const { SqliteNotaryStore } = await import("./records-sqlite.ts");
     return SqliteNotaryStore.open(d.path, o);
   }
   let password = process.env.PGPASSWORD;
@@ -23,7 +23,7 @@ export async function openStore(d: NotaryDatabase, o: { readonly?: boolean } = {
       );
     }
   }
-  const { PostgresNotaryStore } = await import("./store-postgres.ts");
+  const { PostgresNotaryStore } = await import("./records-postgres.ts");
   return PostgresNotaryStore.open({
     url: d.url,
     poolSize: d.poolSize,

@@ -5,8 +5,8 @@ import { decodeFrontier, type Frontier, frontierFits, type Hash } from "../../li
 /**
  * What the notary keeps (certificates, workload statements, exchanges, receipts) and its log: every
  * record is appended as a leaf of one Merkle tree in the same transaction that stores it, and signed
- * tree heads are kept beside. Two implementations: SQLite (store-sqlite.ts, one replica) and PostgreSQL
- * (store-postgres.ts, any number of replicas). docs/notary.md.
+ * tree heads are kept beside. Two implementations: SQLite (records-sqlite.ts, one replica) and PostgreSQL
+ * (records-postgres.ts, any number of replicas). docs/notary.md.
  */
 export interface Exchange {
   requestId: string;

@@ -6,7 +6,7 @@ import { type InclusionProof, verifyReceiptInclusion } from "../../lib/notary-ob
 import { verifyReceipt } from "../../lib/notary-objects/receipt.ts";
 import { loadBundleFile } from "../../lib/spiffe/bundle-file.ts";
 import { checkLog } from "../../proxy/notary-service/log-check.ts";
-import { PostgresNotaryStore } from "../../proxy/notary-service/store-postgres.ts";
+import { PostgresNotaryStore } from "../../proxy/notary-service/records-postgres.ts";
 import { waitForPort } from "../support/net.ts";
 import { type Postgres, startPostgres } from "../support/postgres.ts";
 import { BUN, type Proc, ROOT, stopAll } from "../support/proc.ts";

@@ -10,7 +10,7 @@ import type { RunningListener } from "../../proxy/listener.ts";
 import { createLogger } from "../../proxy/log.ts";
 import { registerMiddleware } from "../../proxy/middleware/chain.ts";
 import type { Notary } from "../../proxy/notary-service/notary.ts";
-import { SqliteNotaryStore } from "../../proxy/notary-service/store-sqlite.ts";
+import { SqliteNotaryStore } from "../../proxy/notary-service/records-sqlite.ts";
 import { freePort } from "../support/net.ts";
 
 /**

@@ -10,7 +10,7 @@ import { derToPem, parseCert } from "../../lib/spiffe/cert.ts";
 import type { SvidSource } from "../../lib/spiffe/x509-source.ts";
 import { parseX509Svid, type X509Svid } from "../../lib/spiffe/x509svid.ts";
 import { checkLog } from "../../proxy/notary-service/log-check.ts";
-import { SqliteNotaryStore } from "../../proxy/notary-service/store-sqlite.ts";
+import { SqliteNotaryStore } from "../../proxy/notary-service/records-sqlite.ts";
 import { tempDir } from "../support/dev-api.ts";
 import { svcErrorOf } from "../support/errors.ts";
 import {

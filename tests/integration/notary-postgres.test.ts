@@ -3,7 +3,7 @@ import { rmSync } from "node:fs";
 import { type InclusionProof, verifyReceiptInclusion } from "../../lib/notary-objects/log.ts";
 import { bodyDigest } from "../../lib/notary-objects/receipt.ts";
 import { checkLog } from "../../proxy/notary-service/log-check.ts";
-import { PostgresNotaryStore } from "../../proxy/notary-service/store-postgres.ts";
+import { PostgresNotaryStore } from "../../proxy/notary-service/records-postgres.ts";
 import { tempDir } from "../support/dev-api.ts";
 import { svcErrorOf } from "../support/errors.ts";
 import {
@@ -42,7 +42,7 @@ describe("the notary on PostgreSQL", () => {
   test("six processes starting at once migrate the schema once", async () => {
     await pg.createDatabase("startup");
     const script = `
-      import { PostgresNotaryStore } from "${process.cwd()}/proxy/notary-service/store-postgres.ts";
+      import { PostgresNotaryStore } from "${process.cwd()}/proxy/notary-service/records-postgres.ts";
       const s = await PostgresNotaryStore.open({ url: process.argv[2], password: process.env.PW, poolSize: 1 });
       console.log("open", (await s.head()).size);
       await s.close();`;

@@ -1,7 +1,7 @@
 import { afterAll, describe, expect, test } from "bun:test";
 import { rmSync } from "node:fs";
 import { join } from "node:path";
-import { SqliteNotaryStore } from "../../proxy/notary-service/store-sqlite.ts";
+import { SqliteNotaryStore } from "../../proxy/notary-service/records-sqlite.ts";
 import { tempDir } from "../support/dev-api.ts";
 import { BUN, spawnProc, stopAll } from "../support/proc.ts";
 

@@ -4,7 +4,7 @@
  *
  *   bun tests/support/store-writer.ts <database> <first number>
  */
-import { SqliteNotaryStore } from "../../proxy/notary-service/store-sqlite.ts";
+import { SqliteNotaryStore } from "../../proxy/notary-service/records-sqlite.ts";
 
 const store = SqliteNotaryStore.open(process.argv[2] as string);
 const body = new Uint8Array(64 * 1024).fill(120);

@@ -6,8 +6,8 @@ import { join } from "node:path";
 import mqttPacket from "mqtt-packet";
 import type { Logger } from "../../proxy/log.ts";
 import type { BufferEvents } from "../../proxy/mqtt/buffer/events.ts";
+import { SqliteStore } from "../../proxy/mqtt/buffer/messages-sqlite.ts";
 import type { StoredMessage } from "../../proxy/mqtt/buffer/store.ts";
-import { SqliteStore } from "../../proxy/mqtt/buffer/store-sqlite.ts";
 
 /**
  * The buffer's SQLite store on real files (docs/proxy-mqtt.md, "Storage"): what one turn of the event

@@ -3,7 +3,7 @@ import type { MqttVersion } from "../codec.ts";
 
 /**
  * Where a listener's publish buffer keeps what it acknowledged (docs/proxy-mqtt.md, "Storage"): nowhere
- * (`in-memory`, this file) or an SQLite file (`sqlite`, store-sqlite.ts). The buffer hands every accepted
+ * (`in-memory`, this file) or an SQLite file (`sqlite`, messages-sqlite.ts). The buffer hands every accepted
  * message to `add` and answers the publisher only from `add`'s callback, so with a file a PUBACK is sent
  * once the message is on disk; messages that leave the buffer are `remove`d.
  */
