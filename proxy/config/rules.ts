@@ -12,12 +12,20 @@ import { exists, readable, writableParent } from "./files.ts";
 import type { Parts } from "./normalize.ts";
 import {
   type ConfigInput,
+  DEFAULT_BACKOFF,
   DEFAULT_BUFFER_MAX_BYTES,
   DEFAULT_TIMEOUTS,
   type ListenerInput,
   type MiddlewareInput,
 } from "./schema.ts";
-import type { AdmissionConfig, HostPort, ListenerConfig, NotaryDatabase, Problem } from "./types.ts";
+import type {
+  AdmissionConfig,
+  BufferOptions,
+  HostPort,
+  ListenerConfig,
+  NotaryDatabase,
+  Problem,
+} from "./types.ts";
 
 const TARGET_SCHEMES: Record<ListenerInput["protocol"], { mtls: string; plain: string }> = {
   http: { mtls: "https:", plain: "http:" },
@@ -217,7 +225,7 @@ export function listenerConfigs(
       idleMs: timeout(l.timeouts, "idle", `${at}.timeouts.idle`, problem),
       handshakeMs: timeout(l.timeouts, "handshake", `${at}.timeouts.handshake`, problem),
     };
-    if (shaped) checkMiddlewares(l, at, notaryEnabled, problem, warnings, positions);
+    const buffer = shaped ? checkMiddlewares(l, at, notaryEnabled, problem, warnings, positions) : undefined;
     for (const [k, m] of l.middlewares.entries())
       if (m.type === "buffer" && m.storage.path) {
         const field = `${at}.middlewares[${positions?.[k] ?? k}].storage.path`;
@@ -249,6 +257,7 @@ export function listenerConfigs(
       disableKeepalive: l.connection.disable_keepalive,
       http2: l.connection.http2,
       middlewares: l.middlewares,
+      buffer: buffer && { ...buffer, idleMs: timeouts.idleMs, connectMs: timeouts.readMs },
     } satisfies ListenerConfig;
   });
 }
@@ -357,6 +366,7 @@ function checkTarget(
   return { url, mtls: tlsModes };
 }
 
+/** The listener's middlewares checked; the buffer's options (in ms, without the listener's timeouts). */
 function checkMiddlewares(
   l: ListenerInput,
   at: string,
@@ -364,7 +374,8 @@ function checkMiddlewares(
   problem: Problem,
   warnings: string[],
   positions?: number[],
-): void {
+): Omit<BufferOptions, "idleMs" | "connectMs"> | undefined {
+  let buffer: Omit<BufferOptions, "idleMs" | "connectMs"> | undefined;
   l.middlewares.forEach((m, k) => {
     const i = positions?.[k] ?? k;
     const path = `${at}.middlewares[${i}]`;
@@ -390,16 +401,25 @@ function checkMiddlewares(
         problem(`${path}.storage.path`, "goes with storage.type sqlite only (in-memory keeps no file)");
       const d = (field: string, text: string, fallback: string, onDefault?: () => void) =>
         durationMs(text, fallback, `${path}.${field}`, problem, onDefault);
-      d("storage.max-ttl", m.storage["max-ttl"], "0s");
+      const maxTtlMs = d("storage.max-ttl", m.storage["max-ttl"], "0s");
       // A zero backoff selects its default (docs/proxy-configuration.md, "Validation"); the effective
       // configuration says which.
       const backoff = m["reconnect-backoff"];
-      const initial = d("reconnect-backoff.initial", backoff.initial, "1s", () => {
-        backoff.initial = "1s";
+      const initial = d("reconnect-backoff.initial", backoff.initial, DEFAULT_BACKOFF.initial, () => {
+        backoff.initial = DEFAULT_BACKOFF.initial;
       });
-      const max = d("reconnect-backoff.max", backoff.max, "30s", () => {
-        backoff.max = "30s";
+      const max = d("reconnect-backoff.max", backoff.max, DEFAULT_BACKOFF.max, () => {
+        backoff.max = DEFAULT_BACKOFF.max;
       });
+      buffer = {
+        maxBytes: m.storage["max-bytes"],
+        maxMessages: m.storage["max-messages"],
+        maxTtlMs,
+        overflow: m["overflow-policy"],
+        backoffInitialMs: initial,
+        backoffMaxMs: max,
+        ...(m.storage.type === "sqlite" && m.storage.path ? { path: m.storage.path } : {}),
+      };
       if (max < initial) {
         problem(
           `${path}.reconnect-backoff.max`,
@@ -419,4 +439,5 @@ function checkMiddlewares(
       `${at}.middlewares: openai comes before notary-query, so notary queries are refused by openai's path filter (put notary-query first)`,
     );
   }
+  return buffer;
 }

@@ -32,6 +32,8 @@ export const DEFAULT_METRICS_ADDR = ":7600";
 /** handshake bounds the TLS handshake of every mTLS listener (HTTP, TCP and MQTT alike). */
 export const DEFAULT_TIMEOUTS = { read: "15s", write: "60s", idle: "120s", handshake: "10s" } as const;
 export const DEFAULT_BUFFER_MAX_BYTES = 33_554_432;
+/** The buffer's reconnect backoff when none (or zero) is given. */
+export const DEFAULT_BACKOFF = { initial: "1s", max: "30s" } as const;
 
 export const Middleware = v.variant(
   "type",
@@ -52,7 +54,10 @@ export const Middleware = v.variant(
         {},
       ),
       "overflow-policy": v.optional(oneOf(OVERFLOW_POLICIES), "reject"),
-      "reconnect-backoff": v.optional(v.object({ initial: duration("1s"), max: duration("30s") }), {}),
+      "reconnect-backoff": v.optional(
+        v.object({ initial: duration(DEFAULT_BACKOFF.initial), max: duration(DEFAULT_BACKOFF.max) }),
+        {},
+      ),
     }),
   ],
   (i) => `unknown middleware type ${got(i.input)} (allowed: ${MIDDLEWARE_TYPES.join(", ")})`,

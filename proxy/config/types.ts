@@ -24,6 +24,26 @@ export interface ListenerConfig {
   /** HTTP/2 (gRPC) to callers, beside HTTP/1.1, and to the target (docs/proxy-http.md, "gRPC and HTTP/2"). */
   http2: boolean;
   middlewares: MiddlewareInput[];
+  /** The buffer middleware's options, parsed once (MQTT listeners with one; docs/proxy-mqtt.md). */
+  buffer: BufferOptions | undefined;
+}
+
+/** The buffer middleware's options in working units; zero values already defaulted. */
+export interface BufferOptions {
+  maxBytes: number;
+  /** 0: no count limit. */
+  maxMessages: number;
+  /** 0: no expiry. */
+  maxTtlMs: number;
+  overflow: "reject" | "drop-oldest" | "drop-newest";
+  backoffInitialMs: number;
+  backoffMaxMs: number;
+  /** timeouts.idle: an upstream connection with nothing to send is closed after this long. */
+  idleMs: number;
+  /** timeouts.read: a client connection must send its CONNECT within this long. */
+  connectMs: number;
+  /** storage.path of storage.type sqlite; undefined in memory. */
+  path?: string;
 }
 
 export interface AdmissionConfig {

@@ -3,7 +3,7 @@ import type { ListenerDeps, RunningListener } from "../listener.ts";
 import { acceptStreams } from "../stream/accept.ts";
 import { targetDialer } from "../stream/dial.ts";
 import { serveCaller } from "../stream/serve-caller.ts";
-import { bufferOptions } from "./buffer/options.ts";
+
 import { PublishBuffer, type PublishBufferDeps } from "./buffer/publish-buffer.ts";
 import { MemoryStore } from "./buffer/store.ts";
 import { tunnel } from "./tunnel.ts";
@@ -26,7 +26,7 @@ const NO_BUFFER_EVENTS = {
 export async function startMqttListener(l: ListenerConfig, deps: ListenerDeps): Promise<RunningListener> {
   const log = deps.log.with({ listener: l.name });
   const dial = targetDialer(l, deps);
-  const options = bufferOptions(l);
+  const options = l.buffer;
   if (options) {
     const buffer = await openBuffer(l.name, {
       options,

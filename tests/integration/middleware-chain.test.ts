@@ -61,6 +61,7 @@ beforeAll(async () => {
       { type: "test-first" },
       { type: "test-second" },
     ] as unknown as ListenerConfig["middlewares"],
+    buffer: undefined,
   };
   // No SPIFFE identity is used on a plaintext client-mode hop.
   listener = await startHttpListener(config, {

@@ -88,6 +88,18 @@ describe("proxy configuration: defaults (docs/proxy-configuration.md)", () => {
       "overflow-policy": "reject",
       "reconnect-backoff": { initial: "1s", max: "30s" },
     });
+    // Parsed once, for the buffer to run on: milliseconds, and the listener's timeouts it uses.
+    expect(config.listeners[0]?.buffer).toEqual({
+      maxBytes: 33554432,
+      maxMessages: 0,
+      maxTtlMs: 0,
+      overflow: "reject",
+      backoffInitialMs: 1000,
+      backoffMaxMs: 30_000,
+      idleMs: 120_000,
+      connectMs: 15_000,
+    });
+    expect(validateConfig(base()).config.listeners[0]?.buffer).toBeUndefined();
   });
 
   test("an admission block alone is a whole configuration: no spiffe section, no listeners", () => {

@@ -1,11 +1,11 @@
 import type { Socket } from "node:net";
 import mqtt, { type IConnectPacket, type IPubackPacket, type Packet } from "mqtt-packet";
+import type { BufferOptions } from "../../config/types.ts";
 import type { Logger } from "../../log.ts";
 import type { Dialer } from "../../stream/dial.ts";
 import { encode, type MqttVersion } from "../codec.ts";
 import { type Credentials, refusesCredentials, sameCredentials } from "./credentials.ts";
 import type { BufferEvents } from "./events.ts";
-import type { BufferOptions } from "./options.ts";
 import type { MessageQueue, QueuedMessage } from "./queue.ts";
 
 /**

@@ -1,6 +1,7 @@
 import { isUtf8 } from "node:buffer";
 import type { Socket } from "node:net";
 import type { IConnectPacket, IPublishPacket, Packet } from "mqtt-packet";
+import type { BufferOptions } from "../../config/types.ts";
 import type { Logger } from "../../log.ts";
 import type { Dialer } from "../../stream/dial.ts";
 import { encode, type MqttVersion, PacketBatch, Reason, userProperty } from "../codec.ts";
@@ -11,7 +12,6 @@ import { PacketReader } from "../reader.ts";
 import { type Credentials, presented, sameCredentials } from "./credentials.ts";
 import { Delivery } from "./delivery.ts";
 import type { BufferEvents } from "./events.ts";
-import type { BufferOptions } from "./options.ts";
 import { MessageQueue, type Offer, type QueuedMessage } from "./queue.ts";
 import type { BufferStore, StoredSession } from "./store.ts";
 

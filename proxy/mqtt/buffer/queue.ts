@@ -1,7 +1,7 @@
+import type { BufferOptions } from "../../config/types.ts";
 import type { MqttVersion } from "../codec.ts";
 import type { Credentials } from "./credentials.ts";
 import type { BufferEvents } from "./events.ts";
-import type { BufferOptions } from "./options.ts";
 import type { BufferStore } from "./store.ts";
 
 /**
