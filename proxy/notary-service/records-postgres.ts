@@ -1,14 +1,14 @@
 import { SQL } from "bun";
 import { isSvcError, SvcError } from "../../lib/errors.ts";
-import { type LeafKind, leafData } from "../../lib/notary-objects/log.ts";
+import type { LeafKind } from "../../lib/notary-objects/log.ts";
 import { append, encodeFrontier, type Hash, leafHash, rootOf } from "../../lib/notary-objects/merkle.ts";
 import {
   type Exchange,
   exchangeFromRow,
-  exchangeRecord,
   headFrontier,
   type LoggedRecord,
   type NotaryStore,
+  recordLeaf,
   type StoredObject,
   type TreeHeadRow,
 } from "./store.ts";
@@ -273,7 +273,8 @@ export class PostgresNotaryStore implements NotaryStore {
       const inserted = await tx`INSERT INTO certificates (id, der, spiffe_id, not_after, created_at)
         VALUES (${id}, ${der}, ${spiffeId}, ${Math.floor(notAfter.getTime() / 1000)}, ${Date.now()})
         ON CONFLICT (id) DO NOTHING RETURNING id`;
-      if (inserted.length === 1) await appendLeaf("certificate", id, leafData("certificate", der));
+      if (inserted.length === 1)
+        await appendLeaf("certificate", id, recordLeaf("certificate", id, { der }) as Uint8Array);
     });
   }
 
@@ -282,7 +283,8 @@ export class PostgresNotaryStore implements NotaryStore {
       const inserted = await tx`INSERT INTO statements (id, jws, subject, certificate_id, created_at)
         VALUES (${id}, ${jws}, ${subject}, ${certificateId}, ${Date.now()})
         ON CONFLICT (id) DO NOTHING RETURNING id`;
-      if (inserted.length === 1) await appendLeaf("statement", id, leafData("statement", jws));
+      if (inserted.length === 1)
+        await appendLeaf("statement", id, recordLeaf("statement", id, { jws }) as Uint8Array);
     });
   }
 
@@ -300,11 +302,19 @@ export class PostgresNotaryStore implements NotaryStore {
           ${JSON.stringify(x.responseHeaders)}, ${x.responseBody}, ${Date.now()})
         RETURNING id`;
       const id = Number(row?.id);
-      await appendLeaf("exchange", String(id), leafData("exchange", exchangeRecord(id, x)));
+      await appendLeaf(
+        "exchange",
+        String(id),
+        recordLeaf("exchange", String(id), { exchange: x }) as Uint8Array,
+      );
       if (receipt) {
         await tx`INSERT INTO receipts (id, jws, statement_id, exchange_id, created_at)
           VALUES (${receipt.id}, ${receipt.jws}, ${x.statementId}, ${id}, ${Date.now()})`;
-        await appendLeaf("receipt", receipt.id, leafData("receipt", receipt.jws));
+        await appendLeaf(
+          "receipt",
+          receipt.id,
+          recordLeaf("receipt", receipt.id, { jws: receipt.jws }) as Uint8Array,
+        );
       }
       return id;
     });
@@ -408,16 +418,11 @@ export class PostgresNotaryStore implements NotaryStore {
     );
     return [...rows].map((r: Row) => {
       const kind = r.kind as LeafKind;
-      const data =
-        kind === "certificate" && r.der
-          ? leafData(kind, r.der as Uint8Array)
-          : kind === "statement" && r.statement_jws
-            ? leafData(kind, r.statement_jws as string)
-            : kind === "receipt" && r.receipt_jws
-              ? leafData(kind, r.receipt_jws as string)
-              : kind === "exchange" && r.request_id !== null && r.request_id !== undefined
-                ? leafData(kind, exchangeRecord(Number(r.ref), exchangeFromRow(r)))
-                : undefined;
+      const data = recordLeaf(kind, r.ref as string, {
+        der: r.der as Uint8Array | null,
+        jws: (kind === "statement" ? r.statement_jws : r.receipt_jws) as string | null,
+        exchange: r.request_id !== null && r.request_id !== undefined ? exchangeFromRow(r) : null,
+      });
       return { index: Number(r.idx), kind, ref: r.ref as string, hash: r.hash as Hash, data };
     });
   }

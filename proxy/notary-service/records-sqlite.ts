@@ -2,15 +2,15 @@ import { Database } from "bun:sqlite";
 import { existsSync } from "node:fs";
 import { dirname } from "node:path";
 import { SvcError } from "../../lib/errors.ts";
-import { type LeafKind, leafData } from "../../lib/notary-objects/log.ts";
+import type { LeafKind } from "../../lib/notary-objects/log.ts";
 import { append, encodeFrontier, type Hash, leafHash, rootOf } from "../../lib/notary-objects/merkle.ts";
 import {
   type Exchange,
   exchangeFromRow,
-  exchangeRecord,
   headFrontier,
   type LoggedRecord,
   type NotaryStore,
+  recordLeaf,
   type StoredObject,
   type TreeHeadRow,
 } from "./store.ts";
@@ -87,22 +87,21 @@ function appendLeaf(db: Database, kind: LeafKind, ref: string, data: Uint8Array)
 
 /** The leaf bytes of a stored record as it is now, or undefined when it is gone. */
 function recordData(db: Database, kind: LeafKind, ref: string): Uint8Array | undefined {
+  const one = (sql: string, key: string | number) => db.query(sql).get(key) as Row | null;
   switch (kind) {
-    case "certificate": {
-      const r = db.query("SELECT der FROM certificates WHERE id = ?").get(ref) as { der: Uint8Array } | null;
-      return r ? leafData(kind, r.der) : undefined;
-    }
-    case "statement": {
-      const r = db.query("SELECT jws FROM statements WHERE id = ?").get(ref) as { jws: string } | null;
-      return r ? leafData(kind, r.jws) : undefined;
-    }
-    case "receipt": {
-      const r = db.query("SELECT jws FROM receipts WHERE id = ?").get(ref) as { jws: string } | null;
-      return r ? leafData(kind, r.jws) : undefined;
-    }
+    case "certificate":
+      return recordLeaf(kind, ref, {
+        der: one("SELECT der FROM certificates WHERE id = ?", ref)?.der as Uint8Array,
+      });
+    case "statement":
+      return recordLeaf(kind, ref, {
+        jws: one("SELECT jws FROM statements WHERE id = ?", ref)?.jws as string,
+      });
+    case "receipt":
+      return recordLeaf(kind, ref, { jws: one("SELECT jws FROM receipts WHERE id = ?", ref)?.jws as string });
     case "exchange": {
-      const r = db.query("SELECT * FROM exchanges WHERE id = ?").get(Number(ref)) as Row | null;
-      return r ? leafData(kind, exchangeRecord(r.id as number, exchangeFromRow(r))) : undefined;
+      const r = one("SELECT * FROM exchanges WHERE id = ?", Number(ref));
+      return recordLeaf(kind, ref, { exchange: r ? exchangeFromRow(r) : null });
     }
   }
 }
@@ -188,7 +187,8 @@ export class SqliteNotaryStore implements NotaryStore {
           "INSERT OR IGNORE INTO certificates (id, der, spiffe_id, not_after, created_at) VALUES (?, ?, ?, ?, ?)",
         )
         .run(id, der, spiffeId, Math.floor(notAfter.getTime() / 1000), Date.now());
-      if (r.changes === 1) appendLeaf(this.db, "certificate", id, leafData("certificate", der));
+      if (r.changes === 1)
+        appendLeaf(this.db, "certificate", id, recordLeaf("certificate", id, { der }) as Uint8Array);
     })();
   }
 
@@ -199,7 +199,8 @@ export class SqliteNotaryStore implements NotaryStore {
           "INSERT OR IGNORE INTO statements (id, jws, subject, certificate_id, created_at) VALUES (?, ?, ?, ?, ?)",
         )
         .run(id, jws, subject, certificateId, Date.now());
-      if (r.changes === 1) appendLeaf(this.db, "statement", id, leafData("statement", jws));
+      if (r.changes === 1)
+        appendLeaf(this.db, "statement", id, recordLeaf("statement", id, { jws }) as Uint8Array);
     })();
   }
 
@@ -224,14 +225,24 @@ export class SqliteNotaryStore implements NotaryStore {
           x.responseBody,
           Date.now(),
         ) as { id: number };
-      appendLeaf(this.db, "exchange", String(row.id), leafData("exchange", exchangeRecord(row.id, x)));
+      appendLeaf(
+        this.db,
+        "exchange",
+        String(row.id),
+        recordLeaf("exchange", String(row.id), { exchange: x }) as Uint8Array,
+      );
       if (receipt) {
         this.db
           .query(
             "INSERT INTO receipts (id, jws, statement_id, exchange_id, created_at) VALUES (?, ?, ?, ?, ?)",
           )
           .run(receipt.id, receipt.jws, x.statementId, row.id, Date.now());
-        appendLeaf(this.db, "receipt", receipt.id, leafData("receipt", receipt.jws));
+        appendLeaf(
+          this.db,
+          "receipt",
+          receipt.id,
+          recordLeaf("receipt", receipt.id, { jws: receipt.jws }) as Uint8Array,
+        );
       }
       return row.id;
     })();

@@ -1,5 +1,5 @@
 import { SvcError } from "../../lib/errors.ts";
-import type { LeafKind } from "../../lib/notary-objects/log.ts";
+import { type LeafKind, leafData } from "../../lib/notary-objects/log.ts";
 import { decodeFrontier, type Frontier, frontierFits, type Hash } from "../../lib/notary-objects/merkle.ts";
 
 /**
@@ -99,6 +99,27 @@ export function exchangeRecord(id: number, x: Exchange): Uint8Array {
       responseBody: b64(x.responseBody),
     }),
   );
+}
+
+/**
+ * The log leaf of a record, as either store keeps it: a certificate by its DER, a statement or receipt
+ * by its JWS, an exchange by its record (exchangeRecord, under its row ID `ref`); undefined when the
+ * record is gone (a leaf whose record a consistency check then misses).
+ */
+export function recordLeaf(
+  kind: LeafKind,
+  ref: string,
+  stored: { der?: Uint8Array | null; jws?: string | null; exchange?: Exchange | null },
+): Uint8Array | undefined {
+  switch (kind) {
+    case "certificate":
+      return stored.der ? leafData(kind, stored.der) : undefined;
+    case "statement":
+    case "receipt":
+      return stored.jws ? leafData(kind, stored.jws) : undefined;
+    case "exchange":
+      return stored.exchange ? leafData(kind, exchangeRecord(Number(ref), stored.exchange)) : undefined;
+  }
 }
 
 /** An exchange from a database row (either store's columns have the same names). */
