@@ -220,18 +220,27 @@ describe("two central notary replicas on one PostgreSQL", () => {
       }
     };
     const callers = Array.from({ length: 4 }, (_, c) => caller(c));
-    for (let kill = 0; kill < 20; kill++) {
-      const before = acked.length;
-      const deadline = Date.now() + 30_000;
-      while (acked.length < before + 6 && Date.now() < deadline) await Bun.sleep(20);
-      expect(acked.length).toBeGreaterThanOrEqual(before + 6);
-      replicas.a.proc.kill("SIGKILL");
-      await replicas.a.exited;
-      replicas.a = startReplica("a");
-      await waitForPort(ports.a, 60_000);
+    try {
+      for (let kill = 0; kill < 20; kill++) {
+        const before = acked.length;
+        const deadline = Date.now() + 30_000;
+        while (acked.length < before + 6 && Date.now() < deadline) await Bun.sleep(20);
+        expect(acked.length).toBeGreaterThanOrEqual(before + 6);
+        replicas.a.proc.kill("SIGKILL");
+        await replicas.a.exited;
+        replicas.a = startReplica("a");
+        // A replica that does not come back says why.
+        await waitForPort(ports.a, 60_000).catch((e: Error) => {
+          throw new Error(
+            `${e.message} (restart ${kill + 1}); replica a wrote:\n${replicas.a.stderr().slice(-3000)}`,
+          );
+        });
+      }
+    } finally {
+      // The callers stop whatever happened, so that the next test is not run under their load.
+      stop = true;
+      await Promise.all(callers);
     }
-    stop = true;
-    await Promise.all(callers);
     const stored = await storedReceipts();
     const lost = acked.filter((id) => !stored.has(id));
     console.log(
