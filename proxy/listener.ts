@@ -15,6 +15,20 @@ export function refusalReason(e: { message: string; code: string }): string {
   return e.message.startsWith("TLS handshake failed") ? "handshake" : e.code;
 }
 
+/**
+ * A caller refused at the handshake or by the source patterns, on any listener: counted under its reason
+ * (svc_proxy_denied_total{side="source"}) and logged with the reason and the caller's address.
+ */
+export function callerRefused(
+  deps: Pick<ListenerDeps, "events" | "log">,
+  e: SvcError,
+  remote: string | undefined,
+): void {
+  const code = refusalReason(e);
+  deps.events?.denied("source", code);
+  deps.log.warn("caller refused", { reason: e.message, code, remote });
+}
+
 /** What every listener (http, tcp, mqtt) reports to metrics. */
 export interface ListenerEvents {
   /** A finished HTTP exchange; the byte counts are of the request and response bodies. */

@@ -4,7 +4,7 @@ import type { VerifiedPeer } from "../../lib/spiffe/x509svid.ts";
 import { createMtlsServer } from "../../lib/tls/mtls.ts";
 import type { ListenerConfig } from "../config/types.ts";
 import { guardDescriptors } from "../fd-budget.ts";
-import { type ListenerDeps, listen, type RunningListener, refusalReason } from "../listener.ts";
+import { callerRefused, type ListenerDeps, listen, type RunningListener } from "../listener.ts";
 
 /**
  * The accepting side of a byte-stream listener (tcp, mqtt): plaintext in client mode; SPIFFE mTLS with
@@ -61,14 +61,7 @@ export async function acceptStreams(
       {
         allowHalfOpen: true,
         onConnection: track,
-        onReject: (e, socket) => {
-          deps.events?.denied("source", refusalReason(e));
-          log.warn("caller refused", {
-            reason: e.message,
-            code: refusalReason(e),
-            remote: socket?.remoteAddress,
-          });
-        },
+        onReject: (e, socket) => callerRefused({ events: deps.events, log }, e, socket?.remoteAddress),
       },
     );
     server = mtls.server;

@@ -14,7 +14,7 @@ import { createUpstreamAgent } from "../../../lib/tls/upstream-agent.ts";
 import { verifyPeerChain } from "../../../lib/tls/verified-chains.ts";
 import type { ListenerConfig } from "../../config/types.ts";
 import { guardDescriptors } from "../../fd-budget.ts";
-import { type ListenerDeps, listen, type RunningListener, refusalReason } from "../../listener.ts";
+import { callerRefused, type ListenerDeps, listen, type RunningListener } from "../../listener.ts";
 import { buildChain } from "../../middleware/chain.ts";
 import { PEER_ID_HEADER, REQUEST_ID_HEADER, requestId } from "../headers.ts";
 import {
@@ -324,14 +324,7 @@ export async function startHttpListener(l: ListenerConfig, deps: ListenerDeps): 
         if (socket.alpnProtocol !== "h2") trackSocket(socket);
         else holdH2Socket(socket);
       },
-      onReject: (e, socket) => {
-        events?.denied("source", refusalReason(e));
-        log.warn("caller refused", {
-          reason: e.message,
-          code: refusalReason(e),
-          remote: socket?.remoteAddress,
-        });
-      },
+      onReject: (e, socket) => callerRefused({ events, log }, e, socket?.remoteAddress),
     });
     secure.on(
       "request",

@@ -4,7 +4,7 @@ import { authorizeMatching } from "../../../lib/spiffe/authorizer.ts";
 import { followBunTls, verifyBunPeer } from "../../../lib/tls/bun-peer.ts";
 import type { ListenerConfig } from "../../config/types.ts";
 import { fdGate } from "../../fd-budget.ts";
-import { type ListenerDeps, type RunningListener, refusalReason } from "../../listener.ts";
+import { callerRefused, type ListenerDeps, type RunningListener } from "../../listener.ts";
 import { CallerConn } from "./caller.ts";
 import type { RelayContext } from "./context.ts";
 import { UpstreamPool } from "./upstream.ts";
@@ -91,12 +91,7 @@ export async function startRelayListener(l: ListenerConfig, deps: ListenerDeps):
         c.accepted(verifyBunPeer(socket as Socket<unknown>, "server", deps.source, authorizeSource));
       } catch (e) {
         const err = e instanceof SvcError ? e : new SvcError("untrusted_peer", (e as Error).message);
-        deps.events?.denied("source", refusalReason(err));
-        log.warn("caller refused", {
-          reason: err.message,
-          code: refusalReason(err),
-          remote: socket.remoteAddress,
-        });
+        callerRefused({ events: deps.events, log }, err, socket.remoteAddress);
         c.terminate();
       }
     },
