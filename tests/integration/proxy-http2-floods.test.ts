@@ -90,7 +90,23 @@ async function flood(
 ): Promise<void> {
   const socket = open();
   socket.on("error", () => {});
+  // A flood that hangs (seen once in a few full runs, never alone) says where, with the proxies' logs.
+  const hung = (step: string) =>
+    setTimeout(() => {
+      const state = {
+        step,
+        destroyed: socket.destroyed,
+        written: socket.bytesWritten,
+        read: socket.bytesRead,
+      };
+      console.error(`flood hung: ${JSON.stringify(state)}`);
+      console.error(
+        `server proxy: ${server.stderr().slice(-3000)}\nclient proxy: ${proxy.stderr().slice(-3000)}`,
+      );
+    }, 20_000);
+  const connecting = hung("connect");
   await new Promise((r) => socket.once(socket instanceof tls.TLSSocket ? "secureConnect" : "connect", r));
+  clearTimeout(connecting);
   const closed = new Promise<void>((r) => socket.once("close", () => r()));
   let isClosed = false;
   void closed.then(() => {
@@ -108,7 +124,9 @@ async function flood(
     if (!drained) break;
   }
   if (hangUp) socket.end();
+  const closing = hung("close");
   await closed;
+  clearTimeout(closing);
 }
 
 function* repeat(n: number, make: (i: number) => Buffer[]): Iterable<Buffer> {
