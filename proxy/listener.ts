@@ -1,5 +1,6 @@
 import type { Server } from "node:net";
 import { SvcError } from "../lib/errors.ts";
+import { type Authorizer, authorizeMatching } from "../lib/spiffe/authorizer.ts";
 import type { SvidSource } from "../lib/spiffe/x509-source.ts";
 import type { KeyLog } from "../lib/tls/keylog.ts";
 import type { ListenerConfig } from "./config/types.ts";
@@ -28,6 +29,14 @@ export function callerRefused(
   deps.events?.denied("source", code);
   deps.log.warn("caller refused", { reason: e.message, code, remote });
 }
+
+/** The callers a listener admits: its `source.spiffe_ids`, on every path (a relay, the full path, streams). */
+export const sourceAuthorizer = (l: ListenerConfig): Authorizer =>
+  authorizeMatching(l.sourceIds, `listeners.${l.name}.source.spiffe_ids`);
+
+/** The targets a listener speaks to over SPIFFE mTLS: its `target.spiffe_ids`, on every path. */
+export const targetAuthorizer = (l: ListenerConfig): Authorizer =>
+  authorizeMatching(l.targetIds, `listeners.${l.name}.target.spiffe_ids`);
 
 /** What every listener (http, tcp, mqtt) reports to metrics. */
 export interface ListenerEvents {

@@ -1,10 +1,15 @@
 import net, { type Socket } from "node:net";
-import { authorizeMatching } from "../../lib/spiffe/authorizer.ts";
 import type { VerifiedPeer } from "../../lib/spiffe/x509svid.ts";
 import { createMtlsServer } from "../../lib/tls/mtls.ts";
 import type { ListenerConfig } from "../config/types.ts";
 import { guardDescriptors } from "../fd-budget.ts";
-import { callerRefused, type ListenerDeps, listen, type RunningListener } from "../listener.ts";
+import {
+  callerRefused,
+  type ListenerDeps,
+  listen,
+  type RunningListener,
+  sourceAuthorizer,
+} from "../listener.ts";
 
 /**
  * The accepting side of a byte-stream listener (tcp, mqtt): plaintext in client mode; SPIFFE mTLS with
@@ -54,7 +59,7 @@ export async function acceptStreams(
     const mtls = createMtlsServer(
       {
         source: deps.source,
-        authorize: authorizeMatching(l.sourceIds, `listeners.${l.name}.source.spiffe_ids`),
+        authorize: sourceAuthorizer(l),
         handshakeTimeoutMs: l.timeouts.handshakeMs,
         ...(deps.keylog ? { keylog: deps.keylog } : {}),
       },

@@ -1,11 +1,10 @@
 import net, { type Socket } from "node:net";
 import { SvcError } from "../../lib/errors.ts";
-import { authorizeMatching } from "../../lib/spiffe/authorizer.ts";
 import { connectMtls } from "../../lib/tls/mtls.ts";
 import { presentedChain } from "../../lib/tls/peer.ts";
 import type { ListenerConfig } from "../config/types.ts";
 import type { Upstream } from "../http/types.ts";
-import type { ListenerDeps } from "../listener.ts";
+import { type ListenerDeps, targetAuthorizer } from "../listener.ts";
 
 /**
  * The dialling side of a byte-stream listener: tls:// and mqtts:// targets (client and central modes) over
@@ -29,7 +28,7 @@ export function targetDialer(l: ListenerConfig, deps: ListenerDeps): Dialer {
   if (l.targetMtls) {
     const policy = {
       source: deps.source,
-      authorize: authorizeMatching(l.targetIds, `listeners.${l.name}.target.spiffe_ids`),
+      authorize: targetAuthorizer(l),
       ...(deps.keylog ? { keylog: deps.keylog } : {}),
     };
     return async () => {

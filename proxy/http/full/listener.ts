@@ -4,7 +4,6 @@ import https from "node:https";
 import net, { type Socket } from "node:net";
 import { pipeline, type Readable, Transform } from "node:stream";
 import { checkServerIdentity, type TLSSocket } from "node:tls";
-import { authorizeMatching } from "../../../lib/spiffe/authorizer.ts";
 import type { SpiffeId } from "../../../lib/spiffe/id.ts";
 import type { VerifiedPeer } from "../../../lib/spiffe/x509svid.ts";
 import { createH2Sessions } from "../../../lib/tls/h2-sessions.ts";
@@ -14,7 +13,14 @@ import { createUpstreamAgent } from "../../../lib/tls/upstream-agent.ts";
 import { verifyPeerChain } from "../../../lib/tls/verified-chains.ts";
 import type { ListenerConfig } from "../../config/types.ts";
 import { guardDescriptors } from "../../fd-budget.ts";
-import { callerRefused, type ListenerDeps, listen, type RunningListener } from "../../listener.ts";
+import {
+  callerRefused,
+  type ListenerDeps,
+  listen,
+  type RunningListener,
+  sourceAuthorizer,
+  targetAuthorizer,
+} from "../../listener.ts";
 import { buildChain } from "../../middleware/chain.ts";
 import { PEER_ID_HEADER, REQUEST_ID_HEADER, requestId } from "../headers.ts";
 import {
@@ -45,13 +51,13 @@ export async function startHttpListener(l: ListenerConfig, deps: ListenerDeps): 
   const log = deps.log.with({ listener: l.name });
   const events = deps.events;
   const mtlsIn = l.mode === "server" || l.mode === "central";
-  const sourceAuthorizer = authorizeMatching(l.sourceIds, `listeners.${l.name}.source.spiffe_ids`);
+  const authorizeSource = sourceAuthorizer(l);
 
   // The target hop: SPIFFE mTLS (client and central modes) or not; HTTP/2 sessions or HTTP/1.1 agents.
   const targetPolicy = l.targetMtls
     ? {
         source: deps.source,
-        authorize: authorizeMatching(l.targetIds, `listeners.${l.name}.target.spiffe_ids`),
+        authorize: targetAuthorizer(l),
         ...(deps.keylog ? { keylog: deps.keylog } : {}),
       }
     : undefined;
@@ -158,7 +164,7 @@ export async function startHttpListener(l: ListenerConfig, deps: ListenerDeps): 
     if (!mtlsIn) return undefined;
     if (!session) return peerOf(req.socket);
     if (!sessionPeers.has(session))
-      sessionPeers.set(session, authenticatePeer(req.socket as TLSSocket, deps.source, sourceAuthorizer));
+      sessionPeers.set(session, authenticatePeer(req.socket as TLSSocket, deps.source, authorizeSource));
     return sessionPeers.get(session);
   };
   // A request that arrives after the caller's certificate expired is not served: its connection is closed
@@ -308,7 +314,7 @@ export async function startHttpListener(l: ListenerConfig, deps: ListenerDeps): 
   if (mtlsIn) {
     const policy = {
       source: deps.source,
-      authorize: sourceAuthorizer,
+      authorize: authorizeSource,
       handshakeTimeoutMs: l.timeouts.handshakeMs,
       ...(deps.keylog ? { keylog: deps.keylog } : {}),
     };

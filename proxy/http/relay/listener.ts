@@ -1,10 +1,15 @@
 import type { Socket, SocketHandler, TCPSocketListener } from "bun";
 import { SvcError } from "../../../lib/errors.ts";
-import { authorizeMatching } from "../../../lib/spiffe/authorizer.ts";
 import { followBunTls, verifyBunPeer } from "../../../lib/tls/bun-peer.ts";
 import type { ListenerConfig } from "../../config/types.ts";
 import { fdGate } from "../../fd-budget.ts";
-import { callerRefused, type ListenerDeps, type RunningListener } from "../../listener.ts";
+import {
+  callerRefused,
+  type ListenerDeps,
+  type RunningListener,
+  sourceAuthorizer,
+  targetAuthorizer,
+} from "../../listener.ts";
 import { CallerConn } from "./caller.ts";
 import type { RelayContext } from "./context.ts";
 import { UpstreamPool } from "./upstream.ts";
@@ -28,7 +33,7 @@ export async function startRelayListener(l: ListenerConfig, deps: ListenerDeps):
       ? {
           spiffe: {
             source: deps.source,
-            authorize: authorizeMatching(l.targetIds, `listeners.${l.name}.target.spiffe_ids`),
+            authorize: targetAuthorizer(l),
           },
         }
       : {}),
@@ -41,7 +46,7 @@ export async function startRelayListener(l: ListenerConfig, deps: ListenerDeps):
     debug: log.enabled("debug"),
     events: deps.events,
   };
-  const authorizeSource = authorizeMatching(l.sourceIds, `listeners.${l.name}.source.spiffe_ids`);
+  const authorizeSource = sourceAuthorizer(l);
   const open = new Set<CallerConn>();
 
   // Past the descriptor budget a new caller is closed at once (fd-budget.ts).
