@@ -159,23 +159,22 @@ try {
     );
   kubectl(["apply", "-f", "-"], stringify(deployment("bench-alpha")));
   if (requesters.includes("account")) {
+    // The account and its binding in one apply.
+    const metadata = { name: ACCOUNT, namespace: NS, labels: { [PIN]: ALPHA } };
     kubectl(
       ["apply", "-f", "-"],
-      stringify({
-        apiVersion: "v1",
-        kind: "ServiceAccount",
-        metadata: { name: ACCOUNT, namespace: NS, labels: { [PIN]: ALPHA } },
-      }),
-    );
-    kubectl(
-      ["apply", "-f", "-"],
-      stringify({
-        apiVersion: "rbac.authorization.k8s.io/v1",
-        kind: "RoleBinding",
-        metadata: { name: ACCOUNT, namespace: NS, labels: { [PIN]: ALPHA } },
-        roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name: "edit" },
-        subjects: [{ kind: "ServiceAccount", name: ACCOUNT, namespace: NS }],
-      }),
+      [
+        { apiVersion: "v1", kind: "ServiceAccount", metadata },
+        {
+          apiVersion: "rbac.authorization.k8s.io/v1",
+          kind: "RoleBinding",
+          metadata,
+          roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name: "edit" },
+          subjects: [{ kind: "ServiceAccount", name: ACCOUNT, namespace: NS }],
+        },
+      ]
+        .map((o) => stringify(o))
+        .join("---\n"),
     );
     const token = kubectl(["create", "token", ACCOUNT, "-n", NS, "--duration=1h"]).trim();
     credentials.account = { headers: { authorization: `Bearer ${token}` }, tls: { ca } };

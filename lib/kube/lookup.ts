@@ -152,10 +152,9 @@ export class Lookup {
     if (!this.direct) this.direct = this.resolve();
     const all = selectors.includes("--all-namespaces");
     const ns = "ok" in this.direct ? this.direct.ok.namespace : "";
-    const known = new Set(["--all-namespaces"]);
     const value = (flag: string) =>
       selectors.filter((s) => s.startsWith(`--${flag}=`)).map((s) => s.slice(flag.length + 3));
-    const plain = selectors.every((s) => known.has(s) || /^--(selector|field-selector)=/.test(s));
+    const plain = selectors.every((s) => s === "--all-namespaces" || /^--(selector|field-selector)=/.test(s));
     if (!data || !("ok" in this.direct) || !plain || (!all && !DNS_NAME.test(ns)))
       return this.objects([type, ...selectors, "--ignore-not-found"]);
     // kubectl joins repeated selectors with commas, as one selector.

@@ -1,5 +1,5 @@
 import { afterAll, expect, test } from "bun:test";
-import { chmodSync, copyFileSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, copyFileSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { tempDir } from "../support/dev-api.ts";
 import { BUN, ROOT } from "../support/proc.ts";
@@ -16,7 +16,7 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 test("the svc quick start runs as written", () => {
   const bin = join(dir, "bin");
-  Bun.spawnSync(["mkdir", "-p", bin]);
+  mkdirSync(bin, { recursive: true });
   writeFileSync(join(bin, "svc"), `#!/bin/sh\nexec ${BUN} ${join(ROOT, "cmd", "svc.ts")} "$@"\n`);
   chmodSync(join(bin, "svc"), 0o755);
   const kubeconfig = join(dir, "kubeconfig");

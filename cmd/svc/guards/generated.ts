@@ -2,9 +2,8 @@ import { SvcError } from "../../../lib/errors.ts";
 import { commandWords } from "../../../lib/kube/grammar.ts";
 import { describeObject, injectMls } from "../../../lib/kube/inject.ts";
 import { toKubectlInput } from "../../../lib/kube/manifests.ts";
-import { foreignCompartments } from "../../../lib/kube/marks.ts";
-import { COMPARTMENT_LABEL } from "../../../lib/kube/mls.ts";
 import { type Guarded, type GuardInput, refuseUnlessOverridden } from "./guard.ts";
+import { labelledElsewhere } from "./manifests.ts";
 
 /**
  * The commands that make objects from their arguments — `create SUBCOMMAND` (secret, configmap,
@@ -52,11 +51,7 @@ export function guardGenerated(g: GuardInput): Guarded {
   }
   const objects = (Array.isArray(doc.items) ? doc.items : [doc]) as Record<string, unknown>[];
   g.targets.push(...objects.map(describeObject));
-  const problems = objects.flatMap((o) =>
-    foreignCompartments(o, g.active.label).map(
-      (c) => `${describeObject(o)} is labelled ${COMPARTMENT_LABEL}=${c}`,
-    ),
-  );
+  const { problems, foreign } = labelledElsewhere(g, objects);
   let forced = false;
   if (problems.length > 0) {
     refuseUnlessOverridden(
@@ -67,7 +62,7 @@ export function guardGenerated(g: GuardInput): Guarded {
     forced = true;
   }
   // An object written for another compartment (let through only by the override) is created as made.
-  for (const o of objects) if (foreignCompartments(o, g.active.label).length === 0) injectMls(o, g.active);
+  for (const o of objects) if (!foreign.has(o)) injectMls(o, g.active);
   return {
     command: ["create"],
     args: ["-f", "-", ...words((name, global) => global || FINAL.has(name))],

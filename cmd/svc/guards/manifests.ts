@@ -54,13 +54,7 @@ export async function guardManifests(g: GuardInput): Promise<Guarded> {
     );
   const objects = await readManifests(g);
   g.targets.push(...objects.map(describeObject));
-  const problems: string[] = [];
-  const foreign = new Set<Record<string, unknown>>();
-  for (const o of objects)
-    for (const c of foreignCompartments(o, g.active.label)) {
-      problems.push(`${describeObject(o)} is labelled ${COMPARTMENT_LABEL}=${c}`);
-      foreign.add(o);
-    }
+  const { problems, foreign } = labelledElsewhere(g, objects);
   // apply injects the current compartment's marks; an object written for another one (let through only
   // by the override) is applied as written.
   if (command === "apply") for (const o of objects) if (!foreign.has(o)) injectMls(o, g.active);
@@ -74,6 +68,25 @@ export async function guardManifests(g: GuardInput): Promise<Guarded> {
     `${command} across compartments (${problems.join("; ")})`,
   );
   return { args, stdin, forced: true };
+}
+
+/**
+ * The objects (or pod templates) labelled for a compartment other than the current one, and what a
+ * refusal says of each. The commands that make objects from manifests or from their arguments
+ * (generated.ts) refuse them alike.
+ */
+export function labelledElsewhere(
+  g: GuardInput,
+  objects: Record<string, unknown>[],
+): { problems: string[]; foreign: Set<Record<string, unknown>> } {
+  const problems: string[] = [];
+  const foreign = new Set<Record<string, unknown>>();
+  for (const o of objects)
+    for (const c of foreignCompartments(o, g.active.label)) {
+      problems.push(`${describeObject(o)} is labelled ${COMPARTMENT_LABEL}=${c}`);
+      foreign.add(o);
+    }
+  return { problems, foreign };
 }
 
 /** The objects as they are in the cluster, compared with what the write would make of them. */
