@@ -48,6 +48,7 @@ const GUARDS: Record<string, () => Promise<Guard>> = {
   patch: writes,
   run: writes,
   expose: generated,
+  autoscale: generated,
   "create token": () => import("./guards/token.ts").then((m) => m.guardToken),
   edit,
   "apply edit-last-applied": edit,

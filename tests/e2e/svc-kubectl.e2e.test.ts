@@ -294,11 +294,18 @@ describe("svc create, run and expose mark what they make", () => {
       "pod/made-run",
       "svc/made-svc",
       "job/made-job",
+      "hpa/made-d",
+      "svc/made-foreign",
+      "pod/made-bravo",
       "--ignore-not-found",
       // Gone before the test creates them again.
       "--force",
       "--grace-period=0",
     ]);
+    // A pod of another compartment, whose labels expose would copy.
+    admin(["run", "made-bravo", "--image=busybox", "--labels=svc.io/compartment=UK-S-BRAVO"]);
+    // The admin's context (made by an earlier block too; "already exists" then).
+    createContexts(svc, [["us-ts-alpha-admin", "ALPHA", "testbed-admin", "alpha"]]);
     svc(["context", "use", "us-ts-alpha"]);
   });
 
@@ -311,7 +318,19 @@ describe("svc create, run and expose mark what they make", () => {
       ["expose", "deploy/made-d", "--port=80", "--name=made-svc"],
     ])
       expect({ args, ...svc(args) }).toMatchObject({ args, code: 0, err: "" });
-    for (const what of ["configmap/made-cm", "deploy/made-d", "job/made-job", "pod/made-run", "svc/made-svc"])
+    // No one listed autoscale among the commands that create: it makes an autoscaler all the same (as the
+    // admin: alice's role grants none).
+    svc(["context", "use", "us-ts-alpha-admin"]);
+    expect(svc(["autoscale", "deploy/made-d", "--max=3"])).toMatchObject({ code: 0, err: "" });
+    svc(["context", "use", "us-ts-alpha"]);
+    for (const what of [
+      "configmap/made-cm",
+      "deploy/made-d",
+      "job/made-job",
+      "pod/made-run",
+      "svc/made-svc",
+      "hpa/made-d",
+    ])
       expect({ what, metadata: marksOf(what) }).toMatchObject({ what, metadata: MARKS });
     expect(marksOf("deploy/made-d", "{.spec.template.metadata}")).toMatchObject(MARKS);
     expect(marksOf("deploy/made-d", "{.spec.selector.matchLabels}")).toEqual({
@@ -346,7 +365,7 @@ describe("svc create, run and expose mark what they make", () => {
   });
 
   test("what would copy another compartment's labels is refused; what kubectl cannot make is its error", () => {
-    const foreign = svc(["expose", "pod/stale-0", "--port=80", "--name=made-foreign"]);
+    const foreign = svc(["expose", "pod/made-bravo", "--port=80", "--name=made-foreign"]);
     expect(foreign.code).toBe(1);
     expect(foreign.err).toContain(
       "Cannot expose across compartments: Service alpha/made-foreign is labelled svc.io/compartment=UK-S-BRAVO",

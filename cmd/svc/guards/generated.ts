@@ -7,7 +7,7 @@ import { labelledElsewhere } from "./manifests.ts";
 
 /**
  * The commands that make objects from their arguments — `create SUBCOMMAND` (secret, configmap,
- * deployment, job, service …; `create token` has its own guard) and `expose` — mark what they make as
+ * deployment, job, service …; `create token` has its own guard), `expose` and `autoscale` — mark what they make as
  * `svc apply` does (docs/svc-config.md, "svc create, run and expose"). svc has kubectl make the objects
  * without sending them (`--dry-run=client -o json`, with the user's own arguments and cluster target),
  * refuses one labelled for another compartment (expose copies the labels of what it exposes, create job
