@@ -62,13 +62,25 @@ export function openKubeClient(kubeconfig?: string, timeoutMs = 10_000): KubeCli
       "no usable cluster credentials: not running in a pod, and no kubeconfig with a current context (set KUBECONFIG)",
     );
   const server = cluster.server.replace(/\/+$/, "");
+  // client-node refuses plain HTTP on every request unless the cluster says so; say it once, at start.
+  if (server.startsWith("http://") && !cluster.skipTLSVerify)
+    throw new SvcError(
+      "kube_api",
+      `cluster API ${server} (${from}) is plain HTTP, which sends credentials unencrypted: use https, or set insecure-skip-tls-verify: true on the kubeconfig's cluster to accept it`,
+    );
 
   const send = async (
     url: string,
     init: { method: string; headers?: Record<string, string>; body?: string; signal?: AbortSignal },
   ) => {
     const opts: RequestOptions = { headers: {} };
-    await kc.applyToHTTPSOptions(opts);
+    // Exec and OIDC plugins run here, and can fail.
+    await kc.applyToHTTPSOptions(opts).catch((e: Error) => {
+      throw new SvcError(
+        "kube_api",
+        `cannot get credentials for cluster API ${server} (${from}): ${e.message}`,
+      );
+    });
     const headers = { ...(opts.headers as Record<string, string>), ...init.headers };
     try {
       return await fetch(url, {

@@ -1,4 +1,4 @@
-import { SvcError } from "../../lib/errors.ts";
+import { isSvcError, SvcError } from "../../lib/errors.ts";
 import type { Pod } from "../../lib/kube/pods.ts";
 import { JwtSvidSource } from "../../lib/spiffe/jwt-source.ts";
 import type { X509Source } from "../../lib/spiffe/x509-source.ts";
@@ -50,7 +50,12 @@ export async function startNotary(
             "kube_api",
             `cluster API refused to get pod ${namespace}/${name}: ${code} (${kube.from}; "get" on pods is needed)`,
           );
-        throw e;
+        if (isSvcError(e)) throw e;
+        // A deadline that passed, or an answer client-node cannot read: the caller gets a 502 saying so.
+        throw new SvcError(
+          "kube_api",
+          `cluster API ${kube.server} gave no answer about pod ${namespace}/${name} (${kube.from}): ${(e as Error).message}`,
+        );
       }
     },
     log,
