@@ -100,7 +100,7 @@ testbed-down: deps
 
 # Runs against the running test bed if there is one; otherwise starts one, and stops it afterwards
 # (keeping .testbed/logs when a test failed).
-e2e: deps system-deps peers
+e2e: deps system-deps peers build
 	@started=0; if ! $(BUN) tests/e2e/testbed/cli.ts status >/dev/null 2>&1; then \
 	  $(BUN) tests/e2e/testbed/cli.ts up >/dev/null || exit 1; started=1; fi; \
 	status=0; KUBECTL_REMOTE_COMMAND_WEBSOCKETS=false $(BUN) test --timeout 300000 tests/e2e || status=$$?; \

@@ -4,7 +4,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { stringify } from "yaml";
 import { COMPARTMENT_LABEL as PIN } from "../../lib/kube/mls.ts";
-import { BUN, ROOT } from "../support/proc.ts";
+import { compiled } from "../support/compiled.ts";
+import { ROOT } from "../support/proc.ts";
 import { waitUntil } from "../support/wait.ts";
 import { KINDS, NOT_STORED } from "./admission-kinds.ts";
 import {
@@ -377,7 +378,7 @@ describe("which compartment a service account speaks for", () => {
     const identity = (kubeconfig: string) => {
       const env = { ...process.env, KUBECONFIG: kubeconfig, SVC_CONFIG: `${kubeconfig}.svc.yaml` };
       const svc = (args: string[]) => {
-        const r = Bun.spawnSync([BUN, "cmd/svc.ts", ...args], { cwd: ROOT, env });
+        const r = Bun.spawnSync([compiled("svc"), ...args], { cwd: ROOT, env });
         return { code: r.exitCode, out: r.stdout.toString(), err: r.stderr.toString() };
       };
       expect(createContexts(svc, [["alpha", "ALPHA", "testbed", NS]])).toEqual([0]);

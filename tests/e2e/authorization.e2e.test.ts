@@ -2,8 +2,9 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { stringify } from "yaml";
+import { compiled } from "../support/compiled.ts";
 import { tempDir } from "../support/dev-api.ts";
-import { BUN, ROOT } from "../support/proc.ts";
+import { ROOT } from "../support/proc.ts";
 import { waitUntil } from "../support/wait.ts";
 import { auditSince, auditSize, createContexts, kubectlUser, useTestbed } from "./support.ts";
 import type { KubeState } from "./testbed/kube.ts";
@@ -88,7 +89,7 @@ afterAll(() => {
 const dir = tempDir("svc-reads-e2e-");
 /** svc as the test bed's alice (or olivia), in an ALPHA compartment context on namespace shared. */
 function svc(as: "alice" | "olivia" | "bob", args: string[]) {
-  const r = Bun.spawnSync([BUN, "cmd/svc.ts", ...args], {
+  const r = Bun.spawnSync([compiled("svc"), ...args], {
     cwd: ROOT,
     env: { ...process.env, SVC_CONFIG: join(dir, `${as}.yaml`), KUBECONFIG: testbed().kube.kubeconfig },
   });

@@ -7,9 +7,10 @@ import { verifyReceipt } from "../../lib/notary-objects/receipt.ts";
 import { loadBundleFile } from "../../lib/spiffe/bundle-file.ts";
 import { checkLog } from "../../proxy/notary-service/log-check.ts";
 import { PostgresNotaryStore } from "../../proxy/notary-service/records-postgres.ts";
+import { compiled } from "../support/compiled.ts";
 import { waitForPort } from "../support/net.ts";
 import { type Postgres, startPostgres } from "../support/postgres.ts";
-import { BUN, type Proc, ROOT, stopAll } from "../support/proc.ts";
+import { type Proc, ROOT, stopAll } from "../support/proc.ts";
 import { exactId, svcProxyAs, useTestbed, workload, workloadHome } from "./support.ts";
 import { freePort } from "./testbed/process.ts";
 import { asWorkload } from "./testbed/spire.ts";
@@ -183,8 +184,7 @@ describe("two central notary replicas on one PostgreSQL", () => {
     );
     const cli = Bun.spawnSync(
       asWorkload(workload(tb, "web"), [
-        BUN,
-        join(ROOT, "cmd/svc.ts"),
+        compiled("svc"),
         "notary",
         "verify",
         join(dir, "receipt.jws"),
@@ -311,16 +311,7 @@ describe("two central notary replicas on one PostgreSQL", () => {
     // Offline, on the database, with the password from the environment.
     const tb = testbed();
     const audit = Bun.spawnSync(
-      [
-        BUN,
-        join(ROOT, "cmd/svc.ts"),
-        "notary",
-        "verify",
-        "--database",
-        pg.url("notary"),
-        "--bundle",
-        tb.spire.bundleFile,
-      ],
+      [compiled("svc"), "notary", "verify", "--database", pg.url("notary"), "--bundle", tb.spire.bundleFile],
       { cwd: ROOT, env: { ...process.env, PGPASSWORD: pg.password } },
     );
     expect(audit.stdout.toString()).toContain(`(receipt ${victim.id}): the record does not hash to its leaf`);

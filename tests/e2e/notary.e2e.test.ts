@@ -4,8 +4,9 @@ import { writeFileSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import { join } from "node:path";
 import OpenAI from "openai";
+import { compiled } from "../support/compiled.ts";
 import { waitForPort } from "../support/net.ts";
-import { BUN, ROOT, runToEnd, stopAll } from "../support/proc.ts";
+import { ROOT, runToEnd, stopAll } from "../support/proc.ts";
 import { exactId, svcProxyAs, useTestbed, workload, workloadHome } from "./support.ts";
 import { freePort } from "./testbed/process.ts";
 import { asWorkload, STALE_POD_UID, type Workload } from "./testbed/spire.ts";
@@ -139,7 +140,7 @@ afterAll(async () => {
 async function svc(args: string[], as = "web"): Promise<{ code: number; stdout: string; stderr: string }> {
   const tb = testbed();
   const w: Workload = workload(tb, as);
-  const r = await runToEnd(asWorkload(w, [BUN, join(ROOT, "cmd/svc.ts"), ...args]), {
+  const r = await runToEnd(asWorkload(w, [compiled("svc"), ...args]), {
     cwd: ROOT,
     env: { ...process.env, HOME: work, SPIFFE_ENDPOINT_SOCKET: `unix://${tb.spire.agentSocket}` },
   });

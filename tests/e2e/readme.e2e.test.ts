@@ -1,14 +1,14 @@
 import { afterAll, expect, test } from "bun:test";
 import { chmodSync, copyFileSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { compiled } from "../support/compiled.ts";
 import { tempDir } from "../support/dev-api.ts";
-import { BUN, ROOT } from "../support/proc.ts";
 import { readmeBlock } from "../support/readme.ts";
 import { useTestbed } from "./support.ts";
 
 /**
- * README.md's svc quick start, run as written against the test bed's cluster: `svc` on PATH (svc from
- * source), a fresh configuration, and a kubeconfig whose current context is the test bed's admin.
+ * README.md's svc quick start, run as written against the test bed's cluster: `svc` on PATH (the
+ * compiled dist/svc), a fresh configuration, and a kubeconfig whose current context is the test bed's admin.
  */
 const testbed = useTestbed();
 const dir = tempDir("svc-readme-");
@@ -17,7 +17,7 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 test("the svc quick start runs as written", () => {
   const bin = join(dir, "bin");
   mkdirSync(bin, { recursive: true });
-  writeFileSync(join(bin, "svc"), `#!/bin/sh\nexec ${BUN} ${join(ROOT, "cmd", "svc.ts")} "$@"\n`);
+  writeFileSync(join(bin, "svc"), `#!/bin/sh\nexec ${compiled("svc")} "$@"\n`);
   chmodSync(join(bin, "svc"), 0o755);
   const kubeconfig = join(dir, "kubeconfig");
   copyFileSync(testbed().kube.kubeconfig, kubeconfig);

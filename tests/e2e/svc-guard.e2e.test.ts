@@ -3,8 +3,9 @@ import { readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import fc from "fast-check";
 import { stringify } from "yaml";
+import { compiled } from "../support/compiled.ts";
 import { tempDir } from "../support/dev-api.ts";
-import { BUN, ROOT, spawnProc } from "../support/proc.ts";
+import { ROOT, spawnProc } from "../support/proc.ts";
 import { waitUntil } from "../support/wait.ts";
 import {
   type AuditEvent,
@@ -35,7 +36,7 @@ const BRAVO = "UK-S-BRAVO";
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 function svc(args: string[], env: Record<string, string> = {}, stdin?: string) {
-  const r = Bun.spawnSync([BUN, "cmd/svc.ts", ...args], {
+  const r = Bun.spawnSync([compiled("svc"), ...args], {
     cwd: ROOT,
     env: { ...process.env, SVC_CONFIG: config, KUBECONFIG: testbed().kube.kubeconfig, ...env },
     ...(stdin !== undefined ? { stdin: new TextEncoder().encode(stdin) } : {}),
@@ -366,7 +367,7 @@ const envOf = (env: Record<string, string> = {}) =>
  */
 async function runAllowed(line: Line, object: string, env: Record<string, string>) {
   const from = auditSize();
-  const p = spawnProc([BUN, "cmd/svc.ts", ...words(line)], {
+  const p = spawnProc([compiled("svc"), ...words(line)], {
     SVC_CONFIG: config,
     KUBECONFIG: testbed().kube.kubeconfig,
     ...env,
@@ -436,7 +437,7 @@ describe("the audit log an auditor can trust", () => {
       ]);
       expect(entries[0]?.targets).toEqual(["pod/alpha/other-0"]);
       expect(entries[1]?.targets).toEqual(["pod/alpha/own-0"]);
-      const noUser = Bun.spawnSync([BUN, "cmd/svc.ts", "exec", "own-0", "--", "true"], {
+      const noUser = Bun.spawnSync([compiled("svc"), "exec", "own-0", "--", "true"], {
         cwd: ROOT,
         env: {
           PATH: process.env.PATH ?? "",

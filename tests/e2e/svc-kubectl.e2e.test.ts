@@ -2,9 +2,10 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { appendFileSync, chmodSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { join } from "node:path";
+import { compiled } from "../support/compiled.ts";
 import { tempDir } from "../support/dev-api.ts";
 import { readLine } from "../support/net.ts";
-import { BUN, ROOT, spawnProc } from "../support/proc.ts";
+import { ROOT, spawnProc } from "../support/proc.ts";
 import { waitUntil } from "../support/wait.ts";
 import { auditSince, auditSize, createContexts, useTestbed } from "./support.ts";
 import { kubectlAs } from "./testbed/index.ts";
@@ -19,7 +20,7 @@ const config = join(dir, "config.yaml");
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 function svc(args: string[], stdin?: string, env: Record<string, string> = {}) {
-  const r = Bun.spawnSync([BUN, "cmd/svc.ts", ...args], {
+  const r = Bun.spawnSync([compiled("svc"), ...args], {
     cwd: ROOT,
     env: { ...process.env, SVC_CONFIG: config, KUBECONFIG: testbed().kube.kubeconfig, ...env },
     ...(stdin !== undefined ? { stdin: new TextEncoder().encode(stdin) } : {}),
@@ -422,7 +423,7 @@ describe("svc describe", () => {
     svc(["context", "use", "us-ts-alpha"]);
     // script(1) gives svc a terminal.
     const tty = Bun.spawnSync(
-      ["timeout", "30", "script", "-qec", `${BUN} cmd/svc.ts describe pod web-0`, "/dev/null"],
+      ["timeout", "30", "script", "-qec", `${compiled("svc")} describe pod web-0`, "/dev/null"],
       {
         cwd: ROOT,
         env: { ...process.env, SVC_CONFIG: config, KUBECONFIG: testbed().kube.kubeconfig, TERM: "xterm" },
@@ -434,7 +435,7 @@ describe("svc describe", () => {
     expect(piped.out).toContain("svc.io/compartment=US-TS-ALPHA");
     expect(piped.out).not.toContain("\u001b[");
     const noColor = Bun.spawnSync(
-      ["timeout", "30", "script", "-qec", `${BUN} cmd/svc.ts describe pod web-0`, "/dev/null"],
+      ["timeout", "30", "script", "-qec", `${compiled("svc")} describe pod web-0`, "/dev/null"],
       {
         cwd: ROOT,
         env: {
@@ -490,7 +491,7 @@ describe("shell completion", () => {
     // The script runs `svc __complete …`: put an svc on PATH.
     const bin = join(dir, "svcbin");
     mkdirSync(bin, { recursive: true });
-    writeFileSync(join(bin, "svc"), `#!/bin/sh\nexec ${BUN} ${ROOT}/cmd/svc.ts "$@"\n`);
+    writeFileSync(join(bin, "svc"), `#!/bin/sh\nexec ${compiled("svc")} "$@"\n`);
     chmodSync(join(bin, "svc"), 0o755);
     const complete = (line: string[]) =>
       Bun.spawnSync(
@@ -565,7 +566,7 @@ describe("kubectl's other commands through svc", () => {
     const previous = svc(["logs", "web-0", "--previous"]);
     expect(previous.code).toBe(0);
     expect(previous.out).toContain("the previous container");
-    const follow = spawnProc([BUN, "cmd/svc.ts", "logs", "-f", "web-0", "--tail=1"], {
+    const follow = spawnProc([compiled("svc"), "logs", "-f", "web-0", "--tail=1"], {
       SVC_CONFIG: config,
       KUBECONFIG: testbed().kube.kubeconfig,
     });
@@ -590,7 +591,7 @@ describe("kubectl's other commands through svc", () => {
     // the archive and extracts nothing: what is checked is that kubectl, through svc, reached the pod
     // with its tar command (the API server's audit log shows the exec request and its command).
     const from = auditSize(testbed());
-    const into = spawnProc([BUN, "cmd/svc.ts", "cp", local, `alpha/web-0:${podSide}/copied-in.txt`], {
+    const into = spawnProc([compiled("svc"), "cp", local, `alpha/web-0:${podSide}/copied-in.txt`], {
       SVC_CONFIG: config,
       KUBECONFIG: testbed().kube.kubeconfig,
     });
@@ -614,7 +615,7 @@ describe("kubectl's other commands through svc", () => {
           "30",
           "script",
           "-qec",
-          `${BUN} cmd/svc.ts exec ${flags} web-0 -- test -t 0`,
+          `${compiled("svc")} exec ${flags} web-0 -- test -t 0`,
           "/dev/null",
         ],
         { cwd: ROOT, env: { ...process.env, SVC_CONFIG: config, KUBECONFIG: testbed().kube.kubeconfig } },
@@ -642,8 +643,7 @@ describe("svc apply sources and bad inputs", () => {
     try {
       const p = Bun.spawn(
         [
-          BUN,
-          "cmd/svc.ts",
+          compiled("svc"),
           "apply",
           "-f",
           `http://127.0.0.1:${server.port}/cm.yaml`,
@@ -702,7 +702,7 @@ describe("svc apply sources and bad inputs", () => {
       broken,
       "currentContext: x\ncontexts:\n  x: {country: US, sensitivity: TS, compartment: A}\n",
     );
-    const r = Bun.spawnSync([BUN, "cmd/svc.ts", "get", "pods"], {
+    const r = Bun.spawnSync([compiled("svc"), "get", "pods"], {
       cwd: ROOT,
       env: { ...process.env, SVC_CONFIG: broken, KUBECONFIG: testbed().kube.kubeconfig },
     });
@@ -718,7 +718,7 @@ describe("svc port-forward", () => {
     const target = createServer((sock) => sock.end("pong\n"));
     await new Promise<void>((r) => target.listen(tb.kube.forwardPort, "127.0.0.1", () => r()));
     try {
-      const pf = spawnProc([BUN, "cmd/svc.ts", "port-forward", "pod/web-0", ":8080"], {
+      const pf = spawnProc([compiled("svc"), "port-forward", "pod/web-0", ":8080"], {
         SVC_CONFIG: config,
         KUBECONFIG: tb.kube.kubeconfig,
       });
