@@ -69,20 +69,47 @@ export interface RunningListener {
   close(drainMs: number): Promise<void>;
 }
 
-/** Binds a listener's server to its address; a bind failure is a usage error naming the listener. */
+/** A listener that cannot bind its address: a usage error naming the listener, the address and why. */
+export function bindFailure(l: ListenerConfig, e: NodeJS.ErrnoException): SvcError {
+  return new SvcError(
+    "usage",
+    `listener ${l.name}: cannot listen on ${l.address.host}:${l.address.port}: ${e.code === "EADDRINUSE" ? "address already in use" : e.message}`,
+  );
+}
+
+/** Binds a node:net server to the listener's address (bindFailure when it cannot). */
 export function listen(server: Server, l: ListenerConfig): Promise<number> {
   return new Promise<number>((resolve, reject) => {
-    const failed = (e: NodeJS.ErrnoException) =>
-      reject(
-        new SvcError(
-          "usage",
-          `listener ${l.name}: cannot listen on ${l.address.host}:${l.address.port}: ${e.code === "EADDRINUSE" ? "address already in use" : e.message}`,
-        ),
-      );
+    const failed = (e: NodeJS.ErrnoException) => reject(bindFailure(l, e));
     server.once("error", failed);
     server.listen(l.address.port, l.address.host || undefined, () => {
       server.off("error", failed);
       resolve((server.address() as { port: number }).port);
     });
   });
+}
+
+/**
+ * The line every listener logs once it accepts callers (tests and operators wait for it). `path`: the
+ * HTTP path that serves it (relay or full), or stream for TCP and MQTT.
+ */
+export function listening(
+  log: Logger,
+  l: ListenerConfig,
+  port: number,
+  path: "relay" | "full" | "stream",
+): void {
+  log.info("listening", {
+    address: `${l.address.host}:${port}`,
+    mode: l.mode,
+    protocol: l.protocol,
+    target: l.target.href,
+    path,
+  });
+}
+
+/** Waits while `busy()` holds, up to `drainMs`: a closing listener's in-flight work. */
+export async function drained(busy: () => boolean, drainMs: number): Promise<void> {
+  const deadline = Date.now() + drainMs;
+  while (busy() && Date.now() < deadline) await Bun.sleep(20);
 }

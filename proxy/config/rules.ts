@@ -250,6 +250,7 @@ export function listenerConfigs(
       mode: l.mode,
       protocol: l.protocol,
       target: target?.url ?? new URL("invalid:"),
+      callerMtls: l.mode !== "client",
       targetMtls: target?.mtls ?? false,
       sourceIds: l.source.spiffe_ids,
       targetIds: l.target.spiffe_ids,

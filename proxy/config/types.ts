@@ -2,6 +2,7 @@
  * The resolved proxy configuration that validateConfig (validate.ts) returns and the proxy runs on:
  * addresses, URLs and durations parsed, every default filled in.
  */
+import type { Timeouts } from "../timeouts.ts";
 import type { ConfigInput, ListenerInput, MiddlewareInput } from "./schema.ts";
 
 export interface HostPort {
@@ -15,11 +16,13 @@ export interface ListenerConfig {
   mode: ListenerInput["mode"];
   protocol: ListenerInput["protocol"];
   target: URL;
+  /** True when callers arrive over SPIFFE mTLS and are checked against sourceIds (server and central modes). */
+  callerMtls: boolean;
   /** True when the hop to the target is SPIFFE mTLS (client and central modes with https/tls/mqtts). */
   targetMtls: boolean;
   sourceIds: string[];
   targetIds: string[];
-  timeouts: { readMs: number; writeMs: number; idleMs: number; handshakeMs: number };
+  timeouts: Timeouts;
   disableKeepalive: boolean;
   /** HTTP/2 (gRPC) to callers, beside HTTP/1.1, and to the target (docs/proxy-http.md, "gRPC and HTTP/2"). */
   http2: boolean;

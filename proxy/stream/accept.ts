@@ -5,8 +5,10 @@ import type { ListenerConfig } from "../config/types.ts";
 import { guardDescriptors } from "../fd-budget.ts";
 import {
   callerRefused,
+  drained,
   type ListenerDeps,
   listen,
+  listening,
   type RunningListener,
   sourceAuthorizer,
 } from "../listener.ts";
@@ -55,7 +57,7 @@ export async function acceptStreams(
   };
   let server: net.Server;
   let stop: () => Promise<void>;
-  if (l.mode === "server" || l.mode === "central") {
+  if (l.callerMtls) {
     const mtls = createMtlsServer(
       {
         source: deps.source,
@@ -78,18 +80,12 @@ export async function acceptStreams(
   server.on("error", (e) => log.error("listener error", { error: e.message }));
   guardDescriptors(server, log);
   const port = await listen(server, l);
-  log.info("listening", {
-    address: `${l.address.host}:${port}`,
-    mode: l.mode,
-    protocol: l.protocol,
-    target: l.target.href,
-  });
+  listening(log, l, port, "stream");
   return {
     port,
     async close(drainMs) {
       const stopped = stop();
-      const deadline = Date.now() + drainMs;
-      while (open.size > 0 && Date.now() < deadline) await Bun.sleep(20);
+      await drained(() => open.size > 0, drainMs);
       for (const socket of open) socket.destroy();
       await stopped;
     },

@@ -51,6 +51,7 @@ beforeAll(async () => {
     mode: "client",
     protocol: "http",
     target: new URL(`http://127.0.0.1:${upstreamPort}`),
+    callerMtls: false,
     targetMtls: false,
     sourceIds: [],
     targetIds: [],

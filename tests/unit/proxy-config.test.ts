@@ -38,6 +38,7 @@ describe("proxy configuration: defaults (docs/proxy-configuration.md)", () => {
       targetIds: [],
       disableKeepalive: false,
       middlewares: [],
+      callerMtls: false,
       targetMtls: true,
     });
     expect(l?.timeouts).toEqual({ readMs: 15_000, writeMs: 60_000, idleMs: 120_000, handshakeMs: 10_000 });

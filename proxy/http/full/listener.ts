@@ -4,6 +4,7 @@ import https from "node:https";
 import net, { type Socket } from "node:net";
 import { pipeline, type Readable, Transform } from "node:stream";
 import { checkServerIdentity, type TLSSocket } from "node:tls";
+import { isSvcError, SvcError } from "../../../lib/errors.ts";
 import type { SpiffeId } from "../../../lib/spiffe/id.ts";
 import type { VerifiedPeer } from "../../../lib/spiffe/x509svid.ts";
 import { createH2Sessions } from "../../../lib/tls/h2-sessions.ts";
@@ -17,11 +18,13 @@ import {
   callerRefused,
   type ListenerDeps,
   listen,
+  listening,
   type RunningListener,
   sourceAuthorizer,
   targetAuthorizer,
 } from "../../listener.ts";
 import { buildChain } from "../../middleware/chain.ts";
+import { requestTimedOut, targetTimedOut } from "../../timeouts.ts";
 import { PEER_ID_HEADER, REQUEST_ID_HEADER, requestId } from "../headers.ts";
 import {
   type Handler,
@@ -50,7 +53,7 @@ const GOAWAY_GRACE_MS = 1000;
 export async function startHttpListener(l: ListenerConfig, deps: ListenerDeps): Promise<RunningListener> {
   const log = deps.log.with({ listener: l.name });
   const events = deps.events;
-  const mtlsIn = l.mode === "server" || l.mode === "central";
+  const mtlsIn = l.callerMtls;
   const authorizeSource = sourceAuthorizer(l);
 
   // The target hop: SPIFFE mTLS (client and central modes) or not; HTTP/2 sessions or HTTP/1.1 agents.
@@ -109,7 +112,8 @@ export async function startHttpListener(l: ListenerConfig, deps: ListenerDeps): 
   // relay times it (408 after timeouts.read from its first bytes).
   const headTimedOut = (key: object) => {
     const socket = key as Socket;
-    socket.end(proxyAnswer(408, `request not received within ${l.timeouts.readMs} ms`, true));
+    const t = requestTimedOut(l.timeouts);
+    socket.end(proxyAnswer(t.status, t.message, true));
     setTimeout(() => socket.destroy(), 1_000).unref();
   };
   const connections = new Connections(l.timeouts.idleMs, () => events?.connection(), {
@@ -189,7 +193,8 @@ export async function startHttpListener(l: ListenerConfig, deps: ListenerDeps): 
     try {
       verified = peerFor(req, session);
     } catch (e) {
-      log.warn("caller refused", { reason: (e as Error).message });
+      const refusal = isSvcError(e) ? e : new SvcError("untrusted_peer", (e as Error).message);
+      callerRefused({ events, log }, refusal, socket.remoteAddress);
       res.once("close", () => connections.requestEnded(connection));
       send(res, proxyResponse(403, `caller identity not accepted: ${(e as Error).message}`));
       return;
@@ -236,7 +241,8 @@ export async function startHttpListener(l: ListenerConfig, deps: ListenerDeps): 
       controller.abort();
       // The rest of a half-read request cannot be told from the next request: the connection ends.
       res.once("finish", () => socket.destroy());
-      const timeout = proxyResponse(408, `request not received within ${l.timeouts.readMs} ms`);
+      const t = requestTimedOut(l.timeouts);
+      const timeout = proxyResponse(t.status, t.message);
       timeout.headers.connection = "close";
       if (!res.headersSent) send(res, timeout);
       else res.destroy();
@@ -247,11 +253,8 @@ export async function startHttpListener(l: ListenerConfig, deps: ListenerDeps): 
       writeTimer = setTimeout(() => {
         timedOut = "write";
         controller.abort();
-        if (!res.headersSent)
-          send(
-            res,
-            proxyResponse(504, `upstream ${l.target.origin} did not answer within ${l.timeouts.writeMs} ms`),
-          );
+        const t = targetTimedOut(l.timeouts, l.target);
+        if (!res.headersSent) send(res, proxyResponse(t.status, t.message));
         else res.destroy();
       }, l.timeouts.writeMs);
     };
@@ -367,12 +370,7 @@ export async function startHttpListener(l: ListenerConfig, deps: ListenerDeps): 
   guardDescriptors(server, log);
 
   const port = await listen(server, l);
-  log.info("listening", {
-    address: `${l.address.host}:${port}`,
-    mode: l.mode,
-    target: l.target.href,
-    path: "full",
-  });
+  listening(log, l, port, "full");
 
   return {
     port,

@@ -1,5 +1,7 @@
 import type { Socket } from "bun";
 import type { VerifiedPeer } from "../../../lib/spiffe/x509svid.ts";
+import { callerRefused } from "../../listener.ts";
+import { handshakeTimedOut, requestTimedOut, type Stage, stageMs, targetTimedOut } from "../../timeouts.ts";
 import { upstreamFailure } from "../failure.ts";
 import { REQUEST_ID_HEADER, requestId } from "../headers.ts";
 import { proxyAnswer } from "../types.ts";
@@ -25,11 +27,11 @@ import type { UpstreamConn, UpstreamOwner } from "./upstream.ts";
  * rewritten and the response body relayed, then the next request (pipelined ones wait, framed, in
  * `queue`). Body bytes are never buffered whole; when a side cannot take more, the other side is paused.
  *
- * One deadline per connection, checked by the listener's sweep: the handshake and each request (head
- * and body) must arrive within timeouts.read, each response must be complete within timeouts.write of
- * the end of its request, and an idle connection is closed after timeouts.idle.
+ * One deadline per connection, checked by the listener's sweep, for the stage it is in
+ * (proxy/timeouts.ts): the handshake within timeouts.handshake, each request (head and body) within
+ * timeouts.read, each response within timeouts.write of the end of its request, and an idle connection
+ * is closed after timeouts.idle.
  */
-type Phase = "handshake" | "idle" | "read" | "write";
 
 const HIGH_WATER = 256 * 1024;
 const END: FramerEvent = { type: "end" };
@@ -71,7 +73,7 @@ export class CallerConn implements UpstreamOwner {
   private readonly queue: FramerEvent[] = [];
   private queuedBytes = 0;
   private x: Exchange | undefined;
-  phase: Phase;
+  phase: Stage;
   deadline: number;
   peer: VerifiedPeer | undefined;
   closed = false;
@@ -85,7 +87,7 @@ export class CallerConn implements UpstreamOwner {
   ) {
     this.out = new Outbox(socket as Socket<unknown>);
     this.phase = tls ? "handshake" : "idle";
-    this.deadline = Date.now() + (tls ? ctx.timeouts.handshakeMs : ctx.timeouts.idleMs);
+    this.deadline = Date.now() + stageMs(ctx.timeouts, this.phase);
   }
 
   /** True while no request is in progress, so that a drain may close the connection now. */
@@ -457,10 +459,9 @@ export class CallerConn implements UpstreamOwner {
     conn?.destroy();
   }
 
-  private setPhase(phase: Phase): void {
+  private setPhase(phase: Stage): void {
     this.phase = phase;
-    const t = this.ctx.timeouts;
-    this.deadline = Date.now() + (phase === "idle" ? t.idleMs : phase === "write" ? t.writeMs : t.readMs);
+    this.deadline = Date.now() + stageMs(this.ctx.timeouts, phase);
     // An idle connection also ends when the caller's certificate expires.
     if (phase === "idle") this.deadline = Math.min(this.deadline, this.peerUntil);
   }
@@ -470,34 +471,29 @@ export class CallerConn implements UpstreamOwner {
     if (this.closed || this.closing) return;
     const x = this.x;
     switch (this.phase) {
-      case "handshake": {
-        const reason = `TLS handshake failed: not completed within ${this.ctx.timeouts.handshakeMs} ms`;
-        this.ctx.events?.denied("source", "handshake");
-        this.ctx.log.warn("caller refused", { reason, code: "handshake", remote: this.socket.remoteAddress });
+      case "handshake":
+        callerRefused(this.ctx, handshakeTimedOut(this.ctx.timeouts), this.socket.remoteAddress);
         this.terminate();
         return;
-      }
       case "idle":
         this.closeSoon();
         return;
-      case "read":
+      case "read": {
+        const t = requestTimedOut(this.ctx.timeouts);
         if (x) this.dropUpstream(x);
         if (x?.responseStarted) this.terminate();
-        else if (x) this.answer(x, 408, `request not received within ${this.ctx.timeouts.readMs} ms`, true);
-        else this.refuse(408, `request not received within ${this.ctx.timeouts.readMs} ms`);
+        else if (x) this.answer(x, t.status, t.message, true);
+        else this.refuse(t.status, t.message);
         return;
-      case "write":
+      }
+      case "write": {
         if (!x) return;
+        const t = targetTimedOut(this.ctx.timeouts, this.ctx.target);
         this.dropUpstream(x);
         if (x.responseStarted) this.terminate();
-        else
-          this.answer(
-            x,
-            504,
-            `upstream ${this.ctx.target.origin} did not answer within ${this.ctx.timeouts.writeMs} ms`,
-            false,
-          );
+        else this.answer(x, t.status, t.message, false);
         return;
+      }
     }
   }
 

@@ -4,8 +4,11 @@ import { followBunTls, verifyBunPeer } from "../../../lib/tls/bun-peer.ts";
 import type { ListenerConfig } from "../../config/types.ts";
 import { fdGate } from "../../fd-budget.ts";
 import {
+  bindFailure,
   callerRefused,
+  drained,
   type ListenerDeps,
+  listening,
   type RunningListener,
   sourceAuthorizer,
   targetAuthorizer,
@@ -25,7 +28,7 @@ import { UpstreamPool } from "./upstream.ts";
  */
 export async function startRelayListener(l: ListenerConfig, deps: ListenerDeps): Promise<RunningListener> {
   const log = deps.log.with({ listener: l.name });
-  const mtlsIn = l.mode === "server" || l.mode === "central";
+  const mtlsIn = l.callerMtls;
   const pool = new UpstreamPool({
     target: l.target,
     keepAlive: !l.disableKeepalive,
@@ -160,18 +163,9 @@ export async function startRelayListener(l: ListenerConfig, deps: ListenerDeps):
   } catch (e) {
     pool.close();
     serverTls?.close();
-    const code = (e as NodeJS.ErrnoException).code;
-    throw new SvcError(
-      "usage",
-      `listener ${l.name}: cannot listen on ${l.address.host}:${l.address.port}: ${code === "EADDRINUSE" ? "address already in use" : (e as Error).message}`,
-    );
+    throw bindFailure(l, e as NodeJS.ErrnoException);
   }
-  log.info("listening", {
-    address: `${l.address.host}:${listener.port}`,
-    mode: l.mode,
-    target: l.target.href,
-    path: "relay",
-  });
+  listening(log, l, listener.port, "relay");
 
   return {
     port: listener.port,
@@ -179,8 +173,7 @@ export async function startRelayListener(l: ListenerConfig, deps: ListenerDeps):
       listener.stop(false);
       serverTls?.close();
       for (const c of open) if (c.idle) c.closeSoon();
-      const deadline = Date.now() + drainMs;
-      while ([...open].some((c) => !c.idle) && Date.now() < deadline) await Bun.sleep(20);
+      await drained(() => [...open].some((c) => !c.idle), drainMs);
       for (const c of open) c.terminate();
       pool.close();
     },
