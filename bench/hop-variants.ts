@@ -9,7 +9,7 @@
  *   bun bench/hop-variants.ts <mode> <listenPort> <targetPort>
  */
 import type { Socket } from "bun";
-import { connectionTokens, requestHead, responseHead } from "../proxy/http/relay/head.ts";
+import { namedByConnection, requestHead, responseHead } from "../proxy/http/relay/head.ts";
 import { Outbox } from "../proxy/http/relay/outbox.ts";
 import { RequestFramer, type RequestHead } from "../proxy/http/wire/request-framer.ts";
 import { ResponseFramer, type ResponseHead } from "../proxy/http/wire/response-framer.ts";
@@ -52,7 +52,7 @@ Bun.listen<Hop>({
             if (!heads) return;
             const body = h.body.kind === "fixed" ? { kind: "length" as const, length: h.body.length } : NONE;
             hop.toUpstream.push(
-              requestHead(h, connectionTokens(h.special), body, {
+              requestHead(h, namedByConnection(h.special), body, {
                 peer: undefined,
                 requestId: crypto.randomUUID(),
                 remoteAddress: caller.remoteAddress,

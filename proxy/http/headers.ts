@@ -11,9 +11,12 @@ import type { ProxyRequest } from "./types.ts";
  *   X-Forwarded-For;
  * - a request keeps the caller's X-Request-Id, or is given a new one.
  *
- * Names here are lower case, as both paths compare them.
+ * The names are data here, once: the relay's readers of heads (wire/wire.ts as text, wire/head-bytes.ts
+ * as bytes) pick out RELAY_FIELDS and the `proxy-` fields, the full path reads node:http's objects, and
+ * all apply passesOn (tests/unit/header-policy.test.ts runs the same heads through each). Names are
+ * lower case, as every path compares them.
  */
-const HOP_BY_HOP: ReadonlySet<string> = new Set([
+const HOP_BY_HOP_NAMES = [
   "connection",
   "keep-alive",
   "proxy-connection",
@@ -23,12 +26,32 @@ const HOP_BY_HOP: ReadonlySet<string> = new Set([
   "trailer",
   "transfer-encoding",
   "upgrade",
-]);
+] as const;
+const HOP_BY_HOP: ReadonlySet<string> = new Set(HOP_BY_HOP_NAMES);
 
 /** The request field that tells the target who called (server and central modes). */
 export const PEER_ID_HEADER = "svc-peer-id";
 export const REQUEST_ID_HEADER = "x-request-id";
 export const FORWARDED_FOR_HEADER = "x-forwarded-for";
+
+/** Fields whose names start so are picked out by the relay's readers too (Proxy-Connection and the like). */
+export const PROXY_PREFIX = "proxy-";
+
+/**
+ * The fields the relay's readers pick out of a head (the others are passed on unread): the hop-by-hop
+ * ones (those starting with PROXY_PREFIX are picked out by the prefix), the body's framing, and those the
+ * proxy writes or keeps. Svc-Peer-ID is also picked out in its spellings with underscores.
+ */
+export const RELAY_FIELDS: readonly string[] = [
+  ...new Set([
+    ...HOP_BY_HOP_NAMES.filter((n) => !n.startsWith(PROXY_PREFIX)),
+    "content-length",
+    "transfer-encoding",
+    PEER_ID_HEADER,
+    FORWARDED_FOR_HEADER,
+    REQUEST_ID_HEADER,
+  ]),
+];
 
 /** Request fields the proxy writes itself: what a caller sent under these names is replaced or merged. */
 const WRITTEN_ON_REQUESTS: ReadonlySet<string> = new Set([PEER_ID_HEADER, FORWARDED_FOR_HEADER]);
@@ -53,7 +76,7 @@ export function connectionTokens(values: readonly string[] | undefined): Readonl
 }
 
 /** The tokens of a node:http head's Connection field. */
-function namedBy(headers: IncomingHttpHeaders | OutgoingHttpHeaders): ReadonlySet<string> {
+export function namedBy(headers: IncomingHttpHeaders | OutgoingHttpHeaders): ReadonlySet<string> {
   const c = headers.connection;
   return connectionTokens(c === undefined ? undefined : Array.isArray(c) ? c : [String(c)]);
 }
@@ -70,9 +93,12 @@ export function passesOn(key: string, named: ReadonlySet<string>, request: boole
   );
 }
 
-/** The X-Request-Id of a request: the caller's, or a new one. */
-export function requestId(fromCaller: string | undefined): string {
-  return fromCaller ?? crypto.randomUUID();
+/**
+ * The X-Request-Id of a request: the caller's, or a new one. A caller's that its Connection field names
+ * was meant for one hop only, and is not kept (`named`: the Connection tokens).
+ */
+export function requestId(fromCaller: string | undefined, named: ReadonlySet<string>): string {
+  return (named.has(REQUEST_ID_HEADER) ? undefined : fromCaller) ?? crypto.randomUUID();
 }
 
 /** X-Forwarded-For after the proxy: what the caller sent (if anything), then the caller's address. */

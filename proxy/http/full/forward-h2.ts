@@ -31,7 +31,7 @@ export function h2Forwarder(o: H2Options): Handler {
     new Promise<ProxyResponse>((resolve) => {
       let stream: http2.ClientHttp2Stream;
       try {
-        const headers = requestHeaders(req);
+        const headers = h2RequestFields(req);
         headers[":method"] = req.method;
         headers[":path"] = req.path;
         headers[":authority"] = authority;
@@ -108,7 +108,7 @@ export function h2Forwarder(o: H2Options): Handler {
 }
 
 /** requestFields (headers.ts) without what HTTP/2 forbids: Host becomes :authority; HTTP2-Settings is HTTP/1.1's. */
-function requestHeaders(req: ProxyRequest): OutgoingHttpHeaders {
+export function h2RequestFields(req: ProxyRequest): OutgoingHttpHeaders {
   const headers = requestFields(req);
   delete headers.host;
   delete headers["http2-settings"];

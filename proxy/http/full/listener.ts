@@ -25,7 +25,7 @@ import {
 } from "../../listener.ts";
 import { buildChain } from "../../middleware/chain.ts";
 import { requestTimedOut, targetTimedOut } from "../../timeouts.ts";
-import { PEER_ID_HEADER, REQUEST_ID_HEADER, requestId } from "../headers.ts";
+import { namedBy, REQUEST_ID_HEADER, requestId } from "../headers.ts";
 import {
   type Handler,
   isBuffered,
@@ -211,7 +211,7 @@ export async function startHttpListener(l: ListenerConfig, deps: ListenerDeps): 
       return;
     }
     const peer: SpiffeId | undefined = verified?.id;
-    const id = requestId(req.headers[REQUEST_ID_HEADER] as string | undefined);
+    const id = requestId(req.headers[REQUEST_ID_HEADER] as string | undefined, namedBy(req.headers));
     const reqLog = log.with({ request_id: id, ...(peer ? { peer: peer.uri } : {}) });
     const controller = new AbortController();
     let bytesIn = 0;
@@ -270,11 +270,9 @@ export async function startHttpListener(l: ListenerConfig, deps: ListenerDeps): 
       reqLog.debug("request", { method: req.method, path: req.url, status: res.statusCode, seconds });
     });
 
-    // The request is ours to edit; the forwarder makes the one copy that goes upstream (endToEnd).
+    // The request's fields as the caller sent them: the forwarder makes the one copy that goes upstream,
+    // with the proxy's own fields (headers.ts requestFields).
     const headers = req.headers;
-    delete headers[PEER_ID_HEADER];
-    if (peer) headers[PEER_ID_HEADER] = peer.uri;
-    headers[REQUEST_ID_HEADER] = id;
     const preq: ProxyRequest = {
       id,
       listener: l.name,

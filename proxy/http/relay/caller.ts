@@ -12,8 +12,8 @@ import type { RelayContext } from "./context.ts";
 import {
   type BodyOut,
   chunkSize,
-  connectionTokens,
   LAST_CHUNK,
+  namedByConnection,
   type RequestAdditions,
   requestHead,
   responseHead,
@@ -217,11 +217,10 @@ export class CallerConn implements UpstreamOwner {
       this.refuse(501, "CONNECT is not supported by this listener");
       return;
     }
-    const named = connectionTokens(head.special);
+    const named = namedByConnection(head.special);
     let callerId: string | undefined;
-    if (!named.has(REQUEST_ID_HEADER))
-      for (const [name, value] of head.special) if (name === REQUEST_ID_HEADER) callerId = value;
-    const id = requestId(callerId);
+    for (const [name, value] of head.special) if (name === REQUEST_ID_HEADER) callerId = value;
+    const id = requestId(callerId, named);
     const requestBody: BodyOut =
       head.body.kind === "fixed"
         ? { kind: "length", length: head.body.length }
@@ -235,7 +234,7 @@ export class CallerConn implements UpstreamOwner {
       bytesIn: 0,
       bytesOut: 0,
       keepAlive: head.version === "HTTP/1.1" ? !named.has("close") : named.has("keep-alive"),
-      headBytes: requestHead(head, named, requestBody, this.additions(callerId ? undefined : id)),
+      headBytes: requestHead(head, named, requestBody, this.additions(id === callerId ? undefined : id)),
       requestBody,
       requestDone: false,
       upstream: undefined,
@@ -376,7 +375,7 @@ export class CallerConn implements UpstreamOwner {
   private respond(x: Exchange, h: ResponseHead): void {
     x.responseStarted = true;
     x.status = h.status;
-    const upstreamNamed = connectionTokens(h.special);
+    const upstreamNamed = namedByConnection(h.special);
     x.reusable =
       h.body.kind !== "close" &&
       (h.version === "HTTP/1.1" ? !upstreamNamed.has("close") : upstreamNamed.has("keep-alive"));

@@ -1,10 +1,10 @@
 import {
+  connectionTokens,
   FORWARDED_FOR_HEADER,
   forwardedFor,
   PEER_ID_HEADER,
   passesOn,
   REQUEST_ID_HEADER,
-  connectionTokens as tokens,
 } from "../headers.ts";
 import type { RequestHead } from "../wire/request-framer.ts";
 import type { ResponseHead } from "../wire/response-framer.ts";
@@ -20,18 +20,19 @@ import type { Outbox } from "./outbox.ts";
  */
 export type BodyOut = { kind: "none" } | { kind: "length"; length: number } | { kind: "chunked" };
 
-/** The tokens a Connection header lists, lower case (`special`: names in lower case). */
-export function connectionTokens(special: Fields): ReadonlySet<string> {
+/** The tokens of a relay head's Connection fields, lower case (`special`: names in lower case). */
+export function namedByConnection(special: Fields): ReadonlySet<string> {
   let values: string[] | undefined;
   for (const [name, value] of special)
     if (name === "connection") {
       values ??= [];
       values.push(value);
     }
-  return tokens(values);
+  return connectionTokens(values);
 }
 
-function endToEnd(fields: Fields, named: ReadonlySet<string>, request: boolean, out: string[]): void {
+/** Writes the fields that pass on (headers.ts passesOn), but Content-Length, as lines into `out`. */
+function writePassing(fields: Fields, named: ReadonlySet<string>, request: boolean, out: string[]): void {
   for (const [name, value] of fields) {
     const key = name.toLowerCase();
     // Content-Length is written again from what the relay does with the body (framingLine).
@@ -101,7 +102,7 @@ export function requestHead(
     for (const [name, value] of fields)
       if (name.length === 15 && name.toLowerCase() === FORWARDED_FOR_HEADER)
         prior = prior === undefined ? value : `${prior}, ${value}`;
-  endToEnd(fields, named, true, out);
+  writePassing(fields, named, true, out);
   if (add.peer) out.push(PEER_ID_HEADER, ": ", add.peer, "\r\n");
   if (add.requestId) out.push(REQUEST_ID_HEADER, ": ", add.requestId, "\r\n");
   out.push(FORWARDED_FOR_HEADER, ": ", forwardedFor(prior, add.remoteAddress), "\r\n");
@@ -137,7 +138,7 @@ export function responseHead(h: ResponseHead, body: BodyOut, close: boolean, out
 
 function slowResponseHead(h: ResponseHead, body: BodyOut, close: boolean): string {
   const out: string[] = ["HTTP/1.1 ", String(h.status), " ", h.reason, "\r\n"];
-  endToEnd(h.headers, connectionTokens(h.special), false, out);
+  writePassing(h.headers, namedByConnection(h.special), false, out);
   if (h.interim) {
     out.push("\r\n");
     return out.join("");

@@ -1,3 +1,4 @@
+import { PEER_ID_HEADER, PROXY_PREFIX, RELAY_FIELDS } from "../headers.ts";
 import type { Fields } from "./wire.ts";
 
 /**
@@ -55,21 +56,10 @@ const bytesOf = (s: string) => Uint8Array.from(s, (c) => c.charCodeAt(0));
 const HTTP_1_ = bytesOf("HTTP/1.");
 const HTTP_PREFIX = bytesOf("http://");
 const HTTPS_PREFIX = bytesOf("https://");
-const PROXY_ = bytesOf("proxy-");
-/** The special names but `proxy-*`, lower case, by length, with their text. */
+const PROXY_ = bytesOf(PROXY_PREFIX);
+/** The names a relay acts on but `proxy-*` (headers.ts RELAY_FIELDS), lower case, by length, with their text. */
 const SPECIAL_BY_LENGTH: [Uint8Array, string][][] = [];
-for (const name of [
-  "connection",
-  "content-length",
-  "transfer-encoding",
-  "keep-alive",
-  "te",
-  "trailer",
-  "upgrade",
-  "svc-peer-id",
-  "x-forwarded-for",
-  "x-request-id",
-]) {
+for (const name of RELAY_FIELDS) {
   const list = SPECIAL_BY_LENGTH[name.length] ?? [];
   list.push([bytesOf(name), name]);
   SPECIAL_BY_LENGTH[name.length] = list;
@@ -97,7 +87,7 @@ function startsWithFolded(b: Uint8Array, at: number, s: Uint8Array): boolean {
   return true;
 }
 
-const PEER_ID = bytesOf("svc-peer-id");
+const PEER_ID = bytesOf(PEER_ID_HEADER);
 const HYPHEN = 0x2d;
 const UNDERSCORE = 0x5f;
 
@@ -119,7 +109,7 @@ function peerIdSpelling(b: Buffer, start: number): boolean {
 }
 
 /**
- * A name a relay acts on (wire.ts's SPECIAL), in lower case: one of the ten listed, Svc-Peer-ID spelled
+ * A name a relay acts on (wire.ts's SPECIAL), in lower case: one of RELAY_FIELDS, Svc-Peer-ID spelled
  * with underscores, or `proxy-` and letters and hyphens. Undefined for any other name.
  */
 function special(b: Buffer, start: number, end: number): string | undefined {

@@ -3,6 +3,8 @@
  * message body framing from the header fields (RFC 9112 section 6), and a body reader for Content-Length,
  * chunked, and close-delimited bodies that hands data on as it arrives.
  */
+import { PEER_ID_HEADER, PROXY_PREFIX, RELAY_FIELDS } from "../headers.ts";
+
 export type Fields = [string, string][];
 export type Framing =
   | { kind: "none" }
@@ -133,10 +135,12 @@ export const isToken = (s: string) => TOKEN.test(s);
 // A whole field section (each line ending in CRLF) checked in one pass: `token ":" value` lines whose
 // values hold visible characters, spaces and tabs only.
 const FIELD_SECTION = /^(?:[!#$%&'*+\-.^_`|~0-9A-Za-z]+:[\t\x20-\x7e\x80-\xff]*\r\n)*$/;
-// The fields a relay acts on: framing, Connection and the other hop-by-hop fields, and the ones the proxy
-// writes itself. Every other field is passed on as received, without being picked apart.
-const SPECIAL =
-  /^(connection|content-length|transfer-encoding|keep-alive|proxy-[a-z-]+|te|trailer|upgrade|svc[-_]peer[-_]id|x-forwarded-for|x-request-id):[\t ]*(.*?)[\t ]*$/gim;
+// The fields a relay acts on (headers.ts RELAY_FIELDS, Svc-Peer-ID also with underscores, and `proxy-`
+// fields), one line each. Every other field is passed on as received, without being picked apart.
+const SPECIAL = new RegExp(
+  `^(${RELAY_FIELDS.map((n) => (n === PEER_ID_HEADER ? n.replaceAll("-", "[-_]") : n)).join("|")}|${PROXY_PREFIX}[a-z-]+):[\\t ]*(.*?)[\\t ]*$`,
+  "gim",
+);
 
 /**
  * The header section of a head (`text` from `from` on: the lines after the start line, without the final

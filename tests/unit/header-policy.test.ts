@@ -1,0 +1,376 @@
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import http, { type IncomingHttpHeaders, type OutgoingHttpHeaders } from "node:http";
+import { connect } from "node:net";
+import { h2RequestFields } from "../../proxy/http/full/forward-h2.ts";
+import { connectionTokens, endToEnd, namedBy, requestFields, requestId } from "../../proxy/http/headers.ts";
+import { type BodyOut, namedByConnection, requestHead, responseHead } from "../../proxy/http/relay/head.ts";
+import { Outbox } from "../../proxy/http/relay/outbox.ts";
+import type { ProxyRequest } from "../../proxy/http/types.ts";
+import { emptyParts, readRequestHead, readResponseHead } from "../../proxy/http/wire/head-bytes.ts";
+import { RequestHead, readRequestText } from "../../proxy/http/wire/request-framer.ts";
+import { ResponseHead, readResponseText } from "../../proxy/http/wire/response-framer.ts";
+import { type Framing, framing } from "../../proxy/http/wire/wire.ts";
+
+/**
+ * One header policy (proxy/http/headers.ts), every path: the same heads go through the relay's byte
+ * reader, its string reader, the full path (node:http's parsed head) and the full path's HTTP/2 requests,
+ * and each must pass on the same fields. Framing fields are left out of the comparison: each path writes
+ * its own from what it does with the body. A change to one path alone makes its column differ.
+ */
+const PEER = "spiffe://example.org/ns/prod/sa/web";
+const REMOTE = "10.0.0.7";
+const NEW_ID = "id-from-the-proxy";
+
+type Lines = [string, string][];
+interface Row {
+  name: string;
+  fields: Lines;
+  /** The fields the target gets, framing aside, in any order (same-named values joined with ", "). */
+  out: Record<string, string>;
+  /** How the HTTP/2 request differs: Host is :authority there, and TE passes as "trailers" only. */
+  h2?: Record<string, string | undefined>;
+}
+
+const added = (id = NEW_ID, xff = REMOTE) => ({
+  "svc-peer-id": PEER,
+  "x-request-id": id,
+  "x-forwarded-for": xff,
+});
+
+const requests: Row[] = [
+  {
+    name: "ordinary fields pass; the proxy's are added",
+    fields: [
+      ["Host", "api"],
+      ["Accept", "*/*"],
+    ],
+    out: { host: "api", accept: "*/*", ...added() },
+  },
+  {
+    name: "a caller's Svc-Peer-ID is replaced",
+    fields: [
+      ["Host", "api"],
+      ["Svc-Peer-ID", "spiffe://example.org/ns/prod/sa/admin"],
+    ],
+    out: { host: "api", ...added() },
+  },
+  {
+    name: "Svc-Peer-ID spelled with underscores never passes",
+    fields: [
+      ["Host", "api"],
+      ["Svc_Peer_ID", "spiffe://example.org/ns/prod/sa/admin"],
+      ["svc-peer_id", "spiffe://example.org/ns/prod/sa/admin"],
+    ],
+    out: { host: "api", ...added() },
+  },
+  {
+    name: "hop-by-hop fields are dropped",
+    fields: [
+      ["Host", "api"],
+      ["Connection", "keep-alive"],
+      ["Keep-Alive", "timeout=5"],
+      ["Proxy-Connection", "keep-alive"],
+      ["Proxy-Authorization", "Basic eDp5"],
+      ["TE", "trailers"],
+      ["Trailer", "x-checksum"],
+      ["Upgrade", "websocket"],
+    ],
+    out: { host: "api", ...added() },
+    h2: { te: "trailers" },
+  },
+  // Each alone, so that no other field sends a reader's head down another road.
+  ...[
+    "Keep-Alive",
+    "Proxy-Connection",
+    "Proxy-Authenticate",
+    "Proxy-Authorization",
+    "Trailer",
+    "Upgrade",
+    "TE",
+  ].map(
+    (name): Row => ({
+      name: `${name} alone is dropped`,
+      fields: [
+        ["Host", "api"],
+        [name, name === "TE" ? "trailers" : "x"],
+      ],
+      out: { host: "api", ...added() },
+      ...(name === "TE" ? { h2: { te: "trailers" } } : {}),
+    }),
+  ),
+  {
+    name: "fields that Connection names are dropped, whatever their case",
+    fields: [
+      ["Host", "api"],
+      ["Connection", "X-Secret, close"],
+      ["x-secret", "1"],
+      ["X-Kept", "2"],
+    ],
+    out: { host: "api", "x-kept": "2", ...added() },
+  },
+  {
+    name: "Connection cannot remove what the proxy adds",
+    fields: [
+      ["Host", "api"],
+      ["Connection", "svc-peer-id, x-request-id"],
+      ["X-Request-Id", "id-from-the-caller"],
+    ],
+    out: { host: "api", ...added() },
+  },
+  {
+    name: "a caller's X-Request-Id is kept",
+    fields: [
+      ["Host", "api"],
+      ["X-Request-Id", "id-from-the-caller"],
+    ],
+    out: { host: "api", ...added("id-from-the-caller") },
+  },
+  {
+    name: "X-Forwarded-For is appended to",
+    fields: [
+      ["Host", "api"],
+      ["X-Forwarded-For", "192.0.2.1"],
+      ["X-Forwarded-For", "192.0.2.2"],
+    ],
+    out: { host: "api", ...added(NEW_ID, `192.0.2.1, 192.0.2.2, ${REMOTE}`) },
+  },
+  {
+    name: "an X-Forwarded-For that Connection names is replaced",
+    fields: [
+      ["Host", "api"],
+      ["Connection", "x-forwarded-for"],
+      ["X-Forwarded-For", "192.0.2.1"],
+    ],
+    out: { host: "api", ...added() },
+  },
+  {
+    name: "other proxy- fields pass; framing is each path's own",
+    fields: [
+      ["Host", "api"],
+      ["Proxy-Trace", "on"],
+      ["Content-Length", "0"],
+    ],
+    out: { host: "api", "proxy-trace": "on", ...added() },
+  },
+];
+
+const FRAMING = new Set(["content-length", "transfer-encoding"]);
+
+/** Fields of an HTTP/1.1 head as bytes, framing aside: same-named values joined, names lower case. */
+function fieldsOf(head: Buffer): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const line of head.toString("latin1").split("\r\n").slice(1)) {
+    if (!line) continue;
+    const colon = line.indexOf(":");
+    const name = line.slice(0, colon).toLowerCase();
+    const value = line.slice(colon + 1).trim();
+    if (FRAMING.has(name)) continue;
+    out[name] = name in out ? `${out[name]}, ${value}` : value;
+  }
+  return out;
+}
+
+/** node:http's head objects, framing aside, values as one string each. */
+function fieldsOfObject(h: OutgoingHttpHeaders): Record<string, string | undefined> {
+  const out: Record<string, string | undefined> = {};
+  for (const [k, v] of Object.entries(h))
+    if (!FRAMING.has(k) && !k.startsWith(":") && v !== undefined)
+      out[k] = Array.isArray(v) ? v.join(", ") : String(v);
+  return out;
+}
+
+const requestText = (fields: Lines) =>
+  Buffer.from(`GET /x HTTP/1.1\r\n${fields.map(([n, v]) => `${n}: ${v}\r\n`).join("")}\r\n`, "latin1");
+
+const bodyOut = (f: Framing): BodyOut =>
+  f.kind === "fixed"
+    ? { kind: "length", length: f.length }
+    : f.kind === "chunked"
+      ? { kind: "chunked" }
+      : { kind: "none" };
+
+/** The relay's request head for the target, from a head read by `read`. */
+function relayRequest(raw: Buffer, read: "bytes" | "text"): Record<string, string> {
+  const end = raw.length - 4;
+  let head: RequestHead;
+  if (read === "bytes") {
+    const p = emptyParts();
+    expect(readRequestHead(raw, 0, end, p)).toBe(true);
+    head = RequestHead.fromParts(p, raw, 0, end);
+  } else {
+    const h = readRequestText(raw, 0, end);
+    if (!(h instanceof RequestHead)) throw new Error(h.error);
+    head = h;
+  }
+  const f = framing(head.special, { kind: "none" });
+  if ("error" in f) throw new Error(f.error);
+  // As the relay's caller connection decides it: the caller's id is passed on as received, or a new one added.
+  const named = namedByConnection(head.special);
+  const callerId = head.special.find(([n]) => n === "x-request-id")?.[1];
+  const out = requestHead(head, named, bodyOut(f), {
+    peer: PEER,
+    requestId: requestId(callerId, named) === callerId ? undefined : NEW_ID,
+    remoteAddress: REMOTE,
+  });
+  return fieldsOf(Buffer.from(out));
+}
+
+/** node:http's parse of each raw head (the full path's input), by a real server on loopback. */
+let server: http.Server;
+let port = 0;
+const parsed = new Map<string, IncomingHttpHeaders>();
+beforeAll(async () => {
+  server = http.createServer((req, res) => {
+    parsed.set(String(req.headers["x-row"]), req.headers);
+    res.end();
+  });
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", () => r()));
+  port = (server.address() as { port: number }).port;
+});
+afterAll(() => server.close());
+
+async function nodeHeaders(row: Row, index: number): Promise<IncomingHttpHeaders> {
+  const raw = requestText([
+    ...row.fields.filter(([n]) => n.toLowerCase() !== "connection"),
+    ["X-Row", String(index)],
+  ]);
+  // Connection goes last, as "close", so that the one exchange ends; the row's own Connection values are
+  // sent too, as node:http keeps them joined.
+  const conn = row.fields.filter(([n]) => n.toLowerCase() === "connection").map(([, v]) => v);
+  const text = raw
+    .toString("latin1")
+    .replace(/\r\n\r\n$/, `\r\nConnection: ${[...conn, "close"].join(", ")}\r\n\r\n`);
+  await new Promise<void>((resolve, reject) => {
+    const s = connect(port, "127.0.0.1", () => s.end(text, "latin1"));
+    s.on("data", () => {});
+    s.on("close", () => resolve());
+    s.on("error", reject);
+  });
+  const h = parsed.get(String(index));
+  if (!h) throw new Error("node:http did not see the request");
+  delete h["x-row"];
+  return h;
+}
+
+// As the full path's listener decides the id: the caller's, or a new one.
+const idOf = (headers: IncomingHttpHeaders) => {
+  const callerId = headers["x-request-id"] as string | undefined;
+  return requestId(callerId, namedBy(headers)) === callerId ? (callerId as string) : NEW_ID;
+};
+const proxyRequest = (headers: IncomingHttpHeaders): ProxyRequest =>
+  ({
+    id: idOf(headers),
+    headers,
+    peer: { uri: PEER },
+    remoteAddress: REMOTE,
+  }) as unknown as ProxyRequest;
+
+describe("one header policy: requests, on every path", () => {
+  requests.forEach((row, i) => {
+    test(row.name, async () => {
+      const raw = requestText(row.fields);
+      const headers = await nodeHeaders(row, i);
+      const h2Expected = Object.fromEntries(
+        Object.entries({ ...row.out, ...row.h2 }).filter(([k, v]) => k !== "host" && v !== undefined),
+      );
+      expect({
+        "relay, byte reader": relayRequest(raw, "bytes"),
+        "relay, string reader": relayRequest(raw, "text"),
+        "full path": fieldsOfObject(requestFields(proxyRequest({ ...headers }))),
+        "full path, HTTP/2": fieldsOfObject(h2RequestFields(proxyRequest({ ...headers }))),
+      }).toEqual({
+        "relay, byte reader": row.out,
+        "relay, string reader": row.out,
+        "full path": row.out,
+        "full path, HTTP/2": h2Expected,
+      });
+    });
+  });
+});
+
+const responses: { name: string; fields: Lines; out: Record<string, string> }[] = [
+  {
+    name: "ordinary fields pass, Svc-Peer-ID too (only requests carry the proxy's)",
+    fields: [
+      ["Content-Type", "text/plain"],
+      ["Svc-Peer-ID", "spiffe://example.org/ns/prod/sa/api"],
+    ],
+    out: { "content-type": "text/plain", "svc-peer-id": "spiffe://example.org/ns/prod/sa/api" },
+  },
+  {
+    name: "hop-by-hop fields and the ones Connection names are dropped",
+    fields: [
+      ["Connection", "x-internal"],
+      ["X-Internal", "1"],
+      ["Keep-Alive", "timeout=5"],
+      ["Upgrade", "h2c"],
+      ["Trailer", "x-checksum"],
+      ["Proxy-Authenticate", "Basic"],
+      ["X-Kept", "2"],
+    ],
+    out: { "x-kept": "2" },
+  },
+];
+
+/** The relay's response head for the caller, from a head read by `read`. */
+function relayResponse(fields: Lines, read: "bytes" | "text"): Record<string, string> {
+  const raw = Buffer.from(
+    `HTTP/1.1 200 OK\r\n${[...fields, ["Content-Length", "0"]].map(([n, v]) => `${n}: ${v}\r\n`).join("")}\r\n`,
+    "latin1",
+  );
+  const end = raw.length - 4;
+  const p = emptyParts() as ReturnType<typeof emptyParts> & { reasonText?: string };
+  if (read === "bytes") expect(readResponseHead(raw, 0, end, p)).toBe(true);
+  else expect(readResponseText(raw.toString("latin1", 0, end), p)).toBe(p);
+  const h = new ResponseHead(
+    p.status,
+    p.reasonText,
+    p.reasonStart,
+    p.version,
+    p.special,
+    raw,
+    0,
+    end,
+    false,
+    { kind: "none" },
+    p.from,
+  );
+  const written: Uint8Array[] = [];
+  const socket = {
+    write(b: Uint8Array) {
+      written.push(b);
+      return b.length;
+    },
+  };
+  const out = new Outbox(socket as never);
+  responseHead(h, { kind: "length", length: 0 }, false, out);
+  out.flush();
+  return fieldsOf(Buffer.concat(written));
+}
+
+describe("one header policy: responses, on every path", () => {
+  for (const row of responses)
+    test(row.name, () => {
+      const asNode: OutgoingHttpHeaders = {};
+      for (const [n, v] of row.fields) asNode[n.toLowerCase()] = v;
+      expect({
+        "relay, byte reader": relayResponse(row.fields, "bytes"),
+        "relay, string reader": relayResponse(row.fields, "text"),
+        "full path": fieldsOfObject(endToEnd(asNode, false)),
+      }).toEqual({
+        "relay, byte reader": row.out,
+        "relay, string reader": row.out,
+        "full path": row.out,
+      });
+    });
+});
+
+test("connectionTokens: one reading of Connection for every path", () => {
+  expect([...connectionTokens(["Close, X-A", " x-b ,"])]).toEqual(["close", "x-a", "x-b"]);
+  expect([
+    ...namedByConnection([
+      ["connection", "Close, X-A"],
+      ["connection", "x-b"],
+    ]),
+  ]).toEqual(["close", "x-a", "x-b"]);
+});
