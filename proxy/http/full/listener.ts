@@ -1,17 +1,10 @@
 import http, { type IncomingMessage, type ServerResponse } from "node:http";
 import http2 from "node:http2";
-import https from "node:https";
 import net, { type Socket } from "node:net";
-import { pipeline, type Readable, Transform } from "node:stream";
-import { checkServerIdentity, type TLSSocket } from "node:tls";
-import { isSvcError, SvcError } from "../../../lib/errors.ts";
-import type { SpiffeId } from "../../../lib/spiffe/id.ts";
+import type { TLSSocket } from "node:tls";
 import type { VerifiedPeer } from "../../../lib/spiffe/x509svid.ts";
-import { createH2Sessions } from "../../../lib/tls/h2-sessions.ts";
 import { attachSpiffeAuth, mtlsServerOptions, peerOf } from "../../../lib/tls/mtls.ts";
-import { authenticatePeer, presentedChain } from "../../../lib/tls/peer.ts";
-import { createUpstreamAgent } from "../../../lib/tls/upstream-agent.ts";
-import { verifyPeerChain } from "../../../lib/tls/verified-chains.ts";
+import { authenticatePeer } from "../../../lib/tls/peer.ts";
 import type { ListenerConfig } from "../../config/types.ts";
 import { guardDescriptors } from "../../fd-budget.ts";
 import {
@@ -21,24 +14,15 @@ import {
   listening,
   type RunningListener,
   sourceAuthorizer,
-  targetAuthorizer,
 } from "../../listener.ts";
 import { buildChain } from "../../middleware/chain.ts";
-import { requestTimedOut, targetTimedOut } from "../../timeouts.ts";
-import { namedBy, REQUEST_ID_HEADER, requestId } from "../headers.ts";
-import {
-  type Handler,
-  isBuffered,
-  type ProxyRequest,
-  type ProxyResponse,
-  proxyAnswer,
-  proxyResponse,
-  type Upstream,
-} from "../types.ts";
+import { requestTimedOut } from "../../timeouts.ts";
+import { proxyAnswer } from "../types.ts";
 import { Connections } from "./connections.ts";
-import { forwarder } from "./forward.ts";
-import { h2Forwarder } from "./forward-h2.ts";
+import { type ExchangeContext, serveExchange } from "./exchange.ts";
 import { guardSession } from "./h2-guard.ts";
+import { sniff } from "./sniff.ts";
+import { openTarget } from "./target.ts";
 
 // Concurrent streams per HTTP/2 caller connection, announced in SETTINGS (the common default).
 const MAX_STREAMS = 100;
@@ -56,54 +40,8 @@ export async function startHttpListener(l: ListenerConfig, deps: ListenerDeps): 
   const mtlsIn = l.callerMtls;
   const authorizeSource = sourceAuthorizer(l);
 
-  // The target hop: SPIFFE mTLS (client and central modes) or not; HTTP/2 sessions or HTTP/1.1 agents.
-  const targetPolicy = l.targetMtls
-    ? {
-        source: deps.source,
-        authorize: targetAuthorizer(l),
-        ...(deps.keylog ? { keylog: deps.keylog } : {}),
-      }
-    : undefined;
-  // Who answered on an mTLS upstream connection, verified once per connection.
-  const upstreams = new WeakMap<TLSSocket, Upstream>();
-  const identify = (socket: TLSSocket) => {
-    let u = upstreams.get(socket);
-    if (!u) {
-      const chain = presentedChain(socket);
-      // checkServerIdentity verified this chain moments ago: this is answered from memory.
-      u = { id: verifyPeerChain(chain, deps.source).id, chain };
-      upstreams.set(socket, u);
-    }
-    return u;
-  };
-  let closeTarget: () => void;
-  let forward: Handler;
-  if (l.http2) {
-    const h2 = createH2Sessions(l.target, l.timeouts.handshakeMs, targetPolicy);
-    forward = h2Forwarder({ target: l.target, session: h2.session, ...(targetPolicy ? { identify } : {}) });
-    closeTarget = () => h2.close();
-  } else {
-    const upstream = targetPolicy
-      ? createUpstreamAgent(targetPolicy, { keepAlive: !l.disableKeepalive })
-      : undefined;
-    // An ordinary https:// target's certificate must name the configured host, never the caller's Host
-    // header (Node takes the name to check from it when the target is an IP address).
-    const targetHost = l.target.hostname.replace(/^\[|\]$/g, "");
-    const plainAgent =
-      l.target.protocol === "https:"
-        ? new https.Agent({
-            keepAlive: !l.disableKeepalive,
-            checkServerIdentity: (_name, cert) => checkServerIdentity(targetHost, cert),
-          })
-        : new http.Agent({ keepAlive: !l.disableKeepalive });
-    const agent = () => upstream?.agent() ?? plainAgent;
-    forward = forwarder({ target: l.target, agent, ...(targetPolicy ? { identify } : {}) });
-    closeTarget = () => {
-      upstream?.close();
-      plainAgent.destroy();
-    };
-  }
-  const chain = buildChain(l.middlewares, forward, {
+  const target = openTarget(l, deps);
+  const chain = buildChain(l.middlewares, target.forward, {
     listener: l,
     ...(deps.notary ? { notary: deps.notary } : {}),
   });
@@ -171,145 +109,9 @@ export async function startHttpListener(l: ListenerConfig, deps: ListenerDeps): 
       sessionPeers.set(session, authenticatePeer(req.socket as TLSSocket, deps.source, authorizeSource));
     return sessionPeers.get(session);
   };
-  // A request that arrives after the caller's certificate expired is not served: its connection is closed
-  // (HTTP/1.1) or the stream refused and the session closed (HTTP/2), as a server closes an idle
-  // connection, and the caller retries over a new handshake.
-  const expired = (peer: VerifiedPeer | undefined) =>
-    peer !== undefined && Date.now() > peer.notAfter.getTime();
 
-  const handle = async (req: IncomingMessage, res: ServerResponse) => {
-    const started = performance.now();
-    const socket = req.socket;
-    const session =
-      req.httpVersionMajor === 2
-        ? (req as unknown as { stream: { session: object } }).stream.session
-        : undefined;
-    const connection = session ?? socket;
-    connections.requestStarted(connection);
-    // A body not read to its end (an answer before it) leaves the connection to the idle timeout only.
-    if (req.complete) connections.requestRead(connection);
-    else req.once("end", () => connections.requestRead(connection));
-    let verified: VerifiedPeer | undefined;
-    try {
-      verified = peerFor(req, session);
-    } catch (e) {
-      const refusal = isSvcError(e) ? e : new SvcError("untrusted_peer", (e as Error).message);
-      callerRefused({ events, log }, refusal, socket.remoteAddress);
-      res.once("close", () => connections.requestEnded(connection));
-      send(res, proxyResponse(403, `caller identity not accepted: ${(e as Error).message}`));
-      return;
-    }
-    if (expired(verified)) {
-      log.info("caller certificate expired; connection closed", { peer: verified?.id.uri });
-      connections.requestEnded(connection);
-      if (session) {
-        (req as unknown as { stream: http2.ServerHttp2Stream }).stream.close(
-          http2.constants.NGHTTP2_REFUSED_STREAM,
-        );
-        (session as http2.Http2Session).close();
-      } else socket.destroy();
-      return;
-    }
-    const peer: SpiffeId | undefined = verified?.id;
-    const id = requestId(req.headers[REQUEST_ID_HEADER] as string | undefined, namedBy(req.headers));
-    const reqLog = log.with({ request_id: id, ...(peer ? { peer: peer.uri } : {}) });
-    const controller = new AbortController();
-    let bytesIn = 0;
-    const bytesOut = { n: 0 };
-    // A body is counted in a Transform, not a "data" listener: that would start it flowing before a
-    // middleware that awaits has passed the request on, and the bytes would be lost. A request that
-    // cannot have a body skips it (about 14% of a hop's throughput, measured).
-    const mayHaveBody =
-      req.httpVersionMajor === 2 ||
-      req.headers["transfer-encoding"] !== undefined ||
-      Number(req.headers["content-length"] ?? 0) > 0;
-    const body = mayHaveBody
-      ? req.pipe(
-          new Transform({
-            transform(chunk: Buffer, _encoding, done) {
-              bytesIn += chunk.length;
-              done(null, chunk);
-            },
-          }),
-        )
-      : req;
-    let timedOut: "read" | "write" | undefined;
-
-    // read: the whole request, body included; write: from the end of the request to the end of the response.
-    const readTimer = setTimeout(() => {
-      timedOut = "read";
-      controller.abort();
-      // The rest of a half-read request cannot be told from the next request: the connection ends.
-      res.once("finish", () => socket.destroy());
-      const t = requestTimedOut(l.timeouts);
-      const timeout = proxyResponse(t.status, t.message);
-      timeout.headers.connection = "close";
-      if (!res.headersSent) send(res, timeout);
-      else res.destroy();
-    }, l.timeouts.readMs);
-    let writeTimer: ReturnType<typeof setTimeout> | undefined;
-    const startWriteTimer = () => {
-      clearTimeout(readTimer);
-      writeTimer = setTimeout(() => {
-        timedOut = "write";
-        controller.abort();
-        const t = targetTimedOut(l.timeouts, l.target);
-        if (!res.headersSent) send(res, proxyResponse(t.status, t.message));
-        else res.destroy();
-      }, l.timeouts.writeMs);
-    };
-    if (req.complete) startWriteTimer();
-    else req.once("end", startWriteTimer);
-    res.once("close", () => {
-      clearTimeout(readTimer);
-      clearTimeout(writeTimer);
-      if (!res.writableFinished) controller.abort();
-      connections.requestEnded(connection);
-      const seconds = (performance.now() - started) / 1000;
-      events?.request(res.statusCode, seconds, bytesIn, bytesOut.n);
-      reqLog.debug("request", { method: req.method, path: req.url, status: res.statusCode, seconds });
-    });
-
-    // The request's fields as the caller sent them: the forwarder makes the one copy that goes upstream,
-    // with the proxy's own fields (headers.ts requestFields).
-    const headers = req.headers;
-    const preq: ProxyRequest = {
-      id,
-      listener: l.name,
-      method: req.method ?? "GET",
-      path: req.url ?? "/",
-      headers,
-      body,
-      peer,
-      remoteAddress: socket.remoteAddress ?? "",
-      log: reqLog,
-      signal: controller.signal,
-    };
-    let response: ProxyResponse;
-    try {
-      response = await chain(preq);
-    } catch (e) {
-      reqLog.error("middleware failed", { error: e as Error });
-      response = proxyResponse(500, "internal error in a middleware");
-    }
-    if (timedOut || res.headersSent || res.destroyed) {
-      if (!isBuffered(response.body)) response.body.destroy();
-      return;
-    }
-    if (response.failure) {
-      const reason = String(response.body).trim();
-      reqLog.warn("upstream failure", { status: response.status, failure: response.failure, reason });
-      if (response.failure === "target-refused")
-        events?.denied("target", response.failureCode ?? "unauthorized_peer");
-    }
-    // A response made without reading the whole request body (a refusal): the rest is read and dropped,
-    // or the caller, still sending, would not see the response on this connection.
-    if (!req.complete && !body.destroyed) body.resume();
-    send(res, response, bytesOut, (e) =>
-      reqLog.warn("upstream failure", { failure: "response-interrupted", reason: e.message }),
-    );
-  };
-
+  const exchanges: ExchangeContext = { l, log, events, connections, chain, peerFor };
+  const handle = (req: IncomingMessage, res: ServerResponse) => serveExchange(exchanges, req, res);
   let server: net.Server;
   let detach = () => {};
   if (mtlsIn) {
@@ -376,65 +178,7 @@ export async function startHttpListener(l: ListenerConfig, deps: ListenerDeps): 
       server.close();
       detach();
       await connections.drain(drainMs);
-      closeTarget();
+      target.close();
     },
   };
-}
-
-/** HTTP/2's connection preface starts with these bytes; no HTTP/1.1 request line does. */
-const PREFACE = Buffer.from("PRI * HTTP/2.0");
-
-/**
- * Reads until the first bytes tell HTTP/2's preface from HTTP/1.1, puts them back, and says which. A
- * caller that sends nothing within `timeoutMs` is disconnected.
- */
-function sniff(socket: net.Socket, timeoutMs: number, then: (h2: boolean) => void): void {
-  let seen = Buffer.alloc(0);
-  const timer = setTimeout(() => socket.destroy(), timeoutMs);
-  socket.once("close", () => clearTimeout(timer));
-  const onData = (chunk: Buffer) => {
-    seen = Buffer.concat([seen, chunk]);
-    const n = Math.min(seen.length, PREFACE.length);
-    const h2 = seen.subarray(0, n).equals(PREFACE.subarray(0, n));
-    if (h2 && n < PREFACE.length) return;
-    clearTimeout(timer);
-    socket.off("data", onData);
-    socket.pause();
-    socket.unshift(seen);
-    then(h2);
-    socket.resume();
-  };
-  socket.on("data", onData);
-  socket.once("error", () => socket.destroy());
-}
-
-/**
- * Writes a response. A streamed body that fails half way (the target reset, its certificate expired) ends
- * the caller's connection (HTTP/1.1) or stream (HTTP/2) at once: the caller sees the response cut short
- * instead of waiting for bytes that will never come.
- */
-function send(
-  res: ServerResponse,
-  r: ProxyResponse,
-  counter?: { n: number },
-  onBroken?: (e: Error) => void,
-): void {
-  res.writeHead(r.status, r.headers);
-  // Trailers reach an HTTP/2 caller (gRPC's status); HTTP/1.1 callers are not sent any.
-  if (res.req.httpVersionMajor === 2) r.trailers?.((t) => res.addTrailers(t));
-  if (isBuffered(r.body)) {
-    if (counter) counter.n += typeof r.body === "string" ? Buffer.byteLength(r.body) : r.body.length;
-    res.end(r.body);
-  } else {
-    if (counter) {
-      r.body.on("data", (chunk: Buffer) => {
-        counter.n += chunk.length;
-      });
-    }
-    pipeline(r.body as Readable, res, (e) => {
-      if (!e) return;
-      res.destroy();
-      onBroken?.(e);
-    });
-  }
 }
