@@ -1,36 +1,23 @@
-import type { Server } from "bun";
-import { SvcError } from "../../lib/errors.ts";
-import type { HostPort } from "../config/types.ts";
-import type { AccessAnswer, AccessReviewSpec } from "./authorize.ts";
-import { userInfoProblem } from "./bounded.ts";
-import { Gate, type GateLimits, type GateLoad, type Ticket } from "./gate.ts";
-import { clip, shown } from "./request.ts";
-import type { AdmissionRequest, Verdict } from "./review.ts";
-import { throttled } from "./throttled.ts";
-import type { TlsPair } from "./tls-files.ts";
-
 /**
- * The admission webhook's HTTPS server: POST /validate takes an AdmissionReview (admission.k8s.io/v1) and
- * answers it; GET /healthz answers while the process runs, GET /readyz once the pod cache is filled.
+ * The admission webhook's HTTPS server: POST /validate takes an AdmissionReview and POST /authorize a
+ * SubjectAccessReview, read within BODY_MS and the gate's bounds and answered (answers.ts); GET /healthz
+ * answers while the process runs, GET /readyz once the pod cache is filled.
  * A new serving certificate takes effect by starting a second server on the same port (SO_REUSEPORT) and
  * stopping the first gracefully: requests in flight finish, new connections get the new certificate.
  */
-export interface AdmissionServerOptions {
+import type { Server } from "bun";
+import { SvcError } from "../../lib/errors.ts";
+import type { HostPort } from "../config/types.ts";
+import { type Answering, answerAccessReview, answerReview, plain } from "./answers.ts";
+import { Gate, type GateLimits, type GateLoad, type Ticket } from "./gate.ts";
+import { clip } from "./request.ts";
+import { throttled } from "./throttled.ts";
+import type { TlsPair } from "./tls-files.ts";
+
+export interface AdmissionServerOptions extends Omit<Answering, "note"> {
   address: HostPort;
   tls: TlsPair;
-  decide(request: AdmissionRequest): Promise<Verdict>;
-  /**
-   * A SubjectAccessReview's spec (POST /authorize): denied with a reason, no opinion, or (a clearance
-   * question only, authorize.ts) allowed with the clearances in the reason.
-   */
-  authorize(spec: AccessReviewSpec): Promise<{ answer: AccessAnswer; reason: string }>;
   ready(): boolean;
-  /**
-   * A malformed review (answered 400: the API server then applies the failure policy), or one turned away
-   * before it was decided (a review not received in time, too many at once, absurd user info). Those are
-   * what an attacker sends by the hundred: they are reported at most once every REPORT_MS, with a count.
-   */
-  onBadRequest(message: string): void;
 }
 
 export const REVIEW_PATH = "/validate";
@@ -72,9 +59,6 @@ export const GATE_LIMITS: GateLimits = {
 };
 /** Reviews turned away at the door are reported once per this interval at most. */
 const REPORT_MS = 10_000;
-/** The API server's request UID is a UUID; the review's apiVersion is echoed when it is this short. */
-const MAX_UID = 256;
-const MAX_API_VERSION = 64;
 
 export interface AdmissionServer {
   port: number;
@@ -101,17 +85,9 @@ function refuseTakenPort(address: HostPort): void {
 }
 
 export function startAdmissionServer(o: AdmissionServerOptions): AdmissionServer {
-  const plain = (status: number, text: string, close = false) =>
-    new Response(`${text}\n`, {
-      status,
-      headers: {
-        "content-type": "text/plain; charset=utf-8",
-        // Bun sends the answer and closes at once, without waiting for a body it was not asked to read.
-        ...(close ? { connection: "close" } : {}),
-      },
-    });
   const gate = new Gate(GATE_LIMITS);
   const note = throttled(o.onBadRequest, REPORT_MS);
+  const answering: Answering = { ...o, note };
   const fetch = async (req: Request, server: Server<undefined>): Promise<Response> => {
     const path = new URL(req.url).pathname;
     if (req.method === "GET" && path === "/healthz") return plain(200, "ok");
@@ -125,7 +101,7 @@ export function startAdmissionServer(o: AdmissionServerOptions): AdmissionServer
       req,
       clientAddress(server.requestIP(req)?.address),
       body,
-      path === REVIEW_PATH ? answer : answerAccess,
+      path === REVIEW_PATH ? answerReview : answerAccessReview,
     );
   };
 
@@ -134,7 +110,7 @@ export function startAdmissionServer(o: AdmissionServerOptions): AdmissionServer
     req: Request,
     address: string,
     bytes: number,
-    respond: (value: unknown, ticket: Ticket, address: string) => Promise<Response>,
+    respond: (o: Answering, value: unknown, ticket: Ticket, address: string) => Promise<Response>,
   ): Promise<Response> => {
     let dropped = (_why: string) => {};
     const drop = new Promise<{ why: string }>((resolve) => {
@@ -166,90 +142,11 @@ export function startAdmissionServer(o: AdmissionServerOptions): AdmissionServer
         o.onBadRequest(`body is not JSON: ${clip(first.error.message, 200)}`);
         return plain(400, "svc-proxy admission: the body is not JSON");
       }
-      return await respond(first.value, ticket, address);
+      return await respond(answering, first.value, ticket, address);
     } finally {
       clearTimeout(late);
       ticket.done();
     }
-  };
-
-  const answer = async (value: unknown, ticket: Ticket, address: string): Promise<Response> => {
-    const review = value as { apiVersion?: unknown; kind?: unknown; request?: AdmissionRequest } | null;
-    const request = review?.request;
-    if (review?.kind !== "AdmissionReview" || typeof request?.uid !== "string") {
-      o.onBadRequest(`not an AdmissionReview with request.uid (kind ${shown(review?.kind)})`);
-      return plain(400, "svc-proxy admission: expected an AdmissionReview with request.uid");
-    }
-    if (request.uid.length > MAX_UID) {
-      o.onBadRequest(`request.uid has ${request.uid.length} characters (at most ${MAX_UID})`);
-      return plain(400, `svc-proxy admission: request.uid is longer than ${MAX_UID} characters`);
-    }
-    const reply = (verdict: Verdict) =>
-      Response.json({
-        apiVersion: echoed(review.apiVersion, "admission.k8s.io/v1"),
-        kind: "AdmissionReview",
-        response: {
-          uid: request.uid,
-          allowed: verdict.allowed,
-          ...(verdict.allowed
-            ? {}
-            : { status: { code: 403, reason: "Forbidden", message: verdict.message } }),
-        },
-      });
-    // Refused before anything is asked, hashed, forwarded or logged for it.
-    const absurd = userInfoProblem(request.userInfo);
-    if (absurd) {
-      note(`review ${clip(request.uid)} from ${address}: ${absurd}`);
-      return reply({ allowed: false, decision: "refused", message: absurd });
-    }
-    return whenRoom(ticket, "review", address, async () => reply(await o.decide(request)));
-  };
-
-  /**
-   * A SubjectAccessReview (authorization.k8s.io/v1): answered with status.allowed false (this webhook grants
-   * nothing but the answer to a clearance question), and denied true with the reason when the read is
-   * refused.
-   */
-  const answerAccess = async (value: unknown, ticket: Ticket, address: string): Promise<Response> => {
-    const review = value as { apiVersion?: unknown; kind?: unknown; spec?: AccessReviewSpec } | null;
-    const spec = review?.spec;
-    if (review?.kind !== "SubjectAccessReview" || spec === null || typeof spec !== "object") {
-      o.onBadRequest(`not a SubjectAccessReview with a spec (kind ${shown(review?.kind)})`);
-      return plain(400, "svc-proxy admission: expected a SubjectAccessReview with a spec");
-    }
-    const reply = (answer: AccessAnswer, reason: string) =>
-      Response.json({
-        apiVersion: echoed(review.apiVersion, "authorization.k8s.io/v1"),
-        kind: "SubjectAccessReview",
-        status: { allowed: answer === "allow", ...(answer === "deny" ? { denied: true } : {}), reason },
-      });
-    const absurd = userInfoProblem({
-      username: spec.user,
-      uid: spec.uid,
-      groups: spec.groups,
-      extra: spec.extra,
-    });
-    if (absurd) {
-      note(`access review from ${address}: ${absurd}`);
-      return reply("deny", absurd);
-    }
-    return whenRoom(ticket, "access review", address, async () => {
-      const { answer, reason } = await o.authorize(spec);
-      return reply(answer, reason);
-    });
-  };
-
-  /** The gate's last bound (reviews being decided), then the decision; past the bound the answer is 429. */
-  const whenRoom = (
-    ticket: Ticket,
-    what: string,
-    address: string,
-    then: () => Promise<Response>,
-  ): Promise<Response> | Response => {
-    const full = ticket.decide();
-    if (!full) return then();
-    note(`${what} from ${address} answered 429: ${full}`);
-    return plain(429, `svc-proxy admission: ${full}`);
   };
 
   const serve = (tls: TlsPair, port: number): Server<undefined> =>
@@ -281,11 +178,6 @@ export function startAdmissionServer(o: AdmissionServerOptions): AdmissionServer
       await server.stop();
     },
   };
-}
-
-/** The review's apiVersion, echoed when it is a short string; else `fallback`. */
-function echoed(v: unknown, fallback: string): string {
-  return typeof v === "string" && v.length <= MAX_API_VERSION ? v : fallback;
 }
 
 /** Bytes a request says its body has: its Content-Length, or MAX_BODY when it is sent in chunks. */
