@@ -1,5 +1,3 @@
-import type { ConsolaInstance, createConsola } from "consola";
-
 /**
  * What svc and svc-proxy say to a person on standard error: warnings, refusals, errors and notes such
  * as "statement verified". Standard output, which scripts parse, is never written here.
@@ -10,6 +8,8 @@ import type { ConsolaInstance, createConsola } from "consola";
  * consola is loaded on the first message said on a terminal, so a command that says nothing, and every
  * message off a terminal, never loads it.
  */
+import type { ConsolaInstance, createConsola } from "consola";
+
 type Kind = "warn" | "error" | "info" | "success";
 
 let instance: ConsolaInstance | undefined;

@@ -1,6 +1,3 @@
-import { readdirSync, readFileSync } from "node:fs";
-import type { Logger } from "./log.ts";
-
 /**
  * How many sockets the listeners may hold at once, so that the process never runs out of file descriptors:
  * at that point accepting fails, and the event loop would retry the listening socket without end (one
@@ -10,6 +7,9 @@ import type { Logger } from "./log.ts";
  * most as many as callers were at once). Past the budget, new callers are closed at once; established
  * ones keep being served.
  */
+import { readdirSync, readFileSync } from "node:fs";
+import type { Logger } from "./log.ts";
+
 const RESERVE = 16;
 
 function softLimit(): number | undefined {

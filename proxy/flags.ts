@@ -1,9 +1,9 @@
-import { SvcError } from "../lib/errors.ts";
-
 /**
  * Go `flag` package conventions, which svc-proxy users know from ghostunnel and controller-runtime:
  * `-name value`, `-name=value`, `--name=value`; booleans as `-name` or `-name=false`.
  */
+import { SvcError } from "../lib/errors.ts";
+
 export interface FlagSpec {
   name: string;
   kind: "string" | "bool";

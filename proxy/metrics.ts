@@ -1,3 +1,11 @@
+/**
+ * Prometheus metrics at metricsAddr (GET /metrics), labelled by listener, on prom-client. Denials are
+ * counted by side and by reason code, never by peer ID, so that label values stay few. Loaded only when
+ * metricsAddr is set (proxy/runtime.ts); without it the listeners report to nothing.
+ *
+ * Of prom-client's default metrics only the process_* ones are registered: its nodejs_* collectors
+ * read V8 and libuv figures that Bun does not have (event-loop lag reads NaN) and poll a timer.
+ */
 import { createServer, type Server } from "node:http";
 import { Counter, Gauge, Histogram, Registry } from "prom-client";
 import processResidentMemory from "prom-client/lib/metrics/osMemoryHeap.js";
@@ -9,14 +17,6 @@ import { buildInfo } from "../lib/build-info.ts";
 import type { HostPort } from "./config/types.ts";
 import type { ListenerEvents } from "./listener.ts";
 
-/**
- * Prometheus metrics at metricsAddr (GET /metrics), labelled by listener, on prom-client. Denials are
- * counted by side and by reason code, never by peer ID, so that label values stay few. Loaded only when
- * metricsAddr is set (proxy/runtime.ts); without it the listeners report to nothing.
- *
- * Of prom-client's default metrics only the process_* ones are registered: its nodejs_* collectors
- * read V8 and libuv figures that Bun does not have (event-loop lag reads NaN) and poll a timer.
- */
 export interface AdmissionMetrics {
   review(subresource: string, decision: string, seconds: number): void;
   /** A review read an object (of a cached kind) the watch had not delivered yet. */

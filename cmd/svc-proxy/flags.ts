@@ -1,9 +1,9 @@
-import type { FlagSpec } from "../../proxy/flags.ts";
-
 /**
  * svc-proxy: SPIFFE mTLS proxy for HTTP, TCP and MQTT. Flags follow Go conventions
  * (docs/proxy-configuration.md, "Flags").
  */
+import type { FlagSpec } from "../../proxy/flags.ts";
+
 export const FLAGS: FlagSpec[] = [
   {
     name: "config",

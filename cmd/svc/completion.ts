@@ -1,14 +1,14 @@
-import { defineCommand } from "citty";
-import { SvcError } from "../../lib/errors.ts";
-import { findKubectl } from "../../lib/kube/kubectl.ts";
-import { action } from "./cli.ts";
-
 /**
  * `svc completion bash|zsh|fish` (docs/svc-config.md, "Shell completion"): kubectl's own completion script,
  * renamed for svc and asking svc (`svc __complete …`) for candidates, so that resource names come from the
  * current compartment context's cluster and namespace and svc's own commands are offered too. It is
  * registered for `svc` and for `kubectl`, so that `alias kubectl=svc` completes as well.
  */
+import { defineCommand } from "citty";
+import { SvcError } from "../../lib/errors.ts";
+import { findKubectl } from "../../lib/kube/kubectl.ts";
+import { action } from "./cli.ts";
+
 const SHELLS = ["bash", "zsh", "fish"] as const;
 
 const args = { shell: { type: "positional", description: "bash, zsh or fish", required: true } } as const;

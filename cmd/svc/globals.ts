@@ -1,10 +1,10 @@
-import type { ArgsDef } from "citty";
-import { SvcError } from "../../lib/errors.ts";
-
 /**
  * The global flags. svc prints errors as one line without a stack unless --log-stacktrace (or
  * SVC_DEBUG=true) is given.
  */
+import type { ArgsDef } from "citty";
+import { SvcError } from "../../lib/errors.ts";
+
 export const DEFAULT_SPIFFE_SOCKET = "unix:///spiffe-workload-api/agent.sock";
 
 export const globalArgs = {

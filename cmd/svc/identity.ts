@@ -1,3 +1,10 @@
+/**
+ * `svc identity` (docs/svc-config.md): the active compartment and who the cluster says you are (a
+ * SelfSubjectReview, through kubectl), with the default groups and the svc: groups; then the clearances the
+ * cluster sees in your groups (what its admission policy and webhook go by, docs/admission.md), with a
+ * warning when they do not cover the active compartment. A service account holds no clearance groups:
+ * the cluster's compartment webhook says what it speaks for (its marks, or its pod's), and svc asks it.
+ */
 import { defineCommand } from "citty";
 import { loadConfig } from "../../lib/config/file.ts";
 import { activeContext } from "../../lib/config/resolve.ts";
@@ -16,13 +23,6 @@ import { serviceAccountOf } from "../../lib/kube/service-account.ts";
 import { say, svcWarning } from "../say.ts";
 import { action, checkOutput, outputArg, printStructured, STRUCTURED } from "./cli.ts";
 
-/**
- * `svc identity` (docs/svc-config.md): the active compartment and who the cluster says you are (a
- * SelfSubjectReview, through kubectl), with the default groups and the svc: groups; then the clearances the
- * cluster sees in your groups (what its admission policy and webhook go by, docs/admission.md), with a
- * warning when they do not cover the active compartment. A service account holds no clearance groups:
- * the cluster's compartment webhook says what it speaks for (its marks, or its pod's), and svc asks it.
- */
 const args = outputArg;
 
 export default defineCommand({

@@ -1,3 +1,9 @@
+/**
+ * The command line as kubectl reads it, with svc's own commands (they replace kubectl's `version` and
+ * `completion`) and the flags svc adds to kubectl's commands: the compartment filters of `get`, and
+ * `--force` (the compartment override) where kubectl has none. On apply, replace, delete and run,
+ * `--force` is kubectl's and keeps kubectl's meaning; svc reads it as the override request too.
+ */
 import {
   type CommandLine,
   commandWords,
@@ -10,12 +16,6 @@ import { contextFlags, type KubeTarget, withContext } from "../../lib/kube/kubec
 import { subCommands } from "./commands.ts";
 import type { Guarded } from "./guards/guard.ts";
 
-/**
- * The command line as kubectl reads it, with svc's own commands (they replace kubectl's `version` and
- * `completion`) and the flags svc adds to kubectl's commands: the compartment filters of `get`, and
- * `--force` (the compartment override) where kubectl has none. On apply, replace, delete and run,
- * `--force` is kubectl's and keeps kubectl's meaning; svc reads it as the override request too.
- */
 const FORCE: FlagTable = { force: ["b"] };
 
 const SVC_FLAGS: Record<string, FlagTable> = {

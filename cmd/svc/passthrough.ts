@@ -1,3 +1,11 @@
+/**
+ * Any command svc does not own goes to the real kubectl with the compartment context added
+ * (docs/svc-config.md, "kubectl commands"). Without a current context svc is plain kubectl. The
+ * commands that could cross a compartment are guarded first (docs/svc-guard.md); each guard module loads
+ * only when its command runs. Standard streams and the TTY are inherited; signals reach kubectl (from a
+ * terminal directly, as it shares our process group; sent to svc alone, passed on) and its exit status
+ * is ours.
+ */
 import { AuditLog, auditUser, type Decision } from "../../lib/config/audit.ts";
 import { readConfig } from "../../lib/config/read.ts";
 import { activeContext } from "../../lib/config/resolve.ts";
@@ -11,14 +19,6 @@ import { svcWarning } from "../say.ts";
 import type { Guarded, GuardInput } from "./guards/guard.ts";
 import { kubectlArgs, svcFlagHelp, svcFlags } from "./line.ts";
 
-/**
- * Any command svc does not own goes to the real kubectl with the compartment context added
- * (docs/svc-config.md, "kubectl commands"). Without a current context svc is plain kubectl. The
- * commands that could cross a compartment are guarded first (docs/svc-guard.md); each guard module loads
- * only when its command runs. Standard streams and the TTY are inherited; signals reach kubectl (from a
- * terminal directly, as it shares our process group; sent to svc alone, passed on) and its exit status
- * is ours.
- */
 type Guard = (g: GuardInput) => Guarded | Promise<Guarded>;
 
 const pods = () => import("./guards/pods.ts").then((m) => m.guardPods);

@@ -1,9 +1,3 @@
-import { execFileSync } from "node:child_process";
-import { appendFileSync, mkdirSync } from "node:fs";
-import { homedir } from "node:os";
-import { dirname } from "node:path";
-import { AUDIT_LEVELS, type SvcConfig } from "./schema.ts";
-
 /**
  * The audit log (docs/svc-config.md, "Audit log"): one JSON line per command with time, user, context,
  * compartment, command line, target objects, decision and exit status. `auditLog.level` filters: allowed
@@ -11,6 +5,12 @@ import { AUDIT_LEVELS, type SvcConfig } from "./schema.ts";
  * Writing never stops a command: a full disk or an unwritable file gives one warning on stderr and the
  * command goes on.
  */
+import { execFileSync } from "node:child_process";
+import { appendFileSync, mkdirSync } from "node:fs";
+import { homedir } from "node:os";
+import { dirname } from "node:path";
+import { AUDIT_LEVELS, type SvcConfig } from "./schema.ts";
+
 export type Decision = "allowed" | "refused" | "forced" | "error";
 export type AuditLevel = (typeof AUDIT_LEVELS)[number];
 

@@ -1,3 +1,8 @@
+/**
+ * Reading and writing ~/.svc/config.yaml. Errors name the file, the line and the field. Writes edit the
+ * parsed YAML document (so comments and order survive) and replace the file atomically (write a temporary
+ * file beside it, then rename), so a crash never leaves half a configuration.
+ */
 import { mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import { dirname } from "node:path";
 import * as v from "valibot";
@@ -6,11 +11,6 @@ import { SvcError } from "../errors.ts";
 import { configPath, defaultConfigPath } from "./path.ts";
 import { KNOWN_KEYS, SvcConfig } from "./schema.ts";
 
-/**
- * Reading and writing ~/.svc/config.yaml. Errors name the file, the line and the field. Writes edit the
- * parsed YAML document (so comments and order survive) and replace the file atomically (write a temporary
- * file beside it, then rename), so a crash never leaves half a configuration.
- */
 export interface LoadedConfig {
   path: string;
   config: SvcConfig;

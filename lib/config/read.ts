@@ -1,9 +1,3 @@
-import { readFileSync } from "node:fs";
-import * as v from "valibot";
-import type { LoadedConfig } from "./file.ts";
-import { configPath } from "./path.ts";
-import { KNOWN_KEYS, SvcConfig } from "./schema.ts";
-
 /**
  * The configuration for commands that only read it (every kubectl command goes through here): parsed with
  * Bun's native YAML parser, a fraction of the cost of a first run of the document parser that keeps
@@ -11,6 +5,12 @@ import { KNOWN_KEYS, SvcConfig } from "./schema.ts";
  * merge key, an unknown key, a validation issue — is read again by loadConfig, whose messages and
  * warnings name the line. The result is the same configuration either way.
  */
+import { readFileSync } from "node:fs";
+import * as v from "valibot";
+import type { LoadedConfig } from "./file.ts";
+import { configPath } from "./path.ts";
+import { KNOWN_KEYS, SvcConfig } from "./schema.ts";
+
 export type ReadConfig = Pick<LoadedConfig, "path" | "config" | "exists">;
 
 const isPlain = (x: unknown): x is Record<string, unknown> =>

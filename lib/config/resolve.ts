@@ -1,3 +1,12 @@
+/**
+ * The compartment context a command runs in: the current context of the file, with SVC_COUNTRY,
+ * SVC_SENSITIVITY and SVC_COMPARTMENT overriding its fields (the environment wins: docs/svc-config.md), and
+ * the kubeconfig from KUBECONFIG, else the file's `kubeconfig`, else ~/.kube/config.
+ *
+ * requireExplicitContextSwitch (decided here, docs/svc-config.md): when true, an environment variable may
+ * not change the compartment — a value that differs from the current context is refused, so that moving
+ * to another compartment always takes `svc context use`, which is visible and audited.
+ */
 import { homedir } from "node:os";
 import { join } from "node:path";
 import { SvcError } from "../errors.ts";
@@ -10,15 +19,6 @@ import {
   type SvcConfig,
 } from "./schema.ts";
 
-/**
- * The compartment context a command runs in: the current context of the file, with SVC_COUNTRY,
- * SVC_SENSITIVITY and SVC_COMPARTMENT overriding its fields (the environment wins: docs/svc-config.md), and
- * the kubeconfig from KUBECONFIG, else the file's `kubeconfig`, else ~/.kube/config.
- *
- * requireExplicitContextSwitch (decided here, docs/svc-config.md): when true, an environment variable may
- * not change the compartment — a value that differs from the current context is refused, so that moving
- * to another compartment always takes `svc context use`, which is visible and audited.
- */
 export interface ActiveContext extends CompartmentContext {
   name: string;
   /** `<COUNTRY>-<SENSITIVITY>-<COMPARTMENT>`, the `svc.io/compartment` label value. */

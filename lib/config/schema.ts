@@ -1,9 +1,9 @@
-import * as v from "valibot";
-
 /**
  * ~/.svc/config.yaml (docs/svc-config.md). Context fields are upper case by convention (US, TS, ALPHA);
  * values are kept as written and compared case-insensitively.
  */
+import * as v from "valibot";
+
 const text = (what: string) =>
   v.pipe(v.string(`${what} must be a string`), v.nonEmpty(`${what} must not be empty`));
 

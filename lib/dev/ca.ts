@@ -1,3 +1,7 @@
+/**
+ * A local certificate authority for development and tests: one self-signed root per trust domain,
+ * issuing X.509-SVIDs and JWT-SVIDs. Development only: its keys sit unencrypted in a directory.
+ */
 import "reflect-metadata";
 import { chmodSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
@@ -6,10 +10,6 @@ import { exportJWK, importPKCS8, type JSONWebKeySet, type JWK, SignJWT } from "j
 import { derToPem, pemToDer } from "../spiffe/cert.ts";
 import { parseSpiffeId, parseTrustDomain } from "../spiffe/id.ts";
 
-/**
- * A local certificate authority for development and tests: one self-signed root per trust domain,
- * issuing X.509-SVIDs and JWT-SVIDs. Development only: its keys sit unencrypted in a directory.
- */
 const EC = { name: "ECDSA", namedCurve: "P-256", hash: "SHA-256" } as const;
 x509.cryptoProvider.set(crypto);
 

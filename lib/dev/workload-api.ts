@@ -1,3 +1,8 @@
+/**
+ * A development Workload API server: serves SVIDs from a DevCa for fixed SPIFFE IDs on a unix socket,
+ * without attestation, and rotates them at half their lifetime. Development and tests only: any process
+ * that can open the socket gets the identities. Production uses a SPIRE agent.
+ */
 import { lstatSync, mkdirSync, rmSync } from "node:fs";
 import net from "node:net";
 import { dirname } from "node:path";
@@ -22,11 +27,6 @@ import {
 } from "../spiffe/workload-messages.ts";
 import type { DevCa, Issued } from "./ca.ts";
 
-/**
- * A development Workload API server: serves SVIDs from a DevCa for fixed SPIFFE IDs on a unix socket,
- * without attestation, and rotates them at half their lifetime. Development and tests only: any process
- * that can open the socket gets the identities. Production uses a SPIRE agent.
- */
 export interface DevWorkloadApiOptions {
   socketPath: string;
   ca: DevCa;

@@ -1,3 +1,12 @@
+/**
+ * The proxy's Kubernetes client (the notary and the admission webhook): @kubernetes/client-node loads the
+ * kubeconfig or the in-cluster service account (re-reading a rotated token file at least once a minute,
+ * as client-go does), supplies exec and OIDC credentials, and generates the typed API calls. Its own
+ * transport hands TLS settings to undici through a `dispatcher`, which Bun's fetch ignores (every request
+ * then fails certificate verification), so requests go through Bun's fetch here with the same settings.
+ * Only proxy processes with a notary or an admission block import this module (docs/admission.md has the
+ * start-up and memory figures).
+ */
 import type { RequestOptions } from "node:https";
 import {
   AuthorizationV1Api,
@@ -11,15 +20,6 @@ import {
 } from "@kubernetes/client-node";
 import { SvcError } from "../errors.ts";
 
-/**
- * The proxy's Kubernetes client (the notary and the admission webhook): @kubernetes/client-node loads the
- * kubeconfig or the in-cluster service account (re-reading a rotated token file at least once a minute,
- * as client-go does), supplies exec and OIDC credentials, and generates the typed API calls. Its own
- * transport hands TLS settings to undici through a `dispatcher`, which Bun's fetch ignores (every request
- * then fails certificate verification), so requests go through Bun's fetch here with the same settings.
- * Only proxy processes with a notary or an admission block import this module (docs/admission.md has the
- * start-up and memory figures).
- */
 export interface KubeClient {
   server: string;
   /** Where the credentials came from, for messages. */

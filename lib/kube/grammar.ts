@@ -1,6 +1,3 @@
-import { SvcError } from "../errors.ts";
-import table from "./kubectl-commands.json" with { type: "json" };
-
 /**
  * kubectl's command-line grammar, read the way kubectl itself reads it (cobra v1.8 and pflag v1.0, as
  * built into kubectl v1.32), so that svc's guards see exactly the command, flags and arguments that
@@ -19,6 +16,9 @@ import table from "./kubectl-commands.json" with { type: "json" };
  * The flag table (lib/kube/kubectl-commands.json) is generated from kubectl's own help by
  * tests/support/kubectl-grammar-gen.ts.
  */
+import { SvcError } from "../errors.ts";
+import table from "./kubectl-commands.json" with { type: "json" };
+
 type Shape = "b" | "v" | "o";
 export type FlagTable = Record<string, [Shape] | [Shape, string] | string[]>;
 export interface CommandSpec {

@@ -1,13 +1,13 @@
-import { SvcError } from "../errors.ts";
-import { isObj, type Obj } from "./fields.ts";
-import { COMPARTMENT_ANNOTATION, COMPARTMENT_LABEL, type Compartment, LEVEL_ANNOTATION } from "./mls.ts";
-
 /**
  * The compartment marks (mls.ts), injected by `svc apply` and the commands that create objects into an
  * object and every pod template it holds, touching nothing else (docs/svc-config.md, "svc apply"). An
  * object already labelled for another compartment is refused, naming it. A workload's and a Service's
  * selector also gets the label (see pinSelector), so that it selects only its own compartment's objects.
  */
+import { SvcError } from "../errors.ts";
+import { isObj, type Obj } from "./fields.ts";
+import { COMPARTMENT_ANNOTATION, COMPARTMENT_LABEL, type Compartment, LEVEL_ANNOTATION } from "./mls.ts";
+
 export interface MlsMarks {
   labels: Record<string, string>;
   annotations: Record<string, string>;

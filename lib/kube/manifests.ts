@@ -1,13 +1,13 @@
-import { readdirSync, readFileSync, statSync } from "node:fs";
-import { extname, join } from "node:path";
-import { parseAllDocuments } from "yaml";
-import { SvcError } from "../errors.ts";
-
 /**
  * Reads what `kubectl apply -f` would read — files, directories (`-R` for subdirectories), http(s) URLs,
  * `-` for standard input — and splits multi-document YAML (or JSON) into objects. Errors name the
  * source and, for YAML, the line.
  */
+import { readdirSync, readFileSync, statSync } from "node:fs";
+import { extname, join } from "node:path";
+import { parseAllDocuments } from "yaml";
+import { SvcError } from "../errors.ts";
+
 export interface Source {
   name: string;
   text: string;

@@ -1,6 +1,3 @@
-import type { KubeClient } from "./client.ts";
-import { type Marks, marksOfMeta } from "./mls.ts";
-
 /**
  * The compartment marks of every object of one core kind (pods, secrets, configmaps, serviceaccounts,
  * persistentvolumeclaims, services), kept current by a list and a watch (as a client-go metadata informer does), so
@@ -10,6 +7,9 @@ import { type Marks, marksOfMeta } from "./mls.ts";
  * server says the version is too old (410 Gone), or the list or watch fails, the cache lists again after a
  * backoff, keeping its entries meanwhile: an object it has not seen yet is looked up directly by the caller.
  */
+import type { KubeClient } from "./client.ts";
+import { type Marks, marksOfMeta } from "./mls.ts";
+
 export interface MarksEntry extends Marks {
   uid: string;
 }

@@ -1,7 +1,3 @@
-import { SvcError } from "../errors.ts";
-import { type CommandLine, filenames, flagValues } from "./grammar.ts";
-import type { KubeObject } from "./lookup.ts";
-
 /**
  * What a command that reaches into pods names, read the way kubectl reads it:
  * - exec, attach, port-forward: the first argument, `NAME` (a pod) or `TYPE/NAME`; exec and attach also
@@ -11,6 +7,10 @@ import type { KubeObject } from "./lookup.ts";
  * - logs: the first argument, `NAME` or `TYPE/NAME` (a second is the container), or the pods of `-l`.
  * Returns object references (`pod/x`, `deploy/y`) with their namespace where the line gives one.
  */
+import { SvcError } from "../errors.ts";
+import { type CommandLine, filenames, flagValues } from "./grammar.ts";
+import type { KubeObject } from "./lookup.ts";
+
 export interface PodRef {
   ref: string;
   /** Set by `kubectl cp ns/pod:path`; otherwise the command's namespace applies. */

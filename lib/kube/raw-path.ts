@@ -1,5 +1,3 @@
-import { SvcError } from "../errors.ts";
-
 /**
  * The path of a `--raw` value (get, delete, create, replace) as kubectl sends it and the API server reads
  * it, for svc to decide on (docs/svc-guard.md, "Raw access and the API proxy"). kubectl reads the value as
@@ -15,6 +13,8 @@ import { SvcError } from "../errors.ts";
  * absolute path, bad escapes, dot and empty segments, and characters that other readers of a path treat
  * specially (`;`, `\`, a `%` left after decoding) or that no API path holds.
  */
+import { SvcError } from "../errors.ts";
+
 export interface RawPath {
   /** The path the API server sees (decoded, without the query). */
   path: string;

@@ -1,10 +1,3 @@
-import { SvcError } from "../errors.ts";
-import type { Authorizer } from "../spiffe/authorizer.ts";
-import type { BundleSource } from "../spiffe/bundle.ts";
-import type { SpiffeId } from "../spiffe/id.ts";
-import { type ReceiptClaims, verifyReceipt } from "./receipt.ts";
-import { type StatementClaims, verifyStatement } from "./statement.ts";
-
 /**
  * What `svc curl` checks on a notarized response (docs/svc-curl.md, "What is verified"; the objects in
  * docs/notary.md, "Formats"): the Svc-Workload-ID header, the statement it names (from
@@ -12,6 +5,13 @@ import { type StatementClaims, verifyStatement } from "./statement.ts";
  * with a receipt, that the statement's issuer signed it and that it describes this exchange, the request
  * named by the X-Request-Id the caller sent.
  */
+import { SvcError } from "../errors.ts";
+import type { Authorizer } from "../spiffe/authorizer.ts";
+import type { BundleSource } from "../spiffe/bundle.ts";
+import type { SpiffeId } from "../spiffe/id.ts";
+import { type ReceiptClaims, verifyReceipt } from "./receipt.ts";
+import { type StatementClaims, verifyStatement } from "./statement.ts";
+
 export interface Sent {
   method: string;
   path: string;

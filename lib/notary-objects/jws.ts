@@ -1,3 +1,8 @@
+/**
+ * Compact JWS signed with an X.509-SVID key, the SVID chain in `x5c` (docs/notary.md, "Formats"), so that
+ * anyone with the trust bundle verifies offline: chain to the bundle (at the time the object was issued),
+ * leaf URI SAN equal to `iss`, signature.
+ */
 import { createPrivateKey, createPublicKey, type KeyObject } from "node:crypto";
 import { CompactSign, compactVerify, decodeProtectedHeader } from "jose";
 import * as v from "valibot";
@@ -7,11 +12,6 @@ import { type Cert, derToPem } from "../spiffe/cert.ts";
 import type { SpiffeId } from "../spiffe/id.ts";
 import { verifyX509Svid } from "../spiffe/x509svid.ts";
 
-/**
- * Compact JWS signed with an X.509-SVID key, the SVID chain in `x5c` (docs/notary.md, "Formats"), so that
- * anyone with the trust bundle verifies offline: chain to the bundle (at the time the object was issued),
- * leaf URI SAN equal to `iss`, signature.
- */
 export interface SvidSigner {
   key: KeyObject;
   /** Leaf first. */

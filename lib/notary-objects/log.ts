@@ -1,9 +1,3 @@
-import * as v from "valibot";
-import { SvcError } from "../errors.ts";
-import type { BundleSource } from "../spiffe/bundle.ts";
-import { type SvidSigner, signJws, type VerifiedJws, verifyJws } from "./jws.ts";
-import { type Hash, leafHash, verifyInclusion } from "./merkle.ts";
-
 /**
  * The notary log: every record the notary stores (certificate, workload statement, exchange, receipt) is
  * a leaf of one Merkle tree (merkle.ts), and the notary signs tree heads — the tree's size and root —
@@ -11,6 +5,12 @@ import { type Hash, leafHash, verifyInclusion } from "./merkle.ts";
  * with the trust bundle check offline that the receipt is in the log the notary vouches for; a record
  * edited or deleted in the database no longer hashes to its leaf.
  */
+import * as v from "valibot";
+import { SvcError } from "../errors.ts";
+import type { BundleSource } from "../spiffe/bundle.ts";
+import { type SvidSigner, signJws, type VerifiedJws, verifyJws } from "./jws.ts";
+import { type Hash, leafHash, verifyInclusion } from "./merkle.ts";
+
 export type LeafKind = "certificate" | "statement" | "exchange" | "receipt";
 
 /** A leaf's bytes: its kind, a zero byte, then the record (a JWS's text, a certificate's DER, …). */

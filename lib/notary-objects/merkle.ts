@@ -1,11 +1,11 @@
-import { createHash } from "node:crypto";
-
 /**
  * The notary log's Merkle tree, as Certificate Transparency defines it (RFC 9162 2.1): SHA-256, leaves
  * hashed as H(0x00 || data) and interior nodes as H(0x01 || left || right), so that no leaf can pass for
  * a node. Sizes and indexes are JavaScript numbers (exact to 2^53), shifted by arithmetic, not by 32-bit
  * bit operators.
  */
+import { createHash } from "node:crypto";
+
 export type Hash = Uint8Array;
 
 const sha256 = (...parts: Uint8Array[]): Hash => {

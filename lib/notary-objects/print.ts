@@ -1,10 +1,10 @@
-import type { ReceiptClaims } from "./receipt.ts";
-import type { StatementClaims } from "./statement.ts";
-
 /**
  * The readable layouts of `svc curl --print-workload` / `--print-receipt` and `svc notary verify`
  * (docs/svc-curl.md): labelled fields, lists and maps indented, Raw Claims as JSON.
  */
+import type { ReceiptClaims } from "./receipt.ts";
+import type { StatementClaims } from "./statement.ts";
+
 const pad = (label: string) => `  ${`${label}:`.padEnd(24)}`;
 
 /**

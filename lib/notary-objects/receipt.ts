@@ -1,3 +1,7 @@
+/**
+ * The request receipt (docs/notary.md, "Formats"): a proxy's signed account of one exchange — what was asked
+ * and what was answered, bodies as length and SHA-256 — tied to the workload statement of the upstream.
+ */
 import * as v from "valibot";
 import { SvcError } from "../errors.ts";
 import type { BundleSource } from "../spiffe/bundle.ts";
@@ -6,10 +10,6 @@ import { type SvidSigner, signJws, type VerifiedJws, verifyJws } from "./jws.ts"
 import { NOTARY_HEADERS } from "./levels.ts";
 import type { SignedObject } from "./statement.ts";
 
-/**
- * The request receipt (docs/notary.md, "Formats"): a proxy's signed account of one exchange — what was asked
- * and what was answered, bodies as length and SHA-256 — tied to the workload statement of the upstream.
- */
 export const RECEIPT_TYP = "svc-receipt+jws";
 export const RECEIPT_AUDIENCE_SUFFIX = "/receipt";
 

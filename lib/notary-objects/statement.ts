@@ -1,13 +1,13 @@
+/**
+ * The workload identity statement (docs/notary.md, "Formats"): a proxy's signed account of the upstream
+ * workload it authenticated, with the pod facts it checked in the cluster API.
+ */
 import * as v from "valibot";
 import { SvcError } from "../errors.ts";
 import type { BundleSource } from "../spiffe/bundle.ts";
 import { contentId } from "./ids.ts";
 import { type SvidSigner, signJws, type VerifiedJws, verifyJws } from "./jws.ts";
 
-/**
- * The workload identity statement (docs/notary.md, "Formats"): a proxy's signed account of the upstream
- * workload it authenticated, with the pod facts it checked in the cluster API.
- */
 export const STATEMENT_TYP = "svc-workload-statement+jws";
 export const STATEMENT_AUDIENCE_SUFFIX = "/workload-statement";
 

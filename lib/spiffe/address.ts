@@ -1,11 +1,11 @@
-import { isAbsolute } from "node:path";
-import { SvcError } from "../errors.ts";
-
 /**
  * Workload API endpoint addresses (SPIFFE Workload Endpoint section 4): `unix:///abs/path`, also
  * `unix:/abs/path` and a bare absolute path, or `tcp://<ip>:<port>`. When none is given the conventional
  * SPIFFE_ENDPOINT_SOCKET applies. Returns the gRPC target.
  */
+import { isAbsolute } from "node:path";
+import { SvcError } from "../errors.ts";
+
 export const ENDPOINT_ENV = "SPIFFE_ENDPOINT_SOCKET";
 
 function bad(address: string, why: string): SvcError {

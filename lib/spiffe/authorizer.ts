@@ -1,11 +1,11 @@
-import { RE2JS } from "re2js";
-import { SvcError } from "../errors.ts";
-import type { SpiffeId } from "./id.ts";
-
 /**
  * Peer authorization as plain functions of the peer's verified SPIFFE ID, composed in one place.
  * A denial carries the reason that reaches logs and metrics.
  */
+import { RE2JS } from "re2js";
+import { SvcError } from "../errors.ts";
+import type { SpiffeId } from "./id.ts";
+
 export type Authorization = { allowed: true } | { allowed: false; reason: string };
 export type Authorizer = (peer: SpiffeId) => Authorization;
 

@@ -1,12 +1,12 @@
-import * as http2 from "node:http2";
-import * as net from "node:net";
-
 /**
  * Just enough gRPC (over HTTP/2 without TLS, as the Workload API is served) for unary and
  * server-streaming calls: length-prefixed messages, metadata headers, grpc-status in trailers (or in
  * a trailers-only response), deadlines and cancellation. One HTTP/2 session per channel, opened on
  * first use and again after it fails, so a call made after the server comes back connects at once.
  */
+import * as http2 from "node:http2";
+import * as net from "node:net";
+
 export const STATUS_NAMES = [
   "OK",
   "CANCELLED",

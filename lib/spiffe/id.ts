@@ -1,11 +1,11 @@
-import { SvcError } from "../errors.ts";
-
 /**
  * SPIFFE ID parsing to the SPIFFE ID standard (spiffe/spiffe standards/SPIFFE-ID.md section 2):
  * scheme `spiffe`, a lower-case trust domain of [a-z0-9.-_], no userinfo, port, query or fragment,
  * path segments of [a-zA-Z0-9.-_] that are neither empty, `.` nor `..`, no trailing slash, no
  * percent-encoding, at most 2048 bytes in all and 255 bytes of trust domain.
  */
+import { SvcError } from "../errors.ts";
+
 export interface SpiffeId {
   readonly trustDomain: string;
   /** "" for the trust domain's own ID, otherwise starts with "/". */

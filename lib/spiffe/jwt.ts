@@ -1,3 +1,8 @@
+/**
+ * JWT-SVIDs (spiffe/spiffe standards/JWT-SVID.md): a JWS whose `sub` is the SPIFFE ID, with `aud` and
+ * `exp` required, signed with a key from the JWT bundle of the subject's trust domain (selected by
+ * `kid`). Only asymmetric algorithms are accepted.
+ */
 import {
   createLocalJWKSet,
   decodeJwt,
@@ -9,11 +14,6 @@ import {
 import { SvcError } from "../errors.ts";
 import { parseSpiffeId, parseTrustDomain, type SpiffeId } from "./id.ts";
 
-/**
- * JWT-SVIDs (spiffe/spiffe standards/JWT-SVID.md): a JWS whose `sub` is the SPIFFE ID, with `aud` and
- * `exp` required, signed with a key from the JWT bundle of the subject's trust domain (selected by
- * `kid`). Only asymmetric algorithms are accepted.
- */
 export const JWT_SVID_ALGORITHMS = [
   "RS256",
   "RS384",

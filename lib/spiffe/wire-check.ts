@@ -1,6 +1,3 @@
-import { type DescField, type DescMessage, ScalarType } from "@bufbuild/protobuf";
-import { SvcError } from "../errors.ts";
-
 /**
  * Checks a protobuf message against its schema before @bufbuild/protobuf decodes it, so that what a
  * Workload API server sends is refused with a reason naming the field (`truncated field 3`, `field 1 is
@@ -13,6 +10,9 @@ import { SvcError } from "../errors.ts";
  * nesting at most {@link MAX_DEPTH} messages deep (the library's own recursion limit, counted the same
  * way). Unknown fields are skipped, as proto3 requires. Throws SvcError `workload_api`.
  */
+import { type DescField, type DescMessage, ScalarType } from "@bufbuild/protobuf";
+import { SvcError } from "../errors.ts";
+
 const MAX_DEPTH = 100;
 
 const VARINT = 0;

@@ -1,3 +1,8 @@
+/**
+ * A SPIFFE Workload API client over gRPC. Every call carries `workload.spiffe.io: true`. Streams
+ * reconnect with exponential backoff on any error but InvalidArgument and Unimplemented (which are
+ * reported and end the watch, as the Workload Endpoint spec's appendix A asks).
+ */
 import { existsSync, type FSWatcher, watch } from "node:fs";
 import { basename, dirname } from "node:path";
 import { SvcError } from "../errors.ts";
@@ -21,11 +26,6 @@ import {
   x509SvidResponse,
 } from "./workload-messages.ts";
 
-/**
- * A SPIFFE Workload API client over gRPC. Every call carries `workload.spiffe.io: true`. Streams
- * reconnect with exponential backoff on any error but InvalidArgument and Unimplemented (which are
- * reported and end the watch, as the Workload Endpoint spec's appendix A asks).
- */
 export interface WatchHandlers<T> {
   onMessage(message: T): void;
   onError(error: SvcError, willRetry: boolean): void;

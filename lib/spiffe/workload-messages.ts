@@ -1,3 +1,12 @@
+/**
+ * The SPIFFE Workload API messages, encoded and decoded by the code @bufbuild/protobuf generates from
+ * proto/spiffe/workload/workload.proto (`make proto`, into lib/spiffe/gen/). The schema has no package,
+ * so methods are `/SpiffeWorkloadAPI/<Rpc>`. Byte fields hold ASN.1 DER; map keys are trust-domain
+ * SPIFFE IDs. The rest of the code sees the plain shapes below (maps as Map), never generated messages.
+ *
+ * Decoding checks the bytes first (wire-check.ts), so a message a server should not have sent is an
+ * SvcError `workload_api` naming the fault, never a misread message or a library's error text.
+ */
 import { create, fromBinary, type Message, type MessageInitShape, toBinary } from "@bufbuild/protobuf";
 import type { GenMessage } from "@bufbuild/protobuf/codegenv2";
 import { SvcError } from "../errors.ts";
@@ -13,15 +22,6 @@ import {
 } from "./gen/spiffe/workload/workload_pb.ts";
 import { checkWire } from "./wire-check.ts";
 
-/**
- * The SPIFFE Workload API messages, encoded and decoded by the code @bufbuild/protobuf generates from
- * proto/spiffe/workload/workload.proto (`make proto`, into lib/spiffe/gen/). The schema has no package,
- * so methods are `/SpiffeWorkloadAPI/<Rpc>`. Byte fields hold ASN.1 DER; map keys are trust-domain
- * SPIFFE IDs. The rest of the code sees the plain shapes below (maps as Map), never generated messages.
- *
- * Decoding checks the bytes first (wire-check.ts), so a message a server should not have sent is an
- * SvcError `workload_api` naming the fault, never a misread message or a library's error text.
- */
 export const SERVICE = SpiffeWorkloadAPI.typeName;
 
 export interface X509SvidMessage {

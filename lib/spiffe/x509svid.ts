@@ -1,3 +1,10 @@
+/**
+ * X.509-SVIDs to the X.509-SVID standard (spiffe/spiffe standards/X509-SVID.md): exactly one URI SAN
+ * holding a SPIFFE ID with a non-root path, not a CA, digitalSignature and neither keyCertSign nor
+ * cRLSign; signing certificates are CAs with keyCertSign; the chain ends at an authority in the bundle
+ * of the leaf's own trust domain. Beyond the standard: no RSA key under 2048 bits and no MD5 or SHA-1
+ * signature anywhere on the chain, the trust anchor included (checkStrength).
+ */
 import { createPrivateKey, createPublicKey } from "node:crypto";
 import { SvcError } from "../errors.ts";
 import type { BundleSource } from "./bundle.ts";
@@ -15,13 +22,6 @@ import {
 } from "./cert.ts";
 import { parseSpiffeId, type SpiffeId } from "./id.ts";
 
-/**
- * X.509-SVIDs to the X.509-SVID standard (spiffe/spiffe standards/X509-SVID.md): exactly one URI SAN
- * holding a SPIFFE ID with a non-root path, not a CA, digitalSignature and neither keyCertSign nor
- * cRLSign; signing certificates are CAs with keyCertSign; the chain ends at an authority in the bundle
- * of the leaf's own trust domain. Beyond the standard: no RSA key under 2048 bits and no MD5 or SHA-1
- * signature anywhere on the chain, the trust anchor included (checkStrength).
- */
 export interface X509Svid {
   readonly id: SpiffeId;
   /** Leaf first. */

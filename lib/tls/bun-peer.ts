@@ -1,11 +1,3 @@
-import type { Socket } from "bun";
-import { SvcError } from "../errors.ts";
-import type { Authorizer } from "../spiffe/authorizer.ts";
-import { parseCert } from "../spiffe/cert.ts";
-import type { SvidSource } from "../spiffe/x509-source.ts";
-import { checkLeaf, type VerifiedPeer } from "../spiffe/x509svid.ts";
-import { verifyPeerChain } from "./verified-chains.ts";
-
 /**
  * SPIFFE peer verification on Bun's own TLS sockets (Bun.listen / Bun.connect), where the TLS stack is
  * given every trust bundle as `ca` and builds the chain itself, but the application sees only the peer's
@@ -20,6 +12,14 @@ import { verifyPeerChain } from "./verified-chains.ts";
  *   then the anchor BoringSSL found is that domain's, and the leaf must be of that domain. With federated
  *   bundles the anchor could belong to another domain, so such a peer is refused (fails closed).
  */
+import type { Socket } from "bun";
+import { SvcError } from "../errors.ts";
+import type { Authorizer } from "../spiffe/authorizer.ts";
+import { parseCert } from "../spiffe/cert.ts";
+import type { SvidSource } from "../spiffe/x509-source.ts";
+import { checkLeaf, type VerifiedPeer } from "../spiffe/x509svid.ts";
+import { verifyPeerChain } from "./verified-chains.ts";
+
 const HOSTNAME_ONLY = "ERR_TLS_CERT_ALTNAME_INVALID";
 
 export function verifyBunPeer(

@@ -1,10 +1,3 @@
-import http, { type IncomingHttpHeaders } from "node:http";
-import https from "node:https";
-import { SvcError } from "../errors.ts";
-import type { SpiffeId } from "../spiffe/id.ts";
-import type { SvidSource } from "../spiffe/x509-source.ts";
-import { spiffeServerIdentity } from "./peer.ts";
-
 /**
  * One HTTP exchange with the whole response read, for `svc curl`. An https:// URL is SPIFFE mTLS with
  * the SVID of `source`: the server must present an X.509-SVID that chains to the bundle of its own trust
@@ -12,6 +5,13 @@ import { spiffeServerIdentity } from "./peer.ts";
  * server certificate the TLS layer refuses (expired, another CA) is SvcError("statement"), as one the
  * identity check refuses.
  */
+import http, { type IncomingHttpHeaders } from "node:http";
+import https from "node:https";
+import { SvcError } from "../errors.ts";
+import type { SpiffeId } from "../spiffe/id.ts";
+import type { SvidSource } from "../spiffe/x509-source.ts";
+import { spiffeServerIdentity } from "./peer.ts";
+
 export interface ExchangeRequest {
   method: string;
   headers: Record<string, string>;

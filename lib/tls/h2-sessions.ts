@@ -1,8 +1,3 @@
-import http2 from "node:http2";
-import { followBunTls } from "./bun-peer.ts";
-import { MIN_VERSION, type MtlsPolicy } from "./mtls.ts";
-import { spiffeServerIdentity } from "./peer.ts";
-
 /**
  * HTTP/2 client sessions to one target, one at a time, multiplexing every stream: h2c for http://, ALPN
  * h2 over TLS for https://, and SPIFFE mTLS (our SVID, the peer's chain verified against the bundles and
@@ -10,6 +5,11 @@ import { spiffeServerIdentity } from "./peer.ts";
  * next request. After an SVID rotation the current session is closed gracefully: its streams finish, new
  * ones go over a new handshake with the new SVID. A session not connected within `connectTimeoutMs` fails.
  */
+import http2 from "node:http2";
+import { followBunTls } from "./bun-peer.ts";
+import { MIN_VERSION, type MtlsPolicy } from "./mtls.ts";
+import { spiffeServerIdentity } from "./peer.ts";
+
 export interface H2Sessions {
   session(): http2.ClientHttp2Session;
   close(): void;

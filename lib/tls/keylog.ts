@@ -1,12 +1,12 @@
-import { accessSync, closeSync, constants, openSync, writeSync } from "node:fs";
-import { dirname, resolve } from "node:path";
-import { SvcError } from "../errors.ts";
-
 /**
  * TLS key logging in the NSS key log format (what SSLKEYLOGFILE produces; Wireshark reads it).
  * Debugging only: whoever holds the file and a capture can decrypt the sessions. Lines are written
  * synchronously (a few per handshake), so none is lost when the process exits right after a connection.
  */
+import { accessSync, closeSync, constants, openSync, writeSync } from "node:fs";
+import { dirname, resolve } from "node:path";
+import { SvcError } from "../errors.ts";
+
 export interface KeyLog {
   write(line: Buffer | string): void;
   close(): void;

@@ -1,3 +1,9 @@
+/**
+ * SPIFFE mTLS over node:tls. The TLS stack only carries certificates (rejectUnauthorized is off so that
+ * no hostname or WebPKI rule applies); authenticatePeer then verifies the chain against the peer's trust
+ * domain bundle and applies the authorizer before a byte of application data moves. Each new handshake
+ * uses the source's current SVID; established connections are untouched by rotation.
+ */
 import tls from "node:tls";
 import { SvcError } from "../errors.ts";
 import type { Authorizer } from "../spiffe/authorizer.ts";
@@ -6,12 +12,6 @@ import type { VerifiedPeer } from "../spiffe/x509svid.ts";
 import type { KeyLog } from "./keylog.ts";
 import { authenticatePeer } from "./peer.ts";
 
-/**
- * SPIFFE mTLS over node:tls. The TLS stack only carries certificates (rejectUnauthorized is off so that
- * no hostname or WebPKI rule applies); authenticatePeer then verifies the chain against the peer's trust
- * domain bundle and applies the authorizer before a byte of application data moves. Each new handshake
- * uses the source's current SVID; established connections are untouched by rotation.
- */
 export interface MtlsPolicy {
   source: SvidSource;
   authorize: Authorizer;

@@ -1,7 +1,3 @@
-import https from "node:https";
-import { MIN_VERSION, type MtlsPolicy } from "./mtls.ts";
-import { spiffeServerIdentity } from "./peer.ts";
-
 /**
  * An https.Agent for SPIFFE mTLS to an upstream. BoringSSL checks the chain against every bundle we hold;
  * checkServerIdentity then applies the SPIFFE rules (the chain must lead to the bundle of the server's own
@@ -9,6 +5,10 @@ import { spiffeServerIdentity } from "./peer.ts";
  * The agent pools connections (keepAlive) and is replaced when the source rotates, so new connections
  * present the new SVID while requests on existing ones finish.
  */
+import https from "node:https";
+import { MIN_VERSION, type MtlsPolicy } from "./mtls.ts";
+import { spiffeServerIdentity } from "./peer.ts";
+
 export interface UpstreamAgent {
   agent(): https.Agent;
   /** How many replaced agents are still finishing requests (for tests and diagnostics). */

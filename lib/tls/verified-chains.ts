@@ -1,8 +1,3 @@
-import { createHash } from "node:crypto";
-import { SvcError } from "../errors.ts";
-import type { BundleSource } from "../spiffe/bundle.ts";
-import { type VerifiedPeer, verifyX509Svid } from "../spiffe/x509svid.ts";
-
 /**
  * verifyX509Svid for TLS handshakes, remembered per presented chain. A peer that reconnects presents the
  * same certificates, and re-parsing and re-checking them in JavaScript is most of the cost of a new
@@ -12,6 +7,11 @@ import { type VerifiedPeer, verifyX509Svid } from "../spiffe/x509svid.ts";
  * Failures are not remembered here (parseCert remembers certificates it refused). Keys are the SHA-256 of
  * the chain (each certificate's length, then its bytes), so no two chains share an entry.
  */
+import { createHash } from "node:crypto";
+import { SvcError } from "../errors.ts";
+import type { BundleSource } from "../spiffe/bundle.ts";
+import { type VerifiedPeer, verifyX509Svid } from "../spiffe/x509svid.ts";
+
 interface Entry {
   peer: VerifiedPeer;
   bundle: unknown;

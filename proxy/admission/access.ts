@@ -1,3 +1,13 @@
+/**
+ * Requests that act on one existing object of a compartment, decided by the requester's clearances
+ * (docs/admission.md): into a pod (exec, attach, port-forward, the pod proxy, kubectl debug), onto a pod
+ * (a binding, an eviction), through a Service (the service proxy), a workload's scale, and a service
+ * account's token. The target's marks are compared with the clearances the requester speaks for
+ * (identity.ts, lib/kube/clearance.ts); a token bound to a pod needs clearance for that pod too, as its
+ * holder speaks for the pod. Anything the webhook cannot tell — a request it was not written for, a
+ * target it cannot find, marks it cannot read — is refused with the reason. Each refusal passes when
+ * the requester holds the override permission.
+ */
 import { clearancesOf, describeClearances, judgeMarks } from "../../lib/kube/clearance.ts";
 import { get } from "../../lib/kube/fields.ts";
 import { type Marks, marksOfMeta } from "../../lib/kube/mls.ts";
@@ -15,16 +25,6 @@ import {
   type Verdict,
 } from "./request.ts";
 
-/**
- * Requests that act on one existing object of a compartment, decided by the requester's clearances
- * (docs/admission.md): into a pod (exec, attach, port-forward, the pod proxy, kubectl debug), onto a pod
- * (a binding, an eviction), through a Service (the service proxy), a workload's scale, and a service
- * account's token. The target's marks are compared with the clearances the requester speaks for
- * (identity.ts, lib/kube/clearance.ts); a token bound to a pod needs clearance for that pod too, as its
- * holder speaks for the pod. Anything the webhook cannot tell — a request it was not written for, a
- * target it cannot find, marks it cannot read — is refused with the reason. Each refusal passes when
- * the requester holds the override permission.
- */
 export interface AccessDeps extends IdentityDeps {
   /** The marks of the target (a workload: its own and its pod template's); null when there is none. */
   targetMarks(kind: TargetKind, namespace: string, name: string): Promise<Marks[] | null>;

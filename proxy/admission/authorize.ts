@@ -1,9 +1,3 @@
-import { SPEAKS_FOR } from "../../lib/kube/clearance.ts";
-import { accountUsername } from "../../lib/kube/service-account.ts";
-import { type AccessDeps, judge, type TargetKind } from "./access.ts";
-import { speaksFor } from "./identity.ts";
-import { clip, isControlPlane, str, type UserInfo, type Verdict } from "./request.ts";
-
 /**
  * The authorization webhook's decision (docs/admission.md, "Reads: the authorization webhook"): a
  * SubjectAccessReview (authorization.k8s.io/v1) of a named read — get, list or watch of one Secret,
@@ -20,6 +14,12 @@ import { clip, isControlPlane, str, type UserInfo, type Verdict } from "./reques
  * speaks for (identity.ts), space-separated; one that speaks for none is denied with why. The resource
  * exists nowhere; the answer grants nothing else.
  */
+import { SPEAKS_FOR } from "../../lib/kube/clearance.ts";
+import { accountUsername } from "../../lib/kube/service-account.ts";
+import { type AccessDeps, judge, type TargetKind } from "./access.ts";
+import { speaksFor } from "./identity.ts";
+import { clip, isControlPlane, str, type UserInfo, type Verdict } from "./request.ts";
+
 export interface ResourceAttributes {
   namespace?: string;
   verb?: string;

@@ -1,3 +1,25 @@
+/**
+ * Objects whose compartment must agree with the objects they name (docs/admission.md), decided for every
+ * requester, the controllers included, since they act on a user's behalf:
+ * - references: a pod, or a pod template of any workload, may name a Secret, ConfigMap, ServiceAccount or
+ *   PersistentVolumeClaim only of its own compartment, or an unmarked one; an unmarked pod naming a marked
+ *   object follows `unlabeled_pods`. A service-account token Secret may only be for a service account of
+ *   its own compartment. A referent that does not exist yet passes (the pods a controller creates from the
+ *   template are decided again then).
+ * - owners: an owner reference added to an object (a controller adopting it, or one written by hand) must
+ *   name an owner of the object's compartment; both unmarked is the same compartment. Compared is what the
+ *   pods will carry: a workload's pod template, else the object's own marks. An owner of a kind the
+ *   webhook cannot read is refused.
+ * - names (object-references.ts), for requesters outside the control plane: the workload an HPA scales,
+ *   an Ingress's backends, the volume a claim binds by name and its source, what an Event is about, the
+ *   priority class of a pod or template, the service accounts a RoleBinding grants its role to. Each must
+ *   exist, be of a kind the webhook can read, and be of the object's compartment (a priority class that
+ *   never preempts, or the global default, may be anyone's). A pod spec may gain no storage reached by an
+ *   address of its own (NFS, iSCSI …), and a claim template's selector must pin its compartment.
+ * - a new service account: the RoleBindings that already name it (RBAC binds by name, so a deleted
+ *   account's bindings wait for whoever creates the name again) must be of its compartment.
+ * The override permission passes all of these.
+ */
 import { compartmentOf, type MarkedAs, sameCompartment } from "../../lib/kube/clearance.ts";
 import { CACHED_KINDS } from "../../lib/kube/marks-cache.ts";
 import { COMPARTMENT_LABEL, type Marks, marksOfMeta } from "../../lib/kube/mls.ts";
@@ -24,28 +46,6 @@ import {
   type Verdict,
 } from "./request.ts";
 
-/**
- * Objects whose compartment must agree with the objects they name (docs/admission.md), decided for every
- * requester, the controllers included, since they act on a user's behalf:
- * - references: a pod, or a pod template of any workload, may name a Secret, ConfigMap, ServiceAccount or
- *   PersistentVolumeClaim only of its own compartment, or an unmarked one; an unmarked pod naming a marked
- *   object follows `unlabeled_pods`. A service-account token Secret may only be for a service account of
- *   its own compartment. A referent that does not exist yet passes (the pods a controller creates from the
- *   template are decided again then).
- * - owners: an owner reference added to an object (a controller adopting it, or one written by hand) must
- *   name an owner of the object's compartment; both unmarked is the same compartment. Compared is what the
- *   pods will carry: a workload's pod template, else the object's own marks. An owner of a kind the
- *   webhook cannot read is refused.
- * - names (object-references.ts), for requesters outside the control plane: the workload an HPA scales,
- *   an Ingress's backends, the volume a claim binds by name and its source, what an Event is about, the
- *   priority class of a pod or template, the service accounts a RoleBinding grants its role to. Each must
- *   exist, be of a kind the webhook can read, and be of the object's compartment (a priority class that
- *   never preempts, or the global default, may be anyone's). A pod spec may gain no storage reached by an
- *   address of its own (NFS, iSCSI …), and a claim template's selector must pin its compartment.
- * - a new service account: the RoleBindings that already name it (RBAC binds by name, so a deleted
- *   account's bindings wait for whoever creates the name again) must be of its compartment.
- * The override permission passes all of these.
- */
 export interface ObjectRef {
   group: string;
   kind: string;

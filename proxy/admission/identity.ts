@@ -1,8 +1,3 @@
-import { compartmentOf } from "../../lib/kube/clearance.ts";
-import type { CachedKind, MarksEntry } from "../../lib/kube/marks-cache.ts";
-import { ACCOUNT_PREFIX, serviceAccountOf } from "../../lib/kube/service-account.ts";
-import { clip, groupsOf, str, type UserInfo } from "./request.ts";
-
 /**
  * Which compartment a requester speaks for (docs/admission.md, "Identities"), as the clearance groups it
  * holds (`svc:country:<c>`, `svc:sensitivity:<s>`, `svc:compartment:<c>`, read by lib/kube/clearance.ts):
@@ -16,6 +11,11 @@ import { clip, groupsOf, str, type UserInfo } from "./request.ts";
  * be told (a pod or account that is gone, marks that cannot be read or that disagree, one pod extra without
  * the other) speaks for no compartment, and `because` says why.
  */
+import { compartmentOf } from "../../lib/kube/clearance.ts";
+import type { CachedKind, MarksEntry } from "../../lib/kube/marks-cache.ts";
+import { ACCOUNT_PREFIX, serviceAccountOf } from "../../lib/kube/service-account.ts";
+import { clip, groupsOf, str, type UserInfo } from "./request.ts";
+
 export interface IdentityDeps {
   /** The marks and UID of an object of a cached kind (from the caches); null when there is none. */
   entry(kind: CachedKind, namespace: string, name: string): Promise<MarksEntry | null>;

@@ -1,12 +1,12 @@
-import { ACCESS_DECIDED, type AccessDeps, accessKey, decideAccess } from "./access.ts";
-import { CONSISTENCY_KINDS, type ConsistencyDeps, decideConsistency } from "./consistency.ts";
-import { type AdmissionRequest, str, type Verdict } from "./request.ts";
-
 /**
  * The admission webhook's decision for one review (docs/admission.md): a create or update of an object
  * (what it names, and its owners) is decided by consistency.ts, everything else — into and onto pods,
  * scale, tokens, other subresources — by access.ts, which refuses requests it was not written for.
  */
+import { ACCESS_DECIDED, type AccessDeps, accessKey, decideAccess } from "./access.ts";
+import { CONSISTENCY_KINDS, type ConsistencyDeps, decideConsistency } from "./consistency.ts";
+import { type AdmissionRequest, str, type Verdict } from "./request.ts";
+
 export type ReviewDeps = AccessDeps & ConsistencyDeps;
 export type { AdmissionRequest, Verdict } from "./request.ts";
 

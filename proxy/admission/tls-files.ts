@@ -1,12 +1,12 @@
-import { type FSWatcher, readFileSync, statSync, watch } from "node:fs";
-import { dirname } from "node:path";
-import { createSecureContext } from "node:tls";
-
 /**
  * A serving certificate and key read from files and read again when they change: on any change in their
  * directories (a Kubernetes Secret volume swaps a symlink), and every `pollMs` as a backstop. A pair that
  * does not load (a half-written file, a key that does not match) is reported and the previous one kept.
  */
+import { type FSWatcher, readFileSync, statSync, watch } from "node:fs";
+import { dirname } from "node:path";
+import { createSecureContext } from "node:tls";
+
 export interface TlsPair {
   cert: string;
   key: string;

@@ -1,12 +1,12 @@
-import { readFileSync } from "node:fs";
-import { parse, YAMLParseError } from "yaml";
-import { SvcError } from "../../lib/errors.ts";
-
 /**
  * Where the configuration comes from (docs/proxy-configuration.md): a nonempty `-config` path wins, and a
  * file that cannot be read is an error, never a fall-back to SVC_PROXY_CONFIG; otherwise SVC_PROXY_CONFIG
  * holds YAML or JSON text (not a file name); with neither, the proxy does not start.
  */
+import { readFileSync } from "node:fs";
+import { parse, YAMLParseError } from "yaml";
+import { SvcError } from "../../lib/errors.ts";
+
 export const CONFIG_ENV = "SVC_PROXY_CONFIG";
 
 export interface ConfigSource {

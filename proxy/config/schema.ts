@@ -1,9 +1,9 @@
-import * as v from "valibot";
-
 /**
  * The svc-proxy configuration (docs/proxy-configuration.md) as valibot schemas: structure, types and every
  * default. Rules that relate fields to each other live in rules.ts.
  */
+import * as v from "valibot";
+
 const got = (input: unknown) => (input === undefined ? "nothing" : JSON.stringify(input));
 const str = (what: string) => v.string((i) => `expected ${what}, got ${got(i.input)}`);
 const nonEmpty = (what: string) => v.pipe(str(what), v.minLength(1, `must not be empty (expected ${what})`));

@@ -1,6 +1,3 @@
-import type { IncomingHttpHeaders, OutgoingHttpHeaders } from "node:http";
-import type { ProxyRequest } from "./types.ts";
-
 /**
  * The header policy of both HTTP paths (the relay, proxy/http/relay/, and the full path,
  * proxy/http/full/), as a forwarding proxy applies it (RFC 9110 section 7.6.1):
@@ -16,6 +13,9 @@ import type { ProxyRequest } from "./types.ts";
  * all apply passesOn (tests/unit/header-policy.test.ts runs the same heads through each). Names are
  * lower case, as every path compares them.
  */
+import type { IncomingHttpHeaders, OutgoingHttpHeaders } from "node:http";
+import type { ProxyRequest } from "./types.ts";
+
 const HOP_BY_HOP_NAMES = [
   "connection",
   "keep-alive",

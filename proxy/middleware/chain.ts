@@ -1,3 +1,8 @@
+/**
+ * The ordered middleware chain: the first entry sees the request first and the response last.
+ * Middlewares plug in here by type; listeners never know which ones exist, and middlewares never import
+ * this file (what they are built with is in context.ts).
+ */
 import type { OutgoingHttpHeaders } from "node:http";
 import { NOTARY_HEADERS } from "../../lib/notary-objects/levels.ts";
 import type { MiddlewareInput } from "../config/schema.ts";
@@ -7,11 +12,6 @@ import { dummy } from "./dummy.ts";
 import { notaryQuery } from "./notary-query.ts";
 import { openai } from "./openai.ts";
 
-/**
- * The ordered middleware chain: the first entry sees the request first and the response last.
- * Middlewares plug in here by type; listeners never know which ones exist, and middlewares never import
- * this file (what they are built with is in context.ts).
- */
 const registry = new Map<string, MiddlewareFactory>([
   ["dummy", (o) => dummy(o as Extract<MiddlewareInput, { type: "dummy" }>)],
   ["openai", (o, ctx) => openai(o as Extract<MiddlewareInput, { type: "openai" }>, ctx)],

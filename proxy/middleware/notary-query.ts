@@ -1,15 +1,15 @@
-import { isSvcError } from "../../lib/errors.ts";
-import { isContentId } from "../../lib/notary-objects/ids.ts";
-import { derToPem } from "../../lib/spiffe/cert.ts";
-import { type Middleware, proxyResponse } from "../http/types.ts";
-import type { MiddlewareContext } from "./context.ts";
-
 /**
  * The notary query routes (docs/notary.md, "Query routes"): GET /.svc/workload/{id}, /.svc/certificate/{id},
  * /.svc/receipt/{id}, and /.svc/receipt/{id}/proof (the receipt's inclusion proof in the notary log, with
  * a signed tree head), answered from the notary database as JSON (docs/notary.md shows the bodies).
  * Access is the listener's: whoever passed source.spiffe_ids. Other paths go on.
  */
+import { isSvcError } from "../../lib/errors.ts";
+import { isContentId } from "../../lib/notary-objects/ids.ts";
+import { derToPem } from "../../lib/spiffe/cert.ts";
+import { type Middleware, proxyResponse } from "../http/types.ts";
+import type { MiddlewareContext } from "./context.ts";
+
 const ROUTE = /^\/\.svc\/(workload|certificate|receipt)\/([^/?]*)(\/proof)?(\?.*)?$/;
 
 export function notaryQuery(ctx: MiddlewareContext): Middleware {

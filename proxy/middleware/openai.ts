@@ -1,3 +1,9 @@
+/**
+ * The chat-completions filter (docs/openai.md): only POST /v1/chat/completions passes
+ * (others 403 unless allowUnknown); request bodies up to 1 MiB; fields outside the model removed from
+ * request and response; with the notary, successfully parsed 200 JSON responses are notarized at the
+ * level the caller asks for in Svc-Notarization-Level.
+ */
 import { Readable } from "node:stream";
 import { isSvcError } from "../../lib/errors.ts";
 import { isLevel, LEVEL_HEADER, LEVELS } from "../../lib/notary-objects/levels.ts";
@@ -8,12 +14,6 @@ import { notarizeExchange } from "../notary-service/notarize-exchange.ts";
 import type { MiddlewareContext } from "./context.ts";
 import { applyModel, MAX_DEPTH, REQUEST_MODEL, RESPONSE_MODEL } from "./openai-model.ts";
 
-/**
- * The chat-completions filter (docs/openai.md): only POST /v1/chat/completions passes
- * (others 403 unless allowUnknown); request bodies up to 1 MiB; fields outside the model removed from
- * request and response; with the notary, successfully parsed 200 JSON responses are notarized at the
- * level the caller asks for in Svc-Notarization-Level.
- */
 export const PATH = "/v1/chat/completions";
 export const REQUEST_LIMIT = 1024 * 1024;
 /** The whole response is buffered; this bounds the memory one response may take. */

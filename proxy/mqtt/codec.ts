@@ -1,11 +1,11 @@
-import mqtt, { type Packet, type UserProperties } from "mqtt-packet";
-import { MalformedPacket } from "./framer.ts";
-
 /**
  * MQTT 3.1.1 and 5 packets through mqtt-packet, for the packets the proxy must understand. One decoder per
  * direction of a connection: it learns the protocol version from CONNECT (or is told it). A decode failure
  * is MalformedPacket with mqtt-packet's reason.
  */
+import mqtt, { type Packet, type UserProperties } from "mqtt-packet";
+import { MalformedPacket } from "./framer.ts";
+
 export type MqttVersion = 3 | 4 | 5;
 
 export class PacketDecoder {

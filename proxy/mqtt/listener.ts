@@ -1,3 +1,8 @@
+/**
+ * An MQTT listener (docs/proxy-mqtt.md): modes and schemes as for TCP (mqtt:// and mqtts://). Without the
+ * buffer middleware each caller connection is tunnelled to its own target connection (tunnel.ts); with
+ * it, publishing sessions are acknowledged here and delivered through the buffer (buffer/).
+ */
 import type { ListenerConfig } from "../config/types.ts";
 import type { ListenerDeps, RunningListener } from "../listener.ts";
 import { acceptStreams } from "../stream/accept.ts";
@@ -8,11 +13,6 @@ import { PublishBuffer, type PublishBufferDeps } from "./buffer/publish-buffer.t
 import { MemoryStore } from "./buffer/store.ts";
 import { tunnel } from "./tunnel.ts";
 
-/**
- * An MQTT listener (docs/proxy-mqtt.md): modes and schemes as for TCP (mqtt:// and mqtts://). Without the
- * buffer middleware each caller connection is tunnelled to its own target connection (tunnel.ts); with
- * it, publishing sessions are acknowledged here and delivered through the buffer (buffer/).
- */
 const NO_BUFFER_EVENTS = {
   depth() {},
   dropped() {},

@@ -1,17 +1,3 @@
-import type {
-  IConnackPacket,
-  IConnectPacket,
-  IPubackPacket,
-  IPublishPacket,
-  UserProperties,
-} from "mqtt-packet";
-import { isLevel, LEVELS, type Level } from "../../lib/notary-objects/levels.ts";
-import { bodyDigest, receiptHeaders } from "../../lib/notary-objects/receipt.ts";
-import type { Upstream } from "../http/types.ts";
-import type { Logger } from "../log.ts";
-import type { Notary } from "../notary-service/notary.ts";
-import { encode, PacketDecoder, Reason, userProperty } from "./codec.ts";
-
 /**
  * Notarization over unbuffered MQTT 5 (docs/proxy-mqtt.md, "Notarization"). A client asks for a level with
  * the user property `svc.notarization` on CONNECT (for the whole connection) or on a PUBLISH (for that
@@ -28,6 +14,20 @@ import { encode, PacketDecoder, Reason, userProperty } from "./codec.ts";
  * cannot be issued (the upstream's pod does not match) fails the CONNACK (0x80, connection closed) or the
  * PUBACK (0x80); the broker may still have the message, as with any failed acknowledgement.
  */
+import type {
+  IConnackPacket,
+  IConnectPacket,
+  IPubackPacket,
+  IPublishPacket,
+  UserProperties,
+} from "mqtt-packet";
+import { isLevel, LEVELS, type Level } from "../../lib/notary-objects/levels.ts";
+import { bodyDigest, receiptHeaders } from "../../lib/notary-objects/receipt.ts";
+import type { Upstream } from "../http/types.ts";
+import type { Logger } from "../log.ts";
+import type { Notary } from "../notary-service/notary.ts";
+import { encode, PacketDecoder, Reason, userProperty } from "./codec.ts";
+
 export const PROPERTY = {
   level: "svc.notarization",
   workloadId: "svc.workload-id",

@@ -1,3 +1,9 @@
+/**
+ * One unbuffered MQTT connection: the caller's packets go to the target and back as they came, byte for
+ * byte, framed so that the proxy can tell where each packet starts. CONNECT is read (it must come first,
+ * once) and, on MQTT 5 connections, whatever notarization needs (see notarize.ts). A malformed packet
+ * from either side closes this connection, with the reason logged. Backpressure holds as for TCP.
+ */
 import type { Socket } from "node:net";
 import type { IConnectPacket } from "mqtt-packet";
 import type { Logger } from "../log.ts";
@@ -8,12 +14,6 @@ import { MalformedPacket, MqttFramer, PacketType } from "./framer.ts";
 import { MqttNotarizer, type NotarizerContext } from "./notarize.ts";
 import { OrderedWriter } from "./writer.ts";
 
-/**
- * One unbuffered MQTT connection: the caller's packets go to the target and back as they came, byte for
- * byte, framed so that the proxy can tell where each packet starts. CONNECT is read (it must come first,
- * once) and, on MQTT 5 connections, whatever notarization needs (see notarize.ts). A malformed packet
- * from either side closes this connection, with the reason logged. Backpressure holds as for TCP.
- */
 const MAX_WHOLE_PACKET = 16 * 1024 * 1024;
 
 export function tunnel(

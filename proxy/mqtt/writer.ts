@@ -1,11 +1,11 @@
-import type { Socket } from "node:net";
-
 /**
  * Writes packets to a socket in the order they were produced, where some are ready now and some (a
  * CONNACK or PUBACK that waits for the notary) later. While the socket is full, the socket that feeds it
  * is paused, so a slow reader holds the sender back (backpressure). A pending item that resolves to
  * undefined writes nothing; one that rejects ends the connection through `fail`.
  */
+import type { Socket } from "node:net";
+
 export type Item = Buffer | Promise<Buffer | undefined>;
 
 export class OrderedWriter {

@@ -1,8 +1,3 @@
-import { b64u, verifyTreeHead } from "../../lib/notary-objects/log.ts";
-import { append, equalHashes, type Frontier, leafHash, rootOf } from "../../lib/notary-objects/merkle.ts";
-import type { BundleSource } from "../../lib/spiffe/bundle.ts";
-import type { NotaryStore } from "./store.ts";
-
 /**
  * The notary log's consistency check (at start-up, and `svc notary verify --database`): every leaf in
  * order with no gap, every record still hashing to its leaf, no record outside the log, the log's head
@@ -11,6 +6,11 @@ import type { NotaryStore } from "./store.ts";
  * consistent. (The proxy checks no signatures at start-up: a tree head signed under an authority since
  * rotated out of the bundle is not a fault of the log; it checks the one it serves instead.)
  */
+import { b64u, verifyTreeHead } from "../../lib/notary-objects/log.ts";
+import { append, equalHashes, type Frontier, leafHash, rootOf } from "../../lib/notary-objects/merkle.ts";
+import type { BundleSource } from "../../lib/spiffe/bundle.ts";
+import type { NotaryStore } from "./store.ts";
+
 export interface LogCheck {
   size: number;
   treeHeads: number;

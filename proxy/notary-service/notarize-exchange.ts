@@ -1,9 +1,3 @@
-import type { Level } from "../../lib/notary-objects/levels.ts";
-import { bodyDigest, receiptHeaders } from "../../lib/notary-objects/receipt.ts";
-import { endToEnd, requestFields } from "../http/headers.ts";
-import type { ProxyRequest, Upstream } from "../http/types.ts";
-import type { Notary } from "./notary.ts";
-
 /**
  * Notarizes one buffered HTTP exchange at `level` and returns the response headers that carry the result
  * (docs/notary.md, "Levels"): Svc-Workload-ID always, Svc-Workload-Statement unless it is over
@@ -11,6 +5,12 @@ import type { Notary } from "./notary.ts";
  * The receipt records the request headers as forwarded to the target and the response headers as passed
  * on to the caller. Throws SvcError("pod_mismatch" | "kube_api" | "notary") when no statement can be made.
  */
+import type { Level } from "../../lib/notary-objects/levels.ts";
+import { bodyDigest, receiptHeaders } from "../../lib/notary-objects/receipt.ts";
+import { endToEnd, requestFields } from "../http/headers.ts";
+import type { ProxyRequest, Upstream } from "../http/types.ts";
+import type { Notary } from "./notary.ts";
+
 const STATEMENT_HEADER_LIMIT = 8 * 1024;
 
 export interface BufferedExchange {

@@ -1,3 +1,11 @@
+/**
+ * The notary database on PostgreSQL (Bun's built-in client), shared by any number of central proxy
+ * replicas: each serves what any of them wrote. Writes are committed in transactions that first lock
+ * the log's head row, so appends from all replicas form one log; writes waiting together share one
+ * transaction (group commit). Migrations run under an advisory lock, so
+ * replicas starting together migrate once. Connection failures are retried with backoff for about two
+ * seconds; then the operation fails and the notary answers 503, having issued nothing it did not store.
+ */
 import { SQL } from "bun";
 import { isSvcError, SvcError } from "../../lib/errors.ts";
 import type { LeafKind } from "../../lib/notary-objects/log.ts";
@@ -13,14 +21,6 @@ import {
   type TreeHeadRow,
 } from "./store.ts";
 
-/**
- * The notary database on PostgreSQL (Bun's built-in client), shared by any number of central proxy
- * replicas: each serves what any of them wrote. Writes are committed in transactions that first lock
- * the log's head row, so appends from all replicas form one log; writes waiting together share one
- * transaction (group commit). Migrations run under an advisory lock, so
- * replicas starting together migrate once. Connection failures are retried with backoff for about two
- * seconds; then the operation fails and the notary answers 503, having issued nothing it did not store.
- */
 const MIGRATION_LOCK = 0x5_7c_0a_21;
 const MIGRATIONS: string[] = [
   `CREATE TABLE certificates (

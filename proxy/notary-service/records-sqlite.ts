@@ -1,3 +1,9 @@
+/**
+ * The notary database in one SQLite file (bun:sqlite, WAL), for a single replica. WAL with
+ * synchronous=NORMAL never corrupts on a killed process; a committed transaction survives it. Schema
+ * changes are numbered migrations recorded in PRAGMA user_version; migration 2 adds the log and appends
+ * every record already stored to it.
+ */
 import { Database } from "bun:sqlite";
 import { existsSync } from "node:fs";
 import { dirname } from "node:path";
@@ -15,12 +21,6 @@ import {
   type TreeHeadRow,
 } from "./store.ts";
 
-/**
- * The notary database in one SQLite file (bun:sqlite, WAL), for a single replica. WAL with
- * synchronous=NORMAL never corrupts on a killed process; a committed transaction survives it. Schema
- * changes are numbered migrations recorded in PRAGMA user_version; migration 2 adds the log and appends
- * every record already stored to it.
- */
 const MIGRATIONS: ((db: Database) => void)[] = [
   (db) =>
     db.run(`CREATE TABLE certificates (

@@ -1,13 +1,13 @@
-import { SvcError } from "../../lib/errors.ts";
-import { type LeafKind, leafData } from "../../lib/notary-objects/log.ts";
-import { decodeFrontier, type Frontier, frontierFits, type Hash } from "../../lib/notary-objects/merkle.ts";
-
 /**
  * What the notary keeps (certificates, workload statements, exchanges, receipts) and its log: every
  * record is appended as a leaf of one Merkle tree in the same transaction that stores it, and signed
  * tree heads are kept beside. Two implementations: SQLite (records-sqlite.ts, one replica) and PostgreSQL
  * (records-postgres.ts, any number of replicas). docs/notary.md.
  */
+import { SvcError } from "../../lib/errors.ts";
+import { type LeafKind, leafData } from "../../lib/notary-objects/log.ts";
+import { decodeFrontier, type Frontier, frontierFits, type Hash } from "../../lib/notary-objects/merkle.ts";
+
 export interface Exchange {
   requestId: string;
   statementId: string;

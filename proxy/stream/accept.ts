@@ -1,3 +1,9 @@
+/**
+ * The accepting side of a byte-stream listener (tcp, mqtt): plaintext in client mode; SPIFFE mTLS with
+ * the `source.spiffe_ids` restriction in server and central modes, where a refused caller is closed before
+ * any byte is relayed. Sockets keep their writable side after the caller half-closes, so a relay can pass
+ * the half-close on. close() stops accepting, lets connections finish within `drainMs`, then closes them.
+ */
 import net, { type Socket } from "node:net";
 import type { VerifiedPeer } from "../../lib/spiffe/x509svid.ts";
 import { createMtlsServer } from "../../lib/tls/mtls.ts";
@@ -13,12 +19,6 @@ import {
   sourceAuthorizer,
 } from "../listener.ts";
 
-/**
- * The accepting side of a byte-stream listener (tcp, mqtt): plaintext in client mode; SPIFFE mTLS with
- * the `source.spiffe_ids` restriction in server and central modes, where a refused caller is closed before
- * any byte is relayed. Sockets keep their writable side after the caller half-closes, so a relay can pass
- * the half-close on. close() stops accepting, lets connections finish within `drainMs`, then closes them.
- */
 export type StreamHandler = (socket: Socket, peer: VerifiedPeer | undefined) => void;
 
 /** Runs `fn` at time `when` (ms since the epoch), also beyond setTimeout's 24.8-day limit. */

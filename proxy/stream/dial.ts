@@ -1,3 +1,8 @@
+/**
+ * The dialling side of a byte-stream listener: tls:// and mqtts:// targets (client and central modes) over
+ * SPIFFE mTLS with the `target.spiffe_ids` restriction, so the upstream is authenticated before a byte
+ * moves; tcp:// and mqtt:// targets in plaintext. Failures are SvcErrors whose message names the target.
+ */
 import net, { type Socket } from "node:net";
 import { SvcError } from "../../lib/errors.ts";
 import { connectMtls } from "../../lib/tls/mtls.ts";
@@ -6,11 +11,6 @@ import type { ListenerConfig } from "../config/types.ts";
 import type { Upstream } from "../http/types.ts";
 import { type ListenerDeps, targetAuthorizer } from "../listener.ts";
 
-/**
- * The dialling side of a byte-stream listener: tls:// and mqtts:// targets (client and central modes) over
- * SPIFFE mTLS with the `target.spiffe_ids` restriction, so the upstream is authenticated before a byte
- * moves; tcp:// and mqtt:// targets in plaintext. Failures are SvcErrors whose message names the target.
- */
 export interface Dialled {
   socket: Socket;
   /** The authenticated upstream workload (mTLS targets only). */

@@ -1,15 +1,15 @@
-import type { Socket } from "node:net";
-import type { VerifiedPeer } from "../../lib/spiffe/x509svid.ts";
-import type { ListenerDeps } from "../listener.ts";
-import type { Logger } from "../log.ts";
-import type { Dialer, Dialled } from "./dial.ts";
-
 /**
  * One accepted caller of a TCP or unbuffered MQTT listener: the caller is paused (what it sends waits in
  * its socket) while the target is dialled; then `carry` moves the bytes. A target that cannot be reached
  * or is refused closes the caller, is logged as `target failed` and counted as a target denial when
  * refused. The end of each connection is logged at debug level with its byte counts.
  */
+import type { Socket } from "node:net";
+import type { VerifiedPeer } from "../../lib/spiffe/x509svid.ts";
+import type { ListenerDeps } from "../listener.ts";
+import type { Logger } from "../log.ts";
+import type { Dialer, Dialled } from "./dial.ts";
+
 export interface Carried {
   toTarget: number;
   toCaller: number;

@@ -1,3 +1,14 @@
+/**
+ * `edit` and `apply edit-last-applied`: what the user changes in the editor cannot be read from the
+ * command line, so svc stands between kubectl and the editor. It reads the live objects first (for
+ * edit-last-applied, their last-applied configuration) and records their compartment marks; kubectl then
+ * runs with KUBE_EDITOR set to `svc __edit-guard`, which opens the user's own editor (KUBE_EDITOR, EDITOR,
+ * else vi — read as kubectl reads them) on a private copy of kubectl's file and, when it closes, compares
+ * the marks of every object in the copy with the recorded ones and hands kubectl exactly the bytes it
+ * checked. A change is refused: the editor step fails, so kubectl applies nothing.
+ * kubectl re-opens the editor after some errors; each time the file is compared with the live objects,
+ * never with the previous round.
+ */
 import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { extname, join } from "node:path";
@@ -10,17 +21,6 @@ import { say } from "../../say.ts";
 import { type Guarded, type GuardInput, refuseUnlessOverridden } from "./guard.ts";
 import { refuseDataReads } from "./reads.ts";
 
-/**
- * `edit` and `apply edit-last-applied`: what the user changes in the editor cannot be read from the
- * command line, so svc stands between kubectl and the editor. It reads the live objects first (for
- * edit-last-applied, their last-applied configuration) and records their compartment marks; kubectl then
- * runs with KUBE_EDITOR set to `svc __edit-guard`, which opens the user's own editor (KUBE_EDITOR, EDITOR,
- * else vi — read as kubectl reads them) on a private copy of kubectl's file and, when it closes, compares
- * the marks of every object in the copy with the recorded ones and hands kubectl exactly the bytes it
- * checked. A change is refused: the editor step fails, so kubectl applies nothing.
- * kubectl re-opens the editor after some errors; each time the file is compared with the live objects,
- * never with the previous round.
- */
 const LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration";
 
 /** PlacedMarks by object; null where two objects share a kind and name (svc cannot tell them apart). */

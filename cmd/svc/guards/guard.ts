@@ -1,3 +1,8 @@
+/**
+ * What every guard is given and returns. A guard reads the command line kubectl will run, looks up what it
+ * needs through `lookup` (kubectl aimed at the command's own cluster target), and either throws (a
+ * refusal: code "compartment"; anything it cannot tell: "usage" or "kube_api") or says what to run.
+ */
 import type { ActiveContext } from "../../../lib/config/resolve.ts";
 import { SvcError } from "../../../lib/errors.ts";
 import { reviewArgs, selfAccessReview } from "../../../lib/kube/access-review.ts";
@@ -8,11 +13,6 @@ import type { KubeObject, Lookup } from "../../../lib/kube/lookup.ts";
 import { COMPARTMENT_LABEL, marksOfMeta } from "../../../lib/kube/mls.ts";
 import { say } from "../../say.ts";
 
-/**
- * What every guard is given and returns. A guard reads the command line kubectl will run, looks up what it
- * needs through `lookup` (kubectl aimed at the command's own cluster target), and either throws (a
- * refusal: code "compartment"; anything it cannot tell: "usage" or "kube_api") or says what to run.
- */
 export interface GuardInput {
   line: CommandLine;
   active: ActiveContext;

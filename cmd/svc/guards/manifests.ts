@@ -1,12 +1,3 @@
-import { readFileSync } from "node:fs";
-import { SvcError } from "../../../lib/errors.ts";
-import { filenames, flagSet, flagValue, flagValues } from "../../../lib/kube/grammar.ts";
-import { describeObject, injectMls } from "../../../lib/kube/inject.ts";
-import { parseObjects, readSources, toKubectlInput } from "../../../lib/kube/manifests.ts";
-import { changedMarks, foreignCompartments, marksOf } from "../../../lib/kube/marks.ts";
-import { COMPARTMENT_LABEL } from "../../../lib/kube/mls.ts";
-import { type Guarded, type GuardInput, refuseUnlessOverridden, restWithout } from "./guard.ts";
-
 /**
  * apply, create and replace from manifests (-f files, directories, -R, URLs, `-` for standard input; -k
  * through `kubectl kustomize`). svc reads the manifests itself and hands kubectl exactly what it checked
@@ -19,6 +10,15 @@ import { type Guarded, type GuardInput, refuseUnlessOverridden, restWithout } fr
  * `--force` with the cluster's override permission lets such a write through (for apply and replace,
  * `--force` also keeps kubectl's meaning).
  */
+import { readFileSync } from "node:fs";
+import { SvcError } from "../../../lib/errors.ts";
+import { filenames, flagSet, flagValue, flagValues } from "../../../lib/kube/grammar.ts";
+import { describeObject, injectMls } from "../../../lib/kube/inject.ts";
+import { parseObjects, readSources, toKubectlInput } from "../../../lib/kube/manifests.ts";
+import { changedMarks, foreignCompartments, marksOf } from "../../../lib/kube/marks.ts";
+import { COMPARTMENT_LABEL } from "../../../lib/kube/mls.ts";
+import { type Guarded, type GuardInput, refuseUnlessOverridden, restWithout } from "./guard.ts";
+
 const SOURCE_FLAGS = ["filename", "kustomize", "recursive"];
 
 export async function readManifests(g: GuardInput): Promise<Record<string, unknown>[]> {

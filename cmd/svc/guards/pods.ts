@@ -1,11 +1,3 @@
-import { SvcError } from "../../../lib/errors.ts";
-import { flagValue } from "../../../lib/kube/grammar.ts";
-import { describeObject } from "../../../lib/kube/inject.ts";
-import type { KubeObject } from "../../../lib/kube/lookup.ts";
-import { parseObjects, readSources } from "../../../lib/kube/manifests.ts";
-import { isNodeRef, type PodRef, podSelector, podTargets } from "../../../lib/kube/pod-targets.ts";
-import { type Guarded, type GuardInput, refuseForeign, restWithout } from "./guard.ts";
-
 /**
  * exec, attach, cp, debug and port-forward (docs/svc-guard.md, "Every way into a pod"): they run only against
  * pods of the current compartment. svc resolves what kubectl will reach — the named pod; for `TYPE/NAME`
@@ -14,6 +6,14 @@ import { type Guarded, type GuardInput, refuseForeign, restWithout } from "./gua
  * into a pod") if any of them is of another compartment or has no compartment label. Anything it cannot
  * resolve is refused. `--force` overrides for users the cluster allows to (guard.ts).
  */
+import { SvcError } from "../../../lib/errors.ts";
+import { flagValue } from "../../../lib/kube/grammar.ts";
+import { describeObject } from "../../../lib/kube/inject.ts";
+import type { KubeObject } from "../../../lib/kube/lookup.ts";
+import { parseObjects, readSources } from "../../../lib/kube/manifests.ts";
+import { isNodeRef, type PodRef, podSelector, podTargets } from "../../../lib/kube/pod-targets.ts";
+import { type Guarded, type GuardInput, refuseForeign, restWithout } from "./guard.ts";
+
 interface FoundPod {
   name: string;
   namespace: string;

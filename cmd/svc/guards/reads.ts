@@ -1,3 +1,14 @@
+/**
+ * Reads of the data of Secrets and ConfigMaps (docs/svc-guard.md, "Reads of Secrets, ConfigMaps and
+ * logs"): `get` with an output that shows objects whole (yaml, json, jsonpath, go-template, `--template`,
+ * custom-columns …; not the table, `wide` or `name`) and `describe`. svc finds the objects the command will
+ * show through the command's own cluster target, and refuses if the current context is not cleared for
+ * one (guard.ts, notCleared) with the words of the exec refusal; unmarked objects pass, as the cluster's
+ * authorization webhook lets them by default. It lists their kind, with the command's selectors, `-A` and
+ * svc get's compartment filters, and matches the names itself; `-f` and `-k` objects are read as kubectl
+ * reads them. `describe NAME` also shows the objects whose names start with NAME when none is called
+ * NAME: all of those are checked. `--force` overrides for users the cluster allows to.
+ */
 import { compartmentFilter } from "../../../lib/kube/get-args.ts";
 import { flagValue } from "../../../lib/kube/grammar.ts";
 import { describeObject } from "../../../lib/kube/inject.ts";
@@ -11,17 +22,6 @@ import {
   selectedObjects,
 } from "./guard.ts";
 
-/**
- * Reads of the data of Secrets and ConfigMaps (docs/svc-guard.md, "Reads of Secrets, ConfigMaps and
- * logs"): `get` with an output that shows objects whole (yaml, json, jsonpath, go-template, `--template`,
- * custom-columns …; not the table, `wide` or `name`) and `describe`. svc finds the objects the command will
- * show through the command's own cluster target, and refuses if the current context is not cleared for
- * one (guard.ts, notCleared) with the words of the exec refusal; unmarked objects pass, as the cluster's
- * authorization webhook lets them by default. It lists their kind, with the command's selectors, `-A` and
- * svc get's compartment filters, and matches the names itself; `-f` and `-k` objects are read as kubectl
- * reads them. `describe NAME` also shows the objects whose names start with NAME when none is called
- * NAME: all of those are checked. `--force` overrides for users the cluster allows to.
- */
 const DATA_KINDS = new Set(["secret", "secrets", "configmap", "configmaps", "cm"]);
 /** The kinds whose objects hold data a read prints. */
 const DATA_OBJECTS = new Set(["Secret", "ConfigMap"]);

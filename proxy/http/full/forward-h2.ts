@@ -1,3 +1,10 @@
+/**
+ * The full path's forwarder to an HTTP/2 target (listeners with `connection.http2`): h2c to an http://
+ * target, ALPN h2 over TLS to an https:// one (SPIFFE mTLS in client and central modes). Requests are
+ * streams multiplexed on one session per target; bodies stream both ways, and the target's trailers
+ * (gRPC's grpc-status and grpc-message) are passed on. A caller that goes away resets its stream upstream,
+ * and a target that resets a stream ends the caller's.
+ */
 import type { OutgoingHttpHeaders } from "node:http";
 import http2 from "node:http2";
 import { pipeline } from "node:stream";
@@ -6,13 +13,6 @@ import { upstreamFailure } from "../failure.ts";
 import { connectionTokens, endToEnd, requestFields } from "../headers.ts";
 import type { Handler, ProxyRequest, ProxyResponse, Upstream } from "../types.ts";
 
-/**
- * The full path's forwarder to an HTTP/2 target (listeners with `connection.http2`): h2c to an http://
- * target, ALPN h2 over TLS to an https:// one (SPIFFE mTLS in client and central modes). Requests are
- * streams multiplexed on one session per target; bodies stream both ways, and the target's trailers
- * (gRPC's grpc-status and grpc-message) are passed on. A caller that goes away resets its stream upstream,
- * and a target that resets a stream ends the caller's.
- */
 export interface H2Options {
   target: URL;
   /** The session to the target: made on first use and again after it closed (GOAWAY, error, rotation). */

@@ -1,3 +1,8 @@
+/**
+ * The end of every chain: sends the request to the target, streaming both bodies, and hands back the
+ * target's response. Failures become a 502 with a short body that says which failure; an abort (the
+ * caller left, or the write timeout fired) ends the upstream request.
+ */
 import http from "node:http";
 import https from "node:https";
 import { isIP } from "node:net";
@@ -6,11 +11,6 @@ import { upstreamFailure } from "../failure.ts";
 import { endToEnd, requestFields } from "../headers.ts";
 import type { Handler, ProxyResponse, Upstream } from "../types.ts";
 
-/**
- * The end of every chain: sends the request to the target, streaming both bodies, and hands back the
- * target's response. Failures become a 502 with a short body that says which failure; an abort (the
- * caller left, or the write timeout fired) ends the upstream request.
- */
 export interface ForwardOptions {
   target: URL;
   agent: () => http.Agent;

@@ -1,5 +1,3 @@
-import http2 from "node:http2";
-
 /**
  * What ends a caller's HTTP/2 connection for abuse (docs/proxy-http.md, "Limits"):
  * - `control_flood`: PING and SETTINGS frames beyond a budget of CONTROL_BURST, refilled at CONTROL_RATE
@@ -12,6 +10,8 @@ import http2 from "node:http2";
  *   block continued without end by CONTINUATION frames).
  * Any other session error (a caller that went away) is not abuse.
  */
+import http2 from "node:http2";
+
 export type H2Abuse = "control_flood" | "rapid_reset" | "protocol_error";
 
 const CONTROL_BURST = 1000;

@@ -1,3 +1,10 @@
+/**
+ * The heads the relay writes, as bytes. Hop-by-hop fields, fields that Connection names, and the framing
+ * fields are dropped; framing is written again from what the relay does with the body, so the peer sees
+ * exactly one Content-Length or `Transfer-Encoding: chunked`. The fields the proxy adds (Svc-Peer-ID,
+ * X-Request-Id, X-Forwarded-For) are added after the Connection-named ones are removed, so a caller's
+ * Connection header cannot remove them, and a caller-supplied Svc-Peer-ID never passes.
+ */
 import {
   connectionTokens,
   FORWARDED_FOR_HEADER,
@@ -11,13 +18,6 @@ import type { ResponseHead } from "../wire/response-framer.ts";
 import type { Fields, MessageHead } from "../wire/wire.ts";
 import type { Outbox } from "./outbox.ts";
 
-/**
- * The heads the relay writes, as bytes. Hop-by-hop fields, fields that Connection names, and the framing
- * fields are dropped; framing is written again from what the relay does with the body, so the peer sees
- * exactly one Content-Length or `Transfer-Encoding: chunked`. The fields the proxy adds (Svc-Peer-ID,
- * X-Request-Id, X-Forwarded-For) are added after the Connection-named ones are removed, so a caller's
- * Connection header cannot remove them, and a caller-supplied Svc-Peer-ID never passes.
- */
 export type BodyOut = { kind: "none" } | { kind: "length"; length: number } | { kind: "chunked" };
 
 /** The tokens of a relay head's Connection fields, lower case (`special`: names in lower case). */

@@ -1,3 +1,10 @@
+/**
+ * Connections to a listener's target on Bun's own sockets: plaintext, ordinary HTTPS (the system's trust
+ * store and a host name check), or SPIFFE mTLS (our SVID, every bundle as `ca`, then verifyBunPeer and
+ * the `target.spiffe_ids` restriction before a byte is sent). Idle connections are pooled per listener;
+ * one connection serves one exchange at a time. A pooled connection is not used again once the upstream
+ * closed it, once the certificate it was verified with has expired, or after our SVID rotated.
+ */
 import { isIP } from "node:net";
 import type { Socket, SocketHandler } from "bun";
 import { SvcError } from "../../../lib/errors.ts";
@@ -9,13 +16,6 @@ import { ResponseFramer, type ResponseHead } from "../wire/response-framer.ts";
 import type { MessageSink } from "../wire/wire.ts";
 import { Outbox } from "./outbox.ts";
 
-/**
- * Connections to a listener's target on Bun's own sockets: plaintext, ordinary HTTPS (the system's trust
- * store and a host name check), or SPIFFE mTLS (our SVID, every bundle as `ca`, then verifyBunPeer and
- * the `target.spiffe_ids` restriction before a byte is sent). Idle connections are pooled per listener;
- * one connection serves one exchange at a time. A pooled connection is not used again once the upstream
- * closed it, once the certificate it was verified with has expired, or after our SVID rotated.
- */
 export interface UpstreamOwner {
   upstreamReady(conn: UpstreamConn): void;
   /** Could not connect, or the upstream was refused at the handshake. */

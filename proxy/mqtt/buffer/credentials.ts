@@ -1,11 +1,11 @@
-import type { MqttVersion } from "../codec.ts";
-
 /**
  * What a client presented in its CONNECT to prove who it is (docs/proxy-mqtt.md, "Whose credentials"):
  * each message goes to the target under those of the client that published it, never another's. The
  * messages a session's clients publish under the same credentials share one object, which delivery
  * compares by identity.
  */
+import type { MqttVersion } from "../codec.ts";
+
 export interface Credentials {
   username?: string;
   password?: Buffer;

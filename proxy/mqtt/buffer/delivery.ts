@@ -1,13 +1,3 @@
-import type { Socket } from "node:net";
-import mqtt, { type IConnectPacket, type IPubackPacket, type Packet } from "mqtt-packet";
-import type { BufferOptions } from "../../config/types.ts";
-import type { Logger } from "../../log.ts";
-import type { Dialer } from "../../stream/dial.ts";
-import { encode, type MqttVersion } from "../codec.ts";
-import { type Credentials, refusesCredentials, sameCredentials } from "./credentials.ts";
-import type { BufferEvents } from "./events.ts";
-import type { MessageQueue, QueuedMessage } from "./queue.ts";
-
 /**
  * Delivers one session's buffered messages to the target (docs/proxy-mqtt.md, "Reconnecting"):
  * connects on demand with the client's CONNECT, sends in order with up to MAX_IN_FLIGHT QoS 1 messages in
@@ -21,6 +11,16 @@ import type { MessageQueue, QueuedMessage } from "./queue.ts";
  * carries (docs/proxy-mqtt.md, "Whose credentials"): when the next message was published under others,
  * the connection is replaced once everything sent on it is settled.
  */
+import type { Socket } from "node:net";
+import mqtt, { type IConnectPacket, type IPubackPacket, type Packet } from "mqtt-packet";
+import type { BufferOptions } from "../../config/types.ts";
+import type { Logger } from "../../log.ts";
+import type { Dialer } from "../../stream/dial.ts";
+import { encode, type MqttVersion } from "../codec.ts";
+import { type Credentials, refusesCredentials, sameCredentials } from "./credentials.ts";
+import type { BufferEvents } from "./events.ts";
+import type { MessageQueue, QueuedMessage } from "./queue.ts";
+
 const MAX_IN_FLIGHT = 1024;
 const BATCH = 64;
 /** A write gathers messages up to this many bytes (a single larger message is written alone). */

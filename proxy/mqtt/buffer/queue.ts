@@ -1,9 +1,3 @@
-import type { BufferOptions } from "../../config/types.ts";
-import type { MqttVersion } from "../codec.ts";
-import type { Credentials } from "./credentials.ts";
-import type { BufferEvents } from "./events.ts";
-import type { BufferStore } from "./store.ts";
-
 /**
  * One client session's publish buffer (docs/proxy-mqtt.md, "Limits and overflow"): messages in arrival
  * order, bounded by payload bytes and count, with the overflow policies. A message leaves when the target
@@ -12,6 +6,12 @@ import type { BufferStore } from "./store.ts";
  * is handed to the listener's store (store.ts) when it is queued and removed from it when it leaves; it is
  * sent only once the store has kept it, so messages go out in order and never ahead of their storage.
  */
+import type { BufferOptions } from "../../config/types.ts";
+import type { MqttVersion } from "../codec.ts";
+import type { Credentials } from "./credentials.ts";
+import type { BufferEvents } from "./events.ts";
+import type { BufferStore } from "./store.ts";
+
 export interface QueuedMessage {
   seq: number;
   topic: string;
