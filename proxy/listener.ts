@@ -4,6 +4,7 @@ import { type Authorizer, authorizeMatching } from "../lib/spiffe/authorizer.ts"
 import type { SvidSource } from "../lib/spiffe/x509-source.ts";
 import type { KeyLog } from "../lib/tls/keylog.ts";
 import type { ListenerConfig } from "./config/types.ts";
+import { guardDescriptors } from "./fd-budget.ts";
 import type { Logger } from "./log.ts";
 import type { BufferEvents } from "./mqtt/buffer/events.ts";
 import type { Notary } from "./notary-service/notary.ts";
@@ -77,9 +78,21 @@ export function bindFailure(l: ListenerConfig, e: NodeJS.ErrnoException): SvcErr
   );
 }
 
-/** Binds a node:net server to the listener's address (bindFailure when it cannot). */
-export function listen(server: Server, l: ListenerConfig): Promise<number> {
-  return new Promise<number>((resolve, reject) => {
+/**
+ * Puts a listener's node:net server (the full path, TCP, MQTT) to work: its errors logged, the descriptor
+ * budget guarded (past it a new caller is closed at once: accepting would fail, and the runtime would
+ * retry the listening socket without end, fd-budget.ts), bound to the listener's address (bindFailure
+ * when it cannot), and the listening line logged. Returns the port.
+ */
+export async function listen(
+  server: Server,
+  l: ListenerConfig,
+  log: Logger,
+  path: "full" | "stream",
+): Promise<number> {
+  server.on("error", (e) => log.error("listener error", { error: e.message }));
+  guardDescriptors(server, log);
+  const port = await new Promise<number>((resolve, reject) => {
     const failed = (e: NodeJS.ErrnoException) => reject(bindFailure(l, e));
     server.once("error", failed);
     server.listen(l.address.port, l.address.host || undefined, () => {
@@ -87,6 +100,8 @@ export function listen(server: Server, l: ListenerConfig): Promise<number> {
       resolve((server.address() as { port: number }).port);
     });
   });
+  listening(log, l, port, path);
+  return port;
 }
 
 /**

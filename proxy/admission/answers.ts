@@ -50,10 +50,8 @@ export async function answerReview(
 ): Promise<Response> {
   const review = value as { apiVersion?: unknown; kind?: unknown; request?: AdmissionRequest } | null;
   const request = review?.request;
-  if (review?.kind !== "AdmissionReview" || typeof request?.uid !== "string") {
-    o.onBadRequest(`not an AdmissionReview with request.uid (kind ${shown(review?.kind)})`);
-    return plain(400, "svc-proxy admission: expected an AdmissionReview with request.uid");
-  }
+  if (review?.kind !== "AdmissionReview" || typeof request?.uid !== "string")
+    return notA(o, "an AdmissionReview with request.uid", review?.kind);
   if (request.uid.length > MAX_UID) {
     o.onBadRequest(`request.uid has ${request.uid.length} characters (at most ${MAX_UID})`);
     return plain(400, `svc-proxy admission: request.uid is longer than ${MAX_UID} characters`);
@@ -90,10 +88,8 @@ export async function answerAccessReview(
 ): Promise<Response> {
   const review = value as { apiVersion?: unknown; kind?: unknown; spec?: AccessReviewSpec } | null;
   const spec = review?.spec;
-  if (review?.kind !== "SubjectAccessReview" || spec === null || typeof spec !== "object") {
-    o.onBadRequest(`not a SubjectAccessReview with a spec (kind ${shown(review?.kind)})`);
-    return plain(400, "svc-proxy admission: expected a SubjectAccessReview with a spec");
-  }
+  if (review?.kind !== "SubjectAccessReview" || spec === null || typeof spec !== "object")
+    return notA(o, "a SubjectAccessReview with a spec", review?.kind);
   const reply = (answer: AccessAnswer, reason: string) =>
     Response.json({
       apiVersion: echoed(review.apiVersion, "authorization.k8s.io/v1"),
@@ -114,6 +110,12 @@ export async function answerAccessReview(
     const { answer, reason } = await o.authorize(spec);
     return reply(answer, reason);
   });
+}
+
+/** A body that is not the review this path takes: reported, and answered 400. */
+function notA(o: Answering, expected: string, kind: unknown): Response {
+  o.onBadRequest(`not ${expected} (kind ${shown(kind)})`);
+  return plain(400, `svc-proxy admission: expected ${expected}`);
 }
 
 /** The gate's last bound (reviews being decided), then the decision; past the bound the answer is 429. */

@@ -10,9 +10,10 @@ import { isLevel, LEVEL_HEADER, LEVELS } from "../../lib/notary-objects/levels.t
 import type { MiddlewareInput } from "../config/schema.ts";
 import { readBody } from "../http/full/body.ts";
 import { type Middleware, type ProxyResponse, proxyResponse } from "../http/types.ts";
+import type { Logger } from "../log.ts";
 import { notarizeExchange } from "../notary-service/notarize-exchange.ts";
 import type { MiddlewareContext } from "./context.ts";
-import { applyModel, MAX_DEPTH, REQUEST_MODEL, RESPONSE_MODEL } from "./openai-model.ts";
+import { applyModel, type FieldModel, MAX_DEPTH, REQUEST_MODEL, RESPONSE_MODEL } from "./openai-model.ts";
 
 export const PATH = "/v1/chat/completions";
 export const REQUEST_LIMIT = 1024 * 1024;
@@ -59,13 +60,8 @@ export function openai(
         400,
         `openai: streaming responses ("stream": ${JSON.stringify(stream)}) are not supported by this proxy; send "stream": false`,
       );
-    const removed: string[] = [];
-    const filtered = applyModel(parsed, REQUEST_MODEL, removed);
-    if (filtered === undefined)
-      return proxyResponse(400, `openai: the request body nests deeper than ${MAX_DEPTH} levels`);
-    // Untouched bodies go on byte for byte, so that a caller's digest matches the receipt's.
-    const sent = removed.length ? new TextEncoder().encode(JSON.stringify(filtered)) : body;
-    if (removed.length) req.log.debug("openai: request fields removed", { fields: removed });
+    const sent = filtered(parsed, body, REQUEST_MODEL, req.log, "request");
+    if (!sent) return proxyResponse(400, `openai: the request body nests deeper than ${MAX_DEPTH} levels`);
     req.headers["content-length"] = String(sent.length);
     delete req.headers["transfer-encoding"];
     // The filter reads plain bodies only: a compressed answer would pass it unread, and unnotarized.
@@ -87,12 +83,8 @@ export function openai(
     if (!answer) return proxyResponse(502, `openai: the response is larger than ${RESPONSE_LIMIT} bytes`);
     const out = json(res, answer);
     if (!out) return whole(res, answer);
-    const outRemoved: string[] = [];
-    const kept = applyModel(out, RESPONSE_MODEL, outRemoved);
-    if (kept === undefined)
-      return proxyResponse(502, `openai: the response body nests deeper than ${MAX_DEPTH} levels`);
-    const bytes = outRemoved.length ? new TextEncoder().encode(JSON.stringify(kept)) : answer;
-    if (outRemoved.length) req.log.debug("openai: response fields removed", { fields: outRemoved });
+    const bytes = filtered(out, answer, RESPONSE_MODEL, req.log, "response");
+    if (!bytes) return proxyResponse(502, `openai: the response body nests deeper than ${MAX_DEPTH} levels`);
     const final = whole(res, bytes);
     if (!ctx.notary) return final;
     if (!res.upstream) {
@@ -157,4 +149,24 @@ function whole(res: ProxyResponse, body: Uint8Array): ProxyResponse {
   const headers = { ...res.headers, "content-length": String(body.length) };
   delete headers["transfer-encoding"];
   return { ...res, headers, body };
+}
+
+/**
+ * A body with the fields `model` does not define removed (logged at debug). Untouched, it goes on byte for
+ * byte as `raw`, so that a caller's digest matches the receipt's. Undefined when it nests deeper than
+ * MAX_DEPTH.
+ */
+function filtered(
+  value: unknown,
+  raw: Uint8Array,
+  model: FieldModel,
+  log: Logger,
+  what: "request" | "response",
+): Uint8Array | undefined {
+  const removed: string[] = [];
+  const kept = applyModel(value, model, removed);
+  if (kept === undefined) return undefined;
+  if (removed.length === 0) return raw;
+  log.debug(`openai: ${what} fields removed`, { fields: removed });
+  return new TextEncoder().encode(JSON.stringify(kept));
 }

@@ -8,13 +8,11 @@ import net, { type Socket } from "node:net";
 import type { VerifiedPeer } from "../../lib/spiffe/x509svid.ts";
 import { createMtlsServer } from "../../lib/tls/mtls.ts";
 import type { ListenerConfig } from "../config/types.ts";
-import { guardDescriptors } from "../fd-budget.ts";
 import {
   callerRefused,
   drained,
   type ListenerDeps,
   listen,
-  listening,
   type RunningListener,
   sourceAuthorizer,
 } from "../listener.ts";
@@ -77,10 +75,7 @@ export async function acceptStreams(
     server = net.createServer({ allowHalfOpen: true }, (socket) => track(socket, undefined));
     stop = () => new Promise((resolve) => server.close(() => resolve()));
   }
-  server.on("error", (e) => log.error("listener error", { error: e.message }));
-  guardDescriptors(server, log);
-  const port = await listen(server, l);
-  listening(log, l, port, "stream");
+  const port = await listen(server, l, log, "stream");
   return {
     port,
     async close(drainMs) {

@@ -6,12 +6,10 @@ import type { VerifiedPeer } from "../../../lib/spiffe/x509svid.ts";
 import { attachSpiffeAuth, mtlsServerOptions, peerOf } from "../../../lib/tls/mtls.ts";
 import { authenticatePeer } from "../../../lib/tls/peer.ts";
 import type { ListenerConfig } from "../../config/types.ts";
-import { guardDescriptors } from "../../fd-budget.ts";
 import {
   callerRefused,
   type ListenerDeps,
   listen,
-  listening,
   type RunningListener,
   sourceAuthorizer,
 } from "../../listener.ts";
@@ -164,13 +162,7 @@ export async function startHttpListener(l: ListenerConfig, deps: ListenerDeps): 
       );
     }
   }
-  server.on("error", (e) => log.error("listener error", { error: e.message }));
-  // Past the descriptor budget a new caller is closed at once: accepting would fail, and the runtime
-  // would retry the listening socket without end (fd-budget.ts).
-  guardDescriptors(server, log);
-
-  const port = await listen(server, l);
-  listening(log, l, port, "full");
+  const port = await listen(server, l, log, "full");
 
   return {
     port,
