@@ -7,7 +7,7 @@ import { asWorkload } from "../tests/e2e/testbed/spire.ts";
 /**
  * What the notary benchmarks share: the running test bed, a work directory owned by workload web (with
  * its own copy of the kubeconfig, for the notary's pod lookups), a Bun upstream answering a
- * chat completion, and svc-proxy from source as a test bed workload.
+ * chat completion, and svc-proxy as a test bed workload: from source, or the given executable.
  */
 export function notaryChain(name: string) {
   const ROOT = new URL("..", import.meta.url).pathname;
@@ -37,24 +37,25 @@ export function notaryChain(name: string) {
     fetch: () => new Response(completion, { headers: { "content-type": "application/json" } }),
   });
   const socket = `unix://${tb.spire.agentSocket}`;
-  const proxy = (w: typeof web, config: object): Subprocess => {
-    const p = spawn(
-      asWorkload(w, [process.execPath, join(ROOT, "cmd/svc-proxy.ts"), "-zap-log-level=error"]),
-      {
-        cwd: ROOT,
-        env: {
-          ...process.env,
-          KUBECONFIG: join(work, "kubeconfig"),
-          SVC_PROXY_CONFIG: JSON.stringify({
-            spiffe: { workload_socket_path: socket },
-            metricsAddr: "0",
-            ...config,
-          }),
-        },
-        stdout: "ignore",
-        stderr: "inherit",
+  const proxy = (
+    w: typeof web,
+    config: object,
+    command = [process.execPath, join(ROOT, "cmd/svc-proxy.ts")],
+  ): Subprocess => {
+    const p = spawn(asWorkload(w, [...command, "-zap-log-level=error"]), {
+      cwd: ROOT,
+      env: {
+        ...process.env,
+        KUBECONFIG: join(work, "kubeconfig"),
+        SVC_PROXY_CONFIG: JSON.stringify({
+          spiffe: { workload_socket_path: socket },
+          metricsAddr: "0",
+          ...config,
+        }),
       },
-    );
+      stdout: "ignore",
+      stderr: "inherit",
+    });
     procs.push(p);
     return p;
   };
