@@ -325,7 +325,7 @@ try {
     const p99 = (name: string) => median(at(name).map((x) => x.p99));
     for (const [name, , procs] of setups) {
       const xs = at(name);
-      // A ratio to a setup this run did not measure (--setups without it) is left empty.
+      // A ratio to a setup this run did not measure (--setups without it) is shown as "–".
       const vs = (a: number, b: number) =>
         name === "direct" || !Number.isFinite(a / b) ? "–" : (a / b).toFixed(2);
       const cpuCells = procs.map((_, i) => median(xs.map((x) => x.cpu[i] as number)).toFixed(0)).join(", ");

@@ -8,7 +8,7 @@
  *                       [--baseline path/to/svc-proxy [--rounds 5]]
  *
  * --baseline adds a comparison at signRequest of two compiled client proxies with the notary, this
- * build's dist/svc-proxy and the baseline, alternating A B A B over the rounds: p50 and p99 medians with
+ * build's dist/svc-proxy (run `make build` first) and the baseline, alternating A B A B over the rounds: p50 and p99 medians with
  * their range, and the client proxy's CPU time per request.
  */
 import { join } from "node:path";

@@ -271,6 +271,8 @@ try {
     ],
     { SPIFFE_ENDPOINT_SOCKET: `unix://${join(dir, "checkout.sock")}` },
   );
+  if (curl.code !== 0)
+    throw new Error(`svc curl failed (exit ${curl.code}): ${curl.stderr.trim()}; logs are in ${dir}`);
   await Bun.write(receiptFile, curl.stdout);
   const saved = JSON.parse(curl.stdout) as {
     status: number;

@@ -63,7 +63,7 @@ export function openKubeClient(kubeconfig?: string, timeoutMs = 10_000): KubeCli
     );
   const server = cluster.server.replace(/\/+$/, "");
   // client-node refuses plain HTTP on every request unless the cluster says so; say it once, at start.
-  if (server.startsWith("http://") && !cluster.skipTLSVerify)
+  if (/^http:\/\//i.test(server) && !cluster.skipTLSVerify)
     throw new SvcError(
       "kube_api",
       `cluster API ${server} (${from}) is plain HTTP, which sends credentials unencrypted: use https, or set insecure-skip-tls-verify: true on the kubeconfig's cluster to accept it`,

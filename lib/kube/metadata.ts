@@ -1,12 +1,16 @@
 /**
- * The core resources whose objects hold data (docs/svc-guard.md, "Reads of Secrets, ConfigMaps and
- * logs"), by the word kubectl reads for them: svc lists their metadata only, never their data.
+ * Metadata-only look-ups of the objects that hold data (Secrets, ConfigMaps): svc asks the API server for
+ * a PartialObjectMetadataList and never holds their data.
  */
 import { SvcError } from "../errors.ts";
 import type { KubeCredentials } from "./kubeconfig.ts";
 import type { KubeObject } from "./lookup.ts";
 import { apiGet } from "./pods.ts";
 
+/**
+ * The core resources whose objects hold data (docs/svc-guard.md, "Reads of Secrets, ConfigMaps and
+ * logs"), by the word kubectl reads for them: svc lists their metadata only, never their data.
+ */
 export const DATA_RESOURCES: Record<string, { resource: string; kind: string }> = {
   secret: { resource: "secrets", kind: "Secret" },
   secrets: { resource: "secrets", kind: "Secret" },

@@ -6,7 +6,8 @@
  * - on requests the proxy writes Svc-Peer-ID itself (a caller's own never passes, nor one spelled with
  *   underscores, which CGI and WSGI targets read as the same field) and appends the caller's address to
  *   X-Forwarded-For;
- * - a request keeps the caller's X-Request-Id, or is given a new one.
+ * - a request keeps the caller's X-Request-Id, or is given a new one (also when its Connection field names
+ *   the caller's, which was then meant for one hop only).
  *
  * The names are data here, once: the relay's readers of heads (wire/wire.ts as text, wire/head-bytes.ts
  * as bytes) pick out RELAY_FIELDS and the `proxy-` fields, the full path reads node:http's objects, and

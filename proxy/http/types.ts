@@ -10,6 +10,11 @@ export interface ProxyRequest {
   method: string;
   /** Path and query, as received. */
   path: string;
+  /**
+   * The fields as the caller sent them, a caller's Svc-Peer-ID included: what goes to the target is
+   * headers.ts requestFields (the header policy, the proxy's own fields), and a middleware that wants the
+   * caller's identity reads `peer`, never this.
+   */
   headers: IncomingHttpHeaders;
   body: Readable;
   /** The authenticated caller (server and central modes). */

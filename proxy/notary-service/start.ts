@@ -43,9 +43,11 @@ export async function startNotary(
       try {
         return (await kube.core.readNamespacedPod({ namespace, name })) as Pod;
       } catch (e) {
-        const code = (e as { code?: number }).code;
+        // client-node's ApiException carries the HTTP status as a number; our own errors carry a string
+        // code, and the runtime's abort and timeout errors small numbers of their own.
+        const code = (e as { code?: unknown }).code;
         if (code === 404) return undefined;
-        if (code)
+        if (typeof code === "number" && code >= 400 && code < 600)
           throw new SvcError(
             "kube_api",
             `cluster API refused to get pod ${namespace}/${name}: ${code} (${kube.from}; "get" on pods is needed)`,

@@ -25,7 +25,11 @@ const llm = Bun.serve({
   fetch: () => Response.json({ id: "c", object: "chat.completion", model: "m", choices: [] }),
 });
 
-function kubeconfig(name: string, cluster: Record<string, unknown>): string {
+function kubeconfig(
+  name: string,
+  cluster: Record<string, unknown>,
+  user: Record<string, unknown> = { token: "t" },
+): string {
   const path = join(dir, name);
   writeFileSync(
     path,
@@ -33,7 +37,7 @@ function kubeconfig(name: string, cluster: Record<string, unknown>): string {
       apiVersion: "v1",
       kind: "Config",
       clusters: [{ name: "c", cluster }],
-      users: [{ name: "u", user: { token: "t" } }],
+      users: [{ name: "u", user }],
       contexts: [{ name: "x", context: { cluster: "c", user: "u" } }],
       "current-context": "x",
     }),
@@ -41,10 +45,10 @@ function kubeconfig(name: string, cluster: Record<string, unknown>): string {
   return path;
 }
 
-const clientConfig = (port: number, serverPort: number) => ({
+const clientConfig = (port: number, serverPort: number, db = "notary.db") => ({
   spiffe: { workload_socket_path: `unix://${join(dir, "web.sock")}` },
   metricsAddr: "0",
-  notary: { enable: true, database: { path: join(dir, "notary.db") } },
+  notary: { enable: true, database: { path: join(dir, db) } },
   listeners: [
     {
       name: "llm-out",
@@ -147,5 +151,22 @@ describe("the notary and a cluster API that misbehaves", () => {
     expect(served.headers.get("svc-workload-id")).toBeTruthy();
     await waitForLog(proxy, "notary refused the upstream");
     expect(proxy.stderr()).not.toContain("middleware failed");
+  });
+
+  test("credentials that cannot be had (a failing exec plugin) are a 502 saying so, not a refusal", async () => {
+    const failing = kubeconfig(
+      "exec",
+      { server: `http://127.0.0.1:${clusterApi.port}`, "insecure-skip-tls-verify": true },
+      { exec: { apiVersion: "client.authentication.k8s.io/v1", command: "false", interactiveMode: "Never" } },
+    );
+    const port = await freePort();
+    await startSvcProxy(clientConfig(port, serverPort, "notary-exec.db"), [], { KUBECONFIG: failing });
+    const r = await ask(port);
+    expect(r.status).toBe(502);
+    const text = await r.text();
+    expect(text).toContain(
+      `cannot get credentials for cluster API http://127.0.0.1:${clusterApi.port} (kubeconfig)`,
+    );
+    expect(text).not.toContain("refused to get pod");
   });
 });

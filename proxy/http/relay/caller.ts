@@ -21,18 +21,6 @@ import {
 import { Outbox } from "./outbox.ts";
 import type { UpstreamConn, UpstreamOwner } from "./upstream.ts";
 
-/**
- * One caller connection of a relay listener. Requests are framed as they arrive and served one at a
- * time, in order: the head is rewritten and sent with the body as it comes, then the response head is
- * rewritten and the response body relayed, then the next request (pipelined ones wait, framed, in
- * `queue`). Body bytes are never buffered whole; when a side cannot take more, the other side is paused.
- *
- * One deadline per connection, checked by the listener's sweep, for the stage it is in
- * (proxy/timeouts.ts): the handshake within timeouts.handshake, each request (head and body) within
- * timeouts.read, each response within timeouts.write of the end of its request, and an idle connection
- * is closed after timeouts.idle.
- */
-
 const HIGH_WATER = 256 * 1024;
 const END: FramerEvent = { type: "end" };
 const NO_BODY: BodyOut = { kind: "none" };
@@ -67,6 +55,17 @@ interface Exchange {
   retried: boolean;
 }
 
+/**
+ * One caller connection of a relay listener. Requests are framed as they arrive and served one at a
+ * time, in order: the head is rewritten and sent with the body as it comes, then the response head is
+ * rewritten and the response body relayed, then the next request (pipelined ones wait, framed, in
+ * `queue`). Body bytes are never buffered whole; when a side cannot take more, the other side is paused.
+ *
+ * One deadline per connection, checked by the listener's sweep, for the stage it is in
+ * (proxy/timeouts.ts): the handshake within timeouts.handshake, each request (head and body) within
+ * timeouts.read, each response within timeouts.write of the end of its request, and an idle connection
+ * is closed after timeouts.idle.
+ */
 export class CallerConn implements UpstreamOwner {
   readonly out: Outbox;
   private readonly framer = new RequestFramer();

@@ -49,7 +49,7 @@ function framingLine(body: BodyOut, out: string[]): void {
 export interface RequestAdditions {
   /** The authenticated caller, sent as Svc-Peer-ID (server and central modes). */
   peer: string | undefined;
-  /** Set when the caller sent no X-Request-Id. */
+  /** Set when the caller's X-Request-Id is not kept (none, or one its Connection field names). */
   requestId: string | undefined;
   remoteAddress: string;
 }
