@@ -17,6 +17,12 @@ import { buildInfo } from "../lib/build-info.ts";
 import type { HostPort } from "./config/types.ts";
 import type { ListenerEvents } from "./listener.ts";
 
+/** A counter or gauge registered in `registry` (every metric here is one). */
+const counter = (registry: Registry, name: string, help: string, labelNames: string[] = []) =>
+  new Counter({ name, help, labelNames, registers: [registry] });
+const gauge = (registry: Registry, name: string, help: string, labelNames: string[] = []) =>
+  new Gauge({ name, help, labelNames, registers: [registry] });
+
 export interface AdmissionMetrics {
   review(subresource: string, decision: string, seconds: number): void;
   /** A review read an object (of a cached kind) the watch had not delivered yet. */
@@ -25,12 +31,12 @@ export interface AdmissionMetrics {
 
 export class ProxyMetrics {
   readonly registry = new Registry();
-  private readonly build = new Gauge({
-    name: "svc_proxy_build_info",
-    help: "Always 1; the labels say which build of svc-proxy runs",
-    labelNames: ["version", "commit"],
-    registers: [this.registry],
-  });
+  private readonly build = gauge(
+    this.registry,
+    "svc_proxy_build_info",
+    "Always 1; the labels say which build of svc-proxy runs",
+    ["version", "commit"],
+  );
 
   constructor() {
     for (const collect of [
@@ -44,18 +50,18 @@ export class ProxyMetrics {
     const { version, commit } = buildInfo();
     this.build.set({ version, commit }, 1);
   }
-  private readonly connections = new Counter({
-    name: "svc_proxy_connections_total",
-    help: "Connections accepted by a listener (after SPIFFE authentication in server and central modes)",
-    labelNames: ["listener"],
-    registers: [this.registry],
-  });
-  private readonly requests = new Counter({
-    name: "svc_proxy_http_requests_total",
-    help: "HTTP requests answered, by status code",
-    labelNames: ["listener", "code"],
-    registers: [this.registry],
-  });
+  private readonly connections = counter(
+    this.registry,
+    "svc_proxy_connections_total",
+    "Connections accepted by a listener (after SPIFFE authentication in server and central modes)",
+    ["listener"],
+  );
+  private readonly requests = counter(
+    this.registry,
+    "svc_proxy_http_requests_total",
+    "HTTP requests answered, by status code",
+    ["listener", "code"],
+  );
   private readonly duration = new Histogram({
     name: "svc_proxy_http_request_duration_seconds",
     help: "Time from receiving a request to finishing its response",
@@ -63,125 +69,125 @@ export class ProxyMetrics {
     buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
     registers: [this.registry],
   });
-  private readonly bytes = new Counter({
-    name: "svc_proxy_http_body_bytes_total",
-    help: "HTTP body bytes carried: direction=request (caller to target) or response",
-    labelNames: ["listener", "direction"],
-    registers: [this.registry],
-  });
-  private readonly denied = new Counter({
-    name: "svc_proxy_denied_total",
-    help: "Peers refused: side=source (callers) or target (upstreams), reason=the failure code",
-    labelNames: ["listener", "side", "reason"],
-    registers: [this.registry],
-  });
-  private readonly notary = new Counter({
-    name: "svc_proxy_notary_operations_total",
-    help: "Notary operations: operation=statement (issued), log (exchange stored), receipt (signed and stored); result=ok or the failure code",
-    labelNames: ["operation", "result"],
-    registers: [this.registry],
-  });
-  private readonly relayedBytes = new Counter({
-    name: "svc_proxy_stream_bytes_total",
-    help: "Bytes carried by finished TCP and MQTT connections: direction=request (caller to target) or response",
-    labelNames: ["listener", "direction"],
-    registers: [this.registry],
-  });
-  private readonly streamFailures = new Counter({
-    name: "svc_proxy_stream_failures_total",
-    help: "TCP and MQTT connections ended by a fault: reason=malformed (an MQTT packet), error (a socket error or reset on either side), target_unreachable (the target could not be reached)",
-    labelNames: ["listener", "reason"],
-    registers: [this.registry],
-  });
-  private readonly bufferMessages = new Gauge({
-    name: "svc_proxy_mqtt_buffer_messages",
-    help: "Messages held in the MQTT publish buffer (all sessions of the listener)",
-    labelNames: ["listener"],
-    registers: [this.registry],
-  });
-  private readonly http2Ended = new Counter({
-    name: "svc_proxy_http2_connections_ended_total",
-    help: "Caller HTTP/2 connections ended for abuse: reason=control_flood (PING and SETTINGS beyond the budget), rapid_reset (streams opened and reset faster than the runtime allows), protocol_error (a frame the HTTP/2 framing refused, such as CONTINUATION without end)",
-    labelNames: ["listener", "reason"],
-    registers: [this.registry],
-  });
-  private readonly bufferBytes = new Gauge({
-    name: "svc_proxy_mqtt_buffer_bytes",
-    help: "Payload bytes held in the MQTT publish buffer (all sessions of the listener)",
-    labelNames: ["listener"],
-    registers: [this.registry],
-  });
-  private readonly bufferDropped = new Counter({
-    name: "svc_proxy_mqtt_buffer_dropped_total",
-    help: "Messages the MQTT publish buffer did not deliver: reason=overflow (evicted or discarded by the overflow policy), oversized, expired (max-ttl), rejected (publish refused by overflow-policy reject, connection closed), refused (the target's PUBACK carried an error reason code, the message could not be encoded for it, or the target refused its publisher's credentials while later messages waited), storage (publish refused because storage.path could not be written, connection closed)",
-    labelNames: ["listener", "reason"],
-    registers: [this.registry],
-  });
-  private readonly bufferDelivered = new Counter({
-    name: "svc_proxy_mqtt_buffer_delivered_total",
-    help: "Messages the MQTT publish buffer delivered (QoS 1: acknowledged by the target; QoS 0: written)",
-    labelNames: ["listener"],
-    registers: [this.registry],
-  });
-  private readonly bufferConnects = new Counter({
-    name: "svc_proxy_mqtt_buffer_connects_total",
-    help: "Connection attempts of the MQTT publish buffer to its target: result=ok (CONNACK success) or failed",
-    labelNames: ["listener", "result"],
-    registers: [this.registry],
-  });
-  private readonly bufferStoredMessages = new Gauge({
-    name: "svc_proxy_mqtt_buffer_stored_messages",
-    help: "Messages in the MQTT publish buffer's storage.path (storage.type sqlite; all sessions of the listener)",
-    labelNames: ["listener"],
-    registers: [this.registry],
-  });
-  private readonly bufferStoredBytes = new Gauge({
-    name: "svc_proxy_mqtt_buffer_stored_bytes",
-    help: "Payload bytes in the MQTT publish buffer's storage.path (storage.type sqlite; all sessions of the listener)",
-    labelNames: ["listener"],
-    registers: [this.registry],
-  });
-  private readonly bufferReplayed = new Counter({
-    name: "svc_proxy_mqtt_buffer_replayed_total",
-    help: "Messages the MQTT publish buffer read back from storage.path at start, to be delivered again",
-    labelNames: ["listener"],
-    registers: [this.registry],
-  });
-  private readonly bufferStorageFailures = new Counter({
-    name: "svc_proxy_mqtt_buffer_storage_failures_total",
-    help: "Writes to the MQTT publish buffer's storage.path that failed (a full disk, an I/O error); the publishes they carried were refused",
-    labelNames: ["listener"],
-    registers: [this.registry],
-  });
-  readonly workloadApiUp = new Gauge({
-    name: "svc_proxy_workload_api_up",
-    help: "1 while the Workload API stream of X.509-SVIDs delivers; 0 after it failed, until it delivers again (the proxy serves with its last SVID meanwhile)",
-    registers: [this.registry],
-  });
-  readonly svidExpiry = new Gauge({
-    name: "svc_proxy_svid_expiry_timestamp_seconds",
-    help: "When the current X.509-SVID expires (Unix seconds)",
-    registers: [this.registry],
-  });
+  private readonly bytes = counter(
+    this.registry,
+    "svc_proxy_http_body_bytes_total",
+    "HTTP body bytes carried: direction=request (caller to target) or response",
+    ["listener", "direction"],
+  );
+  private readonly denied = counter(
+    this.registry,
+    "svc_proxy_denied_total",
+    "Peers refused: side=source (callers) or target (upstreams), reason=the failure code",
+    ["listener", "side", "reason"],
+  );
+  private readonly notary = counter(
+    this.registry,
+    "svc_proxy_notary_operations_total",
+    "Notary operations: operation=statement (issued), log (exchange stored), receipt (signed and stored); result=ok or the failure code",
+    ["operation", "result"],
+  );
+  private readonly relayedBytes = counter(
+    this.registry,
+    "svc_proxy_stream_bytes_total",
+    "Bytes carried by finished TCP and MQTT connections: direction=request (caller to target) or response",
+    ["listener", "direction"],
+  );
+  private readonly streamFailures = counter(
+    this.registry,
+    "svc_proxy_stream_failures_total",
+    "TCP and MQTT connections ended by a fault: reason=malformed (an MQTT packet), error (a socket error or reset on either side), target_unreachable (the target could not be reached)",
+    ["listener", "reason"],
+  );
+  private readonly bufferMessages = gauge(
+    this.registry,
+    "svc_proxy_mqtt_buffer_messages",
+    "Messages held in the MQTT publish buffer (all sessions of the listener)",
+    ["listener"],
+  );
+  private readonly http2Ended = counter(
+    this.registry,
+    "svc_proxy_http2_connections_ended_total",
+    "Caller HTTP/2 connections ended for abuse: reason=control_flood (PING and SETTINGS beyond the budget), rapid_reset (streams opened and reset faster than the runtime allows), protocol_error (a frame the HTTP/2 framing refused, such as CONTINUATION without end)",
+    ["listener", "reason"],
+  );
+  private readonly bufferBytes = gauge(
+    this.registry,
+    "svc_proxy_mqtt_buffer_bytes",
+    "Payload bytes held in the MQTT publish buffer (all sessions of the listener)",
+    ["listener"],
+  );
+  private readonly bufferDropped = counter(
+    this.registry,
+    "svc_proxy_mqtt_buffer_dropped_total",
+    "Messages the MQTT publish buffer did not deliver: reason=overflow (evicted or discarded by the overflow policy), oversized, expired (max-ttl), rejected (publish refused by overflow-policy reject, connection closed), refused (the target's PUBACK carried an error reason code, the message could not be encoded for it, or the target refused its publisher's credentials while later messages waited), storage (publish refused because storage.path could not be written, connection closed)",
+    ["listener", "reason"],
+  );
+  private readonly bufferDelivered = counter(
+    this.registry,
+    "svc_proxy_mqtt_buffer_delivered_total",
+    "Messages the MQTT publish buffer delivered (QoS 1: acknowledged by the target; QoS 0: written)",
+    ["listener"],
+  );
+  private readonly bufferConnects = counter(
+    this.registry,
+    "svc_proxy_mqtt_buffer_connects_total",
+    "Connection attempts of the MQTT publish buffer to its target: result=ok (CONNACK success) or failed",
+    ["listener", "result"],
+  );
+  private readonly bufferStoredMessages = gauge(
+    this.registry,
+    "svc_proxy_mqtt_buffer_stored_messages",
+    "Messages in the MQTT publish buffer's storage.path (storage.type sqlite; all sessions of the listener)",
+    ["listener"],
+  );
+  private readonly bufferStoredBytes = gauge(
+    this.registry,
+    "svc_proxy_mqtt_buffer_stored_bytes",
+    "Payload bytes in the MQTT publish buffer's storage.path (storage.type sqlite; all sessions of the listener)",
+    ["listener"],
+  );
+  private readonly bufferReplayed = counter(
+    this.registry,
+    "svc_proxy_mqtt_buffer_replayed_total",
+    "Messages the MQTT publish buffer read back from storage.path at start, to be delivered again",
+    ["listener"],
+  );
+  private readonly bufferStorageFailures = counter(
+    this.registry,
+    "svc_proxy_mqtt_buffer_storage_failures_total",
+    "Writes to the MQTT publish buffer's storage.path that failed (a full disk, an I/O error); the publishes they carried were refused",
+    ["listener"],
+  );
+  readonly workloadApiUp = gauge(
+    this.registry,
+    "svc_proxy_workload_api_up",
+    "1 while the Workload API stream of X.509-SVIDs delivers; 0 after it failed, until it delivers again (the proxy serves with its last SVID meanwhile)",
+  );
+  readonly svidExpiry = gauge(
+    this.registry,
+    "svc_proxy_svid_expiry_timestamp_seconds",
+    "When the current X.509-SVID expires (Unix seconds)",
+  );
 
-  private readonly admissionReviews = new Counter({
-    name: "svc_proxy_admission_reviews_total",
-    help: "Admission reviews answered, by subresource (or, for objects, resource) and decision (allowed, refused, override, unlabeled)",
-    labelNames: ["subresource", "decision"],
-    registers: [this.registry],
-  });
+  private readonly admissionReviews = counter(
+    this.registry,
+    "svc_proxy_admission_reviews_total",
+    "Admission reviews answered, by subresource (or, for objects, resource) and decision (allowed, refused, override, unlabeled)",
+    ["subresource", "decision"],
+  );
   private readonly admissionDuration = new Histogram({
     name: "svc_proxy_admission_review_duration_seconds",
     help: "Time to decide an admission review",
     buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1],
     registers: [this.registry],
   });
-  private readonly admissionCacheMisses = new Counter({
-    name: "svc_proxy_admission_cache_misses_total",
-    help: "Objects a review needed that the watch had not delivered yet, read from the API server instead, by kind",
-    labelNames: ["kind"],
-    registers: [this.registry],
-  });
+  private readonly admissionCacheMisses = counter(
+    this.registry,
+    "svc_proxy_admission_cache_misses_total",
+    "Objects a review needed that the watch had not delivered yet, read from the API server instead, by kind",
+    ["kind"],
+  );
 
   readonly admission: AdmissionMetrics = {
     review: (subresource, decision, seconds) => {

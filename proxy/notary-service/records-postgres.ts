@@ -11,13 +11,16 @@ import { isSvcError, SvcError } from "../../lib/errors.ts";
 import type { LeafKind } from "../../lib/notary-objects/log.ts";
 import { append, encodeFrontier, type Hash, leafHash, rootOf } from "../../lib/notary-objects/merkle.ts";
 import {
+  certificateFromRow,
   type Exchange,
   exchangeFromRow,
   headFrontier,
   type LoggedRecord,
   type NotaryStore,
+  receiptFromRow,
   recordLeaf,
   type StoredObject,
+  statementFromRow,
   type TreeHeadRow,
 } from "./store.ts";
 
@@ -324,24 +327,14 @@ export class PostgresNotaryStore implements NotaryStore {
     id: string,
   ): Promise<(StoredObject & { subject: string; certificateId: string }) | undefined> {
     const [r] = await this.read((sql) => sql`SELECT * FROM statements WHERE id = ${id}`);
-    return r
-      ? {
-          id: r.id,
-          jws: r.jws,
-          subject: r.subject,
-          certificateId: r.certificate_id,
-          createdAt: new Date(Number(r.created_at)),
-        }
-      : undefined;
+    return r ? statementFromRow(r) : undefined;
   }
 
   async certificate(
     id: string,
   ): Promise<{ id: string; der: Uint8Array; spiffeId: string; notAfter: Date } | undefined> {
     const [r] = await this.read((sql) => sql`SELECT * FROM certificates WHERE id = ${id}`);
-    return r
-      ? { id: r.id, der: r.der, spiffeId: r.spiffe_id, notAfter: new Date(Number(r.not_after) * 1000) }
-      : undefined;
+    return r ? certificateFromRow(r) : undefined;
   }
 
   async receipt(
@@ -351,14 +344,7 @@ export class PostgresNotaryStore implements NotaryStore {
       (sql) => sql`SELECT r.id AS receipt_id, r.jws, r.created_at AS receipt_created_at, x.*
         FROM receipts r JOIN exchanges x ON x.id = r.exchange_id WHERE r.id = ${id}`,
     );
-    if (!r) return undefined;
-    return {
-      id: r.receipt_id,
-      jws: r.jws,
-      statementId: r.statement_id,
-      createdAt: new Date(Number(r.receipt_created_at)),
-      exchange: exchangeFromRow(r),
-    };
+    return r ? receiptFromRow(r) : undefined;
   }
 
   async exchanges(requestId: string): Promise<Exchange[]> {

@@ -11,13 +11,16 @@ import { SvcError } from "../../lib/errors.ts";
 import type { LeafKind } from "../../lib/notary-objects/log.ts";
 import { append, encodeFrontier, type Hash, leafHash, rootOf } from "../../lib/notary-objects/merkle.ts";
 import {
+  certificateFromRow,
   type Exchange,
   exchangeFromRow,
   headFrontier,
   type LoggedRecord,
   type NotaryStore,
+  receiptFromRow,
   recordLeaf,
   type StoredObject,
+  statementFromRow,
   type TreeHeadRow,
 } from "./store.ts";
 
@@ -253,22 +256,8 @@ export class SqliteNotaryStore implements NotaryStore {
   ): Promise<(StoredObject & { subject: string; certificateId: string }) | undefined> {
     const r = this.db
       .query("SELECT id, jws, subject, certificate_id, created_at FROM statements WHERE id = ?")
-      .get(id) as {
-      id: string;
-      jws: string;
-      subject: string;
-      certificate_id: string;
-      created_at: number;
-    } | null;
-    return r
-      ? {
-          id: r.id,
-          jws: r.jws,
-          subject: r.subject,
-          certificateId: r.certificate_id,
-          createdAt: new Date(r.created_at),
-        }
-      : undefined;
+      .get(id) as Row | null;
+    return r ? statementFromRow(r) : undefined;
   }
 
   async certificate(
@@ -276,15 +265,8 @@ export class SqliteNotaryStore implements NotaryStore {
   ): Promise<{ id: string; der: Uint8Array; spiffeId: string; notAfter: Date } | undefined> {
     const r = this.db
       .query("SELECT id, der, spiffe_id, not_after FROM certificates WHERE id = ?")
-      .get(id) as {
-      id: string;
-      der: Uint8Array;
-      spiffe_id: string;
-      not_after: number;
-    } | null;
-    return r
-      ? { id: r.id, der: r.der, spiffeId: r.spiffe_id, notAfter: new Date(r.not_after * 1000) }
-      : undefined;
+      .get(id) as Row | null;
+    return r ? certificateFromRow(r) : undefined;
   }
 
   async receipt(
@@ -296,14 +278,7 @@ export class SqliteNotaryStore implements NotaryStore {
          FROM receipts r JOIN exchanges x ON x.id = r.exchange_id WHERE r.id = ?`,
       )
       .get(id) as Row | null;
-    if (!r) return undefined;
-    return {
-      id: r.receipt_id as string,
-      jws: r.jws as string,
-      statementId: r.statement_id as string,
-      createdAt: new Date(r.receipt_created_at as number),
-      exchange: exchangeFromRow(r),
-    };
+    return r ? receiptFromRow(r) : undefined;
   }
 
   async exchanges(requestId: string): Promise<Exchange[]> {

@@ -138,6 +138,47 @@ export function exchangeFromRow(r: Record<string, unknown>): Exchange {
   };
 }
 
+/** A statement from a database row (either store's columns have the same names). */
+export function statementFromRow(
+  r: Record<string, unknown>,
+): StoredObject & { subject: string; certificateId: string } {
+  return {
+    id: r.id as string,
+    jws: r.jws as string,
+    subject: r.subject as string,
+    certificateId: r.certificate_id as string,
+    createdAt: new Date(Number(r.created_at)),
+  };
+}
+
+/** A certificate from a database row (`not_after` in seconds). */
+export function certificateFromRow(r: Record<string, unknown>): {
+  id: string;
+  der: Uint8Array;
+  spiffeId: string;
+  notAfter: Date;
+} {
+  return {
+    id: r.id as string,
+    der: r.der as Uint8Array,
+    spiffeId: r.spiffe_id as string,
+    notAfter: new Date(Number(r.not_after) * 1000),
+  };
+}
+
+/** A receipt from a row of receipts joined with its exchange (`receipt_id`, `receipt_created_at`). */
+export function receiptFromRow(
+  r: Record<string, unknown>,
+): StoredObject & { statementId: string; exchange: Exchange } {
+  return {
+    id: r.receipt_id as string,
+    jws: r.jws as string,
+    statementId: r.statement_id as string,
+    createdAt: new Date(Number(r.receipt_created_at)),
+    exchange: exchangeFromRow(r),
+  };
+}
+
 /** The log head's right edge, refused when it cannot be that of a tree of `size` leaves. */
 export function headFrontier(size: number, bytes: Uint8Array): Frontier {
   let frontier: Frontier | undefined;
