@@ -1,8 +1,9 @@
 import { afterAll, describe, expect, test } from "bun:test";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { openKubeClient } from "../../lib/kube/client.ts";
+import { writeKubeconfig } from "../support/kubeconfig.ts";
 
 // The proxy's Kubernetes client against a plain-HTTP API server on loopback: refused at start unless the
 // kubeconfig accepts it, then served (docs/notary.md, "What the notary needs").
@@ -20,21 +21,8 @@ afterAll(() => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-function kubeconfig(name: string, cluster: Record<string, unknown>): string {
-  const path = join(dir, name);
-  writeFileSync(
-    path,
-    JSON.stringify({
-      apiVersion: "v1",
-      kind: "Config",
-      clusters: [{ name: "c", cluster }],
-      users: [{ name: "u", user: {} }],
-      contexts: [{ name: "x", context: { cluster: "c", user: "u" } }],
-      "current-context": "x",
-    }),
-  );
-  return path;
-}
+const kubeconfig = (name: string, cluster: Record<string, unknown>) =>
+  writeKubeconfig(join(dir, name), cluster);
 
 describe("openKubeClient and a plain-HTTP API server", () => {
   test("is refused at start, naming the server and the setting that accepts it", () => {

@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { rmSync, writeFileSync } from "node:fs";
+import { rmSync } from "node:fs";
 import { join } from "node:path";
 import { onlyProd, prodId, startDevApi, tempDir } from "../support/dev-api.ts";
+import { writeKubeconfig } from "../support/kubeconfig.ts";
 import { freePort } from "../support/net.ts";
 import { BUN, runToEnd, stopAll } from "../support/proc.ts";
 import { startSvcProxy, waitForLog } from "../support/proxy.ts";
@@ -25,25 +26,11 @@ const llm = Bun.serve({
   fetch: () => Response.json({ id: "c", object: "chat.completion", model: "m", choices: [] }),
 });
 
-function kubeconfig(
+const kubeconfig = (
   name: string,
   cluster: Record<string, unknown>,
   user: Record<string, unknown> = { token: "t" },
-): string {
-  const path = join(dir, name);
-  writeFileSync(
-    path,
-    JSON.stringify({
-      apiVersion: "v1",
-      kind: "Config",
-      clusters: [{ name: "c", cluster }],
-      users: [{ name: "u", user }],
-      contexts: [{ name: "x", context: { cluster: "c", user: "u" } }],
-      "current-context": "x",
-    }),
-  );
-  return path;
-}
+) => writeKubeconfig(join(dir, name), cluster, user);
 
 const clientConfig = (port: number, serverPort: number, db = "notary.db") => ({
   spiffe: { workload_socket_path: `unix://${join(dir, "web.sock")}` },
