@@ -1,0 +1,302 @@
+/**
+ * HPACK, HTTP/2's header compression (RFC 7541), for the HTTP/2 relay: a decoder for the header blocks a
+ * peer sends and an encoder for the blocks the proxy sends. No maintained JavaScript implementation
+ * exists, so this one is proved rather than assumed (tests/unit/hpack.test.ts: the RFC's examples and
+ * bounds; tests/integration/hpack-differential.test.ts: against Go's and Python's implementations).
+ *
+ * Names and values are latin1 text, one character per octet, so that any octet a peer sends survives a
+ * decode and re-encode unchanged. A field sent "never indexed" (section 6.2.3) carries `never`, and the
+ * encoder sends it so again, as an intermediary must.
+ *
+ * What a peer sends is bounded: an integer larger than MAX_INTEGER, a string running past the block, an
+ * index outside both tables, a table size update above the size this side allows or after a header field,
+ * and bad Huffman code are decoding errors (HpackError: the connection ends with COMPRESSION_ERROR). A
+ * header list over `maxHeaderListSize` stops being collected as soon as it passes the limit; the block is
+ * still read to its end, so that the dynamic table stays in step, and HeaderListTooLarge is thrown.
+ */
+import { STATIC_TABLE } from "./hpack-static.ts";
+import { HuffmanError, huffmanDecode, huffmanEncode, huffmanLength } from "./huffman.ts";
+
+export interface HeaderField {
+  name: string;
+  value: string;
+  /** Sent as a literal never indexed (section 6.2.3): re-encoded the same way. */
+  never?: boolean;
+}
+
+/** A header block that cannot be decoded: the connection's HPACK state is lost (COMPRESSION_ERROR). */
+export class HpackError extends Error {}
+
+/** A well-formed block whose header list is larger than allowed; the decoder's state is intact. */
+export class HeaderListTooLarge extends Error {
+  constructor(readonly limit: number) {
+    super(`header list larger than ${limit} bytes`);
+  }
+}
+
+/** The size of an entry (section 4.1), also the size a field adds to a header list (RFC 9113 6.5.2). */
+export const entrySize = (name: string, value: string): number => name.length + value.length + 32;
+
+/** No integer a peer sends may exceed this: lengths and indexes are bounded far below it anyway. */
+const MAX_INTEGER = 2 ** 31 - 1;
+export const DEFAULT_TABLE_SIZE = 4096;
+
+const STATIC_LENGTH = STATIC_TABLE.length;
+/** Static indexes by "name\0value" and by name (the first, as section 2.3.3 numbers them). */
+const STATIC_FIELD = new Map<string, number>();
+const STATIC_NAME = new Map<string, number>();
+STATIC_TABLE.forEach(([name, value], i) => {
+  const key = `${name}\0${value}`;
+  if (!STATIC_FIELD.has(key)) STATIC_FIELD.set(key, i + 1);
+  if (!STATIC_NAME.has(name)) STATIC_NAME.set(name, i + 1);
+});
+
+/** The dynamic table (section 2.3.2): newest entry at index 1, evicted oldest first. */
+class DynamicTable {
+  /** Entries, oldest first from `first` on. */
+  private names: string[] = [];
+  private values: string[] = [];
+  private first = 0;
+  size = 0;
+
+  constructor(public max: number) {}
+
+  get length(): number {
+    return this.names.length - this.first;
+  }
+
+  /** Entry `i` (1 = newest), or undefined. */
+  at(i: number): [string, string] | undefined {
+    const k = this.names.length - i;
+    if (i < 1 || k < this.first) return undefined;
+    return [this.names[k] as string, this.values[k] as string];
+  }
+
+  /** Adds an entry, evicting as needed; one larger than the table empties it (section 4.4). */
+  add(name: string, value: string): void {
+    const size = entrySize(name, value);
+    this.evict(this.max - size);
+    if (size > this.max) return;
+    this.names.push(name);
+    this.values.push(value);
+    this.size += size;
+  }
+
+  setMax(max: number): void {
+    this.max = max;
+    this.evict(max);
+  }
+
+  /** Index (1 = newest) of the newest entry equal to name and value, and of the newest with the name. */
+  find(name: string, value: string): { field: number; name: number } {
+    let byName = 0;
+    for (let k = this.names.length - 1; k >= this.first; k--)
+      if (this.names[k] === name) {
+        const i = this.names.length - k;
+        if (this.values[k] === value) return { field: i, name: i };
+        if (!byName) byName = i;
+      }
+    return { field: 0, name: byName };
+  }
+
+  private evict(room: number): void {
+    while (this.size > room && this.first < this.names.length) {
+      this.size -= entrySize(this.names[this.first] as string, this.values[this.first] as string);
+      this.first++;
+    }
+    // Evicted entries are dropped in bulk, so that adding stays cheap.
+    if (this.first > 64 && this.first * 2 > this.names.length) {
+      this.names = this.names.slice(this.first);
+      this.values = this.values.slice(this.first);
+      this.first = 0;
+    }
+  }
+}
+
+export class HpackDecoder {
+  private readonly table: DynamicTable;
+  /** The largest table size the peer may ask for: what this side announced (SETTINGS_HEADER_TABLE_SIZE). */
+  private readonly maxTableSize: number;
+  private readonly maxHeaderListSize: number;
+
+  constructor(o: { maxTableSize?: number; maxHeaderListSize?: number } = {}) {
+    this.maxTableSize = o.maxTableSize ?? DEFAULT_TABLE_SIZE;
+    this.maxHeaderListSize = o.maxHeaderListSize ?? Number.POSITIVE_INFINITY;
+    this.table = new DynamicTable(this.maxTableSize);
+  }
+
+  /** The dynamic table's size now (section 4.1), for tests and diagnostics. */
+  get tableSize(): number {
+    return this.table.size;
+  }
+
+  /** Decodes one complete header block (HEADERS and its CONTINUATIONs, joined). */
+  decode(block: Uint8Array): HeaderField[] {
+    const fields: HeaderField[] = [];
+    let p = 0;
+    let listSize = 0;
+    let tooLarge = false;
+    let sawField = false;
+
+    const integer = (prefixBits: number): number => {
+      const max = 2 ** prefixBits - 1;
+      let v = (block[p++] as number) & max;
+      if (v < max) return v;
+      let scale = 1;
+      for (;;) {
+        if (p >= block.length) throw new HpackError("integer runs past the end of the header block");
+        const b = block[p++] as number;
+        v += (b & 0x7f) * scale;
+        if (v > MAX_INTEGER) throw new HpackError("integer too large");
+        if ((b & 0x80) === 0) return v;
+        scale *= 128;
+        if (scale > MAX_INTEGER) throw new HpackError("integer too large");
+      }
+    };
+    const string = (): string => {
+      if (p >= block.length) throw new HpackError("string missing at the end of the header block");
+      const huffman = ((block[p] as number) & 0x80) !== 0;
+      const length = integer(7);
+      if (length > block.length - p) throw new HpackError("string runs past the end of the header block");
+      const start = p;
+      p += length;
+      if (!huffman) return Buffer.from(block.buffer, block.byteOffset + start, length).toString("latin1");
+      try {
+        return huffmanDecode(block, start, p);
+      } catch (e) {
+        if (e instanceof HuffmanError) throw new HpackError(e.message);
+        throw e;
+      }
+    };
+    const at = (index: number): [string, string] => {
+      if (index === 0) throw new HpackError("index 0");
+      const entry =
+        index <= STATIC_LENGTH
+          ? (STATIC_TABLE[index - 1] as [string, string])
+          : this.table.at(index - STATIC_LENGTH);
+      if (!entry) throw new HpackError(`index ${index} is in neither table`);
+      return entry;
+    };
+    const emit = (name: string, value: string, never: boolean) => {
+      sawField = true;
+      if (tooLarge) return;
+      listSize += entrySize(name, value);
+      if (listSize > this.maxHeaderListSize) {
+        tooLarge = true;
+        fields.length = 0;
+        return;
+      }
+      fields.push(never ? { name, value, never } : { name, value });
+    };
+
+    while (p < block.length) {
+      const b = block[p] as number;
+      if (b & 0x80) {
+        const [name, value] = at(integer(7));
+        emit(name, value, false);
+      } else if (b & 0x40) {
+        const index = integer(6);
+        const name = index ? at(index)[0] : string();
+        const value = string();
+        this.table.add(name, value);
+        emit(name, value, false);
+      } else if (b & 0x20) {
+        if (sawField) throw new HpackError("dynamic table size update after a header field");
+        const size = integer(5);
+        if (size > this.maxTableSize)
+          throw new HpackError(
+            `dynamic table size update to ${size}, above the ${this.maxTableSize} allowed`,
+          );
+        this.table.setMax(size);
+      } else {
+        const never = (b & 0x10) !== 0;
+        const index = integer(4);
+        const name = index ? at(index)[0] : string();
+        emit(name, string(), never);
+      }
+    }
+    if (tooLarge) throw new HeaderListTooLarge(this.maxHeaderListSize);
+    return fields;
+  }
+}
+
+export class HpackEncoder {
+  private readonly table: DynamicTable;
+  /** The most this side's table may use, whatever the peer allows. */
+  private readonly cap: number;
+  /** Table size updates to send at the start of the next block (section 4.2): the smallest, then the last. */
+  private smallest: number | undefined;
+  private last: number | undefined;
+
+  constructor(o: { maxTableSize?: number } = {}) {
+    this.cap = o.maxTableSize ?? DEFAULT_TABLE_SIZE;
+    this.table = new DynamicTable(Math.min(this.cap, DEFAULT_TABLE_SIZE));
+  }
+
+  /** The peer's SETTINGS_HEADER_TABLE_SIZE: this side's table uses at most it (and at most its own cap). */
+  setPeerMaxTableSize(size: number): void {
+    const max = Math.min(size, this.cap);
+    if (max === this.table.max && this.last === undefined) return;
+    this.smallest = Math.min(this.smallest ?? max, max);
+    this.last = max;
+    this.table.setMax(max);
+  }
+
+  encode(fields: readonly HeaderField[]): Uint8Array {
+    const out: number[] = [];
+    if (this.last !== undefined) {
+      if ((this.smallest as number) < this.last) integer(out, 0x20, 5, this.smallest as number);
+      integer(out, 0x20, 5, this.last);
+      this.smallest = this.last = undefined;
+    }
+    for (const { name, value, never } of fields) {
+      const staticField = never ? undefined : STATIC_FIELD.get(`${name}\0${value}`);
+      if (staticField) {
+        integer(out, 0x80, 7, staticField);
+        continue;
+      }
+      const dynamic = this.table.find(name, value);
+      if (dynamic.field && !never) {
+        integer(out, 0x80, 7, STATIC_LENGTH + dynamic.field);
+        continue;
+      }
+      const nameIndex = STATIC_NAME.get(name) ?? (dynamic.name ? STATIC_LENGTH + dynamic.name : 0);
+      const index = !never && entrySize(name, value) <= this.table.max;
+      if (never) integer(out, 0x10, 4, nameIndex);
+      else if (index) integer(out, 0x40, 6, nameIndex);
+      else integer(out, 0x00, 4, nameIndex);
+      if (!nameIndex) literal(out, name);
+      literal(out, value);
+      if (index) this.table.add(name, value);
+    }
+    return Uint8Array.from(out);
+  }
+}
+
+/** An integer with an N-bit prefix (section 5.1), the prefix's other bits set to `flags`. */
+function integer(out: number[], flags: number, prefixBits: number, value: number): void {
+  const max = 2 ** prefixBits - 1;
+  if (value < max) {
+    out.push(flags | value);
+    return;
+  }
+  out.push(flags | max);
+  let rest = value - max;
+  while (rest >= 128) {
+    out.push((rest % 128) + 128);
+    rest = Math.floor(rest / 128);
+  }
+  out.push(rest);
+}
+
+/** A string literal (section 5.2): Huffman-coded unless that is longer (as RFC 7541 Appendix C codes). */
+function literal(out: number[], s: string): void {
+  const coded = huffmanLength(s);
+  if (coded <= s.length) {
+    integer(out, 0x80, 7, coded);
+    huffmanEncode(s, out);
+  } else {
+    integer(out, 0x00, 7, s.length);
+    for (let i = 0; i < s.length; i++) out.push(s.charCodeAt(i) & 0xff);
+  }
+}

@@ -1,0 +1,101 @@
+/**
+ * HPACK's Huffman coding of string literals (RFC 7541 section 5.2, code in Appendix B). Strings are
+ * latin1 text, one character per octet, so that every octet a peer sends survives a decode and re-encode.
+ *
+ * Decoding walks a binary tree of the codes bit by bit, in time linear in the input. It refuses what
+ * section 5.2 forbids: the EOS symbol inside a string, and padding longer than 7 bits or not made of the
+ * most significant bits of EOS (all ones).
+ */
+import { HUFFMAN_CODES, HUFFMAN_LENGTHS } from "./huffman-codes.ts";
+
+const EOS = 256;
+
+/**
+ * The decoding tree as two arrays: for node n, ZERO[n] and ONE[n] are its children; a child >= LEAF is the
+ * leaf of symbol (child - LEAF). Node 0 is the root.
+ */
+const LEAF = 1 << 16;
+const ZERO: number[] = [0];
+const ONE: number[] = [0];
+for (let symbol = 0; symbol <= EOS; symbol++) {
+  const code = HUFFMAN_CODES[symbol] as number;
+  const length = HUFFMAN_LENGTHS[symbol] as number;
+  let node = 0;
+  for (let bit = length - 1; bit >= 0; bit--) {
+    const one = Math.floor(code / 2 ** bit) % 2 === 1;
+    const children = one ? ONE : ZERO;
+    if (bit === 0) children[node] = LEAF + symbol;
+    else {
+      let next = children[node] as number;
+      if (!next) {
+        next = ZERO.length;
+        ZERO.push(0);
+        ONE.push(0);
+        children[node] = next;
+      }
+      node = next;
+    }
+  }
+}
+
+export class HuffmanError extends Error {}
+
+/** Decodes `bytes[start, end)`; throws HuffmanError for EOS in the string or bad padding. */
+export function huffmanDecode(bytes: Uint8Array, start: number, end: number): string {
+  // The shortest code is 5 bits: at most 8 symbols for every 5 octets.
+  const out = new Uint8Array(Math.ceil(((end - start) * 8) / 5));
+  let n = 0;
+  let node = 0;
+  // Bits read since the last symbol ended, and whether all were ones (the padding rule).
+  let pending = 0;
+  let allOnes = true;
+  for (let i = start; i < end; i++) {
+    const byte = bytes[i] as number;
+    for (let bit = 7; bit >= 0; bit--) {
+      const one = (byte >> bit) & 1;
+      const child = (one ? ONE : ZERO)[node] as number;
+      pending++;
+      if (!one) allOnes = false;
+      if (child >= LEAF) {
+        const symbol = child - LEAF;
+        if (symbol === EOS) throw new HuffmanError("a Huffman-coded string holds EOS");
+        out[n++] = symbol;
+        node = 0;
+        pending = 0;
+        allOnes = true;
+      } else if (child === 0) throw new HuffmanError("invalid Huffman code");
+      else node = child;
+    }
+  }
+  if (pending > 7) throw new HuffmanError("Huffman padding longer than 7 bits");
+  if (!allOnes) throw new HuffmanError("Huffman padding is not a prefix of EOS");
+  return Buffer.from(out.buffer, 0, n).toString("latin1");
+}
+
+/** The length in octets of `s` (latin1) Huffman-coded. */
+export function huffmanLength(s: string): number {
+  let bits = 0;
+  for (let i = 0; i < s.length; i++) bits += HUFFMAN_LENGTHS[s.charCodeAt(i) & 0xff] as number;
+  return Math.ceil(bits / 8);
+}
+
+/** Appends `s` (latin1) Huffman-coded to `out`, padded with the most significant bits of EOS. */
+export function huffmanEncode(s: string, out: number[]): void {
+  // Up to 7 bits waiting plus a code of up to 30: within a double's exact integers.
+  let acc = 0;
+  let bits = 0;
+  for (let i = 0; i < s.length; i++) {
+    const symbol = s.charCodeAt(i) & 0xff;
+    const length = HUFFMAN_LENGTHS[symbol] as number;
+    acc = acc * 2 ** length + (HUFFMAN_CODES[symbol] as number);
+    bits += length;
+    while (bits >= 8) {
+      bits -= 8;
+      const scale = 2 ** bits;
+      const byte = Math.floor(acc / scale);
+      out.push(byte);
+      acc -= byte * scale;
+    }
+  }
+  if (bits > 0) out.push(acc * 2 ** (8 - bits) + (2 ** (8 - bits) - 1));
+}
