@@ -17,7 +17,7 @@ BUILD_FLAGS := --compile --minify --bytecode --format=esm --splitting \
 
 SOURCES := $(shell find cmd lib proxy -name '*.ts' 2>/dev/null)
 
-.PHONY: FORCE demo all build deps system-deps typecheck lint fmt test test-unit test-integration clean peers testbed-up testbed-down e2e soak extras image image-test release-snapshot
+.PHONY: FORCE demo all build deps system-deps hpack-peer typecheck lint fmt test test-unit test-integration clean peers testbed-up testbed-down e2e soak extras image image-test release-snapshot
 
 all: build
 
@@ -30,8 +30,9 @@ deps: node_modules/.installed
 
 # System packages the tests use. Installs them as root (Debian), otherwise names them.
 # umoci, skopeo and bubblewrap read and run the image (make image-test); man-db renders the manual pages;
-# postgresql is the notary's shared store in the tests (started on loopback per test file).
-SYSTEM_PACKAGES := openssl mosquitto mosquitto-clients curl bash-completion umoci skopeo bubblewrap man-db postgresql
+# postgresql is the notary's shared store in the tests (started on loopback per test file); python3-hpack is a
+# reference HPACK for the differential tests.
+SYSTEM_PACKAGES := openssl mosquitto mosquitto-clients curl bash-completion umoci skopeo bubblewrap man-db postgresql python3-hpack
 system-deps:
 	@missing=""; for p in $(SYSTEM_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
@@ -72,11 +73,15 @@ fmt: deps
 test-unit: deps
 	$(BUN_TEST) tests/unit
 
-test-integration: deps system-deps
+test-integration: deps system-deps hpack-peer
 	$(BUN_TEST) tests/integration
 
-test: deps system-deps typecheck lint
+test: deps system-deps typecheck lint hpack-peer
 	$(BUN_TEST) tests/unit tests/integration
+
+# Go's HPACK as a reference for the differential tests (seconds; cached outside the clone, as the peers are).
+hpack-peer:
+	@tests/e2e/build-peers.sh hpack >/dev/null
 
 # Identity faults under load through a proxy pair: ten SVID rotations, a 40 s Workload API outage (about a
 # minute in all; CI runs it).

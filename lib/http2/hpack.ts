@@ -39,6 +39,8 @@ export const entrySize = (name: string, value: string): number => name.length + 
 
 /** No integer a peer sends may exceed this: lengths and indexes are bounded far below it anyway. */
 const MAX_INTEGER = 2 ** 31 - 1;
+/** Continuation octets of one integer, at most. */
+const MAX_CONTINUATION = 9;
 export const DEFAULT_TABLE_SIZE = 4096;
 
 const STATIC_LENGTH = STATIC_TABLE.length;
@@ -143,14 +145,15 @@ export class HpackDecoder {
       let v = (block[p++] as number) & max;
       if (v < max) return v;
       let scale = 1;
-      for (;;) {
+      for (let continued = 1; ; continued++) {
         if (p >= block.length) throw new HpackError("integer runs past the end of the header block");
+        // Redundant zero octets are allowed, as far as a 64-bit reader takes them (Go's: 9).
+        if (continued > MAX_CONTINUATION) throw new HpackError("integer encoding too long");
         const b = block[p++] as number;
         v += (b & 0x7f) * scale;
         if (v > MAX_INTEGER) throw new HpackError("integer too large");
         if ((b & 0x80) === 0) return v;
         scale *= 128;
-        if (scale > MAX_INTEGER) throw new HpackError("integer too large");
       }
     };
     const string = (): string => {

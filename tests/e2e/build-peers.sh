@@ -3,7 +3,7 @@
 #   ${XDG_CACHE_HOME:-~/.cache}/svc-testbed/<name>-<version>/bin
 # skipping what is already built. Prints progress and the time each step took. Nothing is written into
 # the repository. Usage: build-peers.sh [name...]   (names: spire spire-crds kube-apiserver etcd kwok ghostunnel
-# h2spec)
+# h2spec hpack)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=versions.env
@@ -111,6 +111,107 @@ build_h2spec() {
   build_module "github.com/summerwind/h2spec@$H2SPEC_VERSION" "" github.com/summerwind/h2spec/cmd/h2spec
 }
 
+# A small reference peer for the HPACK differential tests (tests/integration/hpack-differential.test.ts):
+# Go's golang.org/x/net/http2/hpack behind the JSON-lines protocol of tests/support/hpack-peer.py.
+build_hpack() {
+  local src
+  src=$(mktemp -d)
+  cat >"$src/main.go" <<'GO'
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/hex"
+	"encoding/json"
+	"os"
+
+	"golang.org/x/net/http2/hpack"
+)
+
+type request struct {
+	Op        string              `json:"op"`
+	Session   int                 `json:"session"`
+	TableSize uint32              `json:"tableSize"`
+	Block     string              `json:"block"`
+	Fields    [][]json.RawMessage `json:"fields"`
+}
+
+type session struct {
+	dec *hpack.Decoder
+	enc *hpack.Encoder
+	buf *bytes.Buffer
+}
+
+func answer(sessions map[int]*session, r request) (map[string]any, error) {
+	switch r.Op {
+	case "new":
+		s := &session{buf: &bytes.Buffer{}}
+		s.dec = hpack.NewDecoder(r.TableSize, nil)
+		s.enc = hpack.NewEncoder(s.buf)
+		sessions[r.Session] = s
+		return map[string]any{}, nil
+	case "decode":
+		b, err := hex.DecodeString(r.Block)
+		if err != nil {
+			return nil, err
+		}
+		fields, err := sessions[r.Session].dec.DecodeFull(b)
+		if err != nil {
+			return nil, err
+		}
+		list := [][]any{}
+		for _, f := range fields {
+			list = append(list, []any{hex.EncodeToString([]byte(f.Name)), hex.EncodeToString([]byte(f.Value)), f.Sensitive})
+		}
+		return map[string]any{"fields": list}, nil
+	case "encode":
+		s := sessions[r.Session]
+		s.buf.Reset()
+		for _, f := range r.Fields {
+			var name, value string
+			var never bool
+			if err := json.Unmarshal(f[0], &name); err != nil {
+				return nil, err
+			}
+			json.Unmarshal(f[1], &value)
+			json.Unmarshal(f[2], &never)
+			n, _ := hex.DecodeString(name)
+			v, _ := hex.DecodeString(value)
+			if err := s.enc.WriteField(hpack.HeaderField{Name: string(n), Value: string(v), Sensitive: never}); err != nil {
+				return nil, err
+			}
+		}
+		return map[string]any{"block": hex.EncodeToString(s.buf.Bytes())}, nil
+	}
+	return map[string]any{"error": "unknown op " + r.Op}, nil
+}
+
+func main() {
+	sessions := map[int]*session{}
+	in := bufio.NewScanner(os.Stdin)
+	in.Buffer(make([]byte, 1<<20), 1<<26)
+	out := json.NewEncoder(os.Stdout)
+	for in.Scan() {
+		var r request
+		res, err := map[string]any(nil), json.Unmarshal(in.Bytes(), &r)
+		if err == nil {
+			res, err = answer(sessions, r)
+		}
+		if err != nil {
+			res = map[string]any{"error": err.Error()}
+		}
+		out.Encode(res)
+	}
+}
+GO
+  printf 'module svc.test/hpack\n\ngo 1.23\n\nrequire golang.org/x/net %s\n' "$HPACK_NET_VERSION" >"$src/go.mod"
+  local rc=0
+  (cd "$src" && go mod tidy >&2 && go build -v -o "$dir/bin/hpack-peer" .) || rc=$?
+  rm -rf "$src"
+  return $rc
+}
+
 # A wrapper module: etcd's server module has replace directives, which `go install pkg@version` refuses.
 build_etcd() {
   local src
@@ -192,7 +293,7 @@ GO
 }
 
 want=("$@")
-[ ${#want[@]} -gt 0 ] || want=(spire spire-crds etcd kwok ghostunnel h2spec kube-apiserver)
+[ ${#want[@]} -gt 0 ] || want=(spire spire-crds etcd kwok ghostunnel h2spec hpack kube-apiserver)
 for w in "${want[@]}"; do
   case "$w" in
     spire) step spire "$SPIRE_VERSION" spire-server spire-agent -- build_spire ;;
@@ -200,9 +301,10 @@ for w in "${want[@]}"; do
     ghostunnel) step ghostunnel "$GHOSTUNNEL_VERSION" ghostunnel -- build_ghostunnel ;;
     h2spec) step h2spec "$H2SPEC_VERSION" h2spec -- build_h2spec ;;
     etcd) step etcd "$ETCD_VERSION" etcd -- build_etcd ;;
+    hpack) step hpack-peer "$HPACK_NET_VERSION" hpack-peer -- build_hpack ;;
     spire-crds) step spire-controller-manager "$SPIRE_CONTROLLER_MANAGER_VERSION" spire.spiffe.io_clusterspiffeids.yaml -- build_spire_crds ;;
     kube-apiserver | kube) step kube-apiserver "$KUBERNETES_VERSION" kube-apiserver kube-controller-manager kube-scheduler -- build_kube ;;
-    *) echo "unknown peer $w (known: spire spire-crds kube-apiserver etcd kwok ghostunnel h2spec)" >&2; exit 2 ;;
+    *) echo "unknown peer $w (known: spire spire-crds kube-apiserver etcd kwok ghostunnel h2spec hpack)" >&2; exit 2 ;;
   esac
 done
 echo "==> peers ready in $(elapsed "$started")s under $CACHE"

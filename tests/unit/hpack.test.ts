@@ -189,9 +189,11 @@ describe("bounds on what a peer sends", () => {
     () =>
       new HpackDecoder(o).decode(Uint8Array.from(bytes));
 
-  test("an integer larger than 2^31 - 1, or one that never ends, is refused", () => {
+  test("an integer larger than 2^31 - 1, or longer than 9 continuation octets, is refused", () => {
     expect(decodeOf([0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f])).toThrow("integer too large");
-    expect(decodeOf([0xff, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80])).toThrow(HpackError);
+    expect(decodeOf([0xff, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80])).toThrow("too long");
+    // Redundant zero octets within the limit: index 127 + 0 = 127 is still refused only as an index.
+    expect(decodeOf([0xff, 0x80, 0x80, 0x00])).toThrow("index 127 is in neither table");
     expect(decodeOf([0xff, 0xff])).toThrow("runs past the end");
   });
   test("index 0, and an index in neither table, are refused", () => {
@@ -210,6 +212,16 @@ describe("bounds on what a peer sends", () => {
     expect(d.tableSize).toBe(55);
     expect(d.decode(Uint8Array.from([0x20, 0x3f, 0xe1, 0x1f, 0x82]))).toEqual([f(":method", "GET")]);
     expect(d.tableSize).toBe(0);
+  });
+  test("an entry larger than the table empties it and is not added (section 4.4)", () => {
+    const e = new HpackEncoder();
+    const d = new HpackDecoder({ maxTableSize: 256 });
+    d.decode(e.encode([f("x-small", "1")]));
+    expect(d.tableSize).toBe(entrySize("x-small", "1"));
+    // The encoder's table (4096) takes it, so it is sent with indexing; the decoder's (256) cannot.
+    expect(d.decode(e.encode([f("x-large", "l".repeat(300))]))).toEqual([f("x-large", "l".repeat(300))]);
+    expect(d.tableSize).toBe(0);
+    expect(() => d.decode(Uint8Array.from([0xbe]))).toThrow("index 62 is in neither table");
   });
   test("a header list over the limit is refused, and the table stays in step with the peer", () => {
     const e = new HpackEncoder();

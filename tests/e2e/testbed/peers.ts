@@ -30,6 +30,8 @@ export interface Peers {
   ghostunnel: string;
   /** The HTTP/2 conformance suite (not part of the test bed; tests/e2e/http2-conformance.e2e.test.ts). */
   h2spec: string;
+  /** Go's HPACK behind a JSON-lines protocol (tests/integration/hpack-differential.test.ts). */
+  hpackPeer: string;
   versions: Record<string, string>;
 }
 
@@ -45,6 +47,7 @@ const BUILT_BY: Record<keyof Omit<Peers, "versions">, string> = {
   kwok: "kwok",
   ghostunnel: "ghostunnel",
   h2spec: "h2spec",
+  hpackPeer: "hpack",
 };
 
 /** One peer's path, for a benchmark that needs only it; the error names the build step for it alone. */
@@ -76,6 +79,7 @@ function paths(): Omit<Peers, "versions"> {
     kwok: bin("kwok", v.KWOK_VERSION as string, "kwok"),
     ghostunnel: bin("ghostunnel", v.GHOSTUNNEL_VERSION as string, "ghostunnel"),
     h2spec: bin("h2spec", v.H2SPEC_VERSION as string, "h2spec"),
+    hpackPeer: bin("hpack-peer", v.HPACK_NET_VERSION as string, "hpack-peer"),
   };
 }
 
