@@ -198,6 +198,7 @@ describe("bounds on what a peer sends", () => {
   });
   test("index 0, and an index in neither table, are refused", () => {
     expect(decodeOf([0x80])).toThrow("index 0");
+    expect(decodeOf([0x80])).toThrow(HpackError);
     expect(decodeOf([0xbe])).toThrow("index 62 is in neither table");
   });
   test("a string running past the block, or missing, is refused", () => {
