@@ -91,7 +91,7 @@ export async function startHttpListener(l: ListenerConfig, deps: ListenerDeps): 
     // certificate on an h2c connection handed over by the sniffing) may leave its connection open and
     // unread: it is reset whatever ended the session, once a GOAWAY has had its chance to reach the caller.
     session.once("close", () => {
-      if (raw) setTimeout(() => raw.resetAndDestroy(), GOAWAY_GRACE_MS).unref();
+      if (raw) setTimeout(() => closeNow(raw), GOAWAY_GRACE_MS).unref();
     });
     guardSession(session, (reason, detail) => {
       events?.http2Ended(reason);
@@ -173,4 +173,16 @@ export async function startHttpListener(l: ListenerConfig, deps: ListenerDeps): 
       target.close();
     },
   };
+}
+
+/**
+ * Closes a caller's connection at once, whatever it has not read. Under an HTTP/2 session over TLS, Bun
+ * (1.4.5) keeps the connection open after the session ends while answers the caller never read are
+ * queued: destroy() and resetAndDestroy() mark the socket destroyed but leave the connection to the
+ * caller, who can hold it (and its descriptor) for as long as it likes (a PING flood that does not read
+ * its PING ACKs, tests/integration/proxy-http2-floods.test.ts). The native socket's terminate() ends it.
+ */
+function closeNow(socket: Socket): void {
+  (socket as unknown as { _handle?: { terminate?(): void } })._handle?.terminate?.();
+  socket.resetAndDestroy();
 }
