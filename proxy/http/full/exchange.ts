@@ -28,6 +28,34 @@ export interface ExchangeContext {
   chain: Handler;
   /** The caller's verified identity (server and central modes); throws when it is not accepted. */
   peerFor(req: IncomingMessage, session: object | undefined): VerifiedPeer | undefined;
+  /** Told of each request its caller cancelled (cancellationReport). */
+  cancelled(): void;
+}
+
+/** The status an exchange its caller cancelled is counted under: nginx's "client closed request". */
+export const CALLER_CLOSED = 499;
+/** Cancellations are summed up in one info line at most this often, when there are this many. */
+const CANCEL_REPORT_MS = 10_000;
+const CANCEL_REPORT_MIN = 10;
+
+/**
+ * Cancelled requests are the caller's doing, not a failure: each is logged at debug, and a burst of them
+ * (CANCEL_REPORT_MIN or more within CANCEL_REPORT_MS) is one info line with the count.
+ */
+export function cancellationReport(log: Logger): () => void {
+  let count = 0;
+  let armed = false;
+  return () => {
+    count++;
+    if (armed) return;
+    armed = true;
+    setTimeout(() => {
+      if (count >= CANCEL_REPORT_MIN)
+        log.info("requests cancelled by their callers", { count, seconds: CANCEL_REPORT_MS / 1000 });
+      count = 0;
+      armed = false;
+    }, CANCEL_REPORT_MS).unref();
+  };
 }
 
 // A request that arrives after the caller's certificate expired is not served: its connection is closed
@@ -42,6 +70,8 @@ export async function serveExchange(
   res: ServerResponse,
 ): Promise<void> {
   const { l, log, events, connections, chain, peerFor } = x;
+  /** The caller ended the exchange (reset its stream, closed its connection) before the answer was done. */
+  let gone = false;
   const started = performance.now();
   const socket = req.socket;
   const session =
@@ -127,11 +157,22 @@ export async function serveExchange(
   res.once("close", () => {
     clearTimeout(readTimer);
     clearTimeout(writeTimer);
-    if (!res.writableFinished) controller.abort();
+    // Bun's HTTP/2 answers report writableFinished after the caller reset the stream, so an answer is done
+    // only if it was also ended, and its request not aborted.
+    const done = res.writableEnded && res.writableFinished && !req.aborted;
+    if (!done) controller.abort();
+    gone = !done && !timedOut;
     connections.requestEnded(connection);
     const seconds = (performance.now() - started) / 1000;
-    events?.request(res.statusCode, seconds, bytesIn, bytesOut.n);
-    reqLog.debug("request", { method: req.method, path: req.url, status: res.statusCode, seconds });
+    const status = gone ? CALLER_CLOSED : res.statusCode;
+    events?.request(status, seconds, bytesIn, bytesOut.n);
+    if (gone) x.cancelled();
+    reqLog.debug(gone ? "request cancelled by the caller" : "request", {
+      method: req.method,
+      path: req.url,
+      status,
+      seconds,
+    });
   });
 
   // The request's fields as the caller sent them: the forwarder makes the one copy that goes upstream,
@@ -156,7 +197,7 @@ export async function serveExchange(
     reqLog.error("middleware failed", { error: e as Error });
     response = proxyResponse(500, "internal error in a middleware");
   }
-  if (timedOut || res.headersSent || res.destroyed) {
+  if (timedOut || gone || res.headersSent || res.destroyed) {
     if (!isBuffered(response.body)) response.body.destroy();
     return;
   }
@@ -169,7 +210,8 @@ export async function serveExchange(
   // A response made without reading the whole request body (a refusal): the rest is read and dropped,
   // or the caller, still sending, would not see the response on this connection.
   if (!req.complete && !body.destroyed) body.resume();
-  send(res, response, bytesOut, (e) =>
-    reqLog.warn("upstream failure", { failure: "response-interrupted", reason: e.message }),
-  );
+  send(res, response, bytesOut, (e) => {
+    // A caller that went away mid-answer was logged above; only a target that broke off is a failure.
+    if (!gone) reqLog.warn("upstream failure", { failure: "response-interrupted", reason: e.message });
+  });
 }

@@ -17,7 +17,7 @@ import { buildChain } from "../../middleware/chain.ts";
 import { requestTimedOut } from "../../timeouts.ts";
 import { proxyAnswer } from "../types.ts";
 import { Connections } from "./connections.ts";
-import { type ExchangeContext, serveExchange } from "./exchange.ts";
+import { cancellationReport, type ExchangeContext, serveExchange } from "./exchange.ts";
 import { guardSession } from "./h2-guard.ts";
 import { sniff } from "./sniff.ts";
 import { openTarget } from "./target.ts";
@@ -108,7 +108,15 @@ export async function startHttpListener(l: ListenerConfig, deps: ListenerDeps): 
     return sessionPeers.get(session);
   };
 
-  const exchanges: ExchangeContext = { l, log, events, connections, chain, peerFor };
+  const exchanges: ExchangeContext = {
+    l,
+    log,
+    events,
+    connections,
+    chain,
+    peerFor,
+    cancelled: cancellationReport(log),
+  };
   const handle = (req: IncomingMessage, res: ServerResponse) => serveExchange(exchanges, req, res);
   let server: net.Server;
   let detach = () => {};
