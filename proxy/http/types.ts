@@ -19,6 +19,8 @@ export interface ProxyRequest {
   body: Readable;
   /** The authenticated caller (server and central modes). */
   peer: SpiffeId | undefined;
+  /** The caller's connection (its socket, or its HTTP/2 session): emits "close" when it ends. */
+  connection: object;
   remoteAddress: string;
   log: Logger;
   /** Aborted when the caller goes away or the write timeout fires; upstream requests follow it. */

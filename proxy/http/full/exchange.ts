@@ -186,6 +186,7 @@ export async function serveExchange(
     headers,
     body,
     peer,
+    connection,
     remoteAddress: socket.remoteAddress ?? "",
     log: reqLog,
     signal: controller.signal,

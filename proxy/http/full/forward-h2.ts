@@ -1,8 +1,8 @@
 /**
  * The full path's forwarder to an HTTP/2 target (listeners with `connection.http2`): h2c to an http://
  * target, ALPN h2 over TLS to an https:// one (SPIFFE mTLS in client and central modes). Requests are
- * streams multiplexed on one session per target; bodies stream both ways, and the target's trailers
- * (gRPC's grpc-status and grpc-message) are passed on. A caller that goes away resets its stream upstream,
+ * streams multiplexed on one session per caller connection (target.ts); bodies stream both ways, and the
+ * target's trailers (gRPC's grpc-status and grpc-message) are passed on. A caller that goes away resets its stream upstream,
  * and a target that resets a stream ends the caller's.
  */
 import type { OutgoingHttpHeaders } from "node:http";
@@ -15,8 +15,11 @@ import type { Handler, ProxyRequest, ProxyResponse, Upstream } from "../types.ts
 
 export interface H2Options {
   target: URL;
-  /** The session to the target: made on first use and again after it closed (GOAWAY, error, rotation). */
-  session: () => http2.ClientHttp2Session;
+  /**
+   * The session to the target for this request's caller connection: made on first use and again after it
+   * closed (GOAWAY, error, rotation).
+   */
+  session: (req: ProxyRequest) => http2.ClientHttp2Session;
   identify?: (socket: TLSSocket) => Upstream | undefined;
 }
 
@@ -37,7 +40,7 @@ export function h2Forwarder(o: H2Options): Handler {
         headers[":authority"] = authority;
         headers[":scheme"] = scheme;
         // The body decides when the stream ends (pipeline below), whatever the method.
-        stream = o.session().request(headers, { endStream: false });
+        stream = o.session(req).request(headers, { endStream: false });
       } catch (e) {
         resolve(upstreamFailure(o.target, e as Error));
         return;

@@ -3,16 +3,17 @@
  * (connection.http2) or HTTP/1.1 agents. `forward` sends a request on and returns the target's response,
  * with who answered when the hop is mTLS.
  */
+import type { EventEmitter } from "node:events";
 import http from "node:http";
 import https from "node:https";
 import { checkServerIdentity, type TLSSocket } from "node:tls";
-import { createH2Sessions } from "../../../lib/tls/h2-sessions.ts";
+import { createH2Sessions, type H2Sessions } from "../../../lib/tls/h2-sessions.ts";
 import { presentedChain } from "../../../lib/tls/peer.ts";
 import { createUpstreamAgent } from "../../../lib/tls/upstream-agent.ts";
 import { verifyPeerChain } from "../../../lib/tls/verified-chains.ts";
 import type { ListenerConfig } from "../../config/types.ts";
 import { type ListenerDeps, targetAuthorizer } from "../../listener.ts";
-import type { Handler, Upstream } from "../types.ts";
+import type { Handler, ProxyRequest, Upstream } from "../types.ts";
 import { forwarder } from "./forward.ts";
 import { h2Forwarder } from "./forward-h2.ts";
 
@@ -39,9 +40,29 @@ export function openTarget(l: ListenerConfig, deps: ListenerDeps): { forward: Ha
   let closeTarget: () => void;
   let forward: Handler;
   if (l.http2) {
-    const h2 = createH2Sessions(l.target, l.timeouts.handshakeMs, targetPolicy);
-    forward = h2Forwarder({ target: l.target, session: h2.session, ...(targetPolicy ? { identify } : {}) });
-    closeTarget = () => h2.close();
+    // One connection to the target per caller connection, as ghostunnel has: a caller that holds as many
+    // streams open as the target allows on one connection takes only its own, never another caller's.
+    const perCaller = new WeakMap<object, H2Sessions>();
+    const all = new Set<H2Sessions>();
+    const session = (req: ProxyRequest) => {
+      let h2 = perCaller.get(req.connection);
+      if (!h2) {
+        const made = createH2Sessions(l.target, l.timeouts.handshakeMs, targetPolicy);
+        perCaller.set(req.connection, made);
+        all.add(made);
+        (req.connection as EventEmitter).once("close", () => {
+          made.close();
+          all.delete(made);
+        });
+        h2 = made;
+      }
+      return h2.session();
+    };
+    forward = h2Forwarder({ target: l.target, session, ...(targetPolicy ? { identify } : {}) });
+    closeTarget = () => {
+      for (const h2 of all) h2.close();
+      all.clear();
+    };
   } else {
     const upstream = targetPolicy
       ? createUpstreamAgent(targetPolicy, { keepAlive: !l.disableKeepalive })

@@ -1,0 +1,70 @@
+import { afterAll, beforeAll, expect, test } from "bun:test";
+import http2 from "node:http2";
+import { startProdApis, tempDir } from "../support/dev-api.ts";
+import { startHttp2Pair } from "../support/http2-pair.ts";
+import { stopAll } from "../support/proc.ts";
+import { waitUntil } from "../support/wait.ts";
+
+/**
+ * No caller takes another's place at the target: through a client→server pair with connection.http2,
+ * one caller holds as many requests open as its connection may (100, their bodies unfinished), and other
+ * callers, over HTTP/2 and over HTTP/1.1, are still answered at once. Each caller connection has its own
+ * connection to the target (docs/proxy-http.md, "gRPC and HTTP/2").
+ */
+const dir = tempDir();
+let clientPort = 0;
+/** Requests at the target whose bodies have not ended. */
+let open = 0;
+const target = http2.createServer();
+target.on("stream", (stream: http2.ServerHttp2Stream) => {
+  open++;
+  stream.on("error", () => {});
+  stream.on("close", () => open--);
+  stream.resume();
+  stream.on("end", () => {
+    stream.respond({ ":status": 200 });
+    stream.end("ok");
+  });
+});
+
+beforeAll(async () => {
+  const apis = await startProdApis(dir, ["web", "api"]);
+  await new Promise<void>((r) => target.listen(0, "127.0.0.1", () => r()));
+  clientPort = (await startHttp2Pair(apis, (target.address() as { port: number }).port)).clientPort;
+});
+afterAll(async () => {
+  await stopAll();
+  target.close();
+});
+
+test("a caller holding 100 requests open does not keep others from the target", async () => {
+  const hog = http2.connect(`http://127.0.0.1:${clientPort}`);
+  hog.on("error", () => {});
+  const held = Array.from({ length: 100 }, () => {
+    const s = hog.request({ ":method": "POST", ":path": "/held" }, { endStream: false });
+    s.on("error", () => {});
+    return s;
+  });
+  await waitUntil("100 held requests at the target", () => open === 100, 20_000);
+
+  // Another caller over HTTP/2, then one over HTTP/1.1: both answered while the hog's requests stay open.
+  const other = http2.connect(`http://127.0.0.1:${clientPort}`);
+  const req = other.request({ ":method": "GET", ":path": "/other" });
+  req.end();
+  let body = "";
+  req.on("data", (d) => {
+    body += d;
+  });
+  await new Promise((resolve, reject) => {
+    req.on("end", resolve);
+    req.on("error", reject);
+  });
+  expect(body).toBe("ok");
+  other.close();
+  const h1 = await fetch(`http://127.0.0.1:${clientPort}/other`, { signal: AbortSignal.timeout(10_000) });
+  expect(await h1.text()).toBe("ok");
+  expect(open).toBe(100);
+
+  for (const s of held) s.close(http2.constants.NGHTTP2_CANCEL);
+  hog.close();
+}, 60_000);
