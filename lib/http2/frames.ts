@@ -1,0 +1,300 @@
+/**
+ * HTTP/2 frames (RFC 9113 section 4 and 6), read only as far as a relay must: the 9-octet header of every
+ * frame, so that frames can be passed on as the bytes they arrived in, and the payloads of the frames a
+ * relay acts on (SETTINGS, HEADERS and CONTINUATION, WINDOW_UPDATE, RST_STREAM, PING, GOAWAY). Header
+ * blocks are collected from HEADERS and CONTINUATION frames to END_HEADERS, with no other frame between
+ * and a bound on their size. Every violation is an H2Error with the error code the RFC names and whether
+ * it ends the connection or only the stream.
+ */
+
+export const FRAME = {
+  DATA: 0x0,
+  HEADERS: 0x1,
+  PRIORITY: 0x2,
+  RST_STREAM: 0x3,
+  SETTINGS: 0x4,
+  PUSH_PROMISE: 0x5,
+  PING: 0x6,
+  GOAWAY: 0x7,
+  WINDOW_UPDATE: 0x8,
+  CONTINUATION: 0x9,
+} as const;
+
+export const FLAG = { END_STREAM: 0x1, ACK: 0x1, END_HEADERS: 0x4, PADDED: 0x8, PRIORITY: 0x20 } as const;
+
+export const SETTING = {
+  HEADER_TABLE_SIZE: 0x1,
+  ENABLE_PUSH: 0x2,
+  MAX_CONCURRENT_STREAMS: 0x3,
+  INITIAL_WINDOW_SIZE: 0x4,
+  MAX_FRAME_SIZE: 0x5,
+  MAX_HEADER_LIST_SIZE: 0x6,
+} as const;
+
+export const ERROR = {
+  NO_ERROR: 0x0,
+  PROTOCOL_ERROR: 0x1,
+  INTERNAL_ERROR: 0x2,
+  FLOW_CONTROL_ERROR: 0x3,
+  SETTINGS_TIMEOUT: 0x4,
+  STREAM_CLOSED: 0x5,
+  FRAME_SIZE_ERROR: 0x6,
+  REFUSED_STREAM: 0x7,
+  CANCEL: 0x8,
+  COMPRESSION_ERROR: 0x9,
+  CONNECT_ERROR: 0xa,
+  ENHANCE_YOUR_CALM: 0xb,
+  INADEQUATE_SECURITY: 0xc,
+  HTTP_1_1_REQUIRED: 0xd,
+} as const;
+
+/** What a client sends first (section 3.4). */
+export const PREFACE = Buffer.from("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", "latin1");
+export const DEFAULT_MAX_FRAME_SIZE = 16_384;
+const MAX_MAX_FRAME_SIZE = 2 ** 24 - 1;
+const MAX_WINDOW = 2 ** 31 - 1;
+
+/** A violation: `stream` 0 (or `connection`) ends the connection with GOAWAY, else RST_STREAM. */
+export class H2Error extends Error {
+  constructor(
+    readonly code: number,
+    message: string,
+    readonly stream = 0,
+  ) {
+    super(message);
+  }
+  get connection(): boolean {
+    return this.stream === 0;
+  }
+}
+
+export interface Frame {
+  type: number;
+  flags: number;
+  stream: number;
+  /** The frame's bytes as received, header included: what a relay passes on. */
+  bytes: Uint8Array;
+  /** The payload (a view into `bytes`). */
+  payload: Uint8Array;
+}
+
+/**
+ * Splits received bytes into frames. `maxFrameSize` is the SETTINGS_MAX_FRAME_SIZE this side announced: a
+ * larger frame is a connection error (FRAME_SIZE_ERROR). With `preface`, the client preface must come
+ * first (a server's reader).
+ */
+export class FrameReader {
+  private buf: Uint8Array = new Uint8Array(0);
+  private prefaceLeft: number;
+
+  constructor(
+    private readonly maxFrameSize = DEFAULT_MAX_FRAME_SIZE,
+    preface = false,
+  ) {
+    this.prefaceLeft = preface ? PREFACE.length : 0;
+  }
+
+  /** The frames `chunk` completes, in order; bytes of an unfinished frame are kept for the next chunk. */
+  push(chunk: Uint8Array): Frame[] {
+    const buf = this.buf.length ? concat(this.buf, chunk) : chunk;
+    let p = 0;
+    if (this.prefaceLeft) {
+      const n = Math.min(this.prefaceLeft, buf.length);
+      const at = PREFACE.length - this.prefaceLeft;
+      for (let i = 0; i < n; i++)
+        if (buf[i] !== PREFACE[at + i])
+          throw new H2Error(ERROR.PROTOCOL_ERROR, "not the HTTP/2 client preface");
+      this.prefaceLeft -= n;
+      p = n;
+    }
+    const frames: Frame[] = [];
+    while (buf.length - p >= 9) {
+      const length = ((buf[p] as number) << 16) | ((buf[p + 1] as number) << 8) | (buf[p + 2] as number);
+      if (length > this.maxFrameSize)
+        throw new H2Error(
+          ERROR.FRAME_SIZE_ERROR,
+          `a frame of ${length} octets, over the ${this.maxFrameSize} announced`,
+        );
+      if (buf.length - p < 9 + length) break;
+      const bytes = buf.subarray(p, p + 9 + length);
+      frames.push({
+        type: buf[p + 3] as number,
+        flags: buf[p + 4] as number,
+        stream: readUint31(buf, p + 5),
+        bytes,
+        payload: bytes.subarray(9),
+      });
+      p += 9 + length;
+    }
+    // What is left is copied, so that the frames handed out keep their bytes.
+    this.buf = p < buf.length ? buf.slice(p) : new Uint8Array(0);
+    return frames;
+  }
+}
+
+function concat(a: Uint8Array, b: Uint8Array): Uint8Array {
+  const out = new Uint8Array(a.length + b.length);
+  out.set(a);
+  out.set(b, a.length);
+  return out;
+}
+
+const readUint31 = (b: Uint8Array, at: number) =>
+  ((b[at] as number) & 0x7f) * 2 ** 24 +
+  ((b[at + 1] as number) << 16) +
+  (((b[at + 2] as number) << 8) | (b[at + 3] as number));
+
+/** A frame's 9-octet header. */
+export function frameHeader(length: number, type: number, flags: number, stream: number): Uint8Array {
+  const h = new Uint8Array(9);
+  h[0] = (length >>> 16) & 0xff;
+  h[1] = (length >>> 8) & 0xff;
+  h[2] = length & 0xff;
+  h[3] = type;
+  h[4] = flags;
+  h[5] = (stream >>> 24) & 0x7f;
+  h[6] = (stream >>> 16) & 0xff;
+  h[7] = (stream >>> 8) & 0xff;
+  h[8] = stream & 0xff;
+  return h;
+}
+
+/** A SETTINGS frame's parameters, checked as section 6.5.2 requires; unknown ones are ignored. */
+export function readSettings(f: Frame): Map<number, number> {
+  if (f.stream !== 0) throw new H2Error(ERROR.PROTOCOL_ERROR, "SETTINGS on a stream");
+  if (f.flags & FLAG.ACK) {
+    if (f.payload.length !== 0) throw new H2Error(ERROR.FRAME_SIZE_ERROR, "SETTINGS ACK with a payload");
+    return new Map();
+  }
+  if (f.payload.length % 6 !== 0)
+    throw new H2Error(ERROR.FRAME_SIZE_ERROR, "SETTINGS length not a multiple of 6");
+  const out = new Map<number, number>();
+  for (let p = 0; p < f.payload.length; p += 6) {
+    const id = ((f.payload[p] as number) << 8) | (f.payload[p + 1] as number);
+    const value = readUint32(f.payload, p + 2);
+    if (id === SETTING.ENABLE_PUSH && value > 1)
+      throw new H2Error(ERROR.PROTOCOL_ERROR, `SETTINGS_ENABLE_PUSH ${value}`);
+    if (id === SETTING.INITIAL_WINDOW_SIZE && value > MAX_WINDOW)
+      throw new H2Error(ERROR.FLOW_CONTROL_ERROR, `SETTINGS_INITIAL_WINDOW_SIZE ${value}`);
+    if (id === SETTING.MAX_FRAME_SIZE && (value < DEFAULT_MAX_FRAME_SIZE || value > MAX_MAX_FRAME_SIZE))
+      throw new H2Error(ERROR.PROTOCOL_ERROR, `SETTINGS_MAX_FRAME_SIZE ${value}`);
+    out.set(id, value);
+  }
+  return out;
+}
+
+const readUint32 = (b: Uint8Array, at: number) =>
+  (b[at] as number) * 2 ** 24 +
+  (((b[at + 1] as number) << 16) | ((b[at + 2] as number) << 8) | (b[at + 3] as number));
+
+/** A WINDOW_UPDATE's increment (section 6.9): a zero increment is an error of its stream (or connection). */
+export function readWindowUpdate(f: Frame): number {
+  if (f.payload.length !== 4) throw new H2Error(ERROR.FRAME_SIZE_ERROR, "WINDOW_UPDATE length not 4");
+  const increment = readUint31(f.payload, 0);
+  if (increment === 0) throw new H2Error(ERROR.PROTOCOL_ERROR, "WINDOW_UPDATE of 0", f.stream);
+  return increment;
+}
+
+/** The header block fragment of a HEADERS frame, without its padding and priority (section 6.2). */
+export function headersFragment(f: Frame): Uint8Array {
+  if (f.stream === 0) throw new H2Error(ERROR.PROTOCOL_ERROR, "HEADERS on stream 0");
+  let start = 0;
+  let end = f.payload.length;
+  if (f.flags & FLAG.PADDED) {
+    if (end < 1) throw new H2Error(ERROR.FRAME_SIZE_ERROR, "HEADERS too short for its padding");
+    const pad = f.payload[0] as number;
+    start = 1;
+    if (pad >= end) throw new H2Error(ERROR.PROTOCOL_ERROR, "HEADERS padding as long as its payload");
+    end -= pad;
+  }
+  if (f.flags & FLAG.PRIORITY) {
+    if (end - start < 5) throw new H2Error(ERROR.FRAME_SIZE_ERROR, "HEADERS too short for its priority");
+    start += 5;
+  }
+  return f.payload.subarray(start, end);
+}
+
+/**
+ * Collects header blocks (section 4.3): a HEADERS frame without END_HEADERS must be followed by
+ * CONTINUATION frames of the same stream, and by nothing else, up to one with END_HEADERS. A block longer
+ * than `maxBlock` octets is refused (a CONTINUATION flood) before it is all read.
+ */
+export class HeaderBlocks {
+  private stream = 0;
+  private parts: Uint8Array[] = [];
+  private size = 0;
+  private first: Frame | undefined;
+
+  constructor(private readonly maxBlock: number) {}
+
+  /** True while a block is open: only a CONTINUATION of its stream may come next. */
+  get open(): boolean {
+    return this.stream !== 0;
+  }
+
+  /**
+   * Takes a frame; returns the finished block (with the HEADERS frame that opened it) when this frame
+   * ends one, undefined while one is open or when the frame is not part of a block.
+   */
+  take(f: Frame): { headers: Frame; block: Uint8Array } | undefined {
+    if (this.open && (f.type !== FRAME.CONTINUATION || f.stream !== this.stream))
+      throw new H2Error(ERROR.PROTOCOL_ERROR, "a header block interrupted before END_HEADERS");
+    if (f.type === FRAME.HEADERS) {
+      this.first = f;
+      this.stream = f.stream;
+      this.parts = [];
+      this.size = 0;
+      this.add(headersFragment(f));
+    } else if (f.type === FRAME.CONTINUATION) {
+      if (!this.open) throw new H2Error(ERROR.PROTOCOL_ERROR, "CONTINUATION without a header block");
+      this.add(f.payload);
+    } else return undefined;
+    if (!(f.flags & FLAG.END_HEADERS)) return undefined;
+    const block = this.parts.length === 1 ? (this.parts[0] as Uint8Array) : joined(this.parts, this.size);
+    const headers = this.first as Frame;
+    this.stream = 0;
+    this.parts = [];
+    this.first = undefined;
+    return { headers, block };
+  }
+
+  private add(part: Uint8Array): void {
+    this.size += part.length;
+    if (this.size > this.maxBlock)
+      throw new H2Error(ERROR.ENHANCE_YOUR_CALM, `a header block over ${this.maxBlock} octets`);
+    this.parts.push(part);
+  }
+}
+
+function joined(parts: Uint8Array[], size: number): Uint8Array {
+  const out = new Uint8Array(size);
+  let at = 0;
+  for (const p of parts) {
+    out.set(p, at);
+    at += p.length;
+  }
+  return out;
+}
+
+/**
+ * A header block as frames for a peer: one HEADERS frame (`flags` with END_STREAM as the request or
+ * response has it), then CONTINUATION frames, each at most `maxFrameSize` octets of the block.
+ */
+export function headerFrames(
+  stream: number,
+  block: Uint8Array,
+  flags: number,
+  maxFrameSize: number,
+): Uint8Array[] {
+  const out: Uint8Array[] = [];
+  let at = 0;
+  do {
+    const part = block.subarray(at, at + maxFrameSize);
+    at += part.length;
+    const last = at >= block.length;
+    const type = out.length === 0 ? FRAME.HEADERS : FRAME.CONTINUATION;
+    const f = (type === FRAME.HEADERS ? flags & FLAG.END_STREAM : 0) | (last ? FLAG.END_HEADERS : 0);
+    out.push(frameHeader(part.length, type, f, stream), part);
+  } while (at < block.length);
+  return out;
+}
