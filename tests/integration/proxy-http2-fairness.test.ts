@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import http2 from "node:http2";
 import { startProdApis, tempDir } from "../support/dev-api.ts";
-import { startHttp2Pair } from "../support/http2-pair.ts";
+import { h2Get, startHttp2Pair } from "../support/http2-pair.ts";
 import { stopAll } from "../support/proc.ts";
 import { waitUntil } from "../support/wait.ts";
 
@@ -48,19 +48,7 @@ test("a caller holding 100 requests open does not keep others from the target", 
   await waitUntil("100 held requests at the target", () => open === 100, 20_000);
 
   // Another caller over HTTP/2, then one over HTTP/1.1: both answered while the hog's requests stay open.
-  const other = http2.connect(`http://127.0.0.1:${clientPort}`);
-  const req = other.request({ ":method": "GET", ":path": "/other" });
-  req.end();
-  let body = "";
-  req.on("data", (d) => {
-    body += d;
-  });
-  await new Promise((resolve, reject) => {
-    req.on("end", resolve);
-    req.on("error", reject);
-  });
-  expect(body).toBe("ok");
-  other.close();
+  expect(await h2Get(http2.connect(`http://127.0.0.1:${clientPort}`), "/other")).toBe("ok");
   const h1 = await fetch(`http://127.0.0.1:${clientPort}/other`, { signal: AbortSignal.timeout(10_000) });
   expect(await h1.text()).toBe("ok");
   expect(open).toBe(100);

@@ -4,7 +4,7 @@ import net from "node:net";
 import tls from "node:tls";
 import { X509Source } from "../../lib/spiffe/x509-source.ts";
 import { type DevApi, startProdApis, svidClientTls, tempDir } from "../support/dev-api.ts";
-import { startHttp2Pair, startOkHttp2Target } from "../support/http2-pair.ts";
+import { h2Get, startHttp2Pair, startOkHttp2Target } from "../support/http2-pair.ts";
 import { freePort } from "../support/net.ts";
 import { type Proc, stopAll } from "../support/proc.ts";
 import { waitForLog } from "../support/proxy.ts";
@@ -51,20 +51,7 @@ afterAll(async () => {
 });
 
 /** One ordinary call, on a new connection or `session`: what every other caller must still get. */
-async function served(session = http2.connect(`http://127.0.0.1:${clientPort}`)): Promise<string> {
-  const req = session.request({ ":path": "/" });
-  req.end();
-  let body = "";
-  req.on("data", (d) => {
-    body += d;
-  });
-  await new Promise((resolve, reject) => {
-    req.on("end", resolve);
-    req.on("error", reject);
-  });
-  session.close();
-  return body;
-}
+const served = (session = http2.connect(`http://127.0.0.1:${clientPort}`)) => h2Get(session);
 
 /** How long a flood may take to be ended by the proxy, well below the test's own limit. */
 const FLOOD_MS = 15_000;

@@ -58,3 +58,19 @@ export async function startOkHttp2Target(): Promise<{ port: number; close(): voi
   await new Promise<void>((r) => target.listen(0, "127.0.0.1", () => r()));
   return { port: (target.address() as { port: number }).port, close: () => target.close() };
 }
+
+/** A GET of `path` on an HTTP/2 `session`, which is then closed: the answer's body. */
+export async function h2Get(session: http2.ClientHttp2Session, path = "/"): Promise<string> {
+  const req = session.request({ ":path": path });
+  req.end();
+  let body = "";
+  req.on("data", (d) => {
+    body += d;
+  });
+  await new Promise((resolve, reject) => {
+    req.on("end", resolve);
+    req.on("error", reject);
+  });
+  session.close();
+  return body;
+}
