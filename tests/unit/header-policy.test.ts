@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import http, { type IncomingHttpHeaders, type OutgoingHttpHeaders } from "node:http";
 import { connect } from "node:net";
 import { h2RequestFields } from "../../proxy/http/full/forward-h2.ts";
+import { h2RequestFields as h2CallerFields } from "../../proxy/http/h2-fields.ts";
 import { connectionTokens, endToEnd, namedBy, requestFields, requestId } from "../../proxy/http/headers.ts";
 import { type BodyOut, namedByConnection, requestHead, responseHead } from "../../proxy/http/relay/head.ts";
 import { Outbox } from "../../proxy/http/relay/outbox.ts";
@@ -265,6 +266,27 @@ const proxyRequest = (headers: IncomingHttpHeaders): ProxyRequest =>
     remoteAddress: REMOTE,
   }) as unknown as ProxyRequest;
 
+const CONNECTION_SPECIFIC = ["connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade"];
+
+/** The row as an HTTP/2 caller sends it (Host as :authority, names in lower case), through h2-fields.ts. */
+function fromH2Caller(fields: Lines): Record<string, string> | "malformed" {
+  const h2 = [
+    { name: ":method", value: "GET" },
+    { name: ":scheme", value: "http" },
+    { name: ":path", value: "/x" },
+    ...fields.map(([n, v]) =>
+      n === "Host" ? { name: ":authority", value: v } : { name: n.toLowerCase(), value: v },
+    ),
+  ];
+  const r = h2CallerFields(h2, { peer: PEER, newRequestId: () => NEW_ID, remoteAddress: REMOTE });
+  if ("malformed" in r) return "malformed";
+  const out: Record<string, string> = {};
+  for (const f of r.fields)
+    if (!f.name.startsWith(":") && !FRAMING.has(f.name))
+      out[f.name] = f.name in out ? `${out[f.name]}, ${f.value}` : f.value;
+  return out;
+}
+
 describe("one header policy: requests, on every path", () => {
   requests.forEach((row, i) => {
     test(row.name, async () => {
@@ -272,17 +294,22 @@ describe("one header policy: requests, on every path", () => {
       const headers = await nodeHeaders(row, i);
       const h2Expected = Object.fromEntries(
         Object.entries({ ...row.out, ...row.h2 }).filter(([k, v]) => k !== "host" && v !== undefined),
-      );
+      ) as Record<string, string>;
       expect({
         "relay, byte reader": relayRequest(raw, "bytes"),
         "relay, string reader": relayRequest(raw, "text"),
         "full path": fieldsOfObject(requestFields(proxyRequest({ ...headers }))),
         "full path, HTTP/2": fieldsOfObject(h2RequestFields(proxyRequest({ ...headers }))),
+        "an HTTP/2 caller": fromH2Caller(row.fields),
       }).toEqual({
         "relay, byte reader": row.out,
         "relay, string reader": row.out,
         "full path": row.out,
         "full path, HTTP/2": h2Expected,
+        // HTTP/2 has no Connection: a request with a connection-specific field is malformed (RFC 9113 8.2.2).
+        "an HTTP/2 caller": row.fields.some(([n]) => CONNECTION_SPECIFIC.includes(n.toLowerCase()))
+          ? "malformed"
+          : h2Expected,
       });
     });
   });
@@ -373,4 +400,62 @@ test("connectionTokens: one reading of Connection for every path", () => {
       ["connection", "x-b"],
     ]),
   ]).toEqual(["close", "x-a", "x-b"]);
+});
+
+describe("HTTP/2 callers: RFC 9113's own rules come first (h2-fields.ts)", () => {
+  const base = [
+    { name: ":method", value: "POST" },
+    { name: ":scheme", value: "https" },
+    { name: ":path", value: "/svc.Echo/Say" },
+    { name: ":authority", value: "api" },
+  ];
+  const check = (fields: { name: string; value: string }[]) =>
+    h2CallerFields(fields, { peer: PEER, newRequestId: () => NEW_ID, remoteAddress: REMOTE });
+  test.each([
+    ["a name in upper case", [...base, { name: "X-A", value: "1" }], "not in lower case"],
+    [
+      "a pseudo-header after a regular field",
+      [base[0], { name: "x-a", value: "1" }, ...base.slice(1)],
+      "after a regular field",
+    ],
+    [
+      "a pseudo-header a request does not have",
+      [...base.slice(0, 3), { name: ":status", value: "200" }],
+      "not a request's",
+    ],
+    ["a pseudo-header twice", [...base, { name: ":path", value: "/b" }], "twice"],
+    ["no :path", base.filter((f) => f.name !== ":path"), "no :scheme or no :path"],
+    ["te other than trailers", [...base, { name: "te", value: "gzip" }], 'only "trailers"'],
+    [
+      "CONNECT",
+      [
+        { name: ":method", value: "CONNECT" },
+        { name: ":authority", value: "db:5432" },
+      ],
+      "CONNECT",
+    ],
+  ])("%s is malformed", (_, fields, why) => {
+    const r = check(fields as { name: string; value: string }[]);
+    expect("malformed" in r ? r.malformed : r).toContain(why);
+  });
+  test("a gRPC request: te: trailers and the caller's X-Request-Id kept, the proxy's fields added", () => {
+    const r = check([
+      ...base,
+      { name: "te", value: "trailers" },
+      { name: "content-type", value: "application/grpc" },
+      { name: "x-request-id", value: "id-from-the-caller" },
+      { name: "svc_peer_id", value: "spiffe://example.org/ns/prod/sa/admin" },
+    ]);
+    expect(r).toEqual({
+      requestId: "id-from-the-caller",
+      fields: [
+        ...base,
+        { name: "te", value: "trailers" },
+        { name: "content-type", value: "application/grpc" },
+        { name: "x-request-id", value: "id-from-the-caller" },
+        { name: "svc-peer-id", value: PEER },
+        { name: "x-forwarded-for", value: REMOTE },
+      ],
+    });
+  });
 });

@@ -1,0 +1,82 @@
+/**
+ * The header policy (headers.ts) for a request that arrives as HTTP/2 fields (decoded HPACK), as the
+ * HTTP/2 relay applies it. HTTP/2 has its own rules first (RFC 9113 section 8.2 and 8.3): names in lower
+ * case, pseudo-header fields only the four a request has, each once, before the others, and :method,
+ * :scheme and :path present; connection-specific fields (Connection, Keep-Alive, Proxy-Connection,
+ * Transfer-Encoding, Upgrade) and a TE other than "trailers" make a request malformed, which the relay
+ * refuses (a stream error, PROTOCOL_ERROR). Then the policy every path applies: a caller's Svc-Peer-ID in
+ * any spelling never passes, nor do the other hop-by-hop fields; `te: trailers` is kept (gRPC needs it);
+ * Svc-Peer-ID, X-Request-Id (when the caller sent none) and X-Forwarded-For are added.
+ */
+import type { HeaderField } from "../../lib/http2/hpack.ts";
+import {
+  FORWARDED_FOR_HEADER,
+  forwardedFor,
+  NO_TOKENS,
+  PEER_ID_HEADER,
+  passesOn,
+  REQUEST_ID_HEADER,
+} from "./headers.ts";
+
+const CONNECTION_SPECIFIC: ReadonlySet<string> = new Set([
+  "connection",
+  "keep-alive",
+  "proxy-connection",
+  "transfer-encoding",
+  "upgrade",
+]);
+const REQUEST_PSEUDO: ReadonlySet<string> = new Set([":method", ":scheme", ":authority", ":path"]);
+
+export interface H2Additions {
+  /** The authenticated caller, sent as Svc-Peer-ID (server and central modes). */
+  peer: string | undefined;
+  /** The X-Request-Id to add when the caller sent none. */
+  newRequestId: () => string;
+  remoteAddress: string;
+}
+
+/** The request's fields for the target, with the request ID it carries, or why it is malformed. */
+export function h2RequestFields(
+  fields: readonly HeaderField[],
+  add: H2Additions,
+): { fields: HeaderField[]; requestId: string } | { malformed: string } {
+  const out: HeaderField[] = [];
+  const pseudo = new Map<string, string>();
+  let regular = false;
+  let prior: string | undefined;
+  let requestId: string | undefined;
+  for (const f of fields) {
+    const name = f.name;
+    if (name !== name.toLowerCase())
+      return { malformed: `field name ${JSON.stringify(name)} is not in lower case` };
+    if (name.startsWith(":")) {
+      if (regular) return { malformed: `pseudo-header field ${name} after a regular field` };
+      if (!REQUEST_PSEUDO.has(name)) return { malformed: `pseudo-header field ${name} is not a request's` };
+      if (pseudo.has(name)) return { malformed: `pseudo-header field ${name} twice` };
+      pseudo.set(name, f.value);
+      out.push(f);
+      continue;
+    }
+    regular = true;
+    if (CONNECTION_SPECIFIC.has(name)) return { malformed: `connection-specific field ${name}` };
+    if (name === "te") {
+      if (f.value !== "trailers") return { malformed: `te: ${JSON.stringify(f.value)} (only "trailers")` };
+      out.push(f);
+      continue;
+    }
+    if (name === FORWARDED_FOR_HEADER) prior = prior === undefined ? f.value : `${prior}, ${f.value}`;
+    if (name === REQUEST_ID_HEADER) requestId = f.value;
+    if (passesOn(name, NO_TOKENS, true)) out.push(f);
+  }
+  const method = pseudo.get(":method");
+  if (method === undefined) return { malformed: "no :method" };
+  if (method === "CONNECT") return { malformed: "CONNECT is not supported by this listener" };
+  if (!pseudo.get(":scheme") || !pseudo.get(":path")) return { malformed: "no :scheme or no :path" };
+  if (add.peer) out.push({ name: PEER_ID_HEADER, value: add.peer });
+  if (requestId === undefined) {
+    requestId = add.newRequestId();
+    out.push({ name: REQUEST_ID_HEADER, value: requestId });
+  }
+  out.push({ name: FORWARDED_FOR_HEADER, value: forwardedFor(prior, add.remoteAddress) });
+  return { fields: out, requestId };
+}
