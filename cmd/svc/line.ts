@@ -6,6 +6,7 @@
  */
 import {
   type CommandLine,
+  commandPaths,
   commandWords,
   extendGrammar,
   type FlagTable,
@@ -37,10 +38,11 @@ const SVC_FLAGS: Record<string, FlagTable> = {
   annotate: FORCE,
   patch: FORCE,
   edit: FORCE,
-  create: FORCE,
-  "create job": FORCE,
-  "create token": FORCE,
+  // create and every create SUBCOMMAND (objects made from arguments, guards/generated.ts), expose and
+  // autoscale make objects svc marks, or refuses to.
+  ...Object.fromEntries(commandPaths("create").map((path) => [path, FORCE])),
   expose: FORCE,
+  autoscale: FORCE,
   "apply edit-last-applied": FORCE,
 };
 

@@ -107,6 +107,16 @@ const kubectlGrammar: Grammar = { commands: KUBECTL_COMMANDS };
  * are theirs, not read here) and svc's own flags added to some commands (keyed by command path: "get",
  * "apply edit-last-applied").
  */
+/** A kubectl command's path and those of all its subcommands, at every depth ("create", "create secret", …). */
+export function commandPaths(command: string): string[] {
+  const walk = (path: string, spec: CommandSpec): string[] => [
+    path,
+    ...Object.entries(spec.sub ?? {}).flatMap(([name, sub]) => walk(`${path} ${name}`, sub)),
+  ];
+  const spec = Object.hasOwn(KUBECTL_COMMANDS, command) ? KUBECTL_COMMANDS[command] : undefined;
+  return spec ? walk(command, spec) : [];
+}
+
 export function extendGrammar(own: string[], extraFlags: Record<string, FlagTable>): Grammar {
   const withFlags = (
     subs: Record<string, CommandSpec>,

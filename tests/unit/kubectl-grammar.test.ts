@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import fc from "fast-check";
-import { kubectlArgs, readLine } from "../../cmd/svc/line.ts";
+import { kubectlArgs, readLine, svcFlags } from "../../cmd/svc/line.ts";
 import {
   commandWords,
   extendGrammar,
@@ -128,6 +128,25 @@ describe("svc's own commands and flags", () => {
     const nested = parseCommandLine(["apply", "edit-last-applied", "--force", "x"], svc);
     expect(flagSet(nested, "force")).toBe(true);
     expect(parseCommandLine(["exec", "--force", "p"]).error).toBe("unknown flag: --force");
+  });
+  test("every command svc makes objects for takes --force, and it is removed before kubectl runs", () => {
+    for (const args of [
+      ["create", "secret", "generic", "s", "--from-literal=a=b", "--force"],
+      ["create", "deployment", "d", "--image=i", "--force"],
+      ["create", "configmap", "c", "--force"],
+      ["autoscale", "deploy/d", "--max=2", "--force"],
+      ["expose", "deploy/d", "--port=80", "--force"],
+    ]) {
+      const l = readLine(args);
+      expect({ args, error: l.error, svc: [...svcFlags(l)] }).toEqual({
+        args,
+        error: undefined,
+        svc: ["force"],
+      });
+      expect(kubectlArgs(l, { kubeContext: "alpha", namespace: "alpha" }, {}, false)).not.toContain(
+        "--force",
+      );
+    }
   });
   test("names like __proto__ are data", () => {
     expect(parseCommandLine(["__proto__"], svc).plugin).toBe(true);
