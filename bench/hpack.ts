@@ -8,7 +8,7 @@
  *   bun bench/hpack.ts [--kib 64] [--rounds 9] [--out bench/results/hpack.md]
  */
 import { parseArgs } from "node:util";
-import { HpackDecoder } from "../lib/http2/hpack.ts";
+import { HpackDecoder, integer } from "../lib/http2/hpack.ts";
 import { median, range } from "./stats.ts";
 
 const { values: o } = parseArgs({
@@ -20,28 +20,15 @@ const { values: o } = parseArgs({
 });
 const N = Number(o.kib) * 1024;
 
-/** An integer with an N-bit prefix (RFC 7541 5.1). */
-function int(out: number[], flags: number, bits: number, v: number): void {
-  const max = 2 ** bits - 1;
-  if (v < max) return void out.push(flags | v);
-  out.push(flags | max);
-  let rest = v - max;
-  while (rest >= 128) {
-    out.push((rest % 128) + 128);
-    rest = Math.floor(rest / 128);
-  }
-  out.push(rest);
-}
-
 const families: Record<string, (size: number) => Uint8Array> = {
   "indexed fields (0x82 each)": (size) => new Uint8Array(size).fill(0x82),
   "one Huffman string of 30-bit codes": (size) => {
     // Octet 0x0a is coded in 30 bits: all ones but the last two, so bytes of 0xff with a valid end.
     const out: number[] = [0x00];
-    int(out, 0x80, 7, 1); // name "a" as Huffman (5 bits + padding)
+    integer(out, 0x80, 7, 1); // name "a" as Huffman (5 bits + padding)
     out.push(0x1f);
     const length = size - 16;
-    int(out, 0x80, 7, length);
+    integer(out, 0x80, 7, length);
     // Code 0x3ffffffc (30 bits) four times is 15 octets: repeat the pattern, then pad with ones.
     const four = [0xff, 0xff, 0xff, 0xf3, 0xff, 0xff, 0xff, 0xcf, 0xff, 0xff, 0xff, 0x3f, 0xff, 0xff, 0xfc];
     for (let i = 0; i < length; i++) out.push(four[i % 15] as number);
@@ -51,16 +38,16 @@ const families: Record<string, (size: number) => Uint8Array> = {
     const out: number[] = [];
     for (let i = 0; out.length < size; i++) {
       out.push(0x40);
-      int(out, 0, 7, 8);
+      integer(out, 0, 7, 8);
       out.push(...Buffer.from(`x-${String(i % 100000).padStart(6, "0")}`));
-      int(out, 0, 7, 40);
+      integer(out, 0, 7, 40);
       out.push(...Buffer.alloc(40, 0x61));
     }
     return Uint8Array.from(out);
   },
   "table size updates, then one field": (size) => {
     const out: number[] = [];
-    while (out.length < size - 1) int(out, 0x20, 5, 4096);
+    while (out.length < size - 1) integer(out, 0x20, 5, 4096);
     out.push(0x82);
     return Uint8Array.from(out);
   },

@@ -277,7 +277,7 @@ export class HpackEncoder {
 }
 
 /** An integer with an N-bit prefix (section 5.1), the prefix's other bits set to `flags`. */
-function integer(out: number[], flags: number, prefixBits: number, value: number): void {
+export function integer(out: number[], flags: number, prefixBits: number, value: number): void {
   const max = 2 ** prefixBits - 1;
   if (value < max) {
     out.push(flags | value);

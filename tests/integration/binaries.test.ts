@@ -2,18 +2,19 @@ import { beforeAll, describe, expect, test } from "bun:test";
 import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { X509Source } from "../../lib/spiffe/x509-source.ts";
+import { compiled } from "../support/compiled.ts";
 import { startDevApi, tempDir } from "../support/dev-api.ts";
 import { ROOT } from "../support/proc.ts";
 
-/** The compiled executables, as users run them. `make build` is up to date or rebuilds here. */
+/** The compiled executables, as users run them (built by beforeAll below). */
 const run = (cmd: string[], env: Record<string, string> = {}) => {
   const r = Bun.spawnSync(cmd, { cwd: ROOT, env: { ...process.env, ...env } });
   return { code: r.exitCode, out: r.stdout.toString(), err: r.stderr.toString() };
 };
 
+// make build, once per test process: it rebuilds only what changed.
 beforeAll(() => {
-  const build = run(["make", "build"]);
-  if (build.code !== 0) throw new Error(`make build failed:\n${build.out}\n${build.err}`);
+  compiled("svc");
 }, 120_000);
 
 describe("dist/svc", () => {

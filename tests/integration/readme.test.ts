@@ -1,5 +1,6 @@
 import { beforeAll, expect, test } from "bun:test";
 import { rmSync } from "node:fs";
+import { compiled } from "../support/compiled.ts";
 import { ROOT } from "../support/proc.ts";
 import { readmeBlock } from "../support/readme.ts";
 
@@ -7,9 +8,9 @@ import { readmeBlock } from "../support/readme.ts";
  * README.md's svc-proxy quick start, run as written (bash, from the repository root, with the built
  * binaries): web's request reaches api through the proxy pair, and api sees web's SPIFFE ID.
  */
+// make build, once per test process: it rebuilds only what changed.
 beforeAll(() => {
-  const build = Bun.spawnSync(["make", "build"], { cwd: ROOT });
-  if (build.exitCode !== 0) throw new Error(`make build failed:\n${build.stderr.toString()}`);
+  compiled("svc");
 }, 120_000);
 
 test("the svc-proxy quick start runs as written", async () => {
