@@ -209,6 +209,20 @@ describe("a fault on one exchange or connection of each listener kind", () => {
     expect(disconnect.properties?.reasonString).toStartWith("malformed MQTT packet from the caller");
   });
 
+  test("full: the target's reset is logged as its failure, never counted as the caller's cancellation", async () => {
+    await waitUntil(
+      "the response-interrupted log line",
+      () =>
+        logLines(web).some(
+          (l) =>
+            l.listener === "full" && l.msg === "upstream failure" && l.failure === "response-interrupted",
+        ),
+      10_000,
+    );
+    const text = await (await fetch(`http://127.0.0.1:${port.metrics}/metrics`)).text();
+    expect(text).not.toContain('svc_proxy_http_requests_total{listener="full",code="499"}');
+  });
+
   test("after the faults, the process and every listener still serve", everyListenerServes);
 
   test("the faults are counted: the 502, and the MQTT connections ended by malformed packets", async () => {

@@ -72,6 +72,8 @@ export async function serveExchange(
   const { l, log, events, connections, chain, peerFor } = x;
   /** The caller ended the exchange (reset its stream, closed its connection) before the answer was done. */
   let gone = false;
+  /** The target broke off its answer (its body failed): the proxy ended the caller's, not the caller. */
+  let broken = false;
   const started = performance.now();
   const socket = req.socket;
   const session =
@@ -161,7 +163,7 @@ export async function serveExchange(
     // only if it was also ended, and its request not aborted.
     const done = res.writableEnded && res.writableFinished && !req.aborted;
     if (!done) controller.abort();
-    gone = !done && !timedOut;
+    gone = !done && !timedOut && !broken;
     connections.requestEnded(connection);
     const seconds = (performance.now() - started) / 1000;
     const status = gone ? CALLER_CLOSED : res.statusCode;
@@ -211,6 +213,10 @@ export async function serveExchange(
   // A response made without reading the whole request body (a refusal): the rest is read and dropped,
   // or the caller, still sending, would not see the response on this connection.
   if (!req.complete && !body.destroyed) body.resume();
+  if (!isBuffered(response.body))
+    response.body.once("error", () => {
+      broken = true;
+    });
   send(res, response, bytesOut, (e) => {
     // A caller that went away mid-answer was logged above; only a target that broke off is a failure.
     if (!gone) reqLog.warn("upstream failure", { failure: "response-interrupted", reason: e.message });
