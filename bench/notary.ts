@@ -16,6 +16,7 @@ import { parseArgs } from "node:util";
 import { freePort, waitForPort } from "../tests/support/net.ts";
 import { notaryChain } from "./notary-chain.ts";
 import { cpuUs, median, range } from "./stats.ts";
+import { ROOT } from "./support.ts";
 
 const { values: o } = parseArgs({
   options: {
@@ -110,7 +111,6 @@ try {
 
 /** This build against `baseline` at signRequest, alternating A B A B (see the top of the file). */
 async function compare(baseline: string): Promise<string[]> {
-  const ROOT = new URL("..", import.meta.url).pathname;
   const setups = [
     { name: "this build (dist/svc-proxy)", command: [join(ROOT, "dist/svc-proxy")], db: "notary-a.db" },
     { name: `baseline (${baseline})`, command: [baseline], db: "notary-b.db" },

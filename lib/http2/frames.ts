@@ -96,7 +96,7 @@ export class FrameReader {
 
   /** The frames `chunk` completes, in order; bytes of an unfinished frame are kept for the next chunk. */
   push(chunk: Uint8Array): Frame[] {
-    const buf = this.buf.length ? concat(this.buf, chunk) : chunk;
+    const buf = this.buf.length ? joined([this.buf, chunk], this.buf.length + chunk.length) : chunk;
     let p = 0;
     if (this.prefaceLeft) {
       const n = Math.min(this.prefaceLeft, buf.length);
@@ -130,13 +130,6 @@ export class FrameReader {
     this.buf = p < buf.length ? buf.slice(p) : new Uint8Array(0);
     return frames;
   }
-}
-
-function concat(a: Uint8Array, b: Uint8Array): Uint8Array {
-  const out = new Uint8Array(a.length + b.length);
-  out.set(a);
-  out.set(b, a.length);
-  return out;
 }
 
 const readUint31 = (b: Uint8Array, at: number) =>

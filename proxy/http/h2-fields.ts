@@ -10,6 +10,7 @@
  */
 import type { HeaderField } from "../../lib/http2/hpack.ts";
 import {
+  CONNECTION_SPECIFIC,
   FORWARDED_FOR_HEADER,
   forwardedFor,
   NO_TOKENS,
@@ -18,13 +19,6 @@ import {
   REQUEST_ID_HEADER,
 } from "./headers.ts";
 
-const CONNECTION_SPECIFIC: ReadonlySet<string> = new Set([
-  "connection",
-  "keep-alive",
-  "proxy-connection",
-  "transfer-encoding",
-  "upgrade",
-]);
 const REQUEST_PSEUDO: ReadonlySet<string> = new Set([":method", ":scheme", ":authority", ":path"]);
 
 export interface H2Additions {
@@ -36,7 +30,7 @@ export interface H2Additions {
 }
 
 /** The request's fields for the target, with the request ID it carries, or why it is malformed. */
-export function h2RequestFields(
+export function callerH2Fields(
   fields: readonly HeaderField[],
   add: H2Additions,
 ): { fields: HeaderField[]; requestId: string } | { malformed: string } {

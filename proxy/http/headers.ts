@@ -30,6 +30,15 @@ const HOP_BY_HOP_NAMES = [
 ] as const;
 const HOP_BY_HOP: ReadonlySet<string> = new Set(HOP_BY_HOP_NAMES);
 
+/** Fields HTTP/2 has no place for (RFC 9113 8.2.2): a request that carries one is malformed. */
+export const CONNECTION_SPECIFIC: ReadonlySet<string> = new Set([
+  "connection",
+  "keep-alive",
+  "proxy-connection",
+  "transfer-encoding",
+  "upgrade",
+]);
+
 /** The request field that tells the target who called (server and central modes). */
 export const PEER_ID_HEADER = "svc-peer-id";
 export const REQUEST_ID_HEADER = "x-request-id";

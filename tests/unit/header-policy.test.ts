@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import http, { type IncomingHttpHeaders, type OutgoingHttpHeaders } from "node:http";
 import { connect } from "node:net";
 import { h2RequestFields } from "../../proxy/http/full/forward-h2.ts";
-import { h2RequestFields as h2CallerFields } from "../../proxy/http/h2-fields.ts";
+import { callerH2Fields as h2CallerFields } from "../../proxy/http/h2-fields.ts";
 import { connectionTokens, endToEnd, namedBy, requestFields, requestId } from "../../proxy/http/headers.ts";
 import { type BodyOut, namedByConnection, requestHead, responseHead } from "../../proxy/http/relay/head.ts";
 import { Outbox } from "../../proxy/http/relay/outbox.ts";
@@ -266,6 +266,7 @@ const proxyRequest = (headers: IncomingHttpHeaders): ProxyRequest =>
     remoteAddress: REMOTE,
   }) as unknown as ProxyRequest;
 
+// The RFC's list, written out here so that the expectation does not come from the code under test.
 const CONNECTION_SPECIFIC = ["connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade"];
 
 /** The row as an HTTP/2 caller sends it (Host as :authority, names in lower case), through h2-fields.ts. */

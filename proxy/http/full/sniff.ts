@@ -1,7 +1,8 @@
 import type net from "node:net";
+import { PREFACE as CLIENT_PREFACE } from "../../../lib/http2/frames.ts";
 
 /** HTTP/2's connection preface starts with these bytes; no HTTP/1.1 request line does. */
-const PREFACE = Buffer.from("PRI * HTTP/2.0");
+const PREFACE = CLIENT_PREFACE.subarray(0, 14);
 
 /**
  * Reads until the first bytes tell HTTP/2's preface from HTTP/1.1, puts them back, and says which. A
