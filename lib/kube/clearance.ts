@@ -1,10 +1,3 @@
-import {
-  COMPARTMENT_ANNOTATION,
-  COMPARTMENT_LABEL,
-  type Compartment,
-  LEVEL_ANNOTATION,
-  type Marks,
-} from "./mls.ts";
 /**
  * Cluster-side clearances (docs/admission.md): what a requester may touch, read from the groups the
  * cluster authenticated them with — `svc:country:<c>`, `svc:sensitivity:<s>`, `svc:compartment:<c>`, lower
@@ -13,6 +6,13 @@ import {
  * CEL in deploy/admission/base/policy.yaml; tests/e2e/admission.e2e.test.ts runs one table of labels
  * through both and through this function.
  */
+import {
+  COMPARTMENT_ANNOTATION,
+  COMPARTMENT_LABEL,
+  type Compartment,
+  LEVEL_ANNOTATION,
+  type Marks,
+} from "./mls.ts";
 
 export const SENSITIVITY_ORDER = ["u", "c", "s", "ts"] as const;
 

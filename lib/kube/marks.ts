@@ -1,14 +1,13 @@
-import { parse } from "yaml";
-import { SvcError } from "../errors.ts";
-import { isObj } from "./fields.ts";
-import { KUBECTL_YAML, refuseMergeKeys } from "./manifests.ts";
-import { COMPARTMENT_LABEL, isMarkAnnotation, isMarkLabel } from "./mls.ts";
-
 /**
  * The compartment marks of an object: its `svc.io/compartment` label and `mls.svc.dev/*` annotations,
  * on the object and on each pod template it holds (by place: "" for the object, "spec.template" …).
  * Writes that would change them are what svc's write guards look for.
  */
+import { parse } from "yaml";
+import { SvcError } from "../errors.ts";
+import { isObj } from "./fields.ts";
+import { KUBECTL_YAML, refuseMergeKeys } from "./manifests.ts";
+import { COMPARTMENT_LABEL, isMarkAnnotation, isMarkLabel } from "./mls.ts";
 
 /**
  * Where templates of other objects live, for every kind that has one (svc looks in all places, whatever

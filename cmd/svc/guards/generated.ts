@@ -52,15 +52,13 @@ export function guardGenerated(g: GuardInput): Guarded {
   const objects = (Array.isArray(doc.items) ? doc.items : [doc]) as Record<string, unknown>[];
   g.targets.push(...objects.map(describeObject));
   const { problems, foreign } = labelledElsewhere(g, objects);
-  let forced = false;
-  if (problems.length > 0) {
+  const forced = problems.length > 0;
+  if (forced)
     refuseUnlessOverridden(
       g,
       `Cannot ${command} across compartments: ${problems.join("; ")}`,
       `${command} across compartments (${problems.join("; ")})`,
     );
-    forced = true;
-  }
   // An object written for another compartment (let through only by the override) is created as made.
   for (const o of objects) if (!foreign.has(o)) injectMls(o, g.active);
   return {

@@ -53,7 +53,7 @@ export interface Guarded {
  * be read. An object without marks is refused, or passes with `unlabeled` "allow" (reads, as the
  * authorization webhook's default `unlabeled_reads`).
  */
-export function notCleared(
+function notCleared(
   g: GuardInput,
   objects: KubeObject[],
   unlabeled: "allow" | "deny" = "deny",

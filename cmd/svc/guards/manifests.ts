@@ -21,7 +21,7 @@ import { type Guarded, type GuardInput, refuseUnlessOverridden, restWithout } fr
 
 const SOURCE_FLAGS = ["filename", "kustomize", "recursive"];
 
-export async function readManifests(g: GuardInput): Promise<Record<string, unknown>[]> {
+async function readManifests(g: GuardInput): Promise<Record<string, unknown>[]> {
   const files = filenames(g.line);
   const kustomize = flagValues(g.line, "kustomize");
   const command = g.line.path.join(" ");

@@ -13,6 +13,7 @@ import { compartmentFilter } from "../../../lib/kube/get-args.ts";
 import { flagValue } from "../../../lib/kube/grammar.ts";
 import { describeObject } from "../../../lib/kube/inject.ts";
 import type { KubeObject } from "../../../lib/kube/lookup.ts";
+import { DATA_RESOURCES } from "../../../lib/kube/metadata.ts";
 import { coreTypeWord } from "../../../lib/kube/type-name.ts";
 import {
   type Guarded,
@@ -22,9 +23,9 @@ import {
   selectedObjects,
 } from "./guard.ts";
 
-const DATA_KINDS = new Set(["secret", "secrets", "configmap", "configmaps", "cm"]);
+const DATA_KINDS = new Set(Object.keys(DATA_RESOURCES));
 /** The kinds whose objects hold data a read prints. */
-const DATA_OBJECTS = new Set(["Secret", "ConfigMap"]);
+const DATA_OBJECTS = new Set(Object.values(DATA_RESOURCES).map((r) => r.kind));
 
 /** `secrets`, `Secret`, `secrets.v1.`, `cm..` → its data kind; another group's (`secrets.example.com`) → undefined. */
 function dataKind(type: string): string | undefined {

@@ -77,7 +77,7 @@ function patchText(line: CommandLine): string {
   }
 }
 
-/** `--labels` and `--annotations` of run and expose. */
+/** `--labels` and `--annotations` of run (expose makes its objects through generated.ts). */
 function createdMarks(line: CommandLine, current: string): string[] {
   const found: string[] = [];
   for (const pair of flagValues(line, "labels").flatMap((v) => v.split(","))) {
