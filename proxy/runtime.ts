@@ -19,7 +19,7 @@ const START: Record<
   // loaded only when a listener needs it, speaks HTTP/2, while a key log is written (Bun's sockets cannot
   // log keys), or with the notary on (only the full path removes a target's notary headers: chain.ts).
   http: async (l, deps) =>
-    l.middlewares.length === 0 && !deps.keylog && !l.http2 && !deps.notary
+    l.middlewares.length === 0 && !deps.keylog && !deps.notary
       ? (await import("./http/relay/listener.ts")).startRelayListener(l, deps)
       : (await import("./http/full/listener.ts")).startHttpListener(l, deps),
   tcp: startTcpListener,

@@ -74,6 +74,10 @@ export interface Frame {
   stream: number;
   /** The frame's bytes as received, header included: what a relay passes on. */
   bytes: Uint8Array;
+  /** `bytes` is `src` from `start` on: frames read from one chunk share it, so a relay can pass on a run
+   * of them as one range of it. */
+  src: Uint8Array;
+  start: number;
   /** The payload (a view into `bytes`). */
   payload: Uint8Array;
 }
@@ -122,6 +126,8 @@ export class FrameReader {
         flags: buf[p + 4] as number,
         stream: readUint31(buf, p + 5),
         bytes,
+        src: buf,
+        start: p,
         payload: bytes.subarray(9),
       });
       p += 9 + length;
@@ -290,4 +296,84 @@ export function headerFrames(
     out.push(frameHeader(part.length, type, f, stream), part);
   } while (at < block.length);
   return out;
+}
+
+/** A frame of the proxy's own. */
+export function frame(type: number, flags: number, stream: number, payload: Uint8Array): Uint8Array {
+  const out = new Uint8Array(9 + payload.length);
+  out.set(frameHeader(payload.length, type, flags, stream), 0);
+  out.set(payload, 9);
+  return out;
+}
+
+const uint32 = (value: number): Uint8Array => {
+  const b = new Uint8Array(4);
+  new DataView(b.buffer).setUint32(0, value);
+  return b;
+};
+
+export const rstStream = (stream: number, code: number): Uint8Array =>
+  frame(FRAME.RST_STREAM, 0, stream, uint32(code));
+
+export const windowUpdate = (stream: number, increment: number): Uint8Array =>
+  frame(FRAME.WINDOW_UPDATE, 0, stream, uint32(increment));
+
+export function goAway(lastStream: number, code: number): Uint8Array {
+  const payload = new Uint8Array(8);
+  const view = new DataView(payload.buffer);
+  view.setUint32(0, lastStream & 0x7fffffff);
+  view.setUint32(4, code);
+  return frame(FRAME.GOAWAY, 0, 0, payload);
+}
+
+/** A SETTINGS frame with `values` (identifier to value), or its ACK when `values` is undefined. */
+export function settingsFrame(values: ReadonlyMap<number, number> | undefined): Uint8Array {
+  if (!values) return frame(FRAME.SETTINGS, FLAG.ACK, 0, new Uint8Array(0));
+  const payload = new Uint8Array(values.size * 6);
+  const view = new DataView(payload.buffer);
+  let at = 0;
+  for (const [id, value] of values) {
+    view.setUint16(at, id);
+    view.setUint32(at + 2, value);
+    at += 6;
+  }
+  return frame(FRAME.SETTINGS, 0, 0, payload);
+}
+
+/** A GOAWAY's last stream and error code (section 6.8). */
+export function readGoAway(f: Frame): { lastStream: number; code: number } {
+  if (f.stream !== 0) throw new H2Error(ERROR.PROTOCOL_ERROR, "GOAWAY on a stream");
+  if (f.payload.length < 8) throw new H2Error(ERROR.FRAME_SIZE_ERROR, "GOAWAY shorter than 8 octets");
+  return { lastStream: readUint31(f.payload, 0), code: readUint32(f.payload, 4) };
+}
+
+/** A RST_STREAM's error code (section 6.4). */
+export function readRstStream(f: Frame): number {
+  if (f.stream === 0) throw new H2Error(ERROR.PROTOCOL_ERROR, "RST_STREAM on stream 0");
+  if (f.payload.length !== 4) throw new H2Error(ERROR.FRAME_SIZE_ERROR, "RST_STREAM length not 4");
+  return readUint32(f.payload, 0);
+}
+
+/** Checks a PING (section 6.7). */
+export function checkPing(f: Frame): void {
+  if (f.stream !== 0) throw new H2Error(ERROR.PROTOCOL_ERROR, "PING on a stream");
+  if (f.payload.length !== 8) throw new H2Error(ERROR.FRAME_SIZE_ERROR, "PING length not 8");
+}
+
+/** Checks a PRIORITY frame (section 6.3): a stream that depends on itself is its own error. */
+export function checkPriority(f: Frame): void {
+  if (f.stream === 0) throw new H2Error(ERROR.PROTOCOL_ERROR, "PRIORITY on stream 0");
+  if (f.payload.length !== 5) throw new H2Error(ERROR.FRAME_SIZE_ERROR, "PRIORITY length not 5", f.stream);
+  if (readUint31(f.payload, 0) === f.stream)
+    throw new H2Error(ERROR.PROTOCOL_ERROR, "a stream that depends on itself", f.stream);
+}
+
+/** Checks a DATA frame (section 6.1): on a stream, its padding shorter than its payload. */
+export function checkData(f: Frame): void {
+  if (f.stream === 0) throw new H2Error(ERROR.PROTOCOL_ERROR, "DATA on stream 0");
+  if (f.flags & FLAG.PADDED) {
+    const pad = f.payload[0];
+    if (pad === undefined || pad >= f.payload.length)
+      throw new H2Error(ERROR.PROTOCOL_ERROR, "DATA padding as long as its payload");
+  }
 }

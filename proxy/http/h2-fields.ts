@@ -1,6 +1,6 @@
 /**
  * The header policy (headers.ts) for a request that arrives as HTTP/2 fields (decoded HPACK), as the
- * HTTP/2 relay applies it. HTTP/2 has its own rules first (RFC 9113 section 8.2 and 8.3): names in lower
+ * HTTP/2 relay applies it, and the same for what the target answers (responses and trailers). HTTP/2 has its own rules first (RFC 9113 section 8.2 and 8.3): names in lower
  * case, pseudo-header fields only the four a request has, each once, before the others, and :method,
  * :scheme and :path present; connection-specific fields (Connection, Keep-Alive, Proxy-Connection,
  * Transfer-Encoding, Upgrade) and a TE other than "trailers" make a request malformed, which the relay
@@ -73,4 +73,53 @@ export function callerH2Fields(
   }
   out.push({ name: FORWARDED_FOR_HEADER, value: forwardedFor(prior, add.remoteAddress) });
   return { fields: out, requestId };
+}
+
+/**
+ * A response head from the target, for the caller: one valid :status and no other pseudo-header field,
+ * names in lower case, no connection-specific field; hop-by-hop fields are dropped.
+ */
+export function targetH2Fields(
+  fields: readonly HeaderField[],
+): { fields: HeaderField[]; status: number } | { malformed: string } {
+  const out: HeaderField[] = [];
+  let status: number | undefined;
+  let regular = false;
+  for (const f of fields) {
+    const name = f.name;
+    if (name !== name.toLowerCase())
+      return { malformed: `field name ${JSON.stringify(name)} is not in lower case` };
+    if (name.startsWith(":")) {
+      if (name !== ":status" || regular || status !== undefined || !/^[1-9]\d\d$/.test(f.value))
+        return { malformed: `pseudo-header field ${name}: ${JSON.stringify(f.value)}` };
+      status = Number(f.value);
+      out.push(f);
+      continue;
+    }
+    regular = true;
+    if (CONNECTION_SPECIFIC.has(name)) return { malformed: `connection-specific field ${name}` };
+    if (passesOn(name, NO_TOKENS, false)) out.push(f);
+  }
+  if (status === undefined) return { malformed: "no :status" };
+  return { fields: out, status };
+}
+
+/**
+ * Trailers, either way (`request`: the caller's, for the target): no pseudo-header field, names in lower
+ * case, no connection-specific field; hop-by-hop fields, and on requests the fields the proxy writes, are
+ * dropped.
+ */
+export function trailerH2Fields(
+  fields: readonly HeaderField[],
+  request: boolean,
+): { fields: HeaderField[] } | { malformed: string } {
+  const out: HeaderField[] = [];
+  for (const f of fields) {
+    const name = f.name;
+    if (name !== name.toLowerCase() || name.startsWith(":"))
+      return { malformed: `field ${JSON.stringify(name)} in trailers` };
+    if (CONNECTION_SPECIFIC.has(name)) return { malformed: `connection-specific field ${name}` };
+    if (passesOn(name, NO_TOKENS, request)) out.push(f);
+  }
+  return { fields: out };
 }

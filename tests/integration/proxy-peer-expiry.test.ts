@@ -1,6 +1,7 @@
 import "reflect-metadata";
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createServer as httpServer, type Server } from "node:http";
+import http2 from "node:http2";
 import { type Server as TcpServer, createServer as tcpServer } from "node:net";
 import { join } from "node:path";
 import { type TLSSocket, connect as tlsConnect } from "node:tls";
@@ -13,13 +14,14 @@ import { startSvcProxy } from "../support/proxy.ts";
 import { waitUntil } from "../support/wait.ts";
 
 /**
- * A caller whose certificate expires while its connection is open: HTTP listeners (relay and full path)
- * serve no request after the expiry and close the connection; a TCP listener ends the connection at the
+ * A caller whose certificate expires while its connection is open: HTTP listeners (relay and full path,
+ * and the HTTP/2 relay) serve no request after the expiry and close the connection; a TCP listener ends the connection at the
  * expiry. The certificate is the thing under test, so the waits are for the clock to pass its notAfter.
  */
 const dir = tempDir();
 let apis: Record<string, DevApi>;
 let upstream: Server;
+let h2Upstream: http2.Http2Server;
 let echo: TcpServer;
 const ports: Record<string, number> = {};
 let ca: DevCa;
@@ -40,14 +42,17 @@ async function freshCaller(): Promise<void> {
 beforeAll(async () => {
   apis = await startProdApis(dir, ["api"]);
   upstream = httpServer((_req, res) => res.end("ok"));
+  h2Upstream = http2.createServer((_req, res) => res.end("ok"));
   echo = tcpServer((s) => s.pipe(s));
   await Promise.all([
     new Promise<void>((r) => upstream.listen(0, "127.0.0.1", r)),
     new Promise<void>((r) => echo.listen(0, "127.0.0.1", r)),
+    new Promise<void>((r) => h2Upstream.listen(0, "127.0.0.1", r)),
   ]);
+  const h2Port = (h2Upstream.address() as { port: number }).port;
   const httpPort = (upstream.address() as { port: number }).port;
   const echoPort = (echo.address() as { port: number }).port;
-  for (const k of ["relay", "full", "tcp"]) ports[k] = await freePort();
+  for (const k of ["relay", "full", "tcp", "h2"]) ports[k] = await freePort();
   const common = { mode: "server", source: { spiffe_ids: only("web") } };
   await startSvcProxy({
     spiffe: { workload_socket_path: apis.api?.socket },
@@ -67,6 +72,13 @@ beforeAll(async () => {
         ...common,
       },
       {
+        name: "h2",
+        address: `127.0.0.1:${ports.h2}`,
+        target: { url: `http://127.0.0.1:${h2Port}` },
+        connection: { http2: true },
+        ...common,
+      },
+      {
         name: "tcp",
         protocol: "tcp",
         address: `127.0.0.1:${ports.tcp}`,
@@ -79,6 +91,7 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   upstream.close();
+  h2Upstream.close();
   echo.close();
   await stopAll();
 });
@@ -115,6 +128,33 @@ describe("a caller's certificate expires on an open connection", () => {
       expect(c.received().match(/HTTP\/1\.1 200/g)).toHaveLength(1);
     }, 30_000);
   }
+
+  test("HTTP/2 relay: served before the expiry; after it the stream is refused and the connection closed", async () => {
+    await freshCaller();
+    const session = http2.connect(`https://127.0.0.1:${ports.h2}`, { ...caller, rejectUnauthorized: false });
+    session.on("error", () => {});
+    const closed = new Promise<void>((r) => session.once("close", () => r()));
+    const get = () =>
+      new Promise<string>((resolve, reject) => {
+        const req = session.request({ ":path": "/" });
+        let body = "";
+        req.on("data", (d: Buffer) => {
+          body += d;
+        });
+        req.on("end", () => resolve(body));
+        req.on("error", reject);
+        req.end();
+      });
+    expect(await get()).toBe("ok");
+    await afterExpiry();
+    // The idle connection is retired at the expiry (GOAWAY), or a stream opened just then is refused.
+    const late = await get().then(
+      () => "served",
+      (e: Error & { code?: string }) => e.code ?? e.message,
+    );
+    expect(late).not.toBe("served");
+    await closed;
+  }, 30_000);
 
   test("tcp: bytes flow before the expiry, and the proxy ends the connection at it", async () => {
     await freshCaller();

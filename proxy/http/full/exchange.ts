@@ -13,6 +13,7 @@ import type { ListenerConfig } from "../../config/types.ts";
 import { callerRefused, type ListenerEvents } from "../../listener.ts";
 import type { Logger } from "../../log.ts";
 import { requestTimedOut, targetTimedOut } from "../../timeouts.ts";
+import { CALLER_CLOSED } from "../cancelled.ts";
 import { namedBy, REQUEST_ID_HEADER, requestId } from "../headers.ts";
 import { type Handler, isBuffered, type ProxyRequest, type ProxyResponse, proxyResponse } from "../types.ts";
 import type { Connections } from "./connections.ts";
@@ -30,32 +31,6 @@ export interface ExchangeContext {
   peerFor(req: IncomingMessage, session: object | undefined): VerifiedPeer | undefined;
   /** Told of each request its caller cancelled (cancellationReport). */
   cancelled(): void;
-}
-
-/** The status an exchange its caller cancelled is counted under: nginx's "client closed request". */
-export const CALLER_CLOSED = 499;
-/** Cancellations are summed up in one info line at most this often, when there are this many. */
-const CANCEL_REPORT_MS = 10_000;
-const CANCEL_REPORT_MIN = 10;
-
-/**
- * Cancelled requests are the caller's doing, not a failure: each is logged at debug, and a burst of them
- * (CANCEL_REPORT_MIN or more within CANCEL_REPORT_MS) is one info line with the count.
- */
-export function cancellationReport(log: Logger): () => void {
-  let count = 0;
-  let armed = false;
-  return () => {
-    count++;
-    if (armed) return;
-    armed = true;
-    setTimeout(() => {
-      if (count >= CANCEL_REPORT_MIN)
-        log.info("requests cancelled by their callers", { count, seconds: CANCEL_REPORT_MS / 1000 });
-      count = 0;
-      armed = false;
-    }, CANCEL_REPORT_MS).unref();
-  };
 }
 
 // A request that arrives after the caller's certificate expired is not served: its connection is closed

@@ -1,21 +1,11 @@
 /**
- * What ends a caller's HTTP/2 connection for abuse (docs/proxy-http.md, "Limits"):
- * - `control_flood`: PING and SETTINGS frames beyond a budget of CONTROL_BURST, refilled at CONTROL_RATE
- *   a second. Each must be answered; a caller that sends them faster than any keepalive would is ended by
- *   the proxy with GOAWAY ENHANCE_YOUR_CALM. Over TLS the runtime may get there first, when the answers
- *   it has queued pile up ("Flooding was detected").
- * - `rapid_reset`: the runtime's HTTP/2 framing ended the connection with ENHANCE_YOUR_CALM, its limit on
- *   streams a caller opens and resets at once.
- * - `protocol_error`: the runtime's framing ended it for a frame it cannot accept (among them a header
- *   block continued without end by CONTINUATION frames).
- * Any other session error (a caller that went away) is not abuse.
+ * Watches a full-path caller session for the abuse h2-abuse.ts names: the control flood is counted here;
+ * rapid reset and protocol errors are ended by the runtime's HTTP/2 framing (nghttp2), which reports them
+ * as session errors. Over TLS the runtime may also end a control flood first, when the answers it has
+ * queued pile up ("Flooding was detected"). Any other session error (a caller that went away) is not abuse.
  */
 import http2 from "node:http2";
-
-export type H2Abuse = "control_flood" | "rapid_reset" | "protocol_error";
-
-const CONTROL_BURST = 1000;
-const CONTROL_RATE = 100;
+import { budget, CONTROL_BURST, CONTROL_RATE, type H2Abuse } from "../h2-abuse.ts";
 
 const { NGHTTP2_ENHANCE_YOUR_CALM } = http2.constants;
 
@@ -27,15 +17,10 @@ export function guardSession(
   session: http2.Http2Session,
   ended: (reason: H2Abuse, detail: string) => void,
 ): void {
-  let tokens = CONTROL_BURST;
-  let last = performance.now();
+  const controls = budget(CONTROL_BURST, CONTROL_RATE);
   let over = false;
   const control = () => {
-    if (over) return;
-    const now = performance.now();
-    tokens = Math.min(CONTROL_BURST, tokens + ((now - last) / 1000) * CONTROL_RATE);
-    last = now;
-    if (--tokens >= 0) return;
+    if (over || controls.take()) return;
     over = true;
     ended("control_flood", `more than ${CONTROL_BURST} PING and SETTINGS frames (${CONTROL_RATE} a second)`);
     if (!session.destroyed) session.goaway(NGHTTP2_ENHANCE_YOUR_CALM);

@@ -1,6 +1,7 @@
 import http, { type IncomingMessage, type ServerResponse } from "node:http";
 import http2 from "node:http2";
 import net, { type Socket } from "node:net";
+import type { Duplex } from "node:stream";
 import type { TLSSocket } from "node:tls";
 import type { VerifiedPeer } from "../../../lib/spiffe/x509svid.ts";
 import { attachSpiffeAuth, mtlsServerOptions, peerOf } from "../../../lib/tls/mtls.ts";
@@ -13,11 +14,13 @@ import {
   type RunningListener,
   sourceAuthorizer,
 } from "../../listener.ts";
+import type { Logger } from "../../log.ts";
 import { buildChain } from "../../middleware/chain.ts";
 import { requestTimedOut } from "../../timeouts.ts";
+import { cancellationReport } from "../cancelled.ts";
 import { proxyAnswer } from "../types.ts";
 import { Connections } from "./connections.ts";
-import { cancellationReport, type ExchangeContext, serveExchange } from "./exchange.ts";
+import { type ExchangeContext, serveExchange } from "./exchange.ts";
 import { guardSession } from "./h2-guard.ts";
 import { sniff } from "./sniff.ts";
 import { openTarget } from "./target.ts";
@@ -37,33 +40,17 @@ export async function startHttpListener(l: ListenerConfig, deps: ListenerDeps): 
   const events = deps.events;
   const mtlsIn = l.callerMtls;
   const authorizeSource = sourceAuthorizer(l);
-
-  const target = openTarget(l, deps);
-  const chain = buildChain(l.middlewares, target.forward, {
-    listener: l,
-    ...(deps.notary ? { notary: deps.notary } : {}),
-  });
-
-  // Bun's node:http has no headersTimeout: a head trickled in a byte at a time is timed here, as the
-  // relay times it (408 after timeouts.read from its first bytes).
-  const headTimedOut = (key: object) => {
-    const socket = key as Socket;
-    const t = requestTimedOut(l.timeouts);
-    socket.end(proxyAnswer(t.status, t.message, true));
-    setTimeout(() => socket.destroy(), 1_000).unref();
+  // The peer of an HTTP/2 session, verified once from its TLS connection (req.socket is a proxy object).
+  const sessionPeers = new WeakMap<object, VerifiedPeer | undefined>();
+  const peerFor = (req: IncomingMessage, session: object | undefined): VerifiedPeer | undefined => {
+    if (!mtlsIn) return undefined;
+    if (!session) return peerOf(req.socket);
+    if (!sessionPeers.has(session))
+      sessionPeers.set(session, authenticatePeer(req.socket as TLSSocket, deps.source, authorizeSource));
+    return sessionPeers.get(session);
   };
-  const connections = new Connections(l.timeouts.idleMs, () => events?.connection(), {
-    ms: l.timeouts.readMs,
-    timedOut: headTimedOut,
-  });
-  const trackSocket = (socket: Socket) => {
-    connections.open(
-      socket,
-      () => socket.destroy(),
-      (cleanup) => socket.once("close", cleanup),
-    );
-    socket.on("data", () => connections.bytesArrived(socket));
-  };
+  const { target, connections, trackSocket, handle } = fullPath(l, deps, log, peerFor);
+
   // The connections under HTTP/2 sessions, by remote address and port: a session hides its own.
   const h2Sockets = new Map<string, Socket>();
   const connectionKey = (s: { remoteAddress?: string; remotePort?: number } | undefined) =>
@@ -98,26 +85,6 @@ export async function startHttpListener(l: ListenerConfig, deps: ListenerDeps): 
       log.warn("caller HTTP/2 connection ended", { reason, detail, remote });
     });
   };
-  // The peer of an HTTP/2 session, verified once from its TLS connection (req.socket is a proxy object).
-  const sessionPeers = new WeakMap<object, VerifiedPeer | undefined>();
-  const peerFor = (req: IncomingMessage, session: object | undefined): VerifiedPeer | undefined => {
-    if (!mtlsIn) return undefined;
-    if (!session) return peerOf(req.socket);
-    if (!sessionPeers.has(session))
-      sessionPeers.set(session, authenticatePeer(req.socket as TLSSocket, deps.source, authorizeSource));
-    return sessionPeers.get(session);
-  };
-
-  const exchanges: ExchangeContext = {
-    l,
-    log,
-    events,
-    connections,
-    chain,
-    peerFor,
-    cancelled: cancellationReport(log),
-  };
-  const handle = (req: IncomingMessage, res: ServerResponse) => serveExchange(exchanges, req, res);
   let server: net.Server;
   let detach = () => {};
   if (mtlsIn) {
@@ -193,4 +160,81 @@ export async function startHttpListener(l: ListenerConfig, deps: ListenerDeps): 
 function closeNow(socket: Socket): void {
   (socket as unknown as { _handle?: { terminate?(): void } })._handle?.terminate?.();
   socket.resetAndDestroy();
+}
+
+/**
+ * What every connection of the full path shares: the target, the middleware chain, connection accounting
+ * (idle and head timeouts) and the exchange handler. `peerFor` says who called.
+ */
+function fullPath(l: ListenerConfig, deps: ListenerDeps, log: Logger, peerFor: ExchangeContext["peerFor"]) {
+  const events = deps.events;
+  const target = openTarget(l, deps);
+  const chain = buildChain(l.middlewares, target.forward, {
+    listener: l,
+    ...(deps.notary ? { notary: deps.notary } : {}),
+  });
+
+  // Bun's node:http has no headersTimeout: a head trickled in a byte at a time is timed here, as the
+  // relay times it (408 after timeouts.read from its first bytes).
+  const headTimedOut = (key: object) => {
+    const socket = key as Socket;
+    const t = requestTimedOut(l.timeouts);
+    socket.end(proxyAnswer(t.status, t.message, true));
+    setTimeout(() => socket.destroy(), 1_000).unref();
+  };
+  const connections = new Connections(l.timeouts.idleMs, () => events?.connection(), {
+    ms: l.timeouts.readMs,
+    timedOut: headTimedOut,
+  });
+  const trackSocket = (socket: Socket) => {
+    connections.open(
+      socket,
+      () => socket.destroy(),
+      (cleanup) => socket.once("close", cleanup),
+    );
+    socket.on("data", () => connections.bytesArrived(socket));
+  };
+  const exchanges: ExchangeContext = {
+    l,
+    log,
+    events,
+    connections,
+    chain,
+    peerFor,
+    cancelled: cancellationReport(log),
+  };
+  const handle = (req: IncomingMessage, res: ServerResponse) => serveExchange(exchanges, req, res);
+  return { target, connections, trackSocket, handle };
+}
+
+/** A caller connection the HTTP/2 relay hands to the full path: its bytes, its verified peer. */
+export type HandedOver = Duplex & { remoteAddress: string };
+
+/**
+ * The full path's HTTP/1.1 server for the HTTP/1.1 callers of a relay listener with connection.http2,
+ * whose target speaks HTTP/2 (docs/proxy-http.md, "Which path"): the relay accepts the connection and
+ * verifies the caller, then hands its bytes over as a stream.
+ */
+export function startHandover(
+  l: ListenerConfig,
+  deps: ListenerDeps,
+): { serve(conn: HandedOver, peer: VerifiedPeer | undefined): void; close(drainMs: number): Promise<void> } {
+  const log = deps.log.with({ listener: l.name });
+  const peers = new WeakMap<object, VerifiedPeer>();
+  const { target, connections, trackSocket, handle } = fullPath(l, deps, log, (req) => peers.get(req.socket));
+  const plain = http.createServer(
+    { keepAliveTimeout: l.timeouts.idleMs },
+    (req, res) => void handle(req, res),
+  );
+  return {
+    serve(conn, peer) {
+      if (peer) peers.set(conn, peer);
+      trackSocket(conn as unknown as Socket);
+      plain.emit("connection", conn);
+    },
+    async close(drainMs) {
+      await connections.drain(drainMs);
+      target.close();
+    },
+  };
 }

@@ -1,5 +1,7 @@
 import type { Socket, SocketHandler, TCPSocketListener } from "bun";
 import { SvcError } from "../../../lib/errors.ts";
+import { PREFACE } from "../../../lib/http2/frames.ts";
+import type { VerifiedPeer } from "../../../lib/spiffe/x509svid.ts";
 import { followBunTls, verifyBunPeer } from "../../../lib/tls/bun-peer.ts";
 import type { ListenerConfig } from "../../config/types.ts";
 import { fdGate } from "../../fd-budget.ts";
@@ -13,15 +15,27 @@ import {
   sourceAuthorizer,
   targetAuthorizer,
 } from "../../listener.ts";
+import { handshakeTimedOut } from "../../timeouts.ts";
+import { cancellationReport } from "../cancelled.ts";
+import { startHandover } from "../full/listener.ts";
+import { H2Relay } from "../h2relay/connection.ts";
+import type { H2Context } from "../h2relay/context.ts";
 import { CallerConn } from "./caller.ts";
 import type { RelayContext } from "./context.ts";
+import { HandoverConn } from "./handover.ts";
+import { RelayTarget } from "./target.ts";
 import { UpstreamPool } from "./upstream.ts";
 
 /**
- * An HTTP listener without middlewares, as a relay on Bun's own sockets (docs/proxy-http.md): it parses
- * request and response heads and body framing only, checks the caller's SPIFFE ID once per connection at
- * the handshake (server and central modes), and keeps upstream connections in a pool. Listeners with
- * middlewares, and every HTTP listener while a key log is written, use the full path instead.
+ * An HTTP listener without middlewares, as a relay on Bun's own sockets (docs/proxy-http.md): it checks
+ * the caller's SPIFFE ID once per connection at the handshake (server and central modes) and serves the
+ * connection by its protocol:
+ * - HTTP/1.1, to an HTTP/1.1 target: caller.ts, reading request and response heads and body framing
+ *   only, with upstream connections kept in a pool;
+ * - HTTP/2 (ALPN h2, or h2c with prior knowledge on plaintext), with connection.http2: the HTTP/2 relay
+ *   (h2relay/), with a connection to the target of its own;
+ * - HTTP/1.1 with connection.http2: handed over to the full path, which translates for the HTTP/2 target.
+ * Listeners with middlewares, and every HTTP listener while a key log is written, use the full path.
  *
  * Each accepted TLS connection is given the SVID and bundles in force when it arrives, so rotation
  * needs no restart of the listening socket.
@@ -29,38 +43,74 @@ import { UpstreamPool } from "./upstream.ts";
 export async function startRelayListener(l: ListenerConfig, deps: ListenerDeps): Promise<RunningListener> {
   const log = deps.log.with({ listener: l.name });
   const mtlsIn = l.callerMtls;
-  const pool = new UpstreamPool({
-    target: l.target,
-    keepAlive: !l.disableKeepalive,
-    ...(l.targetMtls
-      ? {
-          spiffe: {
-            source: deps.source,
-            authorize: targetAuthorizer(l),
-          },
-        }
-      : {}),
-  });
-  const ctx: RelayContext = {
+  const spiffe = l.targetMtls ? { spiffe: { source: deps.source, authorize: targetAuthorizer(l) } } : {};
+  const open = new Set<Served>();
+  const timeouts = l.timeouts;
+
+  // HTTP/1.1 callers of an HTTP/1.1 target.
+  const pool = l.http2
+    ? undefined
+    : new UpstreamPool({ target: l.target, keepAlive: !l.disableKeepalive, ...spiffe });
+  const ctx: RelayContext | undefined = pool && {
     target: l.target,
     pool,
-    timeouts: l.timeouts,
+    timeouts,
     log,
     debug: log.enabled("debug"),
     events: deps.events,
   };
+  // HTTP/2 callers; after an SVID rotation each connection is retired (GOAWAY), so that its caller comes
+  // back on a new one, whose connection to the target presents the new SVID.
+  const h2: H2Context | undefined = l.http2
+    ? {
+        target: new RelayTarget({ target: l.target, alpn: "h2", ...spiffe }, () => {
+          for (const c of open) if (c instanceof H2Relay) c.retire("SVID rotation");
+        }),
+        targetUrl: l.target,
+        timeouts,
+        log,
+        debug: log.enabled("debug"),
+        events: deps.events,
+        cancelled: cancellationReport(log),
+      }
+    : undefined;
+  const handover = l.http2 ? startHandover(l, deps) : undefined;
+
+  /** Serves a connection by the protocol it speaks (connection.http2 listeners). */
+  const serve = (
+    socket: Socket<Served>,
+    peer: VerifiedPeer | undefined,
+    isH2: boolean,
+    first?: Uint8Array,
+  ) => {
+    const next: Served =
+      isH2 && h2
+        ? new H2Relay(socket as Socket<unknown>, h2, peer)
+        : new HandoverConn(socket as Socket<unknown>, (conn, p) => handover?.serve(conn, p), peer, first);
+    open.delete(socket.data);
+    socket.data = next;
+    open.add(next);
+    if (isH2 && first) next.received(first);
+  };
+  const accept = (socket: Socket<Served>, tls: boolean): Served =>
+    ctx
+      ? new CallerConn(socket as Socket<CallerConn>, ctx, tls)
+      : new Undecided(socket, tls, timeouts, serve, (remote) =>
+          callerRefused({ events: deps.events, log }, handshakeTimedOut(timeouts), remote),
+        );
   const authorizeSource = sourceAuthorizer(l);
-  const open = new Set<CallerConn>();
 
   // Past the descriptor budget a new caller is closed at once (fd-budget.ts).
   const gate = fdGate(log);
   const admit = (socket: { terminate(): void }): boolean => gate.admit(() => socket.terminate());
 
   // One sweep for every connection's deadline, running only while there are connections.
-  const t = l.timeouts;
-  const every = Math.min(1000, Math.max(10, Math.min(t.readMs, t.writeMs, t.idleMs, t.handshakeMs) / 10));
+  const every = Math.min(
+    1000,
+    Math.max(10, Math.min(timeouts.readMs, timeouts.writeMs, timeouts.idleMs, timeouts.handshakeMs) / 10),
+  );
   let sweep: ReturnType<typeof setInterval> | undefined;
-  const track = (c: CallerConn) => {
+  const track = (c: Served) => {
     open.add(c);
     deps.events?.connection();
     sweep ??= setInterval(() => {
@@ -68,7 +118,7 @@ export async function startRelayListener(l: ListenerConfig, deps: ListenerDeps):
       for (const conn of open) if (now >= conn.deadline) conn.expire();
     }, every);
   };
-  const untrack = (c: CallerConn) => {
+  const untrack = (c: Served) => {
     c.gone();
     gate.release();
     open.delete(c);
@@ -78,23 +128,28 @@ export async function startRelayListener(l: ListenerConfig, deps: ListenerDeps):
     }
   };
 
-  // Our SVID and the bundles, read again after each rotation.
+  // Our SVID and the bundles, read again after each rotation; HTTP/2 by ALPN where the target speaks it.
   const serverTls = mtlsIn
-    ? followBunTls(deps.source, { requestCert: true, rejectUnauthorized: false, isServer: true })
+    ? followBunTls(deps.source, {
+        requestCert: true,
+        rejectUnauthorized: false,
+        isServer: true,
+        ...(l.http2 ? { ALPNProtocols: H2_OR_HTTP1 } : {}),
+      })
     : undefined;
 
   // Bun hands an exception thrown while serving a connection to its error handler: that connection ends
   // with a log line; the process and every other connection go on. Socket errors (with an errno code)
   // are followed by close, which does the rest.
-  const failed = (c: CallerConn, e: Error & { code?: string }) => {
+  const failed = (c: Served, e: Error & { code?: string }) => {
     if (e.code) return;
     log.warn("caller connection failed", { error: e.message });
     c.terminate();
   };
 
-  const callerHandlers: SocketHandler<CallerConn> = {
+  const callerHandlers: SocketHandler<Served> = {
     handshake(socket) {
-      const c = socket.data;
+      const c = socket.data as CallerConn | Undecided;
       try {
         c.accepted(verifyBunPeer(socket as Socket<unknown>, "server", deps.source, authorizeSource));
       } catch (e) {
@@ -117,9 +172,9 @@ export async function startRelayListener(l: ListenerConfig, deps: ListenerDeps):
     },
   };
 
-  let listener: TCPSocketListener<CallerConn | undefined>;
+  let listener: TCPSocketListener<Served | undefined>;
   try {
-    listener = Bun.listen<CallerConn | undefined>({
+    listener = Bun.listen<Served | undefined>({
       hostname: l.address.host || "0.0.0.0",
       port: l.address.port,
       socket: mtlsIn
@@ -132,7 +187,7 @@ export async function startRelayListener(l: ListenerConfig, deps: ListenerDeps):
                 socket: callerHandlers,
                 data: undefined,
               });
-              const c = new CallerConn(secure, ctx, true);
+              const c = accept(secure, true);
               secure.data = c;
               track(c);
             },
@@ -142,7 +197,7 @@ export async function startRelayListener(l: ListenerConfig, deps: ListenerDeps):
         : {
             open(socket) {
               if (!admit(socket)) return;
-              const c = new CallerConn(socket as Socket<CallerConn>, ctx, false);
+              const c = accept(socket as Socket<Served>, false);
               socket.data = c;
               track(c);
             },
@@ -161,7 +216,9 @@ export async function startRelayListener(l: ListenerConfig, deps: ListenerDeps):
           },
     });
   } catch (e) {
-    pool.close();
+    pool?.close();
+    h2?.target.close();
+    void handover?.close(0);
     serverTls?.close();
     throw bindFailure(l, e as NodeJS.ErrnoException);
   }
@@ -172,18 +229,93 @@ export async function startRelayListener(l: ListenerConfig, deps: ListenerDeps):
     async close(drainMs) {
       listener.stop(false);
       serverTls?.close();
-      for (const c of open) if (c.idle) c.closeSoon();
-      await drained(() => [...open].some((c) => !c.idle), drainMs);
+      for (const c of open)
+        if (c instanceof H2Relay) c.retire("shutdown");
+        else if (c.idle && c instanceof CallerConn) c.closeSoon();
+      await Promise.all([drained(() => [...open].some((c) => !c.idle), drainMs), handover?.close(drainMs)]);
       for (const c of open) c.terminate();
-      pool.close();
+      pool?.close();
+      h2?.target.close();
     },
   };
 }
 
+/** ALPN's wire form of "h2" then "http/1.1": each name after its length. */
+const H2_OR_HTTP1 = Buffer.from("\x02h2\x08http/1.1", "latin1");
+
+/** What the listener asks of each caller connection, whatever serves it. */
+interface Served {
+  /** When expire() is due (the listener's sweep). */
+  deadline: number;
+  /** No request in flight: a drain may close it now. */
+  readonly idle: boolean;
+  received(data: Uint8Array): void;
+  drained(): void;
+  expire(): void;
+  terminate(): void;
+  /** The connection closed. */
+  gone(): void;
+}
+
+/**
+ * A connection of a connection.http2 listener before its protocol is known: over TLS, ALPN says it at
+ * the handshake; on plaintext, its first bytes are HTTP/2's preface or not (h2c with prior knowledge).
+ */
+class Undecided implements Served {
+  deadline: number;
+  readonly idle = true;
+  private seen: Uint8Array = new Uint8Array(0);
+
+  constructor(
+    private readonly socket: Socket<Served>,
+    private readonly tls: boolean,
+    timeouts: ListenerConfig["timeouts"],
+    private readonly serve: (
+      s: Socket<Served>,
+      peer: VerifiedPeer | undefined,
+      h2: boolean,
+      first?: Uint8Array,
+    ) => void,
+    /** The TLS handshake did not finish in time. */
+    private readonly refused: (remote: string) => void,
+  ) {
+    this.deadline = Date.now() + (tls ? timeouts.handshakeMs : timeouts.readMs);
+  }
+
+  accepted(peer: VerifiedPeer | undefined): void {
+    this.serve(this.socket, peer, this.socket.alpnProtocol === "h2");
+  }
+
+  received(data: Uint8Array): void {
+    if (this.tls) return;
+    this.seen = this.seen.length ? Buffer.concat([this.seen, data]) : data;
+    const n = Math.min(this.seen.length, SNIFF);
+    const h2 = Buffer.from(this.seen.buffer, this.seen.byteOffset, n).equals(PREFACE.subarray(0, n));
+    if (h2 && n < SNIFF) return;
+    this.serve(this.socket, undefined, h2, this.seen);
+  }
+
+  drained(): void {}
+
+  expire(): void {
+    if (this.tls) this.refused(this.socket.remoteAddress);
+    this.terminate();
+  }
+
+  terminate(): void {
+    this.socket.terminate();
+  }
+
+  gone(): void {}
+}
+
+/** HTTP/2's preface starts with these many bytes that no HTTP/1.1 request line does ("PRI * HTTP/2.0"). */
+const SNIFF = 14;
+
 interface Upgradable {
   upgradeTLS(o: {
     tls: unknown;
-    socket: SocketHandler<CallerConn>;
+    socket: SocketHandler<Served>;
     data: undefined;
-  }): [Socket<CallerConn>, Socket<CallerConn>];
+  }): [Socket<Served>, Socket<Served>];
 }

@@ -1,20 +1,16 @@
 /**
- * Connections to a listener's target on Bun's own sockets: plaintext, ordinary HTTPS (the system's trust
- * store and a host name check), or SPIFFE mTLS (our SVID, every bundle as `ca`, then verifyBunPeer and
- * the `target.spiffe_ids` restriction before a byte is sent). Idle connections are pooled per listener;
+ * The HTTP/1.1 relay's connections to a listener's target (made and checked as target.ts says). Idle
+ * connections are pooled per listener;
  * one connection serves one exchange at a time. A pooled connection is not used again once the upstream
  * closed it, once the certificate it was verified with has expired, or after our SVID rotated.
  */
-import { isIP } from "node:net";
 import type { Socket, SocketHandler } from "bun";
 import { SvcError } from "../../../lib/errors.ts";
-import type { Authorizer } from "../../../lib/spiffe/authorizer.ts";
-import type { SvidSource } from "../../../lib/spiffe/x509-source.ts";
-import { type BunTlsFollower, followBunTls, verifyBunPeer } from "../../../lib/tls/bun-peer.ts";
 import type { Upstream as VerifiedUpstream } from "../types.ts";
 import { ResponseFramer, type ResponseHead } from "../wire/response-framer.ts";
 import type { MessageSink } from "../wire/wire.ts";
 import { Outbox } from "./outbox.ts";
+import { RelayTarget, type TargetOptions } from "./target.ts";
 
 export interface UpstreamOwner {
   upstreamReady(conn: UpstreamConn): void;
@@ -63,41 +59,19 @@ const DIAL_TIMEOUT_MS = 10_000;
 const POOL_IDLE_MS = 30_000;
 const MAX_IDLE = 256;
 
-export interface UpstreamOptions {
-  target: URL;
-  /** SPIFFE mTLS to the target, restricted by `authorize`. */
-  spiffe?: { source: SvidSource; authorize: Authorizer };
+export interface UpstreamOptions extends TargetOptions {
   keepAlive: boolean;
 }
 
 export class UpstreamPool {
   private idle: UpstreamConn[] = [];
-  private readonly host: string;
-  private readonly port: number;
-  /** The name sent in the TLS handshake (SNI): the target's host, unless it is an IP address. */
-  private readonly servername: { serverName?: string };
-  readonly tls: boolean;
+  readonly target: RelayTarget;
   private readonly sweep: ReturnType<typeof setInterval>;
-  /** Counts SVID rotations; connections made before the last one are not reused. */
-  private generation = 0;
-  /** For SPIFFE mTLS: our SVID and the bundles, read again after each rotation. */
-  private readonly spiffeTls:
-    | BunTlsFollower<{ rejectUnauthorized: boolean; serverName?: string }>
-    | undefined;
 
   constructor(private readonly o: UpstreamOptions) {
-    this.tls = o.target.protocol === "https:";
-    this.host = o.target.hostname.replace(/^\[|\]$/g, "");
-    this.port = Number(o.target.port) || (this.tls ? 443 : 80);
-    this.servername = isIP(this.host) ? {} : { serverName: this.host };
     // New connections present the new SVID; idle ones made with the old one are closed, and busy ones
     // are not pooled again when their exchange ends (their generation is behind).
-    this.spiffeTls = o.spiffe
-      ? followBunTls(o.spiffe.source, { rejectUnauthorized: false, ...this.servername }, () => {
-          this.generation++;
-          this.expire(Number.POSITIVE_INFINITY);
-        })
-      : undefined;
+    this.target = new RelayTarget(o, () => this.expire(Number.POSITIVE_INFINITY));
     this.sweep = setInterval(() => this.expire(Date.now() - POOL_IDLE_MS), POOL_IDLE_MS / 2);
     this.sweep.unref();
   }
@@ -109,7 +83,7 @@ export class UpstreamPool {
       if (conn.closed) continue;
       // Bytes the target sent after its response (stray, or a response nobody asked for) would be read
       // as the next caller's answer: such a connection is not reused.
-      if (conn.validUntil <= now || conn.generation !== this.generation || !conn.framer.atRest) {
+      if (conn.validUntil <= now || conn.generation !== this.target.generation || !conn.framer.atRest) {
         conn.destroy();
         continue;
       }
@@ -124,23 +98,16 @@ export class UpstreamPool {
   dial(owner: UpstreamOwner): UpstreamConn {
     const conn = new UpstreamConn(this);
     conn.owner = owner;
-    conn.generation = this.generation;
+    conn.generation = this.target.generation;
     conn.timer = setTimeout(
       () => this.fail(conn, new SvcError("network", `connect timed out after ${DIAL_TIMEOUT_MS} ms`)),
       DIAL_TIMEOUT_MS,
     );
-    if (this.o.spiffe) conn.validUntil = this.o.spiffe.source.getX509Svid().notAfter.getTime();
-    const tls = this.spiffeTls
-      ? this.spiffeTls.current()
-      : this.tls
-        ? { rejectUnauthorized: true, ...this.servername }
-        : undefined;
+    conn.validUntil = this.target.svidUntil();
     Bun.connect<UpstreamConn>({
-      hostname: this.host,
-      port: this.port,
+      ...this.target.connectOptions(),
       data: conn,
       socket: HANDLERS,
-      ...(tls ? { tls } : {}),
     }).catch((e: Error) => this.fail(conn, e));
     return conn;
   }
@@ -152,7 +119,7 @@ export class UpstreamPool {
       conn.paused = false;
       conn.socket?.resume();
     }
-    const stale = conn.generation !== this.generation || conn.validUntil <= Date.now();
+    const stale = conn.generation !== this.target.generation || conn.validUntil <= Date.now();
     if (!reusable || !this.o.keepAlive || conn.closed || stale || this.idle.length >= MAX_IDLE) {
       conn.destroy();
       return;
@@ -163,7 +130,7 @@ export class UpstreamPool {
 
   close(): void {
     clearInterval(this.sweep);
-    this.spiffeTls?.close();
+    this.target.close();
     this.expire(Number.POSITIVE_INFINITY);
   }
 
@@ -179,28 +146,12 @@ export class UpstreamPool {
 
   ready(conn: UpstreamConn, socket: Socket<UpstreamConn>): void {
     clearTimeout(conn.timer);
-    if (this.o.spiffe) {
-      try {
-        const peer = verifyBunPeer(
-          socket as Socket<unknown>,
-          "client",
-          this.o.spiffe.source,
-          this.o.spiffe.authorize,
-        );
-        conn.verified = { id: peer.id, chain: peer.chain.map((c) => c.der) };
-        conn.validUntil = Math.min(conn.validUntil, peer.notAfter.getTime());
-      } catch (e) {
-        this.fail(conn, e as Error);
-        return;
-      }
-    } else if (this.tls && !socket.authorized) {
-      const error = socket.getAuthorizationError() as (Error & { code?: string }) | null;
-      this.fail(
-        conn,
-        new Error(
-          `TLS certificate verification failed (${error?.code ?? error?.message ?? "not authorized"})`,
-        ),
-      );
+    try {
+      const checked = this.target.check(socket as Socket<unknown>);
+      conn.verified = checked.verified;
+      conn.validUntil = Math.min(conn.validUntil, checked.validUntil);
+    } catch (e) {
+      this.fail(conn, e as Error);
       return;
     }
     conn.ready = true;
@@ -225,7 +176,7 @@ const HANDLERS: SocketHandler<UpstreamConn> = {
     conn.socket = socket;
     conn.out = new Outbox(socket as Socket<unknown>);
     if (conn.closed) socket.terminate();
-    else if (!conn.pool.tls) conn.pool.ready(conn, socket);
+    else if (!conn.pool.target.tls) conn.pool.ready(conn, socket);
   },
   handshake(socket) {
     const conn = socket.data;

@@ -1,0 +1,989 @@
+/**
+ * One HTTP/2 caller connection of the relay and its own connection to the target (docs/proxy-http.md,
+ * "The HTTP/2 relay"). The proxy opens no streams of its own: a caller's stream is the same stream at the
+ * target, with the same identifier, so flow control and priorities pass through. Frames are read as far
+ * as their 9-octet header and passed on as the bytes they arrived in (DATA, WINDOW_UPDATE, PING,
+ * RST_STREAM, PRIORITY, GOAWAY), except:
+ *
+ * - header blocks (HEADERS and CONTINUATION), decoded, put through the header policy (h2-fields.ts) and
+ *   encoded again for the other side;
+ * - SETTINGS, which the proxy answers itself (settings.ts);
+ * - frames of a stream the proxy answered or ended itself, which the other side never saw or has closed:
+ *   dropped, their DATA credited back to the sender's connection window.
+ *
+ * Each stream is one request in the metrics. The connection to the target lives and dies with the
+ * caller's: when either ends, so does the other, after the streams that can finish have.
+ */
+import type { Socket } from "bun";
+import {
+  checkData,
+  checkPing,
+  checkPriority,
+  ERROR,
+  FLAG,
+  FRAME,
+  type Frame,
+  FrameReader,
+  frame,
+  goAway,
+  H2Error,
+  HeaderBlocks,
+  headerFrames,
+  PREFACE,
+  readGoAway,
+  readRstStream,
+  readSettings,
+  readWindowUpdate,
+  rstStream,
+  SETTING,
+  settingsFrame,
+  windowUpdate,
+} from "../../../lib/http2/frames.ts";
+import {
+  type HeaderField,
+  HeaderListTooLarge,
+  HpackDecoder,
+  HpackEncoder,
+  HpackError,
+} from "../../../lib/http2/hpack.ts";
+import type { VerifiedPeer } from "../../../lib/spiffe/x509svid.ts";
+import { requestTimedOut, targetTimedOut } from "../../timeouts.ts";
+import { CALLER_CLOSED } from "../cancelled.ts";
+import { upstreamFailure } from "../failure.ts";
+import { budget, CONTROL_BURST, CONTROL_RATE, type H2Abuse, RESET_BURST, RESET_RATE } from "../h2-abuse.ts";
+import { callerH2Fields, targetH2Fields, trailerH2Fields } from "../h2-fields.ts";
+import { Outbox } from "../relay/outbox.ts";
+import type { H2Context } from "./context.ts";
+import {
+  ackArrived,
+  CALLER_SETTINGS,
+  encoderTableSize,
+  MAX_HEADER_BLOCK,
+  MAX_HEADER_LIST,
+  MAX_STREAMS,
+  newSide,
+  relayed,
+  settingsArrived,
+  TARGET_SETTINGS,
+} from "./settings.ts";
+
+/** Bytes queued toward one side past which the other side is no longer read. */
+const HIGH_WATER = 256 * 1024;
+/** How long a closing connection may take to write what is left (a GOAWAY, final answers). */
+const CLOSE_GRACE_MS = 1000;
+/** Streams answered or ended by the proxy whose late frames are still recognised, per side. */
+const MAX_DROPPED = 1024;
+const MAX_FRAME = 16_384;
+
+interface Stream {
+  id: number;
+  requestId: string;
+  method: string;
+  path: string;
+  started: number;
+  /** The final status the target answered (0 until then). */
+  status: number;
+  bytesIn: number;
+  bytesOut: number;
+  /** The caller ended its side (END_STREAM). */
+  callerEnded: boolean;
+  /** The target ended its side (END_STREAM). */
+  targetEnded: boolean;
+  /** When timeouts.read (until callerEnded), then timeouts.write (until targetEnded) runs out. */
+  deadline: number;
+}
+
+type Side = "caller" | "target";
+
+export class H2Relay {
+  deadline: number;
+  closed = false;
+  private readonly callerOut: Outbox;
+  private targetOut: Outbox | undefined;
+  private target: Socket<H2Relay> | undefined;
+  /** What was to be sent to the target before its connection was ready. */
+  private pending: Uint8Array[] | undefined = [];
+  private pendingBytes = 0;
+  private dialled = false;
+  private readonly callerFrames = new FrameReader(MAX_FRAME, true);
+  private readonly targetFrames = new FrameReader(MAX_FRAME);
+  private readonly callerBlocks = new HeaderBlocks(MAX_HEADER_BLOCK);
+  private readonly targetBlocks = new HeaderBlocks(MAX_HEADER_BLOCK);
+  private readonly fromCaller = new HpackDecoder({ maxHeaderListSize: MAX_HEADER_LIST });
+  private readonly fromTarget = new HpackDecoder({ maxHeaderListSize: MAX_HEADER_LIST });
+  private readonly toCaller = new HpackEncoder();
+  private readonly toTarget = new HpackEncoder();
+  private readonly callerSettings = newSide();
+  private readonly targetSettings = newSide();
+  private readonly streams = new Map<number, Stream>();
+  /** Streams whose later frames from that side are dropped (the proxy answered or ended them). */
+  private readonly dropFromCaller = new Set<number>();
+  private readonly dropFromTarget = new Set<number>();
+  private lastStream = 0;
+  /** The highest stream the target has been sent. */
+  private lastForwarded = 0;
+  private readonly controls = budget(CONTROL_BURST, CONTROL_RATE);
+  private readonly resets = budget(RESET_BURST, RESET_RATE);
+  private preface = true;
+  /** A GOAWAY was sent to the caller (drain, rotation, an ended target): no new streams. */
+  private goingAway = false;
+  /** The connection ends once what is queued to the caller has been written. */
+  private closing = false;
+  private callerPaused = false;
+  private targetPaused = false;
+  private lastActive = Date.now();
+  /** When the caller's verified certificate chain, or the target connection's, stops being valid. */
+  private validUntil: number;
+  /** The target's SVID generation this connection was made with. */
+  generation: number;
+
+  constructor(
+    readonly socket: Socket<unknown>,
+    private readonly ctx: H2Context,
+    readonly peer: VerifiedPeer | undefined,
+  ) {
+    this.callerOut = new Outbox(socket);
+    this.validUntil = peer ? peer.notAfter.getTime() : Number.POSITIVE_INFINITY;
+    this.generation = ctx.target.generation;
+    // The preface (and the caller's first SETTINGS) must arrive within timeouts.read.
+    this.deadline = Date.now() + ctx.timeouts.readMs;
+    this.sendCaller(settingsFrame(CALLER_SETTINGS));
+    this.callerSettings.sent.push(undefined);
+    this.callerOut.flush();
+  }
+
+  /** The target is reached over TLS: its connection is ready after the handshake, not when it opens. */
+  get tlsTarget(): boolean {
+    return this.ctx.target.tls;
+  }
+
+  /** True while no stream is open, so that a drain may close the connection now. */
+  get idle(): boolean {
+    return this.streams.size === 0;
+  }
+
+  // ---- the caller's side ----
+
+  received(data: Uint8Array): void {
+    if (this.closing) return;
+    try {
+      for (const f of this.callerFrames.push(data)) {
+        this.fromCallerFrame(f);
+        if (this.closing) break;
+      }
+    } catch (e) {
+      this.callerError(e);
+    }
+    this.flushBoth();
+  }
+
+  private fromCallerFrame(f: Frame): void {
+    if (this.preface) {
+      if (f.type !== FRAME.SETTINGS || f.flags & FLAG.ACK)
+        throw new H2Error(ERROR.PROTOCOL_ERROR, "the client preface is not followed by SETTINGS");
+      this.preface = false;
+      this.deadline = this.idleDeadline();
+      this.dial();
+    }
+    const block = this.callerBlocks.take(f);
+    if (block) {
+      this.callerHeaders(block.headers, block.block);
+      return;
+    }
+    if (f.type === FRAME.HEADERS || f.type === FRAME.CONTINUATION) return;
+    switch (f.type) {
+      case FRAME.DATA: {
+        checkData(f);
+        const s = this.streams.get(f.stream);
+        if (!s) {
+          this.strayFromCaller(f);
+          return;
+        }
+        if (s.callerEnded) throw new H2Error(ERROR.STREAM_CLOSED, "DATA after END_STREAM", f.stream);
+        s.bytesIn += f.payload.length;
+        this.passToTarget(f);
+        if (f.flags & FLAG.END_STREAM) this.callerEnded(s);
+        return;
+      }
+      case FRAME.RST_STREAM: {
+        readRstStream(f);
+        this.idleStream(f);
+        if (this.dropFromCaller.delete(f.stream)) return;
+        const s = this.streams.get(f.stream);
+        this.passToTarget(f);
+        if (!s) return;
+        this.dropFromTarget.add(f.stream);
+        this.trim(this.dropFromTarget);
+        this.end(s, CALLER_CLOSED);
+        if (!this.resets.take())
+          this.abuse(
+            "rapid_reset",
+            `more than ${RESET_BURST} streams reset by the caller (${RESET_RATE} a second)`,
+          );
+        return;
+      }
+      case FRAME.WINDOW_UPDATE:
+        readWindowUpdate(f);
+        if (f.stream !== 0) {
+          this.idleStream(f);
+          if (this.dropFromCaller.has(f.stream)) return;
+        }
+        this.passToTarget(f);
+        return;
+      case FRAME.PRIORITY:
+        checkPriority(f);
+        this.passToTarget(f);
+        return;
+      case FRAME.PING:
+        checkPing(f);
+        if (!(f.flags & FLAG.ACK) && !this.controls.take())
+          this.abuse(
+            "control_flood",
+            `more than ${CONTROL_BURST} PING and SETTINGS frames (${CONTROL_RATE} a second)`,
+          );
+        else this.passToTarget(f);
+        return;
+      case FRAME.SETTINGS:
+        this.settings(f, "caller");
+        return;
+      case FRAME.GOAWAY:
+        readGoAway(f);
+        // The caller is leaving: its streams finish, then both connections close.
+        this.goingAway = true;
+        this.passToTarget(f);
+        this.closeWhenDone();
+        return;
+      case FRAME.PUSH_PROMISE:
+        throw new H2Error(ERROR.PROTOCOL_ERROR, "PUSH_PROMISE from a client");
+      default:
+        return; // unknown frame types are ignored (section 4.1)
+    }
+  }
+
+  /** A frame on a stream the caller never opened (section 5.1: idle) is a connection error. */
+  private idleStream(f: Frame): void {
+    if (f.stream > this.lastStream)
+      throw new H2Error(ERROR.PROTOCOL_ERROR, `frame type ${f.type} on idle stream ${f.stream}`);
+  }
+
+  /** DATA on a stream that is not open: its credit returned when the proxy ended it, else passed on. */
+  private strayFromCaller(f: Frame): void {
+    this.idleStream(f);
+    if (this.dropFromCaller.has(f.stream) || f.stream > this.lastForwarded) {
+      if (f.payload.length > 0) this.sendCaller(windowUpdate(0, f.payload.length));
+      if (f.flags & FLAG.END_STREAM) this.dropFromCaller.delete(f.stream);
+      return;
+    }
+    this.passToTarget(f); // the target closed it: a STREAM_CLOSED of its own, and its connection window
+  }
+
+  private callerHeaders(headers: Frame, block: Uint8Array): void {
+    const id = headers.stream;
+    const endStream = (headers.flags & FLAG.END_STREAM) !== 0;
+    let fields: HeaderField[] | undefined;
+    let tooLarge = false;
+    try {
+      fields = this.fromCaller.decode(block);
+    } catch (e) {
+      if (e instanceof HpackError) throw new H2Error(ERROR.COMPRESSION_ERROR, e.message);
+      if (!(e instanceof HeaderListTooLarge)) throw e;
+      tooLarge = true;
+    }
+    const open = this.streams.get(id);
+    if (open) {
+      // Trailers: the second header block of a request, which ends it.
+      if (!endStream || open.callerEnded)
+        throw new H2Error(ERROR.PROTOCOL_ERROR, "a second header block without END_STREAM", id);
+      const t =
+        tooLarge || !fields ? { malformed: "trailers over the size allowed" } : trailerH2Fields(fields, true);
+      if ("malformed" in t) throw new H2Error(ERROR.PROTOCOL_ERROR, t.malformed, id);
+      this.sendTarget(...headerFrames(id, this.toTarget.encode(t.fields), FLAG.END_STREAM, MAX_FRAME));
+      this.callerEnded(open);
+      return;
+    }
+    if (id % 2 === 0) throw new H2Error(ERROR.PROTOCOL_ERROR, `HEADERS on stream ${id}, not a client's`);
+    if (id <= this.lastStream) {
+      if (this.dropFromCaller.has(id)) return;
+      throw new H2Error(ERROR.STREAM_CLOSED, `HEADERS on closed stream ${id}`);
+    }
+    this.lastStream = id;
+    if (this.goingAway || Date.now() > this.validUntil) {
+      this.refuseStream(id, endStream);
+      if (!this.goingAway) this.retire("the caller's certificate or the target connection expired");
+      return;
+    }
+    if (this.streams.size >= MAX_STREAMS) {
+      this.refuseStream(id, endStream);
+      return;
+    }
+    const s: Stream = {
+      id,
+      requestId: "",
+      method: "",
+      path: "",
+      started: performance.now(),
+      status: 0,
+      bytesIn: 0,
+      bytesOut: 0,
+      callerEnded: false,
+      targetEnded: false,
+      deadline: Date.now() + this.ctx.timeouts.readMs,
+    };
+    if (this.failure !== undefined) {
+      this.answer(s, 502, this.failure, endStream);
+      this.goAwayNow();
+      return;
+    }
+    if (tooLarge || !fields) {
+      this.answer(s, 431, `request header fields larger than ${MAX_HEADER_LIST} bytes`, endStream);
+      return;
+    }
+    const request = callerH2Fields(fields, {
+      peer: this.peer?.id.uri,
+      newRequestId: () => crypto.randomUUID(),
+      remoteAddress: this.socket.remoteAddress,
+    });
+    if ("malformed" in request) {
+      this.ctx.log.debug("request refused", { status: 400, reason: request.malformed, stream: id });
+      this.ctx.events?.request(400, 0, 0, 0);
+      this.dropCaller(id, endStream);
+      this.sendCaller(rstStream(id, ERROR.PROTOCOL_ERROR));
+      return;
+    }
+    s.requestId = request.requestId;
+    if (this.ctx.debug) {
+      for (const f of fields)
+        if (f.name === ":method") s.method = f.value;
+        else if (f.name === ":path") s.path = f.value;
+    }
+    this.streams.set(id, s);
+    this.lastForwarded = id;
+    this.lastActive = Date.now();
+    this.deadline = Math.min(this.deadline, s.deadline);
+    this.sendTarget(
+      ...headerFrames(id, this.toTarget.encode(request.fields), endStream ? FLAG.END_STREAM : 0, MAX_FRAME),
+    );
+    if (endStream) this.callerEnded(s);
+  }
+
+  private callerEnded(s: Stream): void {
+    s.callerEnded = true;
+    if (s.targetEnded) this.end(s, s.status);
+    else {
+      s.deadline = Date.now() + this.ctx.timeouts.writeMs;
+      this.deadline = Math.min(this.deadline, s.deadline);
+    }
+  }
+
+  /** A stream the proxy will not serve (too many, going away): REFUSED_STREAM, which a caller may retry. */
+  private refuseStream(id: number, endStream: boolean): void {
+    this.dropCaller(id, endStream);
+    this.sendCaller(rstStream(id, ERROR.REFUSED_STREAM));
+  }
+
+  private dropCaller(id: number, endStream: boolean): void {
+    if (endStream) return;
+    this.dropFromCaller.add(id);
+    this.trim(this.dropFromCaller);
+  }
+
+  private trim(set: Set<number>): void {
+    if (set.size <= MAX_DROPPED) return;
+    for (const id of set) {
+      set.delete(id);
+      if (set.size <= MAX_DROPPED) return;
+    }
+  }
+
+  // ---- SETTINGS, both sides ----
+
+  private settings(f: Frame, from: Side): void {
+    const values = readSettings(f);
+    const [me, other] =
+      from === "caller"
+        ? [this.callerSettings, this.targetSettings]
+        : [this.targetSettings, this.callerSettings];
+    const send = (b: Uint8Array) => (from === "caller" ? this.sendCaller(b) : this.sendTarget(b));
+    if (f.flags & FLAG.ACK) {
+      const due = ackArrived(me, other);
+      for (let i = 0; i < due; i++)
+        from === "caller"
+          ? this.sendTarget(settingsFrame(undefined))
+          : this.sendCaller(settingsFrame(undefined));
+      return;
+    }
+    if (from === "caller" && !this.controls.take()) {
+      this.abuse(
+        "control_flood",
+        `more than ${CONTROL_BURST} PING and SETTINGS frames (${CONTROL_RATE} a second)`,
+      );
+      return;
+    }
+    const table = values.get(SETTING.HEADER_TABLE_SIZE);
+    if (table !== undefined)
+      (from === "caller" ? this.toCaller : this.toTarget).setPeerMaxTableSize(encoderTableSize(table));
+    const relay = relayed(values, from);
+    if (relay) (from === "caller" ? this.sendTarget : this.sendCaller).call(this, settingsFrame(relay));
+    const due = settingsArrived(me, other, relay !== undefined);
+    for (let i = 0; i < due; i++) send(settingsFrame(undefined));
+  }
+
+  // ---- the target's side ----
+
+  private dial(): void {
+    if (this.dialled) return;
+    this.dialled = true;
+    const timer = setTimeout(
+      () =>
+        this.targetFailed(new Error(`HTTP/2 connection not made within ${this.ctx.timeouts.handshakeMs} ms`)),
+      this.ctx.timeouts.handshakeMs,
+    );
+    this.dialTimer = timer;
+    Bun.connect<H2Relay>({
+      ...this.ctx.target.connectOptions(),
+      data: this,
+      socket: TARGET_HANDLERS,
+    }).catch((e: Error) => this.targetFailed(e));
+  }
+
+  private dialTimer: ReturnType<typeof setTimeout> | undefined;
+  /** Why the target cannot be used, once it failed: each stream still to come is answered 502 with it. */
+  private failure: string | undefined;
+  private targetReady = false;
+
+  /** The target's connection is open (plaintext) or past its handshake (TLS): checked, then used. */
+  targetOpened(socket: Socket<H2Relay>): void {
+    clearTimeout(this.dialTimer);
+    if (this.closed) {
+      socket.terminate();
+      return;
+    }
+    this.target = socket;
+    try {
+      const checked = this.ctx.target.check(socket as Socket<unknown>);
+      this.validUntil = Math.min(this.validUntil, checked.validUntil);
+    } catch (e) {
+      this.targetFailed(e as Error);
+      return;
+    }
+    this.targetReady = true;
+    const out = new Outbox(socket as Socket<unknown>);
+    this.targetOut = out;
+    out.add(PREFACE);
+    out.add(settingsFrame(TARGET_SETTINGS));
+    this.targetSettings.sent.push(undefined);
+    for (const p of this.pending ?? []) out.add(p);
+    this.pending = undefined;
+    this.pendingBytes = 0;
+    out.flush();
+    this.flow();
+  }
+
+  targetData(data: Uint8Array): void {
+    if (this.closed) return;
+    try {
+      for (const f of this.targetFrames.push(data)) this.fromTargetFrame(f);
+    } catch (e) {
+      this.targetProtocolError(e);
+    }
+    this.flushBoth();
+  }
+
+  private fromTargetFrame(f: Frame): void {
+    const block = this.targetBlocks.take(f);
+    if (block) {
+      this.targetHeaders(block.headers, block.block);
+      return;
+    }
+    if (f.type === FRAME.HEADERS || f.type === FRAME.CONTINUATION) return;
+    if (f.stream > this.lastForwarded)
+      throw new H2Error(ERROR.PROTOCOL_ERROR, `frame type ${f.type} on stream ${f.stream}, never opened`);
+    switch (f.type) {
+      case FRAME.DATA: {
+        checkData(f);
+        if (this.dropFromTarget.has(f.stream)) {
+          if (f.payload.length > 0) this.sendTarget(windowUpdate(0, f.payload.length));
+          if (f.flags & FLAG.END_STREAM) this.dropFromTarget.delete(f.stream);
+          return;
+        }
+        const s = this.streams.get(f.stream);
+        this.passToCaller(f);
+        if (!s) return;
+        s.bytesOut += f.payload.length;
+        if (f.flags & FLAG.END_STREAM) this.targetEnded(s);
+        return;
+      }
+      case FRAME.RST_STREAM: {
+        const code = readRstStream(f);
+        if (this.dropFromTarget.delete(f.stream)) return;
+        this.passToCaller(f);
+        const s = this.streams.get(f.stream);
+        if (!s) return;
+        this.dropFromCaller.add(f.stream);
+        this.trim(this.dropFromCaller);
+        this.ctx.log.debug("stream reset by the target", { request_id: s.requestId, code });
+        this.end(s, s.status || 502);
+        return;
+      }
+      case FRAME.WINDOW_UPDATE:
+        readWindowUpdate(f);
+        if (f.stream !== 0 && this.dropFromTarget.has(f.stream)) return;
+        this.passToCaller(f);
+        return;
+      case FRAME.PING:
+        checkPing(f);
+        this.passToCaller(f);
+        return;
+      case FRAME.PRIORITY:
+        return; // a server's priorities mean nothing to a client
+      case FRAME.SETTINGS:
+        this.settings(f, "target");
+        return;
+      case FRAME.GOAWAY: {
+        const { lastStream } = readGoAway(f);
+        // Streams above lastStream were not served: the caller hears so in the same GOAWAY, and may retry
+        // them on a new connection. The rest finish; then both connections close.
+        this.passToCaller(f);
+        this.goingAway = true;
+        for (const s of [...this.streams.values()])
+          if (s.id > lastStream) {
+            this.streams.delete(s.id);
+            this.dropFromTarget.add(s.id);
+          }
+        this.closeWhenDone();
+        return;
+      }
+      case FRAME.PUSH_PROMISE:
+        throw new H2Error(ERROR.PROTOCOL_ERROR, "PUSH_PROMISE, which the proxy disabled");
+      default:
+        return;
+    }
+  }
+
+  private targetHeaders(headers: Frame, block: Uint8Array): void {
+    const id = headers.stream;
+    const endStream = (headers.flags & FLAG.END_STREAM) !== 0;
+    let fields: HeaderField[] | undefined;
+    try {
+      fields = this.fromTarget.decode(block);
+    } catch (e) {
+      if (e instanceof HpackError) throw new H2Error(ERROR.COMPRESSION_ERROR, e.message);
+      if (!(e instanceof HeaderListTooLarge)) throw e;
+    }
+    if (id > this.lastForwarded)
+      throw new H2Error(ERROR.PROTOCOL_ERROR, `HEADERS on stream ${id}, never opened`);
+    if (this.dropFromTarget.has(id)) {
+      if (endStream) this.dropFromTarget.delete(id);
+      return;
+    }
+    const s = this.streams.get(id);
+    if (!s) return; // a stream the caller reset: the target may not have seen that yet
+    if (!fields) {
+      this.badResponse(s, `response header fields larger than ${MAX_HEADER_LIST} bytes`);
+      return;
+    }
+    let out: HeaderField[];
+    if (s.status === 0) {
+      const r = targetH2Fields(fields);
+      if ("malformed" in r) {
+        this.badResponse(s, `malformed response: ${r.malformed}`);
+        return;
+      }
+      out = r.fields;
+      if (r.status >= 200) s.status = r.status;
+      else if (endStream) {
+        this.badResponse(s, "an interim response ended the stream");
+        return;
+      }
+    } else {
+      const t = trailerH2Fields(fields, false);
+      if ("malformed" in t || !endStream) {
+        this.badResponse(s, "malformed trailers");
+        return;
+      }
+      out = t.fields;
+    }
+    this.sendCaller(
+      ...headerFrames(id, this.toCaller.encode(out), endStream ? FLAG.END_STREAM : 0, MAX_FRAME),
+    );
+    if (endStream) this.targetEnded(s);
+  }
+
+  private targetEnded(s: Stream): void {
+    s.targetEnded = true;
+    if (s.callerEnded) this.end(s, s.status);
+  }
+
+  /** The target answered a stream wrongly: it is reset there, and answered 502 (or reset) to the caller. */
+  private badResponse(s: Stream, reason: string): void {
+    this.ctx.log.warn("upstream failure", {
+      request_id: s.requestId,
+      status: 502,
+      failure: "target-failed",
+      reason,
+    });
+    this.sendTarget(rstStream(s.id, ERROR.PROTOCOL_ERROR));
+    this.dropFromTarget.add(s.id);
+    this.trim(this.dropFromTarget);
+    if (s.status === 0)
+      this.answer(s, 502, `upstream ${this.ctx.targetUrl.origin} failed: ${reason}`, s.callerEnded);
+    else {
+      this.sendCaller(rstStream(s.id, ERROR.INTERNAL_ERROR));
+      this.dropCaller(s.id, s.callerEnded);
+      this.end(s, s.status);
+    }
+  }
+
+  /** The target's connection could not be made or used: every stream waiting on it is answered 502. */
+  targetFailed(e: Error): void {
+    clearTimeout(this.dialTimer);
+    if (this.closed || this.closing) return;
+    const r = upstreamFailure(this.ctx.targetUrl, e);
+    if (r.failure === "target-refused")
+      this.ctx.events?.denied("target", r.failureCode ?? "unauthorized_peer");
+    const reason = String(r.body).trim();
+    this.ctx.log.warn("upstream failure", {
+      status: 502,
+      failure: r.failure,
+      reason,
+      streams: this.streams.size,
+    });
+    this.target?.terminate();
+    this.target = undefined;
+    this.targetEndedAll(reason.slice("svc-proxy: ".length));
+  }
+
+  /** The target's connection closed. */
+  targetClosed(): void {
+    clearTimeout(this.dialTimer);
+    if (!this.targetReady) {
+      this.targetFailed(Object.assign(new Error("socket hang up"), { code: "ECONNRESET" }));
+      return;
+    }
+    this.target = undefined;
+    if (this.closed || this.closing) return;
+    if (this.streams.size > 0)
+      this.ctx.log.warn("upstream closed during the response", { streams: this.streams.size });
+    this.targetEndedAll(`upstream ${this.ctx.targetUrl.origin} closed the connection`);
+  }
+
+  /** No more target: streams without an answer get 502, the others are reset; the caller is told to go. */
+  private targetEndedAll(message: string): void {
+    this.pending = undefined;
+    this.pendingBytes = 0;
+    const waiting = this.streams.size;
+    for (const s of [...this.streams.values()]) {
+      if (s.status === 0) this.answer(s, 502, message, s.callerEnded);
+      else {
+        this.sendCaller(rstStream(s.id, ERROR.INTERNAL_ERROR));
+        this.end(s, s.status);
+      }
+    }
+    // A caller that has not sent its first request yet is answered with it (502, and why), not with a
+    // closed connection: the connection stays until then (timeouts.read at most).
+    this.failure = message;
+    if (waiting === 0 && this.lastStream === 0) this.deadline = Date.now() + this.ctx.timeouts.readMs;
+    else this.goAwayNow();
+  }
+
+  /** No more streams: GOAWAY NO_ERROR names the last one, and the connection closes. */
+  private goAwayNow(): void {
+    this.sendCaller(goAway(this.lastStream, ERROR.NO_ERROR));
+    this.goingAway = true;
+    this.closeSoon();
+  }
+
+  /** The target broke the protocol: its connection ends, and so does the caller's. */
+  private targetProtocolError(e: unknown): void {
+    const err = e instanceof H2Error ? e : new H2Error(ERROR.INTERNAL_ERROR, (e as Error).message);
+    if (!err.connection) {
+      const s = this.streams.get(err.stream);
+      if (s) this.badResponse(s, err.message);
+      return;
+    }
+    this.sendTarget(goAway(0, err.code));
+    this.targetOut?.flush();
+    this.targetFailed(new Error(`HTTP/2 protocol error: ${err.message}`));
+  }
+
+  // ---- answers, ends ----
+
+  /** The proxy answers a stream itself (the target never saw it, or is gone). */
+  private answer(s: Stream, status: number, message: string, callerEnded: boolean): void {
+    const body = Buffer.from(`svc-proxy: ${message}\n`, "utf8");
+    const block = this.toCaller.encode([
+      { name: ":status", value: String(status) },
+      { name: "content-type", value: "text/plain; charset=utf-8" },
+      { name: "cache-control", value: "no-store" },
+      { name: "content-length", value: String(body.length) },
+    ]);
+    this.sendCaller(...headerFrames(s.id, block, 0, MAX_FRAME));
+    this.sendCaller(frame(FRAME.DATA, FLAG.END_STREAM, s.id, body));
+    // A request still arriving is told to stop (section 8.1); what it sends meanwhile is dropped.
+    if (!callerEnded) {
+      this.sendCaller(rstStream(s.id, ERROR.NO_ERROR));
+      this.dropCaller(s.id, false);
+    }
+    s.status = status;
+    this.end(s, status);
+  }
+
+  /** A stream is over: counted once, forgotten. */
+  private end(s: Stream, status: number): void {
+    this.streams.delete(s.id);
+    const seconds = (performance.now() - s.started) / 1000;
+    this.ctx.events?.request(status, seconds, s.bytesIn, s.bytesOut);
+    if (status === CALLER_CLOSED) {
+      this.ctx.log.debug("request cancelled by the caller", { request_id: s.requestId });
+      this.ctx.cancelled();
+    } else if (this.ctx.debug)
+      this.ctx.log.debug("request", {
+        request_id: s.requestId,
+        method: s.method,
+        path: s.path,
+        status,
+        seconds,
+        stream: s.id,
+        ...(this.peer ? { peer: this.peer.id.uri } : {}),
+      });
+    if (this.streams.size === 0) {
+      this.lastActive = Date.now();
+      if (this.goingAway) this.closeWhenDone();
+      else this.deadline = Math.min(this.deadline, this.idleDeadline());
+    }
+  }
+
+  private idleDeadline(): number {
+    return Math.min(this.lastActive + this.ctx.timeouts.idleMs, this.validUntil);
+  }
+
+  /** The caller broke the protocol: a stream error resets that stream, a connection error ends both. */
+  private callerError(e: unknown): void {
+    const err = e instanceof H2Error ? e : new H2Error(ERROR.INTERNAL_ERROR, (e as Error).message);
+    if (!err.connection) {
+      this.sendCaller(rstStream(err.stream, err.code));
+      const s = this.streams.get(err.stream);
+      if (s) {
+        this.sendTarget(rstStream(s.id, ERROR.CANCEL));
+        this.dropFromTarget.add(s.id);
+        this.trim(this.dropFromTarget);
+        this.dropCaller(s.id, s.callerEnded);
+        this.end(s, 400);
+      }
+      return;
+    }
+    const reason: H2Abuse = "protocol_error";
+    this.ctx.events?.http2Ended(reason);
+    this.ctx.log.warn("caller HTTP/2 connection ended", {
+      reason,
+      detail: err.message,
+      remote: this.socket.remoteAddress,
+    });
+    this.endBoth(err.code);
+  }
+
+  private abuse(reason: H2Abuse, detail: string): void {
+    if (this.closing) return;
+    this.ctx.events?.http2Ended(reason);
+    this.ctx.log.warn("caller HTTP/2 connection ended", {
+      reason,
+      detail,
+      remote: this.socket.remoteAddress,
+    });
+    this.endBoth(ERROR.ENHANCE_YOUR_CALM);
+  }
+
+  /** Ends both connections now: GOAWAY to the caller with `code`, the target's streams cancelled. */
+  private endBoth(code: number): void {
+    this.sendCaller(goAway(this.lastStream, code));
+    for (const s of [...this.streams.values()]) {
+      this.sendTarget(rstStream(s.id, ERROR.CANCEL));
+      this.end(s, CALLER_CLOSED);
+    }
+    this.sendTarget(goAway(0, ERROR.NO_ERROR));
+    this.targetOut?.flush();
+    this.target?.end();
+    this.closeSoon(true);
+  }
+
+  /**
+   * Stops taking new streams (a drain, an SVID rotation, an expired certificate): GOAWAY NO_ERROR names
+   * the last stream served; the connection closes once the open ones have ended.
+   */
+  retire(why: string): void {
+    if (this.goingAway || this.closing) return;
+    this.ctx.log.debug("caller HTTP/2 connection retired", { why, remote: this.socket.remoteAddress });
+    this.goingAway = true;
+    this.sendCaller(goAway(this.lastStream, ERROR.NO_ERROR));
+    this.callerOut.flush();
+    this.closeWhenDone();
+  }
+
+  private closeWhenDone(): void {
+    if (this.streams.size === 0) {
+      this.target?.end();
+      this.closeSoon();
+    }
+  }
+
+  /** Called by the listener's sweep once the deadline has passed. */
+  expire(): void {
+    if (this.closed) return;
+    const now = Date.now();
+    if (this.closing) {
+      this.terminate();
+      return;
+    }
+    if (this.preface) {
+      this.ctx.log.debug("caller HTTP/2 connection closed", {
+        reason: `no HTTP/2 preface within ${this.ctx.timeouts.readMs} ms`,
+      });
+      this.terminate();
+      return;
+    }
+    if (this.failure !== undefined) {
+      this.goAwayNow();
+      this.flushBoth();
+      return;
+    }
+    let next = Number.POSITIVE_INFINITY;
+    for (const s of [...this.streams.values()]) {
+      if (now < s.deadline) {
+        next = Math.min(next, s.deadline);
+        continue;
+      }
+      const t = s.callerEnded
+        ? targetTimedOut(this.ctx.timeouts, this.ctx.targetUrl)
+        : requestTimedOut(this.ctx.timeouts);
+      this.sendTarget(rstStream(s.id, ERROR.CANCEL));
+      this.dropFromTarget.add(s.id);
+      this.trim(this.dropFromTarget);
+      this.answer(s, t.status, t.message, s.callerEnded);
+    }
+    if (this.streams.size === 0) {
+      if (now >= this.idleDeadline()) {
+        this.retire("idle");
+        return;
+      }
+      next = Math.min(next, this.idleDeadline());
+    }
+    this.deadline = next;
+    this.flushBoth();
+  }
+
+  // ---- writing, flow ----
+
+  private passToTarget(f: Frame): void {
+    if (this.targetOut) this.targetOut.addRange(f.src, f.start, f.start + f.bytes.length);
+    else this.queueForTarget(f.bytes);
+  }
+
+  private passToCaller(f: Frame): void {
+    this.callerOut.addRange(f.src, f.start, f.start + f.bytes.length);
+  }
+
+  private sendTarget(...pieces: Uint8Array[]): void {
+    for (const p of pieces)
+      if (this.targetOut) this.targetOut.add(p);
+      else this.queueForTarget(p);
+  }
+
+  private queueForTarget(p: Uint8Array): void {
+    if (!this.pending) return; // the target is gone
+    this.pending.push(p);
+    this.pendingBytes += p.length;
+  }
+
+  private sendCaller(...pieces: Uint8Array[]): void {
+    for (const p of pieces) this.callerOut.add(p);
+  }
+
+  private flushBoth(): void {
+    this.targetOut?.flush();
+    this.callerOut.flush();
+    if (this.closing && !this.resetting && this.callerOut.queued === 0) this.socket.end();
+    this.flow();
+  }
+
+  /** Pauses a side that sends faster than the other side takes. */
+  private flow(): void {
+    const behind = (this.targetOut?.queued ?? 0) + this.pendingBytes;
+    if (behind > HIGH_WATER !== this.callerPaused) {
+      this.callerPaused = !this.callerPaused;
+      if (this.callerPaused) this.socket.pause();
+      else this.socket.resume();
+    }
+    const t = this.target;
+    if (t && this.callerOut.queued > HIGH_WATER !== this.targetPaused) {
+      this.targetPaused = !this.targetPaused;
+      if (this.targetPaused) t.pause();
+      else t.resume();
+    }
+  }
+
+  drained(): void {
+    if (!this.callerOut.drain()) return;
+    if (this.closing && !this.resetting) this.socket.end();
+    else this.flow();
+  }
+
+  targetDrained(): void {
+    if (this.targetOut?.drain()) this.flow();
+  }
+
+  /**
+   * Closes once what was answered has been written (at most CLOSE_GRACE_MS from now). With `reset`, the
+   * connection is reset when the grace ends, whatever the caller has not read: a caller that ended up
+   * here by abuse may not read at all, and would otherwise hold a half-closed connection.
+   */
+  closeSoon(reset = false): void {
+    if (this.closing) return;
+    this.closing = true;
+    this.resetting = reset;
+    this.deadline = Date.now() + CLOSE_GRACE_MS;
+    this.callerOut.flush();
+    if (!reset && this.callerOut.queued === 0) this.socket.end();
+  }
+
+  private resetting = false;
+
+  terminate(): void {
+    this.closing = true;
+    this.target?.terminate();
+    this.socket.terminate();
+  }
+
+  /** The caller's connection closed: every open stream is the caller's cancellation. */
+  gone(): void {
+    if (this.closed) return;
+    this.closed = true;
+    clearTimeout(this.dialTimer);
+    for (const s of [...this.streams.values()]) this.end(s, CALLER_CLOSED);
+    this.target?.terminate();
+    this.target = undefined;
+  }
+}
+
+const TARGET_HANDLERS = {
+  open(socket: Socket<H2Relay>) {
+    if (!socket.data.tlsTarget) socket.data.targetOpened(socket);
+  },
+  handshake(socket: Socket<H2Relay>) {
+    socket.data.targetOpened(socket);
+  },
+  data(socket: Socket<H2Relay>, chunk: Uint8Array) {
+    socket.data.targetData(chunk);
+  },
+  drain(socket: Socket<H2Relay>) {
+    socket.data.targetDrained();
+  },
+  error(socket: Socket<H2Relay>, error: Error & { code?: string }) {
+    if (!error.code) socket.terminate();
+  },
+  close(socket: Socket<H2Relay>) {
+    socket.data.targetClosed();
+  },
+  connectError(socket: Socket<H2Relay>, error: Error) {
+    socket.data.targetFailed(error);
+  },
+};

@@ -1,0 +1,267 @@
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import http2 from "node:http2";
+import net from "node:net";
+import {
+  ERROR,
+  FLAG,
+  FRAME,
+  type Frame,
+  FrameReader,
+  headerFrames,
+  readSettings,
+  rstStream,
+  SETTING,
+  settingsFrame,
+} from "../../lib/http2/frames.ts";
+import { type HeaderField, HpackDecoder, HpackEncoder } from "../../lib/http2/hpack.ts";
+import { type DevApi, startProdApis, tempDir } from "../support/dev-api.ts";
+import { startHttp2Pair } from "../support/http2-pair.ts";
+import { stopAll } from "../support/proc.ts";
+import { waitUntil } from "../support/wait.ts";
+
+/**
+ * What the HTTP/2 relay does beyond carrying gRPC (tests/integration/proxy-grpc.test.ts): SETTINGS
+ * relayed end to end, a target's stream reset passed on, requests refused per stream (malformed, an HPACK
+ * bomb, over the stream limit) while the connection goes on, and HTTP/1.1 callers of the same listener.
+ * A raw caller speaks frames to the plaintext client listener of a client→server pair, both relays.
+ */
+const dir = tempDir();
+let apis: Record<string, DevApi>;
+let clientPort: number;
+/** What the target saw of the caller's SETTINGS, and how it answers each path. */
+let targetSettings: http2.Settings | undefined;
+let target: http2.Http2Server;
+let resetting: net.Server;
+let resettingPort: number;
+/** Streams the target holds open (/hold), to be answered when a test says so. */
+const held: http2.ServerHttp2Stream[] = [];
+
+beforeAll(async () => {
+  apis = await startProdApis(dir, ["web", "api"]);
+  target = http2.createServer({ settings: { initialWindowSize: 333_333, maxConcurrentStreams: 50 } });
+  target.on("session", (session) => {
+    session.on("remoteSettings", (s) => {
+      targetSettings = s;
+    });
+  });
+  target.on("stream", (stream: http2.ServerHttp2Stream, headers: http2.IncomingHttpHeaders) => {
+    stream.on("error", () => {});
+    const path = headers[":path"];
+    if (path === "/hold") held.push(stream);
+    else {
+      stream.respond({ ":status": 200, "x-seen-peer": String(headers["svc-peer-id"]) });
+      stream.end("ok");
+    }
+  });
+  await new Promise<void>((r) => target.listen(0, "127.0.0.1", () => r()));
+  const pair = await startHttp2Pair(apis, (target.address() as net.AddressInfo).port);
+  clientPort = pair.clientPort;
+  // A target that answers each request with a head and then resets it: a peer written with frames, since
+  // Bun's node:http2 ends a stream it is told to reset (stream.close(code)) as if it were complete.
+  resetting = net.createServer((socket) => {
+    const reader = new FrameReader(16_384, true);
+    const encoder = new HpackEncoder();
+    socket.on("error", () => {});
+    socket.write(settingsFrame(new Map()));
+    socket.on("data", (d: Buffer) => {
+      for (const f of reader.push(d)) {
+        if (f.type === FRAME.SETTINGS && !(f.flags & FLAG.ACK)) socket.write(settingsFrame(undefined));
+        if (f.type !== FRAME.HEADERS) continue;
+        const block = encoder.encode([{ name: ":status", value: "200" }]);
+        for (const part of headerFrames(f.stream, block, 0, 16_384)) socket.write(part);
+        socket.write(rstStream(f.stream, ERROR.INTERNAL_ERROR));
+      }
+    });
+  });
+  await new Promise<void>((r) => resetting.listen(0, "127.0.0.1", () => r()));
+  resettingPort = (await startHttp2Pair(apis, (resetting.address() as net.AddressInfo).port)).clientPort;
+});
+afterAll(async () => {
+  resetting.close();
+  for (const s of held) s.close();
+  target.close();
+  await stopAll();
+});
+
+/** A caller writing raw frames and reading the proxy's, with header blocks decoded. */
+class RawCaller {
+  readonly frames: Frame[] = [];
+  readonly headers = new Map<number, HeaderField[][]>();
+  closed = false;
+  private readonly socket: net.Socket;
+  private readonly reader = new FrameReader(16_384);
+  private readonly decoder = new HpackDecoder();
+  readonly encoder = new HpackEncoder();
+
+  constructor(settings: [number, number][] = [], port = clientPort) {
+    this.socket = net.connect(port, "127.0.0.1");
+    this.socket.on("error", () => {});
+    this.socket.on("close", () => {
+      this.closed = true;
+    });
+    this.socket.on("data", (d: Buffer) => {
+      for (const f of this.reader.push(d)) {
+        this.frames.push(f);
+        if (f.type === FRAME.HEADERS) {
+          const list = this.headers.get(f.stream) ?? [];
+          list.push(this.decoder.decode(f.payload));
+          this.headers.set(f.stream, list);
+        }
+      }
+    });
+    const payload = Buffer.alloc(settings.length * 6);
+    settings.forEach(([id, value], i) => {
+      payload.writeUInt16BE(id, i * 6);
+      payload.writeUInt32BE(value, i * 6 + 2);
+    });
+    this.socket.write("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
+    this.write(FRAME.SETTINGS, 0, 0, payload);
+  }
+
+  write(type: number, flags: number, stream: number, payload: Uint8Array): void {
+    const head = Buffer.alloc(9);
+    head.writeUIntBE(payload.length, 0, 3);
+    head[3] = type;
+    head[4] = flags;
+    head.writeUInt32BE(stream, 5);
+    this.socket.write(Buffer.concat([head, payload]));
+  }
+
+  /** A request's HEADERS (one frame, END_HEADERS), with END_STREAM unless `open`. */
+  request(stream: number, fields: HeaderField[], open = false): void {
+    const block = this.encoder.encode([
+      { name: ":method", value: "GET" },
+      { name: ":scheme", value: "http" },
+      { name: ":authority", value: "x" },
+      ...fields,
+    ]);
+    this.write(FRAME.HEADERS, FLAG.END_HEADERS | (open ? 0 : FLAG.END_STREAM), stream, block);
+  }
+
+  async frame(what: string, match: (f: Frame) => boolean): Promise<Frame> {
+    await waitUntil(what, () => this.frames.some(match), 10_000);
+    return this.frames.find(match) as Frame;
+  }
+
+  /** The status the proxy or target answered on `stream`. */
+  async status(stream: number): Promise<string> {
+    await waitUntil(`the answer on stream ${stream}`, () => this.headers.has(stream), 10_000);
+    return this.headers.get(stream)?.[0]?.find((f) => f.name === ":status")?.value ?? "";
+  }
+
+  rst(stream: number): Promise<number> {
+    return this.frame(
+      `RST_STREAM on ${stream}`,
+      (f) => f.type === FRAME.RST_STREAM && f.stream === stream,
+    ).then((f) => Buffer.from(f.payload).readUInt32BE(0));
+  }
+
+  close(): void {
+    this.socket.destroy();
+  }
+}
+
+describe("SETTINGS pass end to end", () => {
+  test("the caller's initial window reaches the target, the target's window and stream limit the caller", async () => {
+    targetSettings = undefined;
+    const c = new RawCaller([[SETTING.INITIAL_WINDOW_SIZE, 1_000_000]]);
+    await waitUntil(
+      "the target's view of the caller's window",
+      () => targetSettings?.initialWindowSize === 1_000_000,
+      10_000,
+    );
+    const relayed = await c.frame(
+      "the target's SETTINGS",
+      (f) =>
+        f.type === FRAME.SETTINGS &&
+        !(f.flags & FLAG.ACK) &&
+        readSettings(f).has(SETTING.INITIAL_WINDOW_SIZE),
+    );
+    expect(readSettings(relayed).get(SETTING.INITIAL_WINDOW_SIZE)).toBe(333_333);
+    const limits = c.frames
+      .filter((f) => f.type === FRAME.SETTINGS && !(f.flags & FLAG.ACK))
+      .map((f) => readSettings(f).get(SETTING.MAX_CONCURRENT_STREAMS))
+      .filter((v) => v !== undefined);
+    // Each proxy's own 100 first, then the target's 50.
+    expect(limits[0]).toBe(100);
+    expect(limits.at(-1)).toBe(50);
+    // The caller's SETTINGS are acknowledged (once the target took the window on).
+    await c.frame(
+      "the ACK of the caller's SETTINGS",
+      (f) => f.type === FRAME.SETTINGS && (f.flags & FLAG.ACK) !== 0,
+    );
+    c.request(1, [{ name: ":path", value: "/" }]);
+    expect(await c.status(1)).toBe("200");
+    c.close();
+  });
+});
+
+describe("per stream, the connection going on", () => {
+  test("a stream the target resets is reset for the caller with the target's code", async () => {
+    const c = new RawCaller([], resettingPort);
+    c.request(1, [{ name: ":path", value: "/" }]);
+    expect(await c.status(1)).toBe("200");
+    expect(await c.rst(1)).toBe(ERROR.INTERNAL_ERROR);
+    c.request(3, [{ name: ":path", value: "/" }]);
+    expect(await c.rst(3)).toBe(ERROR.INTERNAL_ERROR);
+    c.close();
+  });
+
+  test("a request with a connection-specific field is malformed: RST_STREAM PROTOCOL_ERROR", async () => {
+    const c = new RawCaller();
+    c.request(1, [
+      { name: ":path", value: "/" },
+      { name: "connection", value: "close" },
+    ]);
+    expect(await c.rst(1)).toBe(ERROR.PROTOCOL_ERROR);
+    c.request(3, [{ name: ":path", value: "/" }]);
+    expect(await c.status(3)).toBe("200");
+    c.close();
+  });
+
+  test("a caller's Svc-Peer-ID never reaches the target", async () => {
+    const c = new RawCaller();
+    c.request(1, [
+      { name: ":path", value: "/" },
+      { name: "svc-peer-id", value: "spiffe://example.org/forged" },
+      { name: "svc_peer_id", value: "spiffe://example.org/forged" },
+    ]);
+    expect(await c.status(1)).toBe("200");
+    expect(c.headers.get(1)?.[0]?.find((f) => f.name === "x-seen-peer")?.value).toBe(
+      "spiffe://example.org/ns/prod/sa/web",
+    );
+    c.close();
+  });
+
+  test("an HPACK bomb (one large table entry named 20 times) is refused with 431 while decoding", async () => {
+    const c = new RawCaller();
+    // Stream 1 puts a 4,000-octet value in the table; stream 3 names it 20 times, 80,000 octets decoded
+    // from a block of about 20.
+    c.request(1, [
+      { name: ":path", value: "/" },
+      { name: "x-big", value: "b".repeat(4_000) },
+    ]);
+    expect(await c.status(1)).toBe("200");
+    const fields = Array.from({ length: 20 }, () => ({ name: "x-big", value: "b".repeat(4_000) }));
+    c.request(3, [{ name: ":path", value: "/" }, ...fields]);
+    expect(await c.status(3)).toBe("431");
+    c.request(5, [{ name: ":path", value: "/" }]);
+    expect(await c.status(5)).toBe("200");
+    c.close();
+  });
+
+  test("streams beyond the limit of 100 are refused (REFUSED_STREAM), the others served", async () => {
+    const c = new RawCaller();
+    for (let i = 0; i < 101; i++) c.request(2 * i + 1, [{ name: ":path", value: "/hold" }], true);
+    expect(await c.rst(201)).toBe(ERROR.REFUSED_STREAM);
+    c.close();
+    await waitUntil("the held streams to end at the target", () => held.every((s) => s.closed), 10_000);
+  });
+});
+
+test("an HTTP/1.1 caller of the same listener is served (translated for the HTTP/2 target)", async () => {
+  const res = await fetch(`http://127.0.0.1:${clientPort}/`);
+  expect(res.status).toBe(200);
+  expect(await res.text()).toBe("ok");
+  expect(res.headers.get("x-seen-peer")).toBe("spiffe://example.org/ns/prod/sa/web");
+});
