@@ -213,6 +213,13 @@ export function headersFragment(f: Frame): Uint8Array {
   return f.payload.subarray(start, end);
 }
 
+/** A HEADERS frame whose priority names its own stream as the one it depends on (section 5.3.1). */
+export function dependsOnItself(f: Frame): boolean {
+  if (!(f.flags & FLAG.PRIORITY)) return false;
+  const at = f.flags & FLAG.PADDED ? 1 : 0;
+  return f.payload.length >= at + 4 && readUint31(f.payload, at) === f.stream;
+}
+
 /**
  * Collects header blocks (section 4.3): a HEADERS frame without END_HEADERS must be followed by
  * CONTINUATION frames of the same stream, and by nothing else, up to one with END_HEADERS. A block longer

@@ -19,6 +19,7 @@ import {
   checkData,
   checkPing,
   checkPriority,
+  dependsOnItself,
   ERROR,
   FLAG,
   FRAME,
@@ -119,6 +120,11 @@ export class H2Relay {
   /** Streams whose later frames from that side are dropped (the proxy answered or ended them). */
   private readonly dropFromCaller = new Set<number>();
   private readonly dropFromTarget = new Set<number>();
+  /** Streams that ended lately, to tell a stream reopened (STREAM_CLOSED) from one opened out of order. */
+  private readonly closedStreams = new Set<number>();
+  /** PINGs each side sent that the other has not acknowledged yet: an ACK nobody asked for is dropped. */
+  private callerPings = 0;
+  private targetPings = 0;
   private lastStream = 0;
   /** The highest stream the target has been sent. */
   private lastForwarded = 0;
@@ -195,11 +201,10 @@ export class H2Relay {
       case FRAME.DATA: {
         checkData(f);
         const s = this.streams.get(f.stream);
-        if (!s) {
+        if (!s || s.callerEnded) {
           this.strayFromCaller(f);
           return;
         }
-        if (s.callerEnded) throw new H2Error(ERROR.STREAM_CLOSED, "DATA after END_STREAM", f.stream);
         s.bytesIn += f.payload.length;
         this.passToTarget(f);
         if (f.flags & FLAG.END_STREAM) this.callerEnded(s);
@@ -236,12 +241,17 @@ export class H2Relay {
         return;
       case FRAME.PING:
         checkPing(f);
-        if (!(f.flags & FLAG.ACK) && !this.controls.take())
+        if (f.flags & FLAG.ACK) {
+          if (this.targetPings === 0) return;
+          this.targetPings--;
+        } else if (!this.controls.take()) {
           this.abuse(
             "control_flood",
             `more than ${CONTROL_BURST} PING and SETTINGS frames (${CONTROL_RATE} a second)`,
           );
-        else this.passToTarget(f);
+          return;
+        } else this.callerPings++;
+        this.passToTarget(f);
         return;
       case FRAME.SETTINGS:
         this.settings(f, "caller");
@@ -266,15 +276,19 @@ export class H2Relay {
       throw new H2Error(ERROR.PROTOCOL_ERROR, `frame type ${f.type} on idle stream ${f.stream}`);
   }
 
-  /** DATA on a stream that is not open: its credit returned when the proxy ended it, else passed on. */
+  /**
+   * DATA on a stream the caller may not send on: the credit it took is returned (the target never sees
+   * it). Late DATA of a stream the proxy answered or reset is what the RFC lets a sender have in flight,
+   * and is dropped; on any other closed or half-closed stream it is a stream error, STREAM_CLOSED.
+   */
   private strayFromCaller(f: Frame): void {
     this.idleStream(f);
-    if (this.dropFromCaller.has(f.stream) || f.stream > this.lastForwarded) {
-      if (f.payload.length > 0) this.sendCaller(windowUpdate(0, f.payload.length));
+    if (f.payload.length > 0) this.sendCaller(windowUpdate(0, f.payload.length));
+    if (this.dropFromCaller.has(f.stream)) {
       if (f.flags & FLAG.END_STREAM) this.dropFromCaller.delete(f.stream);
       return;
     }
-    this.passToTarget(f); // the target closed it: a STREAM_CLOSED of its own, and its connection window
+    throw new H2Error(ERROR.STREAM_CLOSED, `DATA on closed stream ${f.stream}`, f.stream);
   }
 
   private callerHeaders(headers: Frame, block: Uint8Array): void {
@@ -289,11 +303,13 @@ export class H2Relay {
       if (!(e instanceof HeaderListTooLarge)) throw e;
       tooLarge = true;
     }
+    if (dependsOnItself(headers))
+      throw new H2Error(ERROR.PROTOCOL_ERROR, "a stream that depends on itself", id);
     const open = this.streams.get(id);
     if (open) {
       // Trailers: the second header block of a request, which ends it.
-      if (!endStream || open.callerEnded)
-        throw new H2Error(ERROR.PROTOCOL_ERROR, "a second header block without END_STREAM", id);
+      if (open.callerEnded) throw new H2Error(ERROR.STREAM_CLOSED, "HEADERS after END_STREAM", id);
+      if (!endStream) throw new H2Error(ERROR.PROTOCOL_ERROR, "a second header block without END_STREAM", id);
       const t =
         tooLarge || !fields ? { malformed: "trailers over the size allowed" } : trailerH2Fields(fields, true);
       if ("malformed" in t) throw new H2Error(ERROR.PROTOCOL_ERROR, t.malformed, id);
@@ -304,7 +320,9 @@ export class H2Relay {
     if (id % 2 === 0) throw new H2Error(ERROR.PROTOCOL_ERROR, `HEADERS on stream ${id}, not a client's`);
     if (id <= this.lastStream) {
       if (this.dropFromCaller.has(id)) return;
-      throw new H2Error(ERROR.STREAM_CLOSED, `HEADERS on closed stream ${id}`);
+      if (this.closedStreams.has(id))
+        throw new H2Error(ERROR.STREAM_CLOSED, `HEADERS on closed stream ${id}`);
+      throw new H2Error(ERROR.PROTOCOL_ERROR, `stream ${id} opened after stream ${this.lastStream}`);
     }
     this.lastStream = id;
     if (this.goingAway || Date.now() > this.validUntil) {
@@ -480,7 +498,7 @@ export class H2Relay {
   }
 
   targetData(data: Uint8Array): void {
-    if (this.closed) return;
+    if (this.closed || this.closing) return;
     try {
       for (const f of this.targetFrames.push(data)) this.fromTargetFrame(f);
     } catch (e) {
@@ -532,6 +550,10 @@ export class H2Relay {
         return;
       case FRAME.PING:
         checkPing(f);
+        if (f.flags & FLAG.ACK) {
+          if (this.callerPings === 0) return;
+          this.callerPings--;
+        } else this.targetPings++;
         this.passToCaller(f);
         return;
       case FRAME.PRIORITY:
@@ -731,6 +753,8 @@ export class H2Relay {
   /** A stream is over: counted once, forgotten. */
   private end(s: Stream, status: number): void {
     this.streams.delete(s.id);
+    this.closedStreams.add(s.id);
+    this.trim(this.closedStreams);
     const seconds = (performance.now() - s.started) / 1000;
     this.ctx.events?.request(status, seconds, s.bytesIn, s.bytesOut);
     if (status === CALLER_CLOSED) {
@@ -793,7 +817,11 @@ export class H2Relay {
     this.endBoth(ERROR.ENHANCE_YOUR_CALM);
   }
 
-  /** Ends both connections now: GOAWAY to the caller with `code`, the target's streams cancelled. */
+  /**
+   * Ends both connections now: GOAWAY to the caller with `code`, the target's streams cancelled. The
+   * caller's connection is closed once the GOAWAY is written, or, for abuse (ENHANCE_YOUR_CALM), reset
+   * after the grace: a flood may not read what it is sent.
+   */
   private endBoth(code: number): void {
     this.sendCaller(goAway(this.lastStream, code));
     for (const s of [...this.streams.values()]) {
@@ -803,7 +831,7 @@ export class H2Relay {
     this.sendTarget(goAway(0, ERROR.NO_ERROR));
     this.targetOut?.flush();
     this.target?.end();
-    this.closeSoon(true);
+    this.closeSoon(code === ERROR.ENHANCE_YOUR_CALM);
   }
 
   /**
