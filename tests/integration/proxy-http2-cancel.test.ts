@@ -11,13 +11,12 @@ import { waitUntil } from "../support/wait.ts";
 /**
  * Streams their callers cancel, through a client→server pair with connection.http2: the caller's doing,
  * not a failure. Each is counted under status 499 and logged at debug; a burst of them is one info line
- * with the count; no "upstream failure" warning is written for them.
+ * with the count; no "upstream failure" warning is written for them. On the HTTP/2 relay and on the
+ * full path (a client listener with the dummy middleware).
  */
 const dir = tempDir();
 let apis: Record<string, DevApi>;
-let client: Proc;
-let clientPort: number;
-let metricsPort: number;
+const pairs: Record<string, { client: Proc; clientPort: number; metricsPort: number }> = {};
 /** Requests the target has received and not answered: it answers none of them. */
 let held = 0;
 const target = http2.createServer();
@@ -30,19 +29,26 @@ target.on("stream", (stream) => {
 beforeAll(async () => {
   apis = await startProdApis(dir, ["web", "api"]);
   await new Promise<void>((r) => target.listen(0, "127.0.0.1", () => r()));
-  metricsPort = await freePort();
-  const pair = await startHttp2Pair(apis, (target.address() as { port: number }).port, {
-    metricsAddr: `127.0.0.1:${metricsPort}`,
-  });
-  client = pair.client;
-  clientPort = pair.clientPort;
+  const targetPort = (target.address() as { port: number }).port;
+  for (const [path, client] of [
+    ["relay", {}],
+    ["full", { middlewares: [{ type: "dummy" }] }],
+  ] as const) {
+    const metricsPort = await freePort();
+    const pair = await startHttp2Pair(apis, targetPort, { metricsAddr: `127.0.0.1:${metricsPort}`, client });
+    pairs[path] = { client: pair.client, clientPort: pair.clientPort, metricsPort };
+  }
 });
 afterAll(async () => {
   await stopAll();
   target.close();
 });
 
-test("50 streams cancelled by their caller: counted as 499, one info line, no failure logged", async () => {
+test.each([
+  "relay",
+  "full",
+])("%s: 50 streams cancelled by their caller: counted as 499, one info line, no failure logged", async (path) => {
+  const { client, clientPort, metricsPort } = pairs[path] as (typeof pairs)[string];
   const session = http2.connect(`http://127.0.0.1:${clientPort}`);
   const streams = Array.from({ length: 50 }, () => {
     const s = session.request({ ":method": "POST", ":path": "/" }, { endStream: false });
