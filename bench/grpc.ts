@@ -1,12 +1,15 @@
 /**
- * gRPC unary calls through a client→server proxy pair: svc-proxy (listeners with connection.http2)
- * against ghostunnel (which relays the bytes of HTTP/2 with prior knowledge), against a direct
- * connection, in the same run with SVIDs from the same development Workload API. h2load (Debian's
+ * gRPC calls through a client→server proxy pair: svc-proxy (listeners with connection.http2) against
+ * ghostunnel (which relays the bytes of HTTP/2 with prior knowledge), against a pair of Bun TLS byte
+ * relays (bench/relay-ceiling.ts: what Bun's own sockets cost with no HTTP/2 read at all) and against a
+ * direct connection, in the same run with SVIDs from the same development CA. h2load (Debian's
  * nghttp2-client) sends unary calls of a 64-byte message with 16 streams on 1 connection, then 16
- * connections of 1 stream each, the setups alternating over --rounds rounds. Reported: medians (with the
- * range) of calls/s, p50 and p99 latency (from h2load's per-request log), CPU µs per call of each hop, and
- * the ratios against the ghostunnel pair. The target is bench/grpc-upstream.ts. Needs `make build`, h2load
- * and ghostunnel (`tests/e2e/build-peers.sh ghostunnel`).
+ * connections of 1 stream each, then server-streaming calls (16 messages of 64 KiB each) with 4 streams
+ * on 1 connection, the setups alternating over --rounds rounds. Reported: medians (with the range) of
+ * calls/s, p50 and p99 latency (from h2load's per-request log), CPU µs per call of each hop, MB per CPU
+ * second of each hop for the streams, and the ratios against the ghostunnel pair. The target is
+ * bench/grpc-upstream.ts. Needs `make build`, h2load and ghostunnel (`tests/e2e/build-peers.sh
+ * ghostunnel`).
  *
  *   bun bench/grpc.ts [--seconds 4] [--rounds 3] [--baseline path/to/svc-proxy] [--out bench/results/grpc.md]
  */
@@ -15,8 +18,9 @@ import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { type Subprocess, spawn } from "bun";
 import { freePort, waitForPort } from "../tests/support/net.ts";
+import { STREAM_MESSAGES } from "./grpc-upstream.ts";
 import { cpuUs, median, quantile, range } from "./stats.ts";
-import { BenchRun, exactId, ROOT } from "./support.ts";
+import { BenchRun, benchId, exactId, ROOT } from "./support.ts";
 
 const { values: o } = parseArgs({
   options: {
@@ -37,12 +41,17 @@ interface Result {
 
 const run = new BenchRun();
 const dir = run.dir;
+const UNARY = "/bench.Echo/Unary";
+const STREAM = "/bench.Echo/Stream";
+/** What one server-streaming call carries from the target: its messages with their 5-byte prefixes. */
+const STREAM_BYTES = STREAM_MESSAGES * (64 * 1024 + 5);
 const LOADS = [
-  { name: "16 streams on 1 connection", args: ["-c", "1", "-m", "16"] },
-  { name: "16 connections", args: ["-c", "16", "-m", "1", "-t", "2"] },
+  { name: "16 streams on 1 connection", args: ["-c", "1", "-m", "16"], path: UNARY },
+  { name: "16 connections", args: ["-c", "16", "-m", "1", "-t", "2"], path: UNARY },
+  { name: "server streaming, 4 streams on 1 connection", args: ["-c", "1", "-m", "4"], path: STREAM },
 ];
 
-async function h2load(port: number, args: string[], procs: Subprocess[]): Promise<Result> {
+async function h2load(port: number, args: string[], path: string, procs: Subprocess[]): Promise<Result> {
   const log = join(dir, `h2load-${port}.log`);
   const before = procs.map((p) => cpuUs(p.pid));
   const p = spawn(
@@ -59,7 +68,7 @@ async function h2load(port: number, args: string[], procs: Subprocess[]): Promis
       "te: trailers",
       "--log-file",
       log,
-      `http://127.0.0.1:${port}/bench.Echo/Unary`,
+      `http://127.0.0.1:${port}${path}`,
     ],
     { stdout: "pipe" },
   );
@@ -111,9 +120,40 @@ try {
     for (const p of [server, client]) await waitForPort(p);
     return { port: client, procs: [c, s] };
   };
+  // Certificates for the byte relays, from a development CA of the same trust domain.
+  const { DevCa } = await import("../lib/dev/ca.ts");
+  const { derToPem } = await import("../lib/spiffe/cert.ts");
+  const ca = await DevCa.open("bench.svc", join(dir, "ca"));
+  for (const sa of ["client", "server"]) {
+    const svid = await ca.issueX509Svid(benchId(sa), 3_600_000);
+    writeFileSync(join(dir, `${sa}.pem`), derToPem(svid.certDer));
+    writeFileSync(join(dir, `${sa}.key`), derToPem(svid.keyDer, "PRIVATE KEY"));
+  }
+  writeFileSync(join(dir, "ca.pem"), derToPem(ca.caDer));
+  const bytesPair = async () => {
+    const [server, client] = [await freePort(), await freePort()];
+    const relay = (mode: string, listen: number, target: number, sa: string) =>
+      run.start([
+        process.execPath,
+        join(ROOT, "bench/relay-ceiling.ts"),
+        mode,
+        String(listen),
+        String(target),
+        join(dir, `${sa}.pem`),
+        join(dir, `${sa}.key`),
+        join(dir, "ca.pem"),
+      ]);
+    const procs = [
+      relay("client", client, server, "client"),
+      relay("server", server, upstreamPort, "server"),
+    ];
+    for (const p of [server, client]) await waitForPort(p);
+    return { port: client, procs };
+  };
   const setups: Record<string, { port: number; procs: Subprocess[] }> = {
     direct: { port: upstreamPort, procs: [] },
     "ghostunnel pair": await run.ghostunnelPair(upstreamPort),
+    "Bun TLS byte relay pair": await bytesPair(),
     "svc-proxy pair": await svcPair(),
     ...(o.baseline ? { "svc-proxy pair, baseline": await svcPair(o.baseline) } : {}),
   };
@@ -123,18 +163,20 @@ try {
     "",
     `h2load, ${o.seconds} s per cell, 64-byte messages; medians of ${o.rounds} alternating rounds after a warm-up, range in brackets; CPU is user + system µs per call of each hop (client, server). Loopback, 2 cores shared by every process.`,
     "",
-    "| load | setup | calls/s | p50 ms | p99 ms | failed | CPU µs/call | calls/s vs ghostunnel | p99 vs ghostunnel |",
-    "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+    `Server streaming: each call carries ${STREAM_MESSAGES} messages of 64 KiB from the target; MB/CPU s is MB carried per CPU second of each hop.`,
+    "",
+    "| load | setup | calls/s | p50 ms | p99 ms | failed | CPU µs/call | MB/CPU s | calls/s vs ghostunnel | p99 vs ghostunnel |",
+    "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
   ];
   for (const load of LOADS) {
     const results: Record<string, Result[]> = {};
     for (const [name, s] of Object.entries(setups)) {
-      await h2load(s.port, load.args, s.procs); // warm-up
+      await h2load(s.port, load.args, load.path, s.procs); // warm-up
       results[name] = [];
     }
     for (let r = 0; r < Number(o.rounds); r++)
       for (const [name, s] of Object.entries(setups)) {
-        const x = await h2load(s.port, load.args, s.procs);
+        const x = await h2load(s.port, load.args, load.path, s.procs);
         results[name]?.push(x);
         process.stderr.write(`round ${r + 1} ${load.name} ${name}: ${JSON.stringify(x)}\n`);
       }
@@ -142,12 +184,17 @@ try {
     const gh = "ghostunnel pair";
     for (const name of Object.keys(setups)) {
       const xs = results[name] ?? [];
-      const cpu = xs[0]?.cpu.map((_, i) => median(xs.map((x) => x.cpu[i] as number)).toFixed(0)).join(", ");
+      const cpus = xs[0]?.cpu.map((_, i) => median(xs.map((x) => x.cpu[i] as number))) ?? [];
+      const cpu = cpus.map((c) => c.toFixed(0)).join(", ");
+      const perCpu =
+        load.path === STREAM && cpus.length
+          ? cpus.map((c) => (STREAM_BYTES / 1e6 / (c / 1e6)).toFixed(0)).join(", ")
+          : "—";
       lines.push(
         `| ${load.name} | ${name} | ${med(name, (x) => x.rps).toFixed(0)} (${range(
           xs.map((x) => x.rps),
           0,
-        )}) | ${med(name, (x) => x.p50).toFixed(2)} | ${med(name, (x) => x.p99).toFixed(2)} | ${xs.reduce((n, x) => n + x.failed, 0)} | ${cpu || "—"} | ${(med(name, (x) => x.rps) / med(gh, (x) => x.rps)).toFixed(2)} | ${(med(name, (x) => x.p99) / med(gh, (x) => x.p99)).toFixed(2)} |`,
+        )}) | ${med(name, (x) => x.p50).toFixed(2)} | ${med(name, (x) => x.p99).toFixed(2)} | ${xs.reduce((n, x) => n + x.failed, 0)} | ${cpu || "—"} | ${perCpu} | ${(med(name, (x) => x.rps) / med(gh, (x) => x.rps)).toFixed(2)} | ${(med(name, (x) => x.p99) / med(gh, (x) => x.p99)).toFixed(2)} |`,
       );
     }
   }

@@ -124,9 +124,10 @@ export class BenchRun {
   /** A ghostunnel client→server pair in front of `target`, as svcPair: the client listener's port and both processes. */
   async ghostunnelPair(target: number): Promise<{ port: number; procs: Subprocess[] }> {
     const [server, client] = [await freePort(), await freePort()];
+    // Client hop first, as every pair of the benchmarks lists its hops.
     const procs = [
-      this.ghostunnel("server", "server", "client", server, target),
       this.ghostunnel("client", "client", "server", client, server),
+      this.ghostunnel("server", "server", "client", server, target),
     ];
     for (const p of [server, client]) await waitForPort(p);
     return { port: client, procs };

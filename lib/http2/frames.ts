@@ -68,18 +68,34 @@ export class H2Error extends Error {
   }
 }
 
-export interface Frame {
-  type: number;
-  flags: number;
-  stream: number;
+/**
+ * A frame as received: `src` from `start` on, its 9-octet header and `length` octets of payload. Frames
+ * read from one chunk share it, so that a relay can pass on a run of them as one range of it; views of
+ * the bytes are made only when asked for.
+ */
+export class Frame {
+  constructor(
+    readonly type: number,
+    readonly flags: number,
+    readonly stream: number,
+    readonly src: Uint8Array,
+    readonly start: number,
+    readonly length: number,
+  ) {}
+
+  /** Where the frame ends in `src`. */
+  get end(): number {
+    return this.start + 9 + this.length;
+  }
+
   /** The frame's bytes as received, header included: what a relay passes on. */
-  bytes: Uint8Array;
-  /** `bytes` is `src` from `start` on: frames read from one chunk share it, so a relay can pass on a run
-   * of them as one range of it. */
-  src: Uint8Array;
-  start: number;
-  /** The payload (a view into `bytes`). */
-  payload: Uint8Array;
+  get bytes(): Uint8Array {
+    return this.src.subarray(this.start, this.end);
+  }
+
+  get payload(): Uint8Array {
+    return this.src.subarray(this.start + 9, this.end);
+  }
 }
 
 /**
@@ -87,8 +103,10 @@ export interface Frame {
  * larger frame is a connection error (FRAME_SIZE_ERROR). With `preface`, the client preface must come
  * first (a server's reader).
  */
+const EMPTY = new Uint8Array(0);
+
 export class FrameReader {
-  private buf: Uint8Array = new Uint8Array(0);
+  private buf: Uint8Array = EMPTY;
   private prefaceLeft: number;
 
   constructor(
@@ -98,43 +116,66 @@ export class FrameReader {
     this.prefaceLeft = preface ? PREFACE.length : 0;
   }
 
-  /** The frames `chunk` completes, in order; bytes of an unfinished frame are kept for the next chunk. */
+  /**
+   * The frames `chunk` completes, in order; bytes of an unfinished frame are kept for the next chunk. A
+   * frame that arrived whole in one chunk is a view of it (the runtime hands each read a buffer of its
+   * own); only a frame split across chunks is copied, into a buffer of its own size.
+   */
   push(chunk: Uint8Array): Frame[] {
-    const buf = this.buf.length ? joined([this.buf, chunk], this.buf.length + chunk.length) : chunk;
+    const frames: Frame[] = [];
     let p = 0;
     if (this.prefaceLeft) {
-      const n = Math.min(this.prefaceLeft, buf.length);
+      const n = Math.min(this.prefaceLeft, chunk.length);
       const at = PREFACE.length - this.prefaceLeft;
       for (let i = 0; i < n; i++)
-        if (buf[i] !== PREFACE[at + i])
+        if (chunk[i] !== PREFACE[at + i])
           throw new H2Error(ERROR.PROTOCOL_ERROR, "not the HTTP/2 client preface");
       this.prefaceLeft -= n;
       p = n;
     }
-    const frames: Frame[] = [];
-    while (buf.length - p >= 9) {
-      const length = ((buf[p] as number) << 16) | ((buf[p + 1] as number) << 8) | (buf[p + 2] as number);
-      if (length > this.maxFrameSize)
-        throw new H2Error(
-          ERROR.FRAME_SIZE_ERROR,
-          `a frame of ${length} octets, over the ${this.maxFrameSize} announced`,
-        );
-      if (buf.length - p < 9 + length) break;
-      const bytes = buf.subarray(p, p + 9 + length);
-      frames.push({
-        type: buf[p + 3] as number,
-        flags: buf[p + 4] as number,
-        stream: readUint31(buf, p + 5),
-        bytes,
-        src: buf,
-        start: p,
-        payload: bytes.subarray(9),
-      });
+    if (this.buf.length) {
+      // The frame begun in earlier chunks: its header first, then as much of it as this chunk holds.
+      const have = this.buf.length;
+      if (have < 9) {
+        const head = joined([this.buf, chunk.subarray(p, p + 9 - have)]);
+        p += head.length - have;
+        this.buf = head;
+        if (head.length < 9) return frames;
+      }
+      const total = 9 + this.lengthAt(this.buf, 0);
+      const take = Math.min(total - this.buf.length, chunk.length - p);
+      const whole = take > 0 ? joined([this.buf, chunk.subarray(p, p + take)]) : this.buf;
+      p += take;
+      if (whole.length < total) {
+        this.buf = whole;
+        return frames;
+      }
+      frames.push(
+        new Frame(whole[3] as number, whole[4] as number, readUint31(whole, 5), whole, 0, total - 9),
+      );
+      this.buf = EMPTY;
+    }
+    while (chunk.length - p >= 9) {
+      const length = this.lengthAt(chunk, p);
+      if (chunk.length - p < 9 + length) break;
+      frames.push(
+        new Frame(chunk[p + 3] as number, chunk[p + 4] as number, readUint31(chunk, p + 5), chunk, p, length),
+      );
       p += 9 + length;
     }
-    // What is left is copied, so that the frames handed out keep their bytes.
-    this.buf = p < buf.length ? buf.slice(p) : new Uint8Array(0);
+    this.buf = p < chunk.length ? chunk.subarray(p) : EMPTY;
     return frames;
+  }
+
+  /** The length of the frame whose header starts at `at`, within the size announced. */
+  private lengthAt(b: Uint8Array, at: number): number {
+    const length = ((b[at] as number) << 16) | ((b[at + 1] as number) << 8) | (b[at + 2] as number);
+    if (length > this.maxFrameSize)
+      throw new H2Error(
+        ERROR.FRAME_SIZE_ERROR,
+        `a frame of ${length} octets, over the ${this.maxFrameSize} announced`,
+      );
+    return length;
   }
 }
 
@@ -197,11 +238,13 @@ export function readWindowUpdate(f: Frame): number {
 /** The header block fragment of a HEADERS frame, without its padding and priority (section 6.2). */
 export function headersFragment(f: Frame): Uint8Array {
   if (f.stream === 0) throw new H2Error(ERROR.PROTOCOL_ERROR, "HEADERS on stream 0");
+  // Offsets within the payload; one view is made, of the fragment.
   let start = 0;
-  let end = f.payload.length;
+  let end = f.length;
+  const at = f.start + 9;
   if (f.flags & FLAG.PADDED) {
     if (end < 1) throw new H2Error(ERROR.FRAME_SIZE_ERROR, "HEADERS too short for its padding");
-    const pad = f.payload[0] as number;
+    const pad = f.src[at] as number;
     start = 1;
     if (pad >= end) throw new H2Error(ERROR.PROTOCOL_ERROR, "HEADERS padding as long as its payload");
     end -= pad;
@@ -210,7 +253,7 @@ export function headersFragment(f: Frame): Uint8Array {
     if (end - start < 5) throw new H2Error(ERROR.FRAME_SIZE_ERROR, "HEADERS too short for its priority");
     start += 5;
   }
-  return f.payload.subarray(start, end);
+  return f.src.subarray(at + start, at + end);
 }
 
 /** A HEADERS frame whose priority names its own stream as the one it depends on (section 5.3.1). */
@@ -272,7 +315,7 @@ export class HeaderBlocks {
   }
 }
 
-function joined(parts: Uint8Array[], size: number): Uint8Array {
+function joined(parts: Uint8Array[], size = parts.reduce((n, p) => n + p.length, 0)): Uint8Array {
   const out = new Uint8Array(size);
   let at = 0;
   for (const p of parts) {
@@ -292,6 +335,12 @@ export function headerFrames(
   flags: number,
   maxFrameSize: number,
 ): Uint8Array[] {
+  // The common case, a block that fits one frame, makes no view of it.
+  if (block.length <= maxFrameSize)
+    return [
+      frameHeader(block.length, FRAME.HEADERS, (flags & FLAG.END_STREAM) | FLAG.END_HEADERS, stream),
+      block,
+    ];
   const out: Uint8Array[] = [];
   let at = 0;
   do {

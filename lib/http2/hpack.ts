@@ -44,24 +44,42 @@ const MAX_CONTINUATION = 9;
 export const DEFAULT_TABLE_SIZE = 4096;
 
 const STATIC_LENGTH = STATIC_TABLE.length;
-/** Static indexes by "name\0value" and by name (the first, as section 2.3.3 numbers them). */
-const STATIC_FIELD = new Map<string, number>();
-const STATIC_NAME = new Map<string, number>();
+/** Static indexes by name: the first with the name (as section 2.3.3 numbers them), and by value. */
+const STATIC_BY_NAME = new Map<string, { index: number; values: Map<string, number> }>();
 STATIC_TABLE.forEach(([name, value], i) => {
-  const key = `${name}\0${value}`;
-  if (!STATIC_FIELD.has(key)) STATIC_FIELD.set(key, i + 1);
-  if (!STATIC_NAME.has(name)) STATIC_NAME.set(name, i + 1);
+  let entry = STATIC_BY_NAME.get(name);
+  if (!entry) {
+    entry = { index: i + 1, values: new Map() };
+    STATIC_BY_NAME.set(name, entry);
+  }
+  if (!entry.values.has(value)) entry.values.set(value, i + 1);
 });
 
-/** The dynamic table (section 2.3.2): newest entry at index 1, evicted oldest first. */
+/**
+ * The dynamic table (section 2.3.2): newest entry at index 1, evicted oldest first. An encoder's table
+ * (`searchable`) also keeps, per name and per name and value, where its newest entry is, so that finding
+ * one costs a look-up, not a scan.
+ */
 class DynamicTable {
   /** Entries, oldest first from `first` on. */
   private names: string[] = [];
   private values: string[] = [];
   private first = 0;
+  /** Entries sliced off the front of the arrays: entry k of the arrays was the (dropped + k)th added. */
+  private dropped = 0;
+  private readonly byName: Map<string, number> | undefined;
+  private readonly byField: Map<string, Map<string, number>> | undefined;
   size = 0;
 
-  constructor(public max: number) {}
+  constructor(
+    public max: number,
+    searchable = false,
+  ) {
+    if (searchable) {
+      this.byName = new Map();
+      this.byField = new Map();
+    }
+  }
 
   get length(): number {
     return this.names.length - this.first;
@@ -79,9 +97,19 @@ class DynamicTable {
     const size = entrySize(name, value);
     this.evict(this.max - size);
     if (size > this.max) return;
+    const position = this.dropped + this.names.length;
     this.names.push(name);
     this.values.push(value);
     this.size += size;
+    if (this.byName && this.byField) {
+      this.byName.set(name, position);
+      let values = this.byField.get(name);
+      if (!values) {
+        values = new Map();
+        this.byField.set(name, values);
+      }
+      values.set(value, position);
+    }
   }
 
   setMax(max: number): void {
@@ -91,25 +119,35 @@ class DynamicTable {
 
   /** Index (1 = newest) of the newest entry equal to name and value, and of the newest with the name. */
   find(name: string, value: string): { field: number; name: number } {
-    let byName = 0;
-    for (let k = this.names.length - 1; k >= this.first; k--)
-      if (this.names[k] === name) {
-        const i = this.names.length - k;
-        if (this.values[k] === value) return { field: i, name: i };
-        if (!byName) byName = i;
-      }
-    return { field: 0, name: byName };
+    const named = this.byName?.get(name);
+    if (named === undefined) return { field: 0, name: 0 };
+    const field = this.byField?.get(name)?.get(value);
+    return {
+      field: field === undefined ? 0 : this.dropped + this.names.length - field,
+      name: this.dropped + this.names.length - named,
+    };
   }
 
   private evict(room: number): void {
     while (this.size > room && this.first < this.names.length) {
-      this.size -= entrySize(this.names[this.first] as string, this.values[this.first] as string);
+      const name = this.names[this.first] as string;
+      const value = this.values[this.first] as string;
+      this.size -= entrySize(name, value);
+      // The newest entry of a name (or field) is the last of them to go: then the look-ups forget it.
+      const position = this.dropped + this.first;
+      if (this.byName?.get(name) === position) this.byName.delete(name);
+      const values = this.byField?.get(name);
+      if (values?.get(value) === position) {
+        values.delete(value);
+        if (values.size === 0) this.byField?.delete(name);
+      }
       this.first++;
     }
     // Evicted entries are dropped in bulk, so that adding stays cheap.
     if (this.first > 64 && this.first * 2 > this.names.length) {
       this.names = this.names.slice(this.first);
       this.values = this.values.slice(this.first);
+      this.dropped += this.first;
       this.first = 0;
     }
   }
@@ -231,9 +269,17 @@ export class HpackEncoder {
   private smallest: number | undefined;
   private last: number | undefined;
 
-  constructor(o: { maxTableSize?: number } = {}) {
+  /** Names whose values are sent as literals, never added to the table (see the constructor). */
+  private readonly literalNames: ReadonlySet<string>;
+
+  /**
+   * `literalNames`: fields whose values differ in every block (a request ID): indexing them would only
+   * evict the entries that do repeat, so they are sent as literals without indexing, and not coded.
+   */
+  constructor(o: { maxTableSize?: number; literalNames?: ReadonlySet<string> } = {}) {
     this.cap = o.maxTableSize ?? DEFAULT_TABLE_SIZE;
-    this.table = new DynamicTable(Math.min(this.cap, DEFAULT_TABLE_SIZE));
+    this.table = new DynamicTable(Math.min(this.cap, DEFAULT_TABLE_SIZE), true);
+    this.literalNames = o.literalNames ?? new Set();
   }
 
   /** The peer's SETTINGS_HEADER_TABLE_SIZE: this side's table uses at most it (and at most its own cap). */
@@ -253,7 +299,8 @@ export class HpackEncoder {
       this.smallest = this.last = undefined;
     }
     for (const { name, value, never } of fields) {
-      const staticField = never ? undefined : STATIC_FIELD.get(`${name}\0${value}`);
+      const known = STATIC_BY_NAME.get(name);
+      const staticField = never ? undefined : known?.values.get(value);
       if (staticField) {
         integer(out, 0x80, 7, staticField);
         continue;
@@ -263,13 +310,15 @@ export class HpackEncoder {
         integer(out, 0x80, 7, STATIC_LENGTH + dynamic.field);
         continue;
       }
-      const nameIndex = STATIC_NAME.get(name) ?? (dynamic.name ? STATIC_LENGTH + dynamic.name : 0);
-      const index = !never && entrySize(name, value) <= this.table.max;
+      const nameIndex = known?.index ?? (dynamic.name ? STATIC_LENGTH + dynamic.name : 0);
+      const unique = this.literalNames.has(name);
+      const index = !never && !unique && entrySize(name, value) <= this.table.max;
       if (never) integer(out, 0x10, 4, nameIndex);
       else if (index) integer(out, 0x40, 6, nameIndex);
       else integer(out, 0x00, 4, nameIndex);
       if (!nameIndex) literal(out, name);
-      literal(out, value);
+      // A value never seen again is sent as it is: coding it would cost both sides more than its octets.
+      literal(out, value, unique);
       if (index) this.table.add(name, value);
     }
     return Uint8Array.from(out);
@@ -292,9 +341,12 @@ export function integer(out: number[], flags: number, prefixBits: number, value:
   out.push(rest);
 }
 
-/** A string literal (section 5.2): Huffman-coded unless that is longer (as RFC 7541 Appendix C codes). */
-function literal(out: number[], s: string): void {
-  const coded = huffmanLength(s);
+/**
+ * A string literal (section 5.2): Huffman-coded unless that is longer (as RFC 7541 Appendix C codes), or
+ * `raw`.
+ */
+function literal(out: number[], s: string, raw = false): void {
+  const coded = raw ? s.length + 1 : huffmanLength(s);
   if (coded <= s.length) {
     integer(out, 0x80, 7, coded);
     huffmanEncode(s, out);

@@ -53,6 +53,7 @@ import { CALLER_CLOSED } from "../cancelled.ts";
 import { upstreamFailure } from "../failure.ts";
 import { budget, CONTROL_BURST, CONTROL_RATE, type H2Abuse, RESET_BURST, RESET_RATE } from "../h2-abuse.ts";
 import { callerH2Fields, targetH2Fields, trailerH2Fields } from "../h2-fields.ts";
+import { REQUEST_ID_HEADER } from "../headers.ts";
 import { Outbox } from "../relay/outbox.ts";
 import type { H2Context } from "./context.ts";
 import {
@@ -74,7 +75,11 @@ const HIGH_WATER = 256 * 1024;
 const CLOSE_GRACE_MS = 1000;
 /** Streams answered or ended by the proxy whose late frames are still recognised, per side. */
 const MAX_DROPPED = 1024;
+/** Runs of skipped stream identifiers remembered (see H2Relay.skipped). */
+const MAX_SKIPPED = 64;
 const MAX_FRAME = 16_384;
+/** Fields whose values differ in every message: sent as literals, so that they do not crowd the table. */
+const UNIQUE_PER_MESSAGE: ReadonlySet<string> = new Set([REQUEST_ID_HEADER]);
 
 interface Stream {
   id: number;
@@ -112,16 +117,21 @@ export class H2Relay {
   private readonly targetBlocks = new HeaderBlocks(MAX_HEADER_BLOCK);
   private readonly fromCaller = new HpackDecoder({ maxHeaderListSize: MAX_HEADER_LIST });
   private readonly fromTarget = new HpackDecoder({ maxHeaderListSize: MAX_HEADER_LIST });
-  private readonly toCaller = new HpackEncoder();
-  private readonly toTarget = new HpackEncoder();
+  private readonly toCaller = new HpackEncoder({ literalNames: UNIQUE_PER_MESSAGE });
+  private readonly toTarget = new HpackEncoder({ literalNames: UNIQUE_PER_MESSAGE });
   private readonly callerSettings = newSide();
   private readonly targetSettings = newSide();
   private readonly streams = new Map<number, Stream>();
   /** Streams whose later frames from that side are dropped (the proxy answered or ended them). */
   private readonly dropFromCaller = new Set<number>();
   private readonly dropFromTarget = new Set<number>();
-  /** Streams that ended lately, to tell a stream reopened (STREAM_CLOSED) from one opened out of order. */
-  private readonly closedStreams = new Set<number>();
+  /**
+   * Stream identifiers the caller skipped (first and last of each run, the latest MAX_SKIPPED runs): a
+   * HEADERS below the last stream is on one of these (opened out of order: PROTOCOL_ERROR) or on a stream
+   * that was open once (STREAM_CLOSED). Callers number their streams one after another, so this is
+   * nearly always empty, and costs nothing per stream.
+   */
+  private readonly skipped: [number, number][] = [];
   /** PINGs each side sent that the other has not acknowledged yet: an ACK nobody asked for is dropped. */
   private callerPings = 0;
   private targetPings = 0;
@@ -205,7 +215,7 @@ export class H2Relay {
           this.strayFromCaller(f);
           return;
         }
-        s.bytesIn += f.payload.length;
+        s.bytesIn += f.length;
         this.passToTarget(f);
         if (f.flags & FLAG.END_STREAM) this.callerEnded(s);
         return;
@@ -283,7 +293,7 @@ export class H2Relay {
    */
   private strayFromCaller(f: Frame): void {
     this.idleStream(f);
-    if (f.payload.length > 0) this.sendCaller(windowUpdate(0, f.payload.length));
+    if (f.length > 0) this.sendCaller(windowUpdate(0, f.length));
     if (this.dropFromCaller.has(f.stream)) {
       if (f.flags & FLAG.END_STREAM) this.dropFromCaller.delete(f.stream);
       return;
@@ -320,9 +330,14 @@ export class H2Relay {
     if (id % 2 === 0) throw new H2Error(ERROR.PROTOCOL_ERROR, `HEADERS on stream ${id}, not a client's`);
     if (id <= this.lastStream) {
       if (this.dropFromCaller.has(id)) return;
-      if (this.closedStreams.has(id))
-        throw new H2Error(ERROR.STREAM_CLOSED, `HEADERS on closed stream ${id}`);
-      throw new H2Error(ERROR.PROTOCOL_ERROR, `stream ${id} opened after stream ${this.lastStream}`);
+      if (this.skipped.some(([first, last]) => id >= first && id <= last))
+        throw new H2Error(ERROR.PROTOCOL_ERROR, `stream ${id} opened after stream ${this.lastStream}`);
+      throw new H2Error(ERROR.STREAM_CLOSED, `HEADERS on closed stream ${id}`);
+    }
+    const next = this.lastStream === 0 ? 1 : this.lastStream + 2;
+    if (id > next) {
+      this.skipped.push([next, id - 2]);
+      if (this.skipped.length > MAX_SKIPPED) this.skipped.shift();
     }
     this.lastStream = id;
     if (this.goingAway || Date.now() > this.validUntil) {
@@ -520,14 +535,14 @@ export class H2Relay {
       case FRAME.DATA: {
         checkData(f);
         if (this.dropFromTarget.has(f.stream)) {
-          if (f.payload.length > 0) this.sendTarget(windowUpdate(0, f.payload.length));
+          if (f.length > 0) this.sendTarget(windowUpdate(0, f.length));
           if (f.flags & FLAG.END_STREAM) this.dropFromTarget.delete(f.stream);
           return;
         }
         const s = this.streams.get(f.stream);
         this.passToCaller(f);
         if (!s) return;
-        s.bytesOut += f.payload.length;
+        s.bytesOut += f.length;
         if (f.flags & FLAG.END_STREAM) this.targetEnded(s);
         return;
       }
@@ -753,8 +768,6 @@ export class H2Relay {
   /** A stream is over: counted once, forgotten. */
   private end(s: Stream, status: number): void {
     this.streams.delete(s.id);
-    this.closedStreams.add(s.id);
-    this.trim(this.closedStreams);
     const seconds = (performance.now() - s.started) / 1000;
     this.ctx.events?.request(status, seconds, s.bytesIn, s.bytesOut);
     if (status === CALLER_CLOSED) {
@@ -902,12 +915,12 @@ export class H2Relay {
   // ---- writing, flow ----
 
   private passToTarget(f: Frame): void {
-    if (this.targetOut) this.targetOut.addRange(f.src, f.start, f.start + f.bytes.length);
+    if (this.targetOut) this.targetOut.addRange(f.src, f.start, f.end);
     else this.queueForTarget(f.bytes);
   }
 
   private passToCaller(f: Frame): void {
-    this.callerOut.addRange(f.src, f.start, f.start + f.bytes.length);
+    this.callerOut.addRange(f.src, f.start, f.end);
   }
 
   private sendTarget(...pieces: Uint8Array[]): void {
