@@ -20,7 +20,7 @@ import { type Subprocess, spawn } from "bun";
 import { freePort, waitForPort } from "../tests/support/net.ts";
 import { STREAM_MESSAGES } from "./grpc-upstream.ts";
 import { cpuUs, median, quantile, range } from "./stats.ts";
-import { BenchRun, benchId, exactId, ROOT } from "./support.ts";
+import { BenchRun, exactId, ROOT } from "./support.ts";
 
 const { values: o } = parseArgs({
   options: {
@@ -120,40 +120,10 @@ try {
     for (const p of [server, client]) await waitForPort(p);
     return { port: client, procs: [c, s] };
   };
-  // Certificates for the byte relays, from a development CA of the same trust domain.
-  const { DevCa } = await import("../lib/dev/ca.ts");
-  const { derToPem } = await import("../lib/spiffe/cert.ts");
-  const ca = await DevCa.open("bench.svc", join(dir, "ca"));
-  for (const sa of ["client", "server"]) {
-    const svid = await ca.issueX509Svid(benchId(sa), 3_600_000);
-    writeFileSync(join(dir, `${sa}.pem`), derToPem(svid.certDer));
-    writeFileSync(join(dir, `${sa}.key`), derToPem(svid.keyDer, "PRIVATE KEY"));
-  }
-  writeFileSync(join(dir, "ca.pem"), derToPem(ca.caDer));
-  const bytesPair = async () => {
-    const [server, client] = [await freePort(), await freePort()];
-    const relay = (mode: string, listen: number, target: number, sa: string) =>
-      run.start([
-        process.execPath,
-        join(ROOT, "bench/relay-ceiling.ts"),
-        mode,
-        String(listen),
-        String(target),
-        join(dir, `${sa}.pem`),
-        join(dir, `${sa}.key`),
-        join(dir, "ca.pem"),
-      ]);
-    const procs = [
-      relay("client", client, server, "client"),
-      relay("server", server, upstreamPort, "server"),
-    ];
-    for (const p of [server, client]) await waitForPort(p);
-    return { port: client, procs };
-  };
   const setups: Record<string, { port: number; procs: Subprocess[] }> = {
     direct: { port: upstreamPort, procs: [] },
     "ghostunnel pair": await run.ghostunnelPair(upstreamPort),
-    "Bun TLS byte relay pair": await bytesPair(),
+    "Bun TLS byte relay pair": await run.byteRelayPair(upstreamPort),
     "svc-proxy pair": await svcPair(),
     ...(o.baseline ? { "svc-proxy pair, baseline": await svcPair(o.baseline) } : {}),
   };

@@ -22,7 +22,7 @@ import { parseArgs } from "node:util";
 import { type Subprocess, spawn, spawnSync } from "bun";
 import { freePort, waitForPort } from "../tests/support/net.ts";
 import { cpuUs, median, range } from "./stats.ts";
-import { BenchRun, benchId, exactId, ROOT } from "./support.ts";
+import { BenchRun, exactId } from "./support.ts";
 
 const { values: o } = parseArgs({
   options: {
@@ -147,16 +147,7 @@ const run = new BenchRun();
 const dir = run.dir;
 try {
   await run.workloadApis(["client", "server"]);
-  // Certificates for the relay-ceiling pair, from the same development CA.
-  const { DevCa } = await import("../lib/dev/ca.ts");
-  const { derToPem } = await import("../lib/spiffe/cert.ts");
-  const ca = await DevCa.open("bench.svc", join(dir, "ca"));
-  for (const sa of ["client", "server"]) {
-    const svid = await ca.issueX509Svid(benchId(sa), 3_600_000);
-    writeFileSync(join(dir, `${sa}.pem`), derToPem(svid.certDer));
-    writeFileSync(join(dir, `${sa}.key`), derToPem(svid.keyDer, "PRIVATE KEY"));
-  }
-  writeFileSync(join(dir, "ca.pem"), derToPem(ca.caDer));
+  await run.byteRelayCerts();
   const body = "x".repeat(BODY);
   // The upstream reads a request's body whole before it answers, as most servers do.
   const upstream = Bun.serve({
@@ -237,19 +228,13 @@ try {
   // Mixed pairs show which hop limits the svc-proxy pair.
   const ghToSvc = ghClientTo(ports.ghToSvc as number, ports.svcServer as number, "gh-to-svc.log");
   const svcToGh = svcClientTo(ports.svcToGh as number, ports.ghServer as number, "svc-to-gh.log");
-  const relay = (mode: string, listen: number, target: number, sa: string) =>
-    run.start([
-      process.execPath,
-      join(ROOT, "bench/relay-ceiling.ts"),
-      mode,
-      String(listen),
-      String(target),
-      join(dir, `${sa}.pem`),
-      join(dir, `${sa}.key`),
-      join(dir, "ca.pem"),
-    ]);
-  const relayServer = relay("server", ports.relayServer as number, upstream.port as number, "server");
-  const relayClient = relay("client", ports.relayClient as number, ports.relayServer as number, "client");
+  const relayServer = run.byteRelay("server", ports.relayServer as number, upstream.port as number, "server");
+  const relayClient = run.byteRelay(
+    "client",
+    ports.relayClient as number,
+    ports.relayServer as number,
+    "client",
+  );
   for (const [k, p] of Object.entries(ports))
     if (o.baseline || !k.startsWith("base")) await waitForPort(p as number);
   const proxies: [string, Subprocess][] = [

@@ -133,6 +133,49 @@ export class BenchRun {
     return { port: client, procs };
   }
 
+  /**
+   * A client→server pair of Bun TLS byte relays (bench/relay-ceiling.ts) in front of `target`, with
+   * certificates of this run's development CA: the ceiling of a relay on Bun's own sockets.
+   */
+  async byteRelayPair(target: number): Promise<{ port: number; procs: Subprocess[] }> {
+    await this.byteRelayCerts();
+    const [server, client] = [await freePort(), await freePort()];
+    const procs = [
+      this.byteRelay("client", client, server, "client"),
+      this.byteRelay("server", server, target, "server"),
+    ];
+    for (const p of [server, client]) await waitForPort(p);
+    return { port: client, procs };
+  }
+
+  /** One byte relay of bench/relay-ceiling.ts, as `sa`. */
+  byteRelay(mode: "client" | "server", listen: number, target: number, sa: string): Subprocess {
+    return this.start([
+      process.execPath,
+      join(ROOT, "bench/relay-ceiling.ts"),
+      mode,
+      String(listen),
+      String(target),
+      join(this.dir, `${sa}.pem`),
+      join(this.dir, `${sa}.key`),
+      join(this.dir, "ca.pem"),
+    ]);
+  }
+
+  /** The byte relays' certificates, from a development CA of the benchmarks' trust domain (once). */
+  async byteRelayCerts(): Promise<void> {
+    if (existsSync(join(this.dir, "ca.pem"))) return;
+    const { DevCa } = await import("../lib/dev/ca.ts");
+    const { derToPem } = await import("../lib/spiffe/cert.ts");
+    const ca = await DevCa.open("bench.svc", join(this.dir, "ca"));
+    for (const sa of ["client", "server"]) {
+      const svid = await ca.issueX509Svid(benchId(sa), 3_600_000);
+      writeFileSync(join(this.dir, `${sa}.pem`), derToPem(svid.certDer));
+      writeFileSync(join(this.dir, `${sa}.key`), derToPem(svid.keyDer, "PRIVATE KEY"));
+    }
+    writeFileSync(join(this.dir, "ca.pem"), derToPem(ca.caDer));
+  }
+
   async stop(): Promise<void> {
     for (const p of this.procs) p.kill("SIGTERM");
     await Promise.all(this.procs.map((p) => p.exited));

@@ -164,9 +164,16 @@ function closeNow(socket: Socket): void {
 
 /**
  * What every connection of the full path shares: the target, the middleware chain, connection accounting
- * (idle and head timeouts) and the exchange handler. `peerFor` says who called.
+ * (idle and head timeouts) and the exchange handler. `peerFor` says who called; `handedOver`: the
+ * connections come from the relay, which counted them.
  */
-function fullPath(l: ListenerConfig, deps: ListenerDeps, log: Logger, peerFor: ExchangeContext["peerFor"]) {
+function fullPath(
+  l: ListenerConfig,
+  deps: ListenerDeps,
+  log: Logger,
+  peerFor: ExchangeContext["peerFor"],
+  handedOver = false,
+) {
   const events = deps.events;
   const target = openTarget(l, deps);
   const chain = buildChain(l.middlewares, target.forward, {
@@ -182,10 +189,15 @@ function fullPath(l: ListenerConfig, deps: ListenerDeps, log: Logger, peerFor: E
     socket.end(proxyAnswer(t.status, t.message, true));
     setTimeout(() => socket.destroy(), 1_000).unref();
   };
-  const connections = new Connections(l.timeouts.idleMs, () => events?.connection(), {
-    ms: l.timeouts.readMs,
-    timedOut: headTimedOut,
-  });
+  // A connection handed over by the relay was counted when the relay accepted it.
+  const connections = new Connections(
+    l.timeouts.idleMs,
+    () => (handedOver ? undefined : events?.connection()),
+    {
+      ms: l.timeouts.readMs,
+      timedOut: headTimedOut,
+    },
+  );
   const trackSocket = (socket: Socket) => {
     connections.open(
       socket,
@@ -221,7 +233,13 @@ export function startHandover(
 ): { serve(conn: HandedOver, peer: VerifiedPeer | undefined): void; close(drainMs: number): Promise<void> } {
   const log = deps.log.with({ listener: l.name });
   const peers = new WeakMap<object, VerifiedPeer>();
-  const { target, connections, trackSocket, handle } = fullPath(l, deps, log, (req) => peers.get(req.socket));
+  const { target, connections, trackSocket, handle } = fullPath(
+    l,
+    deps,
+    log,
+    (req) => peers.get(req.socket),
+    true,
+  );
   const plain = http.createServer(
     { keepAliveTimeout: l.timeouts.idleMs },
     (req, res) => void handle(req, res),

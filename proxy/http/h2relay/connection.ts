@@ -150,8 +150,6 @@ export class H2Relay {
   private lastActive = Date.now();
   /** When the caller's verified certificate chain, or the target connection's, stops being valid. */
   private validUntil: number;
-  /** The target's SVID generation this connection was made with. */
-  generation: number;
 
   constructor(
     readonly socket: Socket<unknown>,
@@ -160,7 +158,6 @@ export class H2Relay {
   ) {
     this.callerOut = new Outbox(socket);
     this.validUntil = peer ? peer.notAfter.getTime() : Number.POSITIVE_INFINITY;
-    this.generation = ctx.target.generation;
     // The preface (and the caller's first SETTINGS) must arrive within timeouts.read.
     this.deadline = Date.now() + ctx.timeouts.readMs;
     this.sendCaller(settingsFrame(CALLER_SETTINGS));

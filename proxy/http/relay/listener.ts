@@ -17,12 +17,10 @@ import {
 } from "../../listener.ts";
 import { handshakeTimedOut } from "../../timeouts.ts";
 import { cancellationReport } from "../cancelled.ts";
-import { startHandover } from "../full/listener.ts";
-import { H2Relay } from "../h2relay/connection.ts";
+import type { H2Relay } from "../h2relay/connection.ts";
 import type { H2Context } from "../h2relay/context.ts";
 import { CallerConn } from "./caller.ts";
 import type { RelayContext } from "./context.ts";
-import { HandoverConn } from "./handover.ts";
 import { RelayTarget } from "./target.ts";
 import { UpstreamPool } from "./upstream.ts";
 
@@ -60,11 +58,20 @@ export async function startRelayListener(l: ListenerConfig, deps: ListenerDeps):
     events: deps.events,
   };
   // HTTP/2 callers; after an SVID rotation each connection is retired (GOAWAY), so that its caller comes
-  // back on a new one, whose connection to the target presents the new SVID.
+  // back on a new one, whose connection to the target presents the new SVID. The HTTP/2 relay and the
+  // full path HTTP/1.1 callers are handed to are loaded only by listeners that speak HTTP/2.
+  const http2 = l.http2
+    ? {
+        H2Relay: (await import("../h2relay/connection.ts")).H2Relay,
+        HandoverConn: (await import("./handover.ts")).HandoverConn,
+        handover: (await import("../full/listener.ts")).startHandover(l, deps),
+      }
+    : undefined;
+  const isH2 = (c: Served): c is H2Relay => http2 !== undefined && c instanceof http2.H2Relay;
   const h2: H2Context | undefined = l.http2
     ? {
         target: new RelayTarget({ target: l.target, alpn: "h2", ...spiffe }, () => {
-          for (const c of open) if (c instanceof H2Relay) c.retire("SVID rotation");
+          for (const c of open) if (isH2(c)) c.retire("SVID rotation");
         }),
         targetUrl: l.target,
         timeouts,
@@ -74,23 +81,22 @@ export async function startRelayListener(l: ListenerConfig, deps: ListenerDeps):
         cancelled: cancellationReport(log),
       }
     : undefined;
-  const handover = l.http2 ? startHandover(l, deps) : undefined;
 
   /** Serves a connection by the protocol it speaks (connection.http2 listeners). */
   const serve = (
     socket: Socket<Served>,
     peer: VerifiedPeer | undefined,
-    isH2: boolean,
+    speaksH2: boolean,
     first?: Uint8Array,
   ) => {
-    const next: Served =
-      isH2 && h2
-        ? new H2Relay(socket as Socket<unknown>, h2, peer)
-        : new HandoverConn(socket as Socket<unknown>, (conn, p) => handover?.serve(conn, p), peer, first);
+    if (!http2 || !h2) return;
+    const next: Served = speaksH2
+      ? new http2.H2Relay(socket as Socket<unknown>, h2, peer)
+      : new http2.HandoverConn(socket as Socket<unknown>, http2.handover.serve, peer, first);
     open.delete(socket.data);
     socket.data = next;
     open.add(next);
-    if (isH2 && first) next.received(first);
+    if (speaksH2 && first) next.received(first);
   };
   const accept = (socket: Socket<Served>, tls: boolean): Served =>
     ctx
@@ -218,7 +224,7 @@ export async function startRelayListener(l: ListenerConfig, deps: ListenerDeps):
   } catch (e) {
     pool?.close();
     h2?.target.close();
-    void handover?.close(0);
+    void http2?.handover.close(0);
     serverTls?.close();
     throw bindFailure(l, e as NodeJS.ErrnoException);
   }
@@ -230,9 +236,12 @@ export async function startRelayListener(l: ListenerConfig, deps: ListenerDeps):
       listener.stop(false);
       serverTls?.close();
       for (const c of open)
-        if (c instanceof H2Relay) c.retire("shutdown");
+        if (isH2(c)) c.retire("shutdown");
         else if (c.idle && c instanceof CallerConn) c.closeSoon();
-      await Promise.all([drained(() => [...open].some((c) => !c.idle), drainMs), handover?.close(drainMs)]);
+      await Promise.all([
+        drained(() => [...open].some((c) => !c.idle), drainMs),
+        http2?.handover.close(drainMs),
+      ]);
       for (const c of open) c.terminate();
       pool?.close();
       h2?.target.close();
