@@ -362,9 +362,18 @@ export function frame(type: number, flags: number, stream: number, payload: Uint
   return out;
 }
 
+/** Writes `value` big-endian at `at` (typed arrays are written byte by byte: a view of their buffer costs
+ * more than the frame). */
+function putUint32(b: Uint8Array, at: number, value: number): void {
+  b[at] = (value >>> 24) & 0xff;
+  b[at + 1] = (value >>> 16) & 0xff;
+  b[at + 2] = (value >>> 8) & 0xff;
+  b[at + 3] = value & 0xff;
+}
+
 const uint32 = (value: number): Uint8Array => {
   const b = new Uint8Array(4);
-  new DataView(b.buffer).setUint32(0, value);
+  putUint32(b, 0, value);
   return b;
 };
 
@@ -376,9 +385,8 @@ export const windowUpdate = (stream: number, increment: number): Uint8Array =>
 
 export function goAway(lastStream: number, code: number): Uint8Array {
   const payload = new Uint8Array(8);
-  const view = new DataView(payload.buffer);
-  view.setUint32(0, lastStream & 0x7fffffff);
-  view.setUint32(4, code);
+  putUint32(payload, 0, lastStream & 0x7fffffff);
+  putUint32(payload, 4, code);
   return frame(FRAME.GOAWAY, 0, 0, payload);
 }
 
@@ -386,11 +394,11 @@ export function goAway(lastStream: number, code: number): Uint8Array {
 export function settingsFrame(values: ReadonlyMap<number, number> | undefined): Uint8Array {
   if (!values) return frame(FRAME.SETTINGS, FLAG.ACK, 0, new Uint8Array(0));
   const payload = new Uint8Array(values.size * 6);
-  const view = new DataView(payload.buffer);
   let at = 0;
   for (const [id, value] of values) {
-    view.setUint16(at, id);
-    view.setUint32(at + 2, value);
+    payload[at] = (id >>> 8) & 0xff;
+    payload[at + 1] = id & 0xff;
+    putUint32(payload, at + 2, value);
     at += 6;
   }
   return frame(FRAME.SETTINGS, 0, 0, payload);

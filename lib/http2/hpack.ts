@@ -201,7 +201,7 @@ export class HpackDecoder {
       if (length > block.length - p) throw new HpackError("string runs past the end of the header block");
       const start = p;
       p += length;
-      if (!huffman) return Buffer.from(block.buffer, block.byteOffset + start, length).toString("latin1");
+      if (!huffman) return Buffer.prototype.toString.call(block, "latin1", start, p);
       try {
         return huffmanDecode(block, start, p);
       } catch (e) {

@@ -42,8 +42,11 @@ export class HuffmanError extends Error {}
 
 /** Decodes `bytes[start, end)`; throws HuffmanError for EOS in the string or bad padding. */
 export function huffmanDecode(bytes: Uint8Array, start: number, end: number): string {
-  // The shortest code is 5 bits: at most 8 symbols for every 5 octets.
-  const out = new Uint8Array(Math.ceil(((end - start) * 8) / 5));
+  // The shortest code is 5 bits: at most 8 symbols for every 5 octets. Symbols go to a buffer kept for
+  // the next string, read out as text at the end.
+  const most = Math.ceil(((end - start) * 8) / 5);
+  if (most > scratch.length) scratch = Buffer.allocUnsafeSlow(most);
+  const out = scratch;
   let n = 0;
   let node = 0;
   // Bits read since the last symbol ended, and whether all were ones (the padding rule).
@@ -69,8 +72,10 @@ export function huffmanDecode(bytes: Uint8Array, start: number, end: number): st
   }
   if (pending > 7) throw new HuffmanError("Huffman padding longer than 7 bits");
   if (!allOnes) throw new HuffmanError("Huffman padding is not a prefix of EOS");
-  return Buffer.from(out.buffer, 0, n).toString("latin1");
+  return out.toString("latin1", 0, n);
 }
+
+let scratch = Buffer.allocUnsafeSlow(4096);
 
 /** The length in octets of `s` (latin1) Huffman-coded. */
 export function huffmanLength(s: string): number {

@@ -299,7 +299,7 @@ class Undecided implements Served {
     if (this.tls) return;
     this.seen = this.seen.length ? Buffer.concat([this.seen, data]) : data;
     const n = Math.min(this.seen.length, SNIFF);
-    const h2 = Buffer.from(this.seen.buffer, this.seen.byteOffset, n).equals(PREFACE.subarray(0, n));
+    const h2 = Buffer.compare(this.seen.subarray(0, n), PREFACE.subarray(0, n)) === 0;
     if (h2 && n < SNIFF) return;
     this.serve(this.socket, undefined, h2, this.seen);
   }

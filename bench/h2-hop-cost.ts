@@ -1,0 +1,110 @@
+/**
+ * Where the CPU time of one HTTP/2 hop goes: one plaintext (h2c) hop in front of the gRPC target of
+ * bench/grpc.ts, as svc-proxy's HTTP/2 relay (a client-mode listener with connection.http2 and an
+ * http:// target) and as bench/h2-hop-variants.ts doing less and less of its work (bytes only, plus
+ * framing, plus header blocks decoded and encoded). Every variant is its own process; h2load sends unary
+ * calls of a 64-byte message to each in turn, over --rounds rounds; the figure is CPU µs (user + system)
+ * per call of the hop process, median and range. Needs `make build` and h2load.
+ *
+ *   bun bench/h2-hop-cost.ts [--seconds 3] [--rounds 4] [--baseline path/to/svc-proxy]
+ */
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { parseArgs } from "node:util";
+import { type Subprocess, spawn } from "bun";
+import { freePort, waitForPort } from "../tests/support/net.ts";
+import { cpuUs, median, range } from "./stats.ts";
+import { BenchRun, ROOT } from "./support.ts";
+
+const { values: o } = parseArgs({
+  options: {
+    seconds: { type: "string", default: "3" },
+    rounds: { type: "string", default: "4" },
+    baseline: { type: "string" },
+  },
+});
+
+const LOADS = [
+  { name: "16 streams on 1 connection", args: ["-c", "1", "-m", "16"] },
+  { name: "16 connections", args: ["-c", "16", "-m", "1", "-t", "2"] },
+];
+
+const run = new BenchRun();
+try {
+  const message = Buffer.alloc(64, 120);
+  const prefix = Buffer.alloc(5);
+  prefix.writeUInt32BE(message.length, 1);
+  const request = join(run.dir, "request.bin");
+  writeFileSync(request, Buffer.concat([prefix, message]));
+  const upstreamPort = await freePort();
+  run.start([process.execPath, join(ROOT, "bench/grpc-upstream.ts"), String(upstreamPort)]);
+  await waitForPort(upstreamPort);
+  await run.workloadApis(["client"]);
+  const variants: [string, number, Subprocess][] = [];
+  for (const mode of ["bytes", "framing", "headers"]) {
+    const port = await freePort();
+    variants.push([
+      `Bun socket hop: ${mode}`,
+      port,
+      run.start([
+        process.execPath,
+        `${ROOT}/bench/h2-hop-variants.ts`,
+        mode,
+        String(port),
+        String(upstreamPort),
+      ]),
+    ]);
+  }
+  const proxies: [string, string | undefined][] = [["svc-proxy HTTP/2 relay", undefined]];
+  if (o.baseline) proxies.unshift([`svc-proxy HTTP/2 relay, baseline (${o.baseline})`, o.baseline]);
+  for (const [name, binary] of proxies) {
+    const port = await freePort();
+    const listener = {
+      name: "hop",
+      address: `127.0.0.1:${port}`,
+      mode: "client",
+      connection: { http2: true },
+      target: { url: `http://127.0.0.1:${upstreamPort}` },
+    };
+    variants.push([name, port, run.svcProxy("client", listener, undefined, binary)]);
+  }
+  for (const [, port] of variants) await waitForPort(port);
+
+  const h2load = async (port: number, pid: number, args: string[]): Promise<number> => {
+    const before = cpuUs(pid);
+    const p = spawn(
+      [
+        "h2load",
+        ...args,
+        "-D",
+        o.seconds,
+        "-d",
+        request,
+        "-H",
+        "content-type: application/grpc",
+        "-H",
+        "te: trailers",
+        `http://127.0.0.1:${port}/bench.Echo/Unary`,
+      ],
+      { stdout: "pipe" },
+    );
+    const out = await new Response(p.stdout).text();
+    return (cpuUs(pid) - before) / Number(/(\d+) succeeded/.exec(out)?.[1]);
+  };
+  for (const load of LOADS) {
+    const cpu = new Map<string, number[]>();
+    for (const [, port, proc] of variants) await h2load(port, proc.pid, load.args); // warm-up
+    for (let r = 0; r < Number(o.rounds); r++)
+      for (const [name, port, proc] of variants) {
+        const list = cpu.get(name) ?? [];
+        list.push(await h2load(port, proc.pid, load.args));
+        cpu.set(name, list);
+      }
+    console.log(`| hop (h2load unary, ${load.name}, ${o.rounds} rounds) | CPU µs/call |`);
+    console.log("|---|---:|");
+    for (const [name, xs] of cpu) console.log(`| ${name} | ${median(xs).toFixed(1)} (${range(xs, 1)}) |`);
+    console.log("");
+  }
+} finally {
+  await run.stop();
+}
