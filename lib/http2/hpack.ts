@@ -70,6 +70,8 @@ class DynamicTable {
   private readonly byName: Map<string, number> | undefined;
   private readonly byField: Map<string, Map<string, number>> | undefined;
   size = 0;
+  /** Counts the changes to the table (entries added, a new maximum). */
+  changes = 0;
 
   constructor(
     public max: number,
@@ -94,6 +96,7 @@ class DynamicTable {
 
   /** Adds an entry, evicting as needed; one larger than the table empties it (section 4.4). */
   add(name: string, value: string): void {
+    this.changes++;
     const size = entrySize(name, value);
     this.evict(this.max - size);
     if (size > this.max) return;
@@ -113,6 +116,7 @@ class DynamicTable {
   }
 
   setMax(max: number): void {
+    this.changes++;
     this.max = max;
     this.evict(max);
   }
@@ -168,6 +172,14 @@ export class HpackDecoder {
   /** The dynamic table's size now (section 4.1), for tests and diagnostics. */
   get tableSize(): number {
     return this.table.size;
+  }
+
+  /**
+   * Changes so far to the dynamic table. A block whose decoding left it unchanged decodes to the same
+   * list again for as long as it stays so.
+   */
+  get changes(): number {
+    return this.table.changes;
   }
 
   /** Decodes one complete header block (HEADERS and its CONTINUATIONs, joined). */
@@ -280,6 +292,14 @@ export class HpackEncoder {
     this.cap = o.maxTableSize ?? DEFAULT_TABLE_SIZE;
     this.table = new DynamicTable(Math.min(this.cap, DEFAULT_TABLE_SIZE), true);
     this.literalNames = o.literalNames ?? new Set();
+  }
+
+  /**
+   * Changes so far to the dynamic table, and -1 while a table size update waits to be sent. A list whose
+   * encoding left it unchanged encodes to the same octets again for as long as it stays so.
+   */
+  get changes(): number {
+    return this.last === undefined ? this.table.changes : -1;
   }
 
   /** The peer's SETTINGS_HEADER_TABLE_SIZE: this side's table uses at most it (and at most its own cap). */

@@ -55,6 +55,7 @@ import { budget, CONTROL_BURST, CONTROL_RATE, type H2Abuse, RESET_BURST, RESET_R
 import { callerH2Fields, targetH2Fields, trailerH2Fields } from "../h2-fields.ts";
 import { REQUEST_ID_HEADER } from "../headers.ts";
 import { Outbox } from "../relay/outbox.ts";
+import { BlockCache } from "./block-cache.ts";
 import type { H2Context } from "./context.ts";
 import {
   ackArrived,
@@ -119,6 +120,9 @@ export class H2Relay {
   private readonly fromTarget = new HpackDecoder({ maxHeaderListSize: MAX_HEADER_LIST });
   private readonly toCaller = new HpackEncoder({ literalNames: UNIQUE_PER_MESSAGE });
   private readonly toTarget = new HpackEncoder({ literalNames: UNIQUE_PER_MESSAGE });
+  /** The target's last final response head and last trailers, as passed on (block-cache.ts): the status. */
+  private readonly responseHeads = new BlockCache<number>(this.fromTarget, this.toCaller);
+  private readonly trailers = new BlockCache<number>(this.fromTarget, this.toCaller);
   private readonly callerSettings = newSide();
   private readonly targetSettings = newSide();
   private readonly streams = new Map<number, Stream>();
@@ -597,6 +601,23 @@ export class H2Relay {
   private targetHeaders(headers: Frame, block: Uint8Array): void {
     const id = headers.stream;
     const endStream = (headers.flags & FLAG.END_STREAM) !== 0;
+    if (id > this.lastForwarded)
+      throw new H2Error(ERROR.PROTOCOL_ERROR, `HEADERS on stream ${id}, never opened`);
+    const s = this.dropFromTarget.has(id) ? undefined : this.streams.get(id);
+    // A final response head or trailers like the last ones need neither decoding nor encoding.
+    const cache = s && (s.status === 0 ? this.responseHeads : this.trailers);
+    const hit = cache?.get(block);
+    if (s && hit) {
+      if (s.status === 0) s.status = hit.value;
+      else if (!endStream) {
+        this.badResponse(s, "malformed trailers");
+        return;
+      }
+      this.sendCaller(...headerFrames(id, hit.out, endStream ? FLAG.END_STREAM : 0, MAX_FRAME));
+      if (endStream) this.targetEnded(s);
+      return;
+    }
+    const decoderBefore = this.fromTarget.changes;
     let fields: HeaderField[] | undefined;
     try {
       fields = this.fromTarget.decode(block);
@@ -604,19 +625,17 @@ export class H2Relay {
       if (e instanceof HpackError) throw new H2Error(ERROR.COMPRESSION_ERROR, e.message);
       if (!(e instanceof HeaderListTooLarge)) throw e;
     }
-    if (id > this.lastForwarded)
-      throw new H2Error(ERROR.PROTOCOL_ERROR, `HEADERS on stream ${id}, never opened`);
     if (this.dropFromTarget.has(id)) {
       if (endStream) this.dropFromTarget.delete(id);
       return;
     }
-    const s = this.streams.get(id);
     if (!s) return; // a stream the caller reset: the target may not have seen that yet
     if (!fields) {
       this.badResponse(s, `response header fields larger than ${MAX_HEADER_LIST} bytes`);
       return;
     }
     let out: HeaderField[];
+    let status = 0;
     if (s.status === 0) {
       const r = targetH2Fields(fields);
       if ("malformed" in r) {
@@ -624,6 +643,7 @@ export class H2Relay {
         return;
       }
       out = r.fields;
+      status = r.status;
       if (r.status >= 200) s.status = r.status;
       else if (endStream) {
         this.badResponse(s, "an interim response ended the stream");
@@ -637,9 +657,12 @@ export class H2Relay {
       }
       out = t.fields;
     }
-    this.sendCaller(
-      ...headerFrames(id, this.toCaller.encode(out), endStream ? FLAG.END_STREAM : 0, MAX_FRAME),
-    );
+    const encoderBefore = this.toCaller.changes;
+    const encoded = this.toCaller.encode(out);
+    // Interim heads (1xx) are not kept: what follows them differs.
+    if (cache && (status === 0 || status >= 200))
+      cache.set(block, decoderBefore, encoderBefore, encoded, status);
+    this.sendCaller(...headerFrames(id, encoded, endStream ? FLAG.END_STREAM : 0, MAX_FRAME));
     if (endStream) this.targetEnded(s);
   }
 

@@ -1,0 +1,45 @@
+/**
+ * The last header block of one kind a side sent (a response head, trailers), and what the relay made of
+ * it, for a target that answers every call alike (gRPC's `:status 200` and `grpc-status 0`). The same
+ * octets, decoded while the decoder's table is as it was, are the same fields; the same fields, encoded
+ * while the encoder's table is as it was, are the same octets. So a block is kept only when decoding and
+ * encoding it changed neither table, and served from here only while both are unchanged: no entry is
+ * missed, none added twice. Anything else is decoded and encoded as usual.
+ */
+import type { HpackDecoder, HpackEncoder } from "../../../lib/http2/hpack.ts";
+
+export class BlockCache<T> {
+  private block: Uint8Array | undefined;
+  private out: Uint8Array | undefined;
+  private value: T | undefined;
+  private decoderAt = -1;
+  private encoderAt = -1;
+
+  constructor(
+    private readonly decoder: HpackDecoder,
+    private readonly encoder: HpackEncoder,
+  ) {}
+
+  /** What `block` was encoded as, and what was read from it, if neither table changed since. */
+  get(block: Uint8Array): { out: Uint8Array; value: T } | undefined {
+    const kept = this.block;
+    if (!kept || kept.length !== block.length) return undefined;
+    if (this.decoder.changes !== this.decoderAt || this.encoder.changes !== this.encoderAt) return undefined;
+    for (let i = 0; i < block.length; i++) if (kept[i] !== block[i]) return undefined;
+    return { out: this.out as Uint8Array, value: this.value as T };
+  }
+
+  /**
+   * Keeps `block` and its encoding `out` when neither table changed while it was decoded and encoded
+   * (`decoderBefore`, `encoderBefore`: their counts of changes before).
+   */
+  set(block: Uint8Array, decoderBefore: number, encoderBefore: number, out: Uint8Array, value: T): void {
+    const unchanged =
+      this.decoder.changes === decoderBefore && this.encoder.changes === encoderBefore && encoderBefore >= 0;
+    this.block = unchanged ? block.slice() : undefined;
+    this.out = out;
+    this.value = value;
+    this.decoderAt = this.decoder.changes;
+    this.encoderAt = this.encoder.changes;
+  }
+}
