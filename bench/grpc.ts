@@ -16,8 +16,9 @@
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
-import { type Subprocess, spawn } from "bun";
+import type { Subprocess } from "bun";
 import { freePort, waitForPort } from "../tests/support/net.ts";
+import { h2loadGrpc, STREAM, UNARY, unaryRequest } from "./grpc-load.ts";
 import { STREAM_MESSAGES } from "./grpc-upstream.ts";
 import { cpuUs, median, quantile, range } from "./stats.ts";
 import { BenchRun, exactId, ROOT } from "./support.ts";
@@ -41,8 +42,7 @@ interface Result {
 
 const run = new BenchRun();
 const dir = run.dir;
-const UNARY = "/bench.Echo/Unary";
-const STREAM = "/bench.Echo/Stream";
+const request = unaryRequest(dir);
 /** What one server-streaming call carries from the target: its messages with their 5-byte prefixes. */
 const STREAM_BYTES = STREAM_MESSAGES * (64 * 1024 + 5);
 const LOADS = [
@@ -54,27 +54,7 @@ const LOADS = [
 async function h2load(port: number, args: string[], path: string, procs: Subprocess[]): Promise<Result> {
   const log = join(dir, `h2load-${port}.log`);
   const before = procs.map((p) => cpuUs(p.pid));
-  const p = spawn(
-    [
-      "h2load",
-      ...args,
-      "-D",
-      o.seconds,
-      "-d",
-      join(dir, "request.bin"),
-      "-H",
-      "content-type: application/grpc",
-      "-H",
-      "te: trailers",
-      "--log-file",
-      log,
-      `http://127.0.0.1:${port}${path}`,
-    ],
-    { stdout: "pipe" },
-  );
-  const out = await new Response(p.stdout).text();
-  await p.exited;
-  const done = Number(/(\d+) succeeded/.exec(out)?.[1] ?? 0);
+  const { out, succeeded: done } = await h2loadGrpc({ port, path, args, seconds: o.seconds, request, log });
   const failed = Number(/(\d+) failed/.exec(out)?.[1] ?? 0) + Number(/(\d+) errored/.exec(out)?.[1] ?? 0);
   // Each line: start time (µs since the epoch), status, duration (µs).
   const durations = readFileSync(log, "utf8")
@@ -93,11 +73,6 @@ async function h2load(port: number, args: string[], path: string, procs: Subproc
 
 try {
   await run.workloadApis(["client", "server"]);
-  // One unary request: the 5-byte gRPC prefix (not compressed, length) and a 64-byte message.
-  const message = Buffer.alloc(64, 120);
-  const prefix = Buffer.alloc(5);
-  prefix.writeUInt32BE(message.length, 1);
-  writeFileSync(join(dir, "request.bin"), Buffer.concat([prefix, message]));
   const upstreamPort = await freePort();
   run.start([process.execPath, join(ROOT, "bench/grpc-upstream.ts"), String(upstreamPort)]);
   await waitForPort(upstreamPort);

@@ -1,18 +1,8 @@
-/**
- * Where the CPU time of one HTTP/2 hop goes: one plaintext (h2c) hop in front of the gRPC target of
- * bench/grpc.ts, as svc-proxy's HTTP/2 relay (a client-mode listener with connection.http2 and an
- * http:// target) and as bench/h2-hop-variants.ts doing less and less of its work (bytes only, plus
- * framing, plus header blocks decoded and encoded). Every variant is its own process; h2load sends unary
- * calls of a 64-byte message to each in turn, over --rounds rounds; the figure is CPU µs (user + system)
- * per call of the hop process, median and range. Needs `make build` and h2load.
- *
- *   bun bench/h2-hop-cost.ts [--seconds 3] [--rounds 4] [--baseline path/to/svc-proxy]
- */
-import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
-import { type Subprocess, spawn } from "bun";
+import type { Subprocess } from "bun";
 import { freePort, waitForPort } from "../tests/support/net.ts";
+import { h2loadGrpc, UNARY, unaryRequest } from "./grpc-load.ts";
 import { cpuUs, median, range } from "./stats.ts";
 import { BenchRun, ROOT } from "./support.ts";
 
@@ -31,11 +21,7 @@ const LOADS = [
 
 const run = new BenchRun();
 try {
-  const message = Buffer.alloc(64, 120);
-  const prefix = Buffer.alloc(5);
-  prefix.writeUInt32BE(message.length, 1);
-  const request = join(run.dir, "request.bin");
-  writeFileSync(request, Buffer.concat([prefix, message]));
+  const request = unaryRequest(run.dir);
   const upstreamPort = await freePort();
   run.start([process.execPath, join(ROOT, "bench/grpc-upstream.ts"), String(upstreamPort)]);
   await waitForPort(upstreamPort);
@@ -72,24 +58,8 @@ try {
 
   const h2load = async (port: number, pid: number, args: string[]): Promise<number> => {
     const before = cpuUs(pid);
-    const p = spawn(
-      [
-        "h2load",
-        ...args,
-        "-D",
-        o.seconds,
-        "-d",
-        request,
-        "-H",
-        "content-type: application/grpc",
-        "-H",
-        "te: trailers",
-        `http://127.0.0.1:${port}/bench.Echo/Unary`,
-      ],
-      { stdout: "pipe" },
-    );
-    const out = await new Response(p.stdout).text();
-    return (cpuUs(pid) - before) / Number(/(\d+) succeeded/.exec(out)?.[1]);
+    const { succeeded } = await h2loadGrpc({ port, path: UNARY, args, seconds: o.seconds, request });
+    return (cpuUs(pid) - before) / succeeded;
   };
   for (const load of LOADS) {
     const cpu = new Map<string, number[]>();
