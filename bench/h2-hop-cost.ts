@@ -1,6 +1,5 @@
 import { join } from "node:path";
 import { parseArgs } from "node:util";
-import type { Subprocess } from "bun";
 import { freePort, waitForPort } from "../tests/support/net.ts";
 import { h2loadGrpc, UNARY, unaryRequest } from "./grpc-load.ts";
 import { cpuUs, median, range } from "./stats.ts";
@@ -26,21 +25,11 @@ try {
   run.start([process.execPath, join(ROOT, "bench/grpc-upstream.ts"), String(upstreamPort)]);
   await waitForPort(upstreamPort);
   await run.workloadApis(["client"]);
-  const variants: [string, number, Subprocess][] = [];
-  for (const mode of ["bytes", "framing", "headers"]) {
-    const port = await freePort();
-    variants.push([
-      `Bun socket hop: ${mode}`,
-      port,
-      run.start([
-        process.execPath,
-        `${ROOT}/bench/h2-hop-variants.ts`,
-        mode,
-        String(port),
-        String(upstreamPort),
-      ]),
-    ]);
-  }
+  const variants = await run.hopVariants(
+    "bench/h2-hop-variants.ts",
+    ["bytes", "framing", "headers"],
+    upstreamPort,
+  );
   const proxies: [string, string | undefined][] = [["svc-proxy HTTP/2 relay", undefined]];
   if (o.baseline) proxies.unshift([`svc-proxy HTTP/2 relay, baseline (${o.baseline})`, o.baseline]);
   for (const [name, binary] of proxies) {

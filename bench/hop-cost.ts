@@ -14,10 +14,10 @@
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
-import { type Subprocess, spawn } from "bun";
+import { spawn } from "bun";
 import { freePort, waitForPort } from "../tests/support/net.ts";
 import { cpuUs, median, range } from "./stats.ts";
-import { BenchRun, ROOT } from "./support.ts";
+import { BenchRun } from "./support.ts";
 
 const { values: o } = parseArgs({
   options: {
@@ -47,21 +47,11 @@ try {
   const script = join(run.dir, "post.lua");
   if (post > 0) writeFileSync(script, `wrk.method = "POST"\nwrk.body = string.rep("x", ${post})\n`);
   await run.workloadApis(["client"]);
-  const variants: [string, number, Subprocess][] = [];
-  for (const mode of ["bytes", "framing", "heads"]) {
-    const port = await freePort();
-    variants.push([
-      `Bun socket hop: ${mode}`,
-      port,
-      run.start([
-        process.execPath,
-        `${ROOT}/bench/hop-variants.ts`,
-        mode,
-        String(port),
-        String(upstreamPort),
-      ]),
-    ]);
-  }
+  const variants = await run.hopVariants(
+    "bench/hop-variants.ts",
+    ["bytes", "framing", "heads"],
+    upstreamPort,
+  );
   const proxies: [string, string | undefined][] = [["svc-proxy relay listener", undefined]];
   if (o.baseline) proxies.unshift([`svc-proxy relay listener, baseline (${o.baseline})`, o.baseline]);
   for (const [name, binary] of proxies) {

@@ -134,6 +134,28 @@ export class BenchRun {
   }
 
   /**
+   * One process of a hop-variants script (`script`, from the repository's root) per mode, each listening
+   * on a free port in front of `target`: its name, port and process, once all listen.
+   */
+  async hopVariants(
+    script: string,
+    modes: string[],
+    target: number,
+  ): Promise<[string, number, Subprocess][]> {
+    const out: [string, number, Subprocess][] = [];
+    for (const mode of modes) {
+      const port = await freePort();
+      out.push([
+        `Bun socket hop: ${mode}`,
+        port,
+        this.start([process.execPath, join(ROOT, script), mode, String(port), String(target)]),
+      ]);
+    }
+    for (const [, port] of out) await waitForPort(port);
+    return out;
+  }
+
+  /**
    * A client→server pair of Bun TLS byte relays (bench/relay-ceiling.ts) in front of `target`, with
    * certificates of this run's development CA: the ceiling of a relay on Bun's own sockets.
    */
