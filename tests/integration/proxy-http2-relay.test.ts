@@ -22,7 +22,8 @@ import { waitUntil } from "../support/wait.ts";
 /**
  * What the HTTP/2 relay does beyond carrying gRPC (tests/integration/proxy-grpc.test.ts): SETTINGS
  * relayed end to end, a target's stream reset passed on, requests refused per stream (malformed, an HPACK
- * bomb, over the stream limit) while the connection goes on, and HTTP/1.1 callers of the same listener.
+ * bomb, over the stream limit) while the connection goes on, HTTP/1.1 callers of the same listener, and
+ * the drain on SIGTERM.
  * A raw caller speaks frames to the plaintext client listener of a client→server pair, both relays.
  */
 const dir = tempDir();
@@ -264,4 +265,32 @@ test("an HTTP/1.1 caller of the same listener is served (translated for the HTTP
   expect(res.status).toBe(200);
   expect(await res.text()).toBe("ok");
   expect(res.headers.get("x-seen-peer")).toBe("spiffe://example.org/ns/prod/sa/web");
+});
+
+test("SIGTERM: the caller is told GOAWAY, its open stream still finishes, then the proxy exits", async () => {
+  const pair = await startHttp2Pair(apis, (target.address() as net.AddressInfo).port);
+  const session = http2.connect(`http://127.0.0.1:${pair.clientPort}`);
+  session.on("error", () => {});
+  const goaway = new Promise<void>((r) => session.once("goaway", () => r()));
+  const before = held.length;
+  const req = session.request({ ":path": "/hold" });
+  req.end();
+  let body = "";
+  req.on("data", (d: Buffer) => {
+    body += d;
+  });
+  const done = new Promise<void>((resolve, reject) => {
+    req.on("end", () => resolve());
+    req.on("error", reject);
+  });
+  await waitUntil("the stream held at the target", () => held.length > before, 10_000);
+  pair.client.proc.kill("SIGTERM");
+  await goaway;
+  const stream = held[held.length - 1] as http2.ServerHttp2Stream;
+  stream.respond({ ":status": 200 });
+  stream.end("after the GOAWAY");
+  await done;
+  expect(body).toBe("after the GOAWAY");
+  expect(await pair.client.exited).toBe(0);
+  session.close();
 });
