@@ -50,6 +50,19 @@ export const ERROR = {
 
 /** What a client sends first (section 3.4). */
 export const PREFACE = Buffer.from("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", "latin1");
+
+/** The preface's first bytes, "PRI * HTTP/2.0": no HTTP/1.1 request line starts so. */
+const PREFACE_HEAD = PREFACE.subarray(0, 14);
+
+/**
+ * Whether the first bytes a server read open HTTP/2's preface (prior knowledge, h2c) rather than an
+ * HTTP/1.1 request: true or false, or undefined while they are too few to tell.
+ */
+export function opensPreface(seen: Uint8Array): boolean | undefined {
+  const n = Math.min(seen.length, PREFACE_HEAD.length);
+  if (Buffer.compare(seen.subarray(0, n), PREFACE_HEAD.subarray(0, n)) !== 0) return false;
+  return n < PREFACE_HEAD.length ? undefined : true;
+}
 export const DEFAULT_MAX_FRAME_SIZE = 16_384;
 const MAX_MAX_FRAME_SIZE = 2 ** 24 - 1;
 const MAX_WINDOW = 2 ** 31 - 1;

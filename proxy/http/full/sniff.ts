@@ -1,8 +1,5 @@
 import type net from "node:net";
-import { PREFACE as CLIENT_PREFACE } from "../../../lib/http2/frames.ts";
-
-/** HTTP/2's connection preface starts with these bytes; no HTTP/1.1 request line does. */
-const PREFACE = CLIENT_PREFACE.subarray(0, 14);
+import { opensPreface } from "../../../lib/http2/frames.ts";
 
 /**
  * Reads until the first bytes tell HTTP/2's preface from HTTP/1.1, puts them back, and says which. A
@@ -14,9 +11,8 @@ export function sniff(socket: net.Socket, timeoutMs: number, then: (h2: boolean)
   socket.once("close", () => clearTimeout(timer));
   const onData = (chunk: Buffer) => {
     seen = Buffer.concat([seen, chunk]);
-    const n = Math.min(seen.length, PREFACE.length);
-    const h2 = seen.subarray(0, n).equals(PREFACE.subarray(0, n));
-    if (h2 && n < PREFACE.length) return;
+    const h2 = opensPreface(seen);
+    if (h2 === undefined) return;
     clearTimeout(timer);
     socket.off("data", onData);
     socket.pause();

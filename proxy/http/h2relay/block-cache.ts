@@ -36,10 +36,14 @@ export class BlockCache<T> {
   set(block: Uint8Array, decoderBefore: number, encoderBefore: number, out: Uint8Array, value: T): void {
     const unchanged =
       this.decoder.changes === decoderBefore && this.encoder.changes === encoderBefore && encoderBefore >= 0;
-    this.block = unchanged ? block.slice() : undefined;
+    if (!unchanged) {
+      this.block = undefined;
+      return;
+    }
+    this.block = block.slice();
     this.out = out;
     this.value = value;
-    this.decoderAt = this.decoder.changes;
-    this.encoderAt = this.encoder.changes;
+    this.decoderAt = decoderBefore;
+    this.encoderAt = encoderBefore;
   }
 }

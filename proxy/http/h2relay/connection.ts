@@ -55,6 +55,8 @@ import { budget, CONTROL_BURST, CONTROL_RATE, type H2Abuse, RESET_BURST, RESET_R
 import { callerH2Fields, targetH2Fields, trailerH2Fields } from "../h2-fields.ts";
 import { REQUEST_ID_HEADER } from "../headers.ts";
 import { Outbox } from "../relay/outbox.ts";
+import { closedEarly } from "../relay/target.ts";
+import { proxyResponse } from "../types.ts";
 import { BlockCache } from "./block-cache.ts";
 import type { H2Context } from "./context.ts";
 import {
@@ -228,8 +230,7 @@ export class H2Relay {
         const s = this.streams.get(f.stream);
         this.passToTarget(f);
         if (!s) return;
-        this.dropFromTarget.add(f.stream);
-        this.trim(this.dropFromTarget);
+        this.remember(this.dropFromTarget, f.stream);
         this.end(s, CALLER_CLOSED);
         if (!this.resets.take())
           this.abuse(
@@ -416,15 +417,15 @@ export class H2Relay {
   }
 
   private dropCaller(id: number, endStream: boolean): void {
-    if (endStream) return;
-    this.dropFromCaller.add(id);
-    this.trim(this.dropFromCaller);
+    if (!endStream) this.remember(this.dropFromCaller, id);
   }
 
-  private trim(set: Set<number>): void {
+  /** Adds a stream to one of the drop sets, forgetting the oldest past MAX_DROPPED. */
+  private remember(set: Set<number>, id: number): void {
+    set.add(id);
     if (set.size <= MAX_DROPPED) return;
-    for (const id of set) {
-      set.delete(id);
+    for (const old of set) {
+      set.delete(old);
       if (set.size <= MAX_DROPPED) return;
     }
   }
@@ -433,20 +434,18 @@ export class H2Relay {
 
   private settings(f: Frame, from: Side): void {
     const values = readSettings(f);
-    const [me, other] =
-      from === "caller"
-        ? [this.callerSettings, this.targetSettings]
-        : [this.targetSettings, this.callerSettings];
-    const send = (b: Uint8Array) => (from === "caller" ? this.sendCaller(b) : this.sendTarget(b));
+    const caller = from === "caller";
+    const [me, other] = caller
+      ? [this.callerSettings, this.targetSettings]
+      : [this.targetSettings, this.callerSettings];
+    const toMe = (b: Uint8Array) => (caller ? this.sendCaller(b) : this.sendTarget(b));
+    const toOther = (b: Uint8Array) => (caller ? this.sendTarget(b) : this.sendCaller(b));
     if (f.flags & FLAG.ACK) {
-      const due = ackArrived(me, other);
-      for (let i = 0; i < due; i++)
-        from === "caller"
-          ? this.sendTarget(settingsFrame(undefined))
-          : this.sendCaller(settingsFrame(undefined));
+      // The other side's SETTINGS that this ACK made due.
+      for (let due = ackArrived(me, other); due > 0; due--) toOther(settingsFrame(undefined));
       return;
     }
-    if (from === "caller" && !this.controls.take()) {
+    if (caller && !this.controls.take()) {
       this.abuse(
         "control_flood",
         `more than ${CONTROL_BURST} PING and SETTINGS frames (${CONTROL_RATE} a second)`,
@@ -455,11 +454,11 @@ export class H2Relay {
     }
     const table = values.get(SETTING.HEADER_TABLE_SIZE);
     if (table !== undefined)
-      (from === "caller" ? this.toCaller : this.toTarget).setPeerMaxTableSize(encoderTableSize(table));
+      (caller ? this.toCaller : this.toTarget).setPeerMaxTableSize(encoderTableSize(table));
     const relay = relayed(values, from);
-    if (relay) (from === "caller" ? this.sendTarget : this.sendCaller).call(this, settingsFrame(relay));
-    const due = settingsArrived(me, other, relay !== undefined);
-    for (let i = 0; i < due; i++) send(settingsFrame(undefined));
+    if (relay) toOther(settingsFrame(relay));
+    for (let due = settingsArrived(me, other, relay !== undefined); due > 0; due--)
+      toMe(settingsFrame(undefined));
   }
 
   // ---- the target's side ----
@@ -553,8 +552,7 @@ export class H2Relay {
         this.passToCaller(f);
         const s = this.streams.get(f.stream);
         if (!s) return;
-        this.dropFromCaller.add(f.stream);
-        this.trim(this.dropFromCaller);
+        this.remember(this.dropFromCaller, f.stream);
         this.ctx.log.debug("stream reset by the target", { request_id: s.requestId, code });
         this.end(s, s.status || 502);
         return;
@@ -586,7 +584,7 @@ export class H2Relay {
         for (const s of [...this.streams.values()])
           if (s.id > lastStream) {
             this.streams.delete(s.id);
-            this.dropFromTarget.add(s.id);
+            this.remember(this.dropFromTarget, s.id);
           }
         this.closeWhenDone();
         return;
@@ -680,8 +678,7 @@ export class H2Relay {
       reason,
     });
     this.sendTarget(rstStream(s.id, ERROR.PROTOCOL_ERROR));
-    this.dropFromTarget.add(s.id);
-    this.trim(this.dropFromTarget);
+    this.remember(this.dropFromTarget, s.id);
     if (s.status === 0)
       this.answer(s, 502, `upstream ${this.ctx.targetUrl.origin} failed: ${reason}`, s.callerEnded);
     else {
@@ -714,7 +711,7 @@ export class H2Relay {
   targetClosed(): void {
     clearTimeout(this.dialTimer);
     if (!this.targetReady) {
-      this.targetFailed(Object.assign(new Error("socket hang up"), { code: "ECONNRESET" }));
+      this.targetFailed(closedEarly());
       return;
     }
     this.target = undefined;
@@ -767,11 +764,11 @@ export class H2Relay {
 
   /** The proxy answers a stream itself (the target never saw it, or is gone). */
   private answer(s: Stream, status: number, message: string, callerEnded: boolean): void {
-    const body = Buffer.from(`svc-proxy: ${message}\n`, "utf8");
+    const r = proxyResponse(status, message);
+    const body = Buffer.from(String(r.body), "utf8");
     const block = this.toCaller.encode([
       { name: ":status", value: String(status) },
-      { name: "content-type", value: "text/plain; charset=utf-8" },
-      { name: "cache-control", value: "no-store" },
+      ...Object.entries(r.headers).map(([name, value]) => ({ name, value: String(value) })),
       { name: "content-length", value: String(body.length) },
     ]);
     this.sendCaller(...headerFrames(s.id, block, 0, MAX_FRAME));
@@ -822,8 +819,7 @@ export class H2Relay {
       const s = this.streams.get(err.stream);
       if (s) {
         this.sendTarget(rstStream(s.id, ERROR.CANCEL));
-        this.dropFromTarget.add(s.id);
-        this.trim(this.dropFromTarget);
+        this.remember(this.dropFromTarget, s.id);
         this.dropCaller(s.id, s.callerEnded);
         this.end(s, 400);
       }
@@ -917,8 +913,7 @@ export class H2Relay {
         ? targetTimedOut(this.ctx.timeouts, this.ctx.targetUrl)
         : requestTimedOut(this.ctx.timeouts);
       this.sendTarget(rstStream(s.id, ERROR.CANCEL));
-      this.dropFromTarget.add(s.id);
-      this.trim(this.dropFromTarget);
+      this.remember(this.dropFromTarget, s.id);
       this.answer(s, t.status, t.message, s.callerEnded);
     }
     if (this.streams.size === 0) {

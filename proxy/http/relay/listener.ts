@@ -1,6 +1,6 @@
 import type { Socket, SocketHandler, TCPSocketListener } from "bun";
 import { SvcError } from "../../../lib/errors.ts";
-import { PREFACE } from "../../../lib/http2/frames.ts";
+import { opensPreface } from "../../../lib/http2/frames.ts";
 import type { VerifiedPeer } from "../../../lib/spiffe/x509svid.ts";
 import { followBunTls, verifyBunPeer } from "../../../lib/tls/bun-peer.ts";
 import type { ListenerConfig } from "../../config/types.ts";
@@ -298,10 +298,8 @@ class Undecided implements Served {
   received(data: Uint8Array): void {
     if (this.tls) return;
     this.seen = this.seen.length ? Buffer.concat([this.seen, data]) : data;
-    const n = Math.min(this.seen.length, SNIFF);
-    const h2 = Buffer.compare(this.seen.subarray(0, n), PREFACE.subarray(0, n)) === 0;
-    if (h2 && n < SNIFF) return;
-    this.serve(this.socket, undefined, h2, this.seen);
+    const h2 = opensPreface(this.seen);
+    if (h2 !== undefined) this.serve(this.socket, undefined, h2, this.seen);
   }
 
   drained(): void {}
@@ -317,9 +315,6 @@ class Undecided implements Served {
 
   gone(): void {}
 }
-
-/** HTTP/2's preface starts with these many bytes that no HTTP/1.1 request line does ("PRI * HTTP/2.0"). */
-const SNIFF = 14;
 
 interface Upgradable {
   upgradeTLS(o: {

@@ -103,3 +103,8 @@ export class RelayTarget {
     this.spiffeTls?.close();
   }
 }
+
+/** A target connection that closed before it was ready, as node's sockets report it. */
+export function closedEarly(): Error {
+  return Object.assign(new Error("socket hang up"), { code: "ECONNRESET" });
+}

@@ -10,7 +10,7 @@ import type { Upstream as VerifiedUpstream } from "../types.ts";
 import { ResponseFramer, type ResponseHead } from "../wire/response-framer.ts";
 import type { MessageSink } from "../wire/wire.ts";
 import { Outbox } from "./outbox.ts";
-import { RelayTarget, type TargetOptions } from "./target.ts";
+import { closedEarly, RelayTarget, type TargetOptions } from "./target.ts";
 
 export interface UpstreamOwner {
   upstreamReady(conn: UpstreamConn): void;
@@ -229,7 +229,3 @@ const HANDLERS: SocketHandler<UpstreamConn> = {
     conn.pool.fail(conn, error);
   },
 };
-
-function closedEarly(): Error {
-  return Object.assign(new Error("socket hang up"), { code: "ECONNRESET" });
-}
