@@ -340,20 +340,23 @@ function joined(parts: Uint8Array[], size = parts.reduce((n, p) => n + p.length,
 
 /**
  * A header block as frames for a peer: one HEADERS frame (`flags` with END_STREAM as the request or
- * response has it), then CONTINUATION frames, each at most `maxFrameSize` octets of the block.
+ * response has it), then CONTINUATION frames, each at most `maxFrameSize` octets of the block. A `tail`
+ * is more of the same block, encoded apart.
  */
 export function headerFrames(
   stream: number,
   block: Uint8Array,
   flags: number,
   maxFrameSize: number,
+  tail?: Uint8Array,
 ): Uint8Array[] {
   // The common case, a block that fits one frame, makes no view of it.
-  if (block.length <= maxFrameSize)
-    return [
-      frameHeader(block.length, FRAME.HEADERS, (flags & FLAG.END_STREAM) | FLAG.END_HEADERS, stream),
-      block,
-    ];
+  const size = block.length + (tail?.length ?? 0);
+  if (size <= maxFrameSize) {
+    const head = frameHeader(size, FRAME.HEADERS, (flags & FLAG.END_STREAM) | FLAG.END_HEADERS, stream);
+    return tail ? [head, block, tail] : [head, block];
+  }
+  if (tail) return headerFrames(stream, joined([block, tail], size), flags, maxFrameSize);
   const out: Uint8Array[] = [];
   let at = 0;
   do {

@@ -182,10 +182,14 @@ export class HpackDecoder {
     return this.table.changes;
   }
 
+  /** Where the last field of the last block decoded starts in it (a cache keeps the block before it). */
+  lastFieldAt = 0;
+
   /** Decodes one complete header block (HEADERS and its CONTINUATIONs, joined). */
   decode(block: Uint8Array): HeaderField[] {
     const fields: HeaderField[] = [];
     let p = 0;
+    let fieldAt = 0;
     let listSize = 0;
     let tooLarge = false;
     let sawField = false;
@@ -243,6 +247,7 @@ export class HpackDecoder {
     };
 
     while (p < block.length) {
+      fieldAt = p;
       const b = block[p] as number;
       if (b & 0x80) {
         const [name, value] = at(integer(7));
@@ -268,6 +273,7 @@ export class HpackDecoder {
         emit(name, string(), never);
       }
     }
+    this.lastFieldAt = fieldAt;
     if (tooLarge) throw new HeaderListTooLarge(this.maxHeaderListSize);
     return fields;
   }

@@ -24,21 +24,26 @@ const REQUEST_PSEUDO: ReadonlySet<string> = new Set([":method", ":scheme", ":aut
 export interface H2Additions {
   /** The authenticated caller, sent as Svc-Peer-ID (server and central modes). */
   peer: string | undefined;
-  /** The X-Request-Id to add when the caller sent none. */
-  newRequestId: () => string;
+  /** The X-Request-Id field to add when the caller sent none. */
+  newRequestId: () => HeaderField;
   remoteAddress: string;
 }
 
-/** The request's fields for the target, with the request ID it carries, or why it is malformed. */
+/**
+ * The request's fields for the target, or why it is malformed. The request ID (the caller's first
+ * X-Request-Id, or a new one) is returned apart from the other fields, and is sent after them: it is the
+ * one field that differs in every request, so the relay keeps the encoding of the others for the next
+ * request alike (request-cache.ts).
+ */
 export function callerH2Fields(
   fields: readonly HeaderField[],
   add: H2Additions,
-): { fields: HeaderField[]; requestId: string } | { malformed: string } {
+): { fields: HeaderField[]; requestId: HeaderField } | { malformed: string } {
   const out: HeaderField[] = [];
   const pseudo = new Map<string, string>();
   let regular = false;
   let prior: string | undefined;
-  let requestId: string | undefined;
+  let requestId: HeaderField | undefined;
   for (const f of fields) {
     const name = f.name;
     if (name !== name.toLowerCase())
@@ -59,20 +64,16 @@ export function callerH2Fields(
       continue;
     }
     if (name === FORWARDED_FOR_HEADER) prior = prior === undefined ? f.value : `${prior}, ${f.value}`;
-    if (name === REQUEST_ID_HEADER) requestId = f.value;
-    if (passesOn(name, NO_TOKENS, true)) out.push(f);
+    if (name === REQUEST_ID_HEADER) requestId ??= f;
+    else if (passesOn(name, NO_TOKENS, true)) out.push(f);
   }
   const method = pseudo.get(":method");
   if (method === undefined) return { malformed: "no :method" };
   if (method === "CONNECT") return { malformed: "CONNECT is not supported by this listener" };
   if (!pseudo.get(":scheme") || !pseudo.get(":path")) return { malformed: "no :scheme or no :path" };
   if (add.peer) out.push({ name: PEER_ID_HEADER, value: add.peer });
-  if (requestId === undefined) {
-    requestId = add.newRequestId();
-    out.push({ name: REQUEST_ID_HEADER, value: requestId });
-  }
   out.push({ name: FORWARDED_FOR_HEADER, value: forwardedFor(prior, add.remoteAddress) });
-  return { fields: out, requestId };
+  return { fields: out, requestId: requestId ?? add.newRequestId() };
 }
 
 /**

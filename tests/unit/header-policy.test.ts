@@ -279,10 +279,14 @@ function fromH2Caller(fields: Lines): Record<string, string> | "malformed" {
       n === "Host" ? { name: ":authority", value: v } : { name: n.toLowerCase(), value: v },
     ),
   ];
-  const r = h2CallerFields(h2, { peer: PEER, newRequestId: () => NEW_ID, remoteAddress: REMOTE });
+  const r = h2CallerFields(h2, {
+    peer: PEER,
+    newRequestId: () => ({ name: "x-request-id", value: NEW_ID }),
+    remoteAddress: REMOTE,
+  });
   if ("malformed" in r) return "malformed";
   const out: Record<string, string> = {};
-  for (const f of r.fields)
+  for (const f of [...r.fields, r.requestId])
     if (!f.name.startsWith(":") && !FRAMING.has(f.name))
       out[f.name] = f.name in out ? `${out[f.name]}, ${f.value}` : f.value;
   return out;
@@ -364,10 +368,11 @@ function relayResponse(fields: Lines, read: "bytes" | "text"): Record<string, st
     p.from,
   );
   const written: Uint8Array[] = [];
+  // As a Bun socket writes: the octets are taken (sent or copied) before write returns.
   const socket = {
-    write(b: Uint8Array) {
-      written.push(b);
-      return b.length;
+    write(b: Uint8Array, offset = 0, length = b.length - offset) {
+      written.push(b.slice(offset, offset + length));
+      return length;
     },
   };
   const out = new Outbox(socket as never);
@@ -411,7 +416,11 @@ describe("HTTP/2 callers: RFC 9113's own rules come first (h2-fields.ts)", () =>
     { name: ":authority", value: "api" },
   ];
   const check = (fields: { name: string; value: string }[]) =>
-    h2CallerFields(fields, { peer: PEER, newRequestId: () => NEW_ID, remoteAddress: REMOTE });
+    h2CallerFields(fields, {
+      peer: PEER,
+      newRequestId: () => ({ name: "x-request-id", value: NEW_ID }),
+      remoteAddress: REMOTE,
+    });
   test.each([
     ["a name in upper case", [...base, { name: "X-A", value: "1" }], "not in lower case"],
     [
@@ -448,12 +457,11 @@ describe("HTTP/2 callers: RFC 9113's own rules come first (h2-fields.ts)", () =>
       { name: "svc_peer_id", value: "spiffe://example.org/ns/prod/sa/admin" },
     ]);
     expect(r).toEqual({
-      requestId: "id-from-the-caller",
+      requestId: { name: "x-request-id", value: "id-from-the-caller" },
       fields: [
         ...base,
         { name: "te", value: "trailers" },
         { name: "content-type", value: "application/grpc" },
-        { name: "x-request-id", value: "id-from-the-caller" },
         { name: "svc-peer-id", value: PEER },
         { name: "x-forwarded-for", value: REMOTE },
       ],

@@ -59,6 +59,7 @@ import { closedEarly } from "../relay/target.ts";
 import { proxyResponse } from "../types.ts";
 import { BlockCache } from "./block-cache.ts";
 import type { H2Context } from "./context.ts";
+import { type KeptRequest, type Lookup, RequestCache } from "./request-cache.ts";
 import {
   ackArrived,
   CALLER_SETTINGS,
@@ -123,6 +124,7 @@ export class H2Relay {
   private readonly toCaller = new HpackEncoder({ literalNames: UNIQUE_PER_MESSAGE });
   private readonly toTarget = new HpackEncoder({ literalNames: UNIQUE_PER_MESSAGE });
   /** The target's last final response head and last trailers, as passed on (block-cache.ts): the status. */
+  private readonly requests = new RequestCache(this.fromCaller, this.toTarget, MAX_HEADER_LIST);
   private readonly responseHeads = new BlockCache<number>(this.fromTarget, this.toCaller);
   private readonly trailers = new BlockCache<number>(this.fromTarget, this.toCaller);
   private readonly callerSettings = newSide();
@@ -306,15 +308,24 @@ export class H2Relay {
   private callerHeaders(headers: Frame, block: Uint8Array): void {
     const id = headers.stream;
     const endStream = (headers.flags & FLAG.END_STREAM) !== 0;
-    let fields: HeaderField[] | undefined;
+    const decoderBefore = this.fromCaller.changes;
+    let looked: Lookup | undefined;
+    let fields: readonly HeaderField[] | undefined;
+    let lastFieldAt = -1;
     let tooLarge = false;
     try {
-      fields = this.fromCaller.decode(block);
+      looked = this.requests.get(block);
+      if (!looked) {
+        fields = this.fromCaller.decode(block);
+        lastFieldAt = this.fromCaller.lastFieldAt;
+      } else if ("fields" in looked) fields = looked.fields;
+      else if ("tooLarge" in looked) tooLarge = true;
     } catch (e) {
       if (e instanceof HpackError) throw new H2Error(ERROR.COMPRESSION_ERROR, e.message);
       if (!(e instanceof HeaderListTooLarge)) throw e;
       tooLarge = true;
     }
+    const kept = looked && "kept" in looked ? looked : undefined;
     if (dependsOnItself(headers))
       throw new H2Error(ERROR.PROTOCOL_ERROR, "a stream that depends on itself", id);
     const open = this.streams.get(id);
@@ -322,8 +333,9 @@ export class H2Relay {
       // Trailers: the second header block of a request, which ends it.
       if (open.callerEnded) throw new H2Error(ERROR.STREAM_CLOSED, "HEADERS after END_STREAM", id);
       if (!endStream) throw new H2Error(ERROR.PROTOCOL_ERROR, "a second header block without END_STREAM", id);
+      const all = kept ? [...kept.decoded, ...(kept.requestId ? [kept.requestId] : [])] : fields;
       const t =
-        tooLarge || !fields ? { malformed: "trailers over the size allowed" } : trailerH2Fields(fields, true);
+        tooLarge || !all ? { malformed: "trailers over the size allowed" } : trailerH2Fields(all, true);
       if ("malformed" in t) throw new H2Error(ERROR.PROTOCOL_ERROR, t.malformed, id);
       this.sendTarget(...headerFrames(id, this.toTarget.encode(t.fields), FLAG.END_STREAM, MAX_FRAME));
       this.callerEnded(open);
@@ -369,37 +381,55 @@ export class H2Relay {
       this.goAwayNow();
       return;
     }
-    if (tooLarge || !fields) {
+    if (tooLarge || (!fields && !kept)) {
       this.answer(s, 431, `request header fields larger than ${MAX_HEADER_LIST} bytes`, endStream);
       return;
     }
-    const request = callerH2Fields(fields, {
-      peer: this.peer?.id.uri,
-      newRequestId: () => crypto.randomUUID(),
-      remoteAddress: this.socket.remoteAddress,
-    });
-    if ("malformed" in request) {
-      this.ctx.log.debug("request refused", { status: 400, reason: request.malformed, stream: id });
-      this.ctx.events?.request(400, 0, 0, 0);
-      this.dropCaller(id, endStream);
-      this.sendCaller(rstStream(id, ERROR.PROTOCOL_ERROR));
-      return;
+    let request: KeptRequest;
+    let requestId: HeaderField;
+    if (kept) {
+      request = kept.kept;
+      requestId = kept.requestId ?? this.newRequestId();
+    } else {
+      const policy = callerH2Fields(fields as readonly HeaderField[], {
+        peer: this.peer?.id.uri,
+        newRequestId: this.newRequestId,
+        remoteAddress: this.socket.remoteAddress,
+      });
+      if ("malformed" in policy) {
+        this.ctx.log.debug("request refused", { status: 400, reason: policy.malformed, stream: id });
+        this.ctx.events?.request(400, 0, 0, 0);
+        this.dropCaller(id, endStream);
+        this.sendCaller(rstStream(id, ERROR.PROTOCOL_ERROR));
+        return;
+      }
+      const encoderBefore = this.toTarget.changes;
+      request = { out: this.toTarget.encode(policy.fields), method: "", path: "" };
+      if (this.ctx.debug)
+        for (const f of policy.fields)
+          if (f.name === ":method") request.method = f.value;
+          else if (f.name === ":path") request.path = f.value;
+      requestId = policy.requestId;
+      if (lastFieldAt >= 0)
+        this.requests.set(block, fields as HeaderField[], lastFieldAt, decoderBefore, encoderBefore, request);
     }
-    s.requestId = request.requestId;
-    if (this.ctx.debug) {
-      for (const f of fields)
-        if (f.name === ":method") s.method = f.value;
-        else if (f.name === ":path") s.path = f.value;
-    }
+    s.requestId = requestId.value;
+    s.method = request.method;
+    s.path = request.path;
     this.streams.set(id, s);
     this.lastForwarded = id;
     this.lastActive = Date.now();
     this.deadline = Math.min(this.deadline, s.deadline);
-    this.sendTarget(
-      ...headerFrames(id, this.toTarget.encode(request.fields), endStream ? FLAG.END_STREAM : 0, MAX_FRAME),
-    );
+    const flags = endStream ? FLAG.END_STREAM : 0;
+    this.sendTarget(...headerFrames(id, request.out, flags, MAX_FRAME, this.toTarget.encode([requestId])));
     if (endStream) this.callerEnded(s);
   }
+
+  /** The X-Request-Id of a request that came without one. */
+  private readonly newRequestId = (): HeaderField => ({
+    name: REQUEST_ID_HEADER,
+    value: crypto.randomUUID(),
+  });
 
   private callerEnded(s: Stream): void {
     s.callerEnded = true;

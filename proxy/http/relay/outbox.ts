@@ -12,8 +12,12 @@ import type { Socket } from "bun";
  */
 /** A message up to this size is copied into one buffer and written once. */
 const COPY_MAX = 16 * 1024;
+/** A piece this small is copied octet by octet: cheaper than a call into the runtime (bench/h2-hop-cost.ts). */
+const SMALL_PIECE = 64;
 /** In a larger message, a range of at least this size is written as it is, not copied. */
 const LARGE_PIECE = 4 * 1024;
+/** Where the pieces of a message are gathered for its write, shared: a write leaves it free again. */
+const SCRATCH = Buffer.allocUnsafeSlow(COPY_MAX);
 
 export class Outbox {
   private readonly queue: Uint8Array[] = [];
@@ -63,7 +67,7 @@ export class Outbox {
   flush(): void {
     const n = this.pieces;
     if (n === 0) return;
-    if (n === 1 || this.bytes <= COPY_MAX) this.write(this.join(0, n, this.bytes));
+    if (n === 1 || this.bytes <= COPY_MAX) this.send(0, n, this.bytes);
     else {
       let from = 0;
       let bytes = 0;
@@ -73,44 +77,54 @@ export class Outbox {
           bytes += size;
           continue;
         }
-        if (i > from) this.write(this.join(from, i, bytes));
-        this.write(this.join(i, i + 1, size));
+        if (i > from) this.send(from, i, bytes);
+        this.send(i, i + 1, size);
         from = i + 1;
         bytes = 0;
       }
-      if (n > from) this.write(this.join(from, n, bytes));
+      if (n > from) this.send(from, n, bytes);
     }
     for (let i = 0; i < n; i++) this.sources[i] = "";
     this.pieces = 0;
     this.bytes = 0;
   }
 
-  /** Pieces `from` to `to` (of `bytes` in all) as one buffer: a range as it is, else a new buffer. */
-  private join(from: number, to: number, bytes: number): Uint8Array {
+  /**
+   * Writes pieces `from` to `to` (of `bytes` in all) in one write: a range as it is, else the pieces
+   * gathered into the shared scratch buffer (or a new one, when larger), which the write leaves free.
+   */
+  private send(from: number, to: number, bytes: number): void {
     const first = this.sources[from] as Uint8Array | string;
     if (to - from === 1 && typeof first !== "string") {
-      const start = this.starts[from] as number;
-      const end = this.ends[from] as number;
-      return start === 0 && end === first.length ? first : first.subarray(start, end);
+      this.write(first, this.starts[from] as number, this.ends[from] as number, true);
+      return;
     }
-    const out = Buffer.allocUnsafe(bytes);
+    const out = bytes <= SCRATCH.length ? SCRATCH : Buffer.allocUnsafe(bytes);
     let at = 0;
     for (let i = from; i < to; i++) {
       const src = this.sources[i] as Uint8Array | string;
+      const start = this.starts[i] as number;
+      const end = this.ends[i] as number;
       if (typeof src === "string") at += out.write(src, at, "latin1");
-      else at += Buffer.prototype.copy.call(src, out, at, this.starts[i], this.ends[i]);
+      else if (end - start > SMALL_PIECE) at += Buffer.prototype.copy.call(src, out, at, start, end);
+      else for (let k = start; k < end; k++) out[at++] = src[k] as number;
     }
-    return out;
+    this.write(out, 0, bytes, out !== SCRATCH);
   }
 
-  private write(data: Uint8Array): void {
+  /**
+   * Writes `data[start..end)`; what the socket does not take is queued, as a view when the buffer is
+   * `kept` (it stays as it is), else as a copy.
+   */
+  private write(data: Uint8Array, start: number, end: number, kept: boolean): void {
     if (this.queued === 0) {
-      const n = this.socket.write(data);
-      if (n >= data.length) return;
-      if (n > 0) data = data.subarray(n);
+      const n = this.socket.write(data, start, end - start);
+      if (n >= end - start) return;
+      if (n > 0) start += n;
     }
-    this.queue.push(data);
-    this.queued += data.length;
+    const rest = kept ? data.subarray(start, end) : data.slice(start, end);
+    this.queue.push(rest);
+    this.queued += rest.length;
   }
 
   /** From the socket's drain callback; true once everything queued was taken. */

@@ -1,0 +1,119 @@
+/**
+ * The last request head a caller sent, and what the relay made of it, for a caller that sends every call
+ * alike (a gRPC client calling one method): the same octets, decoded while the caller's table is as it
+ * was, are the same fields, and the same fields, put through the same policy and encoded while the
+ * target's table is as it was, are the same octets (block-cache.ts, for the target's answers, reasons the
+ * same way). Only the request ID differs from call to call, so it is kept out of the cache:
+ *
+ * - the fields are encoded without it, and it is sent after them (h2-fields.ts);
+ * - a block that ends in the caller's X-Request-Id is kept without that last field. A later block that
+ *   starts with the kept octets is decoded from there on only; when the rest is one X-Request-Id, the
+ *   kept encoding serves with that ID, and otherwise the fields decoded so far go through the policy as
+ *   usual.
+ *
+ * A block is kept only when decoding and encoding it changed neither table, and served only while both
+ * are unchanged: no entry is missed, none added twice.
+ */
+import {
+  entrySize,
+  type HeaderField,
+  HeaderListTooLarge,
+  type HpackDecoder,
+  type HpackEncoder,
+} from "../../../lib/http2/hpack.ts";
+import { REQUEST_ID_HEADER } from "../headers.ts";
+
+/** What the kept encoding serves: the fields for the target (without the request ID), and for the log. */
+export interface KeptRequest {
+  out: Uint8Array;
+  method: string;
+  path: string;
+}
+
+/**
+ * A look-up's answer: the kept request and the caller's request ID (if the block carried one), with the
+ * block's other fields (`decoded`, for a block that turns out not to open a request); or the block's fields
+ * decoded (part from the cache, part from the block); or a header list over the limit.
+ */
+export type Lookup =
+  | { kept: KeptRequest; requestId: HeaderField | undefined; decoded: readonly HeaderField[] }
+  | { fields: HeaderField[] }
+  | { tooLarge: true };
+
+export class RequestCache {
+  /** The kept block, without a last X-Request-Id, and the fields it decodes to. */
+  private prefix: Uint8Array | undefined;
+  private fields: HeaderField[] = [];
+  private listSize = 0;
+  private kept: KeptRequest | undefined;
+  private decoderAt = -1;
+  private encoderAt = -1;
+
+  constructor(
+    private readonly decoder: HpackDecoder,
+    private readonly encoder: HpackEncoder,
+    private readonly maxHeaderListSize: number,
+  ) {}
+
+  /**
+   * The answer for `block`, or undefined when it must be decoded as usual (nothing was read from it).
+   * May decode the part of the block after the kept octets: its errors are the block's.
+   */
+  get(block: Uint8Array): Lookup | undefined {
+    const prefix = this.prefix;
+    const kept = this.kept;
+    if (!prefix || !kept || block.length < prefix.length) return undefined;
+    if (this.decoder.changes !== this.decoderAt || this.encoder.changes !== this.encoderAt) return undefined;
+    for (let i = 0; i < prefix.length; i++) if (prefix[i] !== block[i]) return undefined;
+    if (block.length === prefix.length) return { kept, requestId: undefined, decoded: this.fields };
+    // A literal not indexed (0000xxxx, 0001xxxx) leaves the table alone; anything else (an indexed
+    // field, a table size update) is decoded with the whole block.
+    if (((block[prefix.length] as number) & 0xe0) !== 0) return undefined;
+    let rest: HeaderField[];
+    try {
+      rest = this.decoder.decode(block.subarray(prefix.length));
+    } catch (e) {
+      if (e instanceof HeaderListTooLarge) return { tooLarge: true };
+      throw e;
+    }
+    let size = this.listSize;
+    for (const f of rest) size += entrySize(f.name, f.value);
+    if (size > this.maxHeaderListSize) return { tooLarge: true };
+    // One field sent as a literal not indexed left the table as it was.
+    const only = rest.length === 1 ? rest[0] : undefined;
+    if (only?.name === REQUEST_ID_HEADER) return { kept, requestId: only, decoded: this.fields };
+    return { fields: [...this.fields, ...rest] };
+  }
+
+  /**
+   * Keeps `block` (decoded whole to `fields`, its last field at `lastFieldAt`) and the encoding of its
+   * fields for the target, when neither table changed while it was decoded and encoded (`decoderBefore`,
+   * `encoderBefore`: their counts of changes before).
+   */
+  set(
+    block: Uint8Array,
+    fields: HeaderField[],
+    lastFieldAt: number,
+    decoderBefore: number,
+    encoderBefore: number,
+    kept: KeptRequest,
+  ): void {
+    const unchanged =
+      this.decoder.changes === decoderBefore && this.encoder.changes === encoderBefore && encoderBefore >= 0;
+    if (!unchanged) {
+      this.prefix = undefined;
+      return;
+    }
+    // The caller's X-Request-Id, when it is the block's last field, is left out; anywhere else it is part
+    // of what must match, and the block will rarely be met again.
+    const last = fields[fields.length - 1];
+    const withoutId = last?.name === REQUEST_ID_HEADER;
+    this.prefix = block.slice(0, withoutId ? lastFieldAt : block.length);
+    this.fields = withoutId ? fields.slice(0, -1) : fields;
+    this.listSize = 0;
+    for (const f of this.fields) this.listSize += entrySize(f.name, f.value);
+    this.kept = kept;
+    this.decoderAt = decoderBefore;
+    this.encoderAt = encoderBefore;
+  }
+}
