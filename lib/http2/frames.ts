@@ -250,8 +250,13 @@ export function readWindowUpdate(f: Frame): number {
 
 /** The header block fragment of a HEADERS frame, without its padding and priority (section 6.2). */
 export function headersFragment(f: Frame): Uint8Array {
+  const { start, end } = fragmentOf(f);
+  return f.src.subarray(start, end);
+}
+
+/** Where a HEADERS frame's header block fragment lies in `f.src`, past its padding and priority. */
+function fragmentOf(f: Frame): { start: number; end: number } {
   if (f.stream === 0) throw new H2Error(ERROR.PROTOCOL_ERROR, "HEADERS on stream 0");
-  // Offsets within the payload; one view is made, of the fragment.
   let start = 0;
   let end = f.length;
   const at = f.start + 9;
@@ -266,7 +271,7 @@ export function headersFragment(f: Frame): Uint8Array {
     if (end - start < 5) throw new H2Error(ERROR.FRAME_SIZE_ERROR, "HEADERS too short for its priority");
     start += 5;
   }
-  return f.src.subarray(at + start, at + end);
+  return { start: at + start, end: at + end };
 }
 
 /** A HEADERS frame whose priority names its own stream as the one it depends on (section 5.3.1). */
@@ -274,6 +279,28 @@ export function dependsOnItself(f: Frame): boolean {
   if (!(f.flags & FLAG.PRIORITY)) return false;
   const at = f.flags & FLAG.PADDED ? 1 : 0;
   return f.payload.length >= at + 4 && readUint31(f.payload, at) === f.stream;
+}
+
+/** Octets `src[start..end)`, read where they are. */
+export interface Octets {
+  readonly src: Uint8Array;
+  readonly start: number;
+  readonly end: number;
+}
+
+/** A complete header block, `src[start..end)`, and the HEADERS frame that opened it. */
+export class HeaderBlock implements Octets {
+  constructor(
+    readonly headers: Frame,
+    readonly src: Uint8Array,
+    readonly start: number,
+    readonly end: number,
+  ) {}
+
+  /** The block as one view (made when asked for). */
+  get block(): Uint8Array {
+    return this.src.subarray(this.start, this.end);
+  }
 }
 
 /**
@@ -298,26 +325,32 @@ export class HeaderBlocks {
    * Takes a frame; returns the finished block (with the HEADERS frame that opened it) when this frame
    * ends one, undefined while one is open or when the frame is not part of a block.
    */
-  take(f: Frame): { headers: Frame; block: Uint8Array } | undefined {
+  take(f: Frame): HeaderBlock | undefined {
     if (this.open && (f.type !== FRAME.CONTINUATION || f.stream !== this.stream))
       throw new H2Error(ERROR.PROTOCOL_ERROR, "a header block interrupted before END_HEADERS");
     if (f.type === FRAME.HEADERS) {
+      const { start, end } = fragmentOf(f);
+      if (end - start > this.maxBlock)
+        throw new H2Error(ERROR.ENHANCE_YOUR_CALM, `a header block over ${this.maxBlock} octets`);
+      // The common case, a block in one frame, is read where it arrived.
+      if (f.flags & FLAG.END_HEADERS) return new HeaderBlock(f, f.src, start, end);
       this.first = f;
       this.stream = f.stream;
       this.parts = [];
       this.size = 0;
-      this.add(headersFragment(f));
-    } else if (f.type === FRAME.CONTINUATION) {
-      if (!this.open) throw new H2Error(ERROR.PROTOCOL_ERROR, "CONTINUATION without a header block");
-      this.add(f.payload);
-    } else return undefined;
+      this.add(f.src.subarray(start, end));
+      return undefined;
+    }
+    if (f.type !== FRAME.CONTINUATION) return undefined;
+    if (!this.open) throw new H2Error(ERROR.PROTOCOL_ERROR, "CONTINUATION without a header block");
+    this.add(f.payload);
     if (!(f.flags & FLAG.END_HEADERS)) return undefined;
-    const block = this.parts.length === 1 ? (this.parts[0] as Uint8Array) : joined(this.parts, this.size);
+    const block = joined(this.parts, this.size);
     const headers = this.first as Frame;
     this.stream = 0;
     this.parts = [];
     this.first = undefined;
-    return { headers, block };
+    return new HeaderBlock(headers, block, 0, block.length);
   }
 
   private add(part: Uint8Array): void {

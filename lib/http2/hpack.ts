@@ -15,7 +15,7 @@
  * still read to its end, so that the dynamic table stays in step, and HeaderListTooLarge is thrown.
  */
 import { STATIC_TABLE } from "./hpack-static.ts";
-import { HuffmanError, huffmanDecode, huffmanEncode, huffmanLength } from "./huffman.ts";
+import { HuffmanError, huffmanDecode, huffmanEncode, huffmanLength, type Out } from "./huffman.ts";
 
 export interface HeaderField {
   name: string;
@@ -182,14 +182,14 @@ export class HpackDecoder {
     return this.table.changes;
   }
 
-  /** Where the last field of the last block decoded starts in it (a cache keeps the block before it). */
+  /** Where the last field of the last block decoded starts (a cache keeps the octets before it). */
   lastFieldAt = 0;
 
-  /** Decodes one complete header block (HEADERS and its CONTINUATIONs, joined). */
-  decode(block: Uint8Array): HeaderField[] {
+  /** Decodes one complete header block (HEADERS and its CONTINUATIONs, joined): `block[start..end)`. */
+  decode(block: Uint8Array, start = 0, end = block.length): HeaderField[] {
     const fields: HeaderField[] = [];
-    let p = 0;
-    let fieldAt = 0;
+    let p = start;
+    let fieldAt = start;
     let listSize = 0;
     let tooLarge = false;
     let sawField = false;
@@ -200,7 +200,7 @@ export class HpackDecoder {
       if (v < max) return v;
       let scale = 1;
       for (let continued = 1; ; continued++) {
-        if (p >= block.length) throw new HpackError("integer runs past the end of the header block");
+        if (p >= end) throw new HpackError("integer runs past the end of the header block");
         // Redundant zero octets are allowed, as far as a 64-bit reader takes them (Go's: 9).
         if (continued > MAX_CONTINUATION) throw new HpackError("integer encoding too long");
         const b = block[p++] as number;
@@ -211,15 +211,15 @@ export class HpackDecoder {
       }
     };
     const string = (): string => {
-      if (p >= block.length) throw new HpackError("string missing at the end of the header block");
+      if (p >= end) throw new HpackError("string missing at the end of the header block");
       const huffman = ((block[p] as number) & 0x80) !== 0;
       const length = integer(7);
-      if (length > block.length - p) throw new HpackError("string runs past the end of the header block");
-      const start = p;
+      if (length > end - p) throw new HpackError("string runs past the end of the header block");
+      const from = p;
       p += length;
-      if (!huffman) return Buffer.prototype.toString.call(block, "latin1", start, p);
+      if (!huffman) return Buffer.prototype.toString.call(block, "latin1", from, p);
       try {
-        return huffmanDecode(block, start, p);
+        return huffmanDecode(block, from, p);
       } catch (e) {
         if (e instanceof HuffmanError) throw new HpackError(e.message);
         throw e;
@@ -246,7 +246,7 @@ export class HpackDecoder {
       fields.push(never ? { name, value, never } : { name, value });
     };
 
-    while (p < block.length) {
+    while (p < end) {
       fieldAt = p;
       const b = block[p] as number;
       if (b & 0x80) {
@@ -287,6 +287,9 @@ export class HpackEncoder {
   private smallest: number | undefined;
   private last: number | undefined;
 
+  /** Where blocks are written, kept from one to the next. */
+  private readonly out = new OctetWriter();
+
   /** Names whose values are sent as literals, never added to the table (see the constructor). */
   private readonly literalNames: ReadonlySet<string>;
 
@@ -318,7 +321,8 @@ export class HpackEncoder {
   }
 
   encode(fields: readonly HeaderField[]): Uint8Array {
-    const out: number[] = [];
+    const out = this.out;
+    out.length = 0;
     if (this.last !== undefined) {
       if ((this.smallest as number) < this.last) integer(out, 0x20, 5, this.smallest as number);
       integer(out, 0x20, 5, this.last);
@@ -347,12 +351,27 @@ export class HpackEncoder {
       literal(out, value, unique);
       if (index) this.table.add(name, value);
     }
-    return Uint8Array.from(out);
+    return out.bytes.slice(0, out.length);
+  }
+}
+
+/** Octets as they are written, in a buffer that grows as needed. */
+class OctetWriter {
+  bytes = new Uint8Array(256);
+  length = 0;
+
+  push(b: number): void {
+    if (this.length === this.bytes.length) {
+      const more = new Uint8Array(this.bytes.length * 2);
+      more.set(this.bytes);
+      this.bytes = more;
+    }
+    this.bytes[this.length++] = b;
   }
 }
 
 /** An integer with an N-bit prefix (section 5.1), the prefix's other bits set to `flags`. */
-export function integer(out: number[], flags: number, prefixBits: number, value: number): void {
+export function integer(out: Out, flags: number, prefixBits: number, value: number): void {
   const max = 2 ** prefixBits - 1;
   if (value < max) {
     out.push(flags | value);
@@ -371,7 +390,7 @@ export function integer(out: number[], flags: number, prefixBits: number, value:
  * A string literal (section 5.2): Huffman-coded unless that is longer (as RFC 7541 Appendix C codes), or
  * `raw`.
  */
-function literal(out: number[], s: string, raw = false): void {
+function literal(out: Out, s: string, raw = false): void {
   const coded = raw ? s.length + 1 : huffmanLength(s);
   if (coded <= s.length) {
     integer(out, 0x80, 7, coded);

@@ -40,6 +40,11 @@ for (let symbol = 0; symbol <= EOS; symbol++) {
 
 export class HuffmanError extends Error {}
 
+/** Where an encoder writes octets: an array, or a buffer of its own. */
+export interface Out {
+  push(b: number): void;
+}
+
 /** Decodes `bytes[start, end)`; throws HuffmanError for EOS in the string or bad padding. */
 export function huffmanDecode(bytes: Uint8Array, start: number, end: number): string {
   // The shortest code is 5 bits: at most 8 symbols for every 5 octets. Symbols go to a buffer kept for
@@ -85,7 +90,7 @@ export function huffmanLength(s: string): number {
 }
 
 /** Appends `s` (latin1) Huffman-coded to `out`, padded with the most significant bits of EOS. */
-export function huffmanEncode(s: string, out: number[]): void {
+export function huffmanEncode(s: string, out: Out): void {
   // Up to 7 bits waiting plus a code of up to 30: within a double's exact integers.
   let acc = 0;
   let bits = 0;

@@ -19,11 +19,14 @@ function relay() {
   const encoder = new HpackEncoder(); // the proxy's, toward the caller
   const cache = new BlockCache<number>(decoder, encoder);
   /** One block through the relay, as connection.ts passes a response head on. */
-  const pass = (block: Uint8Array): { out: Uint8Array; cached: boolean } => {
+  const pass = (bytes: Uint8Array): { out: Uint8Array; cached: boolean } => {
+    // The block as the relay reads it: where it arrived, among other frames' octets.
+    const src = Buffer.concat([Buffer.from([0x88, 0x40]), bytes, Buffer.from([0xbf])]);
+    const block = { src, start: 2, end: 2 + bytes.length };
     const hit = cache.get(block);
     if (hit) return { out: hit.out, cached: true };
     const d = decoder.changes;
-    const fields = decoder.decode(block);
+    const fields = decoder.decode(src, block.start, block.end);
     const e = encoder.changes;
     const out = encoder.encode(fields);
     cache.set(block, d, e, out, 200);

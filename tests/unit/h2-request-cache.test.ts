@@ -46,7 +46,10 @@ function relay(cached: boolean) {
       throw e;
     }
   };
-  const run = (block: Uint8Array): Outcome => {
+  const run = (bytes: Uint8Array): Outcome => {
+    // The block as the relay reads it: where it arrived, among other frames' octets.
+    const src = Buffer.concat([Buffer.from([0x82, 0x40, 0x3f]), bytes, Buffer.from([0xbe, 0x00])]);
+    const block = { src, start: 3, end: 3 + bytes.length };
     const decoderBefore = decoder.changes;
     let fields: HeaderField[] | undefined;
     let lastFieldAt = -1;
@@ -62,7 +65,7 @@ function relay(cached: boolean) {
       if (looked) fields = looked.fields;
       else
         try {
-          fields = decoder.decode(block);
+          fields = decoder.decode(src, block.start, block.end);
           lastFieldAt = decoder.lastFieldAt;
         } catch (e) {
           if (e instanceof HeaderListTooLarge) return "too large";

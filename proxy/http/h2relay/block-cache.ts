@@ -6,6 +6,7 @@
  * encoding it changed neither table, and served from here only while both are unchanged: no entry is
  * missed, none added twice. Anything else is decoded and encoded as usual.
  */
+import type { Octets } from "../../../lib/http2/frames.ts";
 import type { HpackDecoder, HpackEncoder } from "../../../lib/http2/hpack.ts";
 
 export class BlockCache<T> {
@@ -21,11 +22,12 @@ export class BlockCache<T> {
   ) {}
 
   /** What `block` was encoded as, and what was read from it, if neither table changed since. */
-  get(block: Uint8Array): { out: Uint8Array; value: T } | undefined {
+  get(block: Octets): { out: Uint8Array; value: T } | undefined {
     const kept = this.block;
-    if (!kept || kept.length !== block.length) return undefined;
+    const { src, start } = block;
+    if (!kept || kept.length !== block.end - start) return undefined;
     if (this.decoder.changes !== this.decoderAt || this.encoder.changes !== this.encoderAt) return undefined;
-    for (let i = 0; i < block.length; i++) if (kept[i] !== block[i]) return undefined;
+    for (let i = 0; i < kept.length; i++) if (kept[i] !== src[start + i]) return undefined;
     return { out: this.out as Uint8Array, value: this.value as T };
   }
 
@@ -33,14 +35,14 @@ export class BlockCache<T> {
    * Keeps `block` and its encoding `out` when neither table changed while it was decoded and encoded
    * (`decoderBefore`, `encoderBefore`: their counts of changes before).
    */
-  set(block: Uint8Array, decoderBefore: number, encoderBefore: number, out: Uint8Array, value: T): void {
+  set(block: Octets, decoderBefore: number, encoderBefore: number, out: Uint8Array, value: T): void {
     const unchanged =
       this.decoder.changes === decoderBefore && this.encoder.changes === encoderBefore && encoderBefore >= 0;
     if (!unchanged) {
       this.block = undefined;
       return;
     }
-    this.block = block.slice();
+    this.block = block.src.slice(block.start, block.end);
     this.out = out;
     this.value = value;
     this.decoderAt = decoderBefore;

@@ -28,6 +28,7 @@ import {
   frame,
   goAway,
   H2Error,
+  type HeaderBlock,
   HeaderBlocks,
   headerFrames,
   PREFACE,
@@ -208,7 +209,7 @@ export class H2Relay {
     }
     const block = this.callerBlocks.take(f);
     if (block) {
-      this.callerHeaders(block.headers, block.block);
+      this.callerHeaders(block);
       return;
     }
     if (f.type === FRAME.HEADERS || f.type === FRAME.CONTINUATION) return;
@@ -305,7 +306,8 @@ export class H2Relay {
     throw new H2Error(ERROR.STREAM_CLOSED, `DATA on closed stream ${f.stream}`, f.stream);
   }
 
-  private callerHeaders(headers: Frame, block: Uint8Array): void {
+  private callerHeaders(block: HeaderBlock): void {
+    const headers = block.headers;
     const id = headers.stream;
     const endStream = (headers.flags & FLAG.END_STREAM) !== 0;
     const decoderBefore = this.fromCaller.changes;
@@ -316,7 +318,7 @@ export class H2Relay {
     try {
       looked = this.requests.get(block);
       if (!looked) {
-        fields = this.fromCaller.decode(block);
+        fields = this.fromCaller.decode(block.src, block.start, block.end);
         lastFieldAt = this.fromCaller.lastFieldAt;
       } else if ("fields" in looked) fields = looked.fields;
       else if ("tooLarge" in looked) tooLarge = true;
@@ -555,7 +557,7 @@ export class H2Relay {
   private fromTargetFrame(f: Frame): void {
     const block = this.targetBlocks.take(f);
     if (block) {
-      this.targetHeaders(block.headers, block.block);
+      this.targetHeaders(block);
       return;
     }
     if (f.type === FRAME.HEADERS || f.type === FRAME.CONTINUATION) return;
@@ -626,7 +628,8 @@ export class H2Relay {
     }
   }
 
-  private targetHeaders(headers: Frame, block: Uint8Array): void {
+  private targetHeaders(block: HeaderBlock): void {
+    const headers = block.headers;
     const id = headers.stream;
     const endStream = (headers.flags & FLAG.END_STREAM) !== 0;
     if (id > this.lastForwarded)
@@ -648,7 +651,7 @@ export class H2Relay {
     const decoderBefore = this.fromTarget.changes;
     let fields: HeaderField[] | undefined;
     try {
-      fields = this.fromTarget.decode(block);
+      fields = this.fromTarget.decode(block.src, block.start, block.end);
     } catch (e) {
       if (e instanceof HpackError) throw new H2Error(ERROR.COMPRESSION_ERROR, e.message);
       if (!(e instanceof HeaderListTooLarge)) throw e;

@@ -14,6 +14,7 @@
  * A block is kept only when decoding and encoding it changed neither table, and served only while both
  * are unchanged: no entry is missed, none added twice.
  */
+import type { Octets } from "../../../lib/http2/frames.ts";
 import {
   entrySize,
   type HeaderField,
@@ -59,30 +60,32 @@ export class RequestCache {
    * The answer for `block`, or undefined when it must be decoded as usual (nothing was read from it).
    * May decode the part of the block after the kept octets: its errors are the block's.
    */
-  get(block: Uint8Array): Lookup | undefined {
+  get(block: Octets): Lookup | undefined {
     const prefix = this.prefix;
     const kept = this.kept;
-    if (!prefix || !kept || block.length < prefix.length) return undefined;
+    const { src, start, end } = block;
+    if (!prefix || !kept || end - start < prefix.length) return undefined;
     if (this.decoder.changes !== this.decoderAt || this.encoder.changes !== this.encoderAt) return undefined;
-    for (let i = 0; i < prefix.length; i++) if (prefix[i] !== block[i]) return undefined;
-    if (block.length === prefix.length) return { kept, requestId: undefined, decoded: this.fields };
+    for (let i = 0; i < prefix.length; i++) if (prefix[i] !== src[start + i]) return undefined;
+    if (end - start === prefix.length) return { kept, requestId: undefined, decoded: this.fields };
     // A literal not indexed (0000xxxx, 0001xxxx) leaves the table alone; anything else (an indexed
     // field, a table size update) is decoded with the whole block.
-    if (((block[prefix.length] as number) & 0xe0) !== 0) return undefined;
-    let rest: HeaderField[];
+    const rest = start + prefix.length;
+    if (((src[rest] as number) & 0xe0) !== 0) return undefined;
+    let tail: HeaderField[];
     try {
-      rest = this.decoder.decode(block.subarray(prefix.length));
+      tail = this.decoder.decode(src, rest, end);
     } catch (e) {
       if (e instanceof HeaderListTooLarge) return { tooLarge: true };
       throw e;
     }
     let size = this.listSize;
-    for (const f of rest) size += entrySize(f.name, f.value);
+    for (const f of tail) size += entrySize(f.name, f.value);
     if (size > this.maxHeaderListSize) return { tooLarge: true };
     // One field sent as a literal not indexed left the table as it was.
-    const only = rest.length === 1 ? rest[0] : undefined;
+    const only = tail.length === 1 ? tail[0] : undefined;
     if (only?.name === REQUEST_ID_HEADER) return { kept, requestId: only, decoded: this.fields };
-    return { fields: [...this.fields, ...rest] };
+    return { fields: [...this.fields, ...tail] };
   }
 
   /**
@@ -91,7 +94,7 @@ export class RequestCache {
    * `encoderBefore`: their counts of changes before).
    */
   set(
-    block: Uint8Array,
+    block: Octets,
     fields: HeaderField[],
     lastFieldAt: number,
     decoderBefore: number,
@@ -108,7 +111,7 @@ export class RequestCache {
     // of what must match, and the block will rarely be met again.
     const last = fields[fields.length - 1];
     const withoutId = last?.name === REQUEST_ID_HEADER;
-    this.prefix = block.slice(0, withoutId ? lastFieldAt : block.length);
+    this.prefix = block.src.slice(block.start, withoutId ? lastFieldAt : block.end);
     this.fields = withoutId ? fields.slice(0, -1) : fields;
     this.listSize = 0;
     for (const f of this.fields) this.listSize += entrySize(f.name, f.value);
