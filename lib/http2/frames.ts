@@ -330,15 +330,13 @@ export class HeaderBlocks {
       throw new H2Error(ERROR.PROTOCOL_ERROR, "a header block interrupted before END_HEADERS");
     if (f.type === FRAME.HEADERS) {
       const { start, end } = fragmentOf(f);
-      if (end - start > this.maxBlock)
-        throw new H2Error(ERROR.ENHANCE_YOUR_CALM, `a header block over ${this.maxBlock} octets`);
+      this.size = 0;
+      this.count(end - start);
       // The common case, a block in one frame, is read where it arrived.
       if (f.flags & FLAG.END_HEADERS) return new HeaderBlock(f, f.src, start, end);
       this.first = f;
       this.stream = f.stream;
-      this.parts = [];
-      this.size = 0;
-      this.add(f.src.subarray(start, end));
+      this.parts = [f.src.subarray(start, end)];
       return undefined;
     }
     if (f.type !== FRAME.CONTINUATION) return undefined;
@@ -354,10 +352,15 @@ export class HeaderBlocks {
   }
 
   private add(part: Uint8Array): void {
-    this.size += part.length;
+    this.count(part.length);
+    this.parts.push(part);
+  }
+
+  /** Counts `n` more octets of the open block, refusing a block over the limit. */
+  private count(n: number): void {
+    this.size += n;
     if (this.size > this.maxBlock)
       throw new H2Error(ERROR.ENHANCE_YOUR_CALM, `a header block over ${this.maxBlock} octets`);
-    this.parts.push(part);
   }
 }
 

@@ -124,8 +124,9 @@ export class H2Relay {
   private readonly fromTarget = new HpackDecoder({ maxHeaderListSize: MAX_HEADER_LIST });
   private readonly toCaller = new HpackEncoder({ literalNames: UNIQUE_PER_MESSAGE });
   private readonly toTarget = new HpackEncoder({ literalNames: UNIQUE_PER_MESSAGE });
-  /** The target's last final response head and last trailers, as passed on (block-cache.ts): the status. */
+  /** The caller's last request head, as passed on (request-cache.ts). */
   private readonly requests = new RequestCache(this.fromCaller, this.toTarget, MAX_HEADER_LIST);
+  /** The target's last final response head and last trailers, as passed on (block-cache.ts): the status. */
   private readonly responseHeads = new BlockCache<number>(this.fromTarget, this.toCaller);
   private readonly trailers = new BlockCache<number>(this.fromTarget, this.toCaller);
   private readonly callerSettings = newSide();
