@@ -21,7 +21,8 @@ import { waitUntil } from "../support/wait.ts";
 
 /**
  * What the HTTP/2 relay does beyond carrying gRPC (tests/integration/proxy-grpc.test.ts): SETTINGS
- * relayed end to end, a target's stream reset passed on, requests refused per stream (malformed, an HPACK
+ * relayed end to end, request IDs (the caller's kept, else a new one per call, also for heads served from the
+ * relay's cache), a target's stream reset passed on, requests refused per stream (malformed, an HPACK
  * bomb, over the stream limit) while the connection goes on, HTTP/1.1 callers of the same listener, and
  * the drain on SIGTERM.
  * A raw caller speaks frames to the plaintext client listener of a client→server pair, both relays.
@@ -50,7 +51,11 @@ beforeAll(async () => {
     const path = headers[":path"];
     if (path === "/hold") held.push(stream);
     else {
-      stream.respond({ ":status": 200, "x-seen-peer": String(headers["svc-peer-id"]) });
+      stream.respond({
+        ":status": 200,
+        "x-seen-peer": String(headers["svc-peer-id"]),
+        "x-seen-id": String(headers["x-request-id"]),
+      });
       stream.end("ok");
     }
   });
@@ -231,6 +236,33 @@ describe("per stream, the connection going on", () => {
     expect(c.headers.get(1)?.[0]?.find((f) => f.name === "x-seen-peer")?.value).toBe(
       "spiffe://example.org/ns/prod/sa/web",
     );
+    c.close();
+  });
+
+  test("request IDs through both hops: the caller's kept wherever it is in the block, else a new one per call", async () => {
+    // Alike requests are served from each hop's request head cache after the first ones
+    // (proxy/http/h2relay/request-cache.ts); each must still carry its own ID.
+    const c = new RawCaller();
+    const seen = async (stream: number, fields: HeaderField[]): Promise<string> => {
+      c.request(stream, fields);
+      await c.status(stream);
+      return c.headers.get(stream)?.[0]?.find((f) => f.name === "x-seen-id")?.value ?? "";
+    };
+    let stream = 1;
+    const path = { name: ":path", value: "/ids" };
+    const accept = { name: "accept", value: "*/*" };
+    for (let i = 0; i < 4; i++)
+      expect(await seen((stream += 2), [path, { name: "x-request-id", value: "the-callers" }, accept])).toBe(
+        "the-callers",
+      );
+    for (let i = 0; i < 4; i++)
+      expect(await seen((stream += 2), [path, accept, { name: "x-request-id", value: `last-${i}` }])).toBe(
+        `last-${i}`,
+      );
+    const fresh = new Set<string>();
+    for (let i = 0; i < 4; i++) fresh.add(await seen((stream += 2), [path, accept]));
+    expect(fresh.size).toBe(4);
+    for (const id of fresh) expect(id).toMatch(/^[0-9a-f-]{36}$/);
     c.close();
   });
 

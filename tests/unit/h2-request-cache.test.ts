@@ -135,6 +135,21 @@ describe("the relay's request head cache", () => {
     expect(same(blocks).hits).toBeGreaterThanOrEqual(5);
   });
 
+  test("a caller's X-Request-Id anywhere else in the block is carried too, also when served from the cache", () => {
+    for (const literalNames of [new Set<string>(), new Set([ID])]) {
+      const caller = new HpackEncoder({ literalNames });
+      const head = [...BASE.slice(0, 4), { name: ID, value: "the caller's" }, ...BASE.slice(4)];
+      const blocks = Array.from({ length: 5 }, () => caller.encode(head));
+      // and two IDs, the first in the middle: the first is the request's
+      blocks.push(...[0, 1, 2].map((i) => caller.encode([...head, { name: ID, value: `later-${i}` }])));
+      const { outcomes } = same(blocks);
+      for (const o of outcomes)
+        expect(Array.isArray(o) && o.filter((f) => f.name === ID)).toEqual([
+          { name: ID, value: "the caller's" },
+        ]);
+    }
+  });
+
   test("a header list over the limit is refused, by the cache as without it", () => {
     const caller = new HpackEncoder({ literalNames: new Set([ID]) });
     const blocks = [0, 1, 2].map((i) => caller.encode([...BASE, { name: ID, value: `id-${i}` }]));

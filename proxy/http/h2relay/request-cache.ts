@@ -32,8 +32,8 @@ export interface KeptRequest {
 }
 
 /**
- * A look-up's answer: the kept request and the caller's request ID (if the block carried one), with the
- * block's other fields (`decoded`, for a block that turns out not to open a request); or the block's fields
+ * A look-up's answer: the kept request and the caller's request ID (if the block carried one), with all
+ * the block's fields (`decoded`, for a block that turns out not to open a request); or the block's fields
  * decoded (part from the cache, part from the block); or a header list over the limit.
  */
 export type Lookup =
@@ -45,6 +45,8 @@ export class RequestCache {
   /** The kept block, without a last X-Request-Id, and the fields it decodes to. */
   private prefix: Uint8Array | undefined;
   private fields: HeaderField[] = [];
+  /** The first X-Request-Id among those fields: the request's, whatever follows (h2-fields.ts). */
+  private prefixId: HeaderField | undefined;
   private listSize = 0;
   private kept: KeptRequest | undefined;
   private decoderAt = -1;
@@ -67,7 +69,7 @@ export class RequestCache {
     if (!prefix || !kept || end - start < prefix.length) return undefined;
     if (this.decoder.changes !== this.decoderAt || this.encoder.changes !== this.encoderAt) return undefined;
     for (let i = 0; i < prefix.length; i++) if (prefix[i] !== src[start + i]) return undefined;
-    if (end - start === prefix.length) return { kept, requestId: undefined, decoded: this.fields };
+    if (end - start === prefix.length) return { kept, requestId: this.prefixId, decoded: this.fields };
     // A literal not indexed (0000xxxx, 0001xxxx) leaves the table alone; anything else (an indexed
     // field, a table size update) is decoded with the whole block.
     const rest = start + prefix.length;
@@ -84,7 +86,8 @@ export class RequestCache {
     if (size > this.maxHeaderListSize) return { tooLarge: true };
     // One field sent as a literal not indexed left the table as it was.
     const only = tail.length === 1 ? tail[0] : undefined;
-    if (only?.name === REQUEST_ID_HEADER) return { kept, requestId: only, decoded: this.fields };
+    if (only?.name === REQUEST_ID_HEADER)
+      return { kept, requestId: this.prefixId ?? only, decoded: [...this.fields, only] };
     return { fields: [...this.fields, ...tail] };
   }
 
@@ -113,6 +116,7 @@ export class RequestCache {
     const withoutId = last?.name === REQUEST_ID_HEADER;
     this.prefix = block.src.slice(block.start, withoutId ? lastFieldAt : block.end);
     this.fields = withoutId ? fields.slice(0, -1) : fields;
+    this.prefixId = this.fields.find((f) => f.name === REQUEST_ID_HEADER);
     this.listSize = 0;
     for (const f of this.fields) this.listSize += entrySize(f.name, f.value);
     this.kept = kept;
