@@ -8,7 +8,6 @@ import type { HostPort, ListenerConfig, ProxyConfig } from "./config/types.ts";
 import type { ListenerDeps, RunningListener } from "./listener.ts";
 import type { Logger } from "./log.ts";
 import type { ProxyMetrics } from "./metrics.ts";
-import { startNotary } from "./notary-service/start.ts";
 import { startTcpListener } from "./tcp/listener.ts";
 
 const START: Record<
@@ -128,12 +127,17 @@ export async function startProxy(config: ProxyConfig, log: Logger): Promise<Runn
     });
 
   const listeners = new Map<string, RunningListener>();
-  let notary: Awaited<ReturnType<typeof startNotary>> | undefined;
+  let notary: Awaited<ReturnType<typeof import("./notary-service/start.ts").startNotary>> | undefined;
   notReady = () => "starting the listeners";
   try {
     if (config.notary.enable && config.notary.database)
-      notary = await startNotary(config.notary.database, source, log, (op, result) =>
-        metrics?.notaryOperation(op, result),
+      // Loaded only when the notary is on, as the listeners' paths are: a proxy without it never holds
+      // its code (JWS and the log's store) in memory.
+      notary = await (await import("./notary-service/start.ts")).startNotary(
+        config.notary.database,
+        source,
+        log,
+        (op, result) => metrics?.notaryOperation(op, result),
       );
     for (const l of config.listeners) {
       const deps = {
