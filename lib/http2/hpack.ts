@@ -289,6 +289,8 @@ export class HpackEncoder {
 
   /** Where blocks are written, kept from one to the next. */
   private readonly out = new OctetWriter();
+  /** The literals of `literalNames`, encoded once (encodeLiteral). */
+  private readonly nameLiterals = new Map<string, Uint8Array>();
 
   /** Names whose values are sent as literals, never added to the table (see the constructor). */
   private readonly literalNames: ReadonlySet<string>;
@@ -352,6 +354,36 @@ export class HpackEncoder {
       if (index) this.table.add(name, value);
     }
     return out.bytes.slice(0, out.length);
+  }
+
+  /**
+   * What encode([field]) gives, written straight into a buffer of its size for a field of `literalNames`
+   * (a request ID, one per request): such a name is in neither table, since this encoder never adds one,
+   * so the field is its name's literal, then the value as it is. Anything else goes through encode.
+   */
+  encodeLiteral(field: HeaderField): Uint8Array {
+    const { name, value } = field;
+    if (
+      !this.literalNames.has(name) ||
+      STATIC_BY_NAME.has(name) ||
+      this.last !== undefined ||
+      value.length >= 127
+    )
+      return this.encode([field]);
+    let nameOctets = this.nameLiterals.get(name);
+    if (!nameOctets) {
+      const w = new OctetWriter();
+      literal(w, name);
+      nameOctets = w.bytes.slice(0, w.length);
+      this.nameLiterals.set(name, nameOctets);
+    }
+    const out = new Uint8Array(2 + nameOctets.length + value.length);
+    out[0] = field.never ? 0x10 : 0x00;
+    let at = 1;
+    for (let i = 0; i < nameOctets.length; i++) out[at++] = nameOctets[i] as number;
+    out[at++] = value.length;
+    for (let i = 0; i < value.length; i++) out[at++] = value.charCodeAt(i) & 0xff;
+    return out;
   }
 }
 

@@ -83,7 +83,7 @@ function relay(cached: boolean) {
       if (lastFieldAt >= 0)
         cache.set(block, fields, lastFieldAt, decoderBefore, encoderBefore, { out, method: "", path: "" });
     }
-    const tail = encoder.encode([requestId]);
+    const tail = encoder.encodeLiteral(requestId);
     return target.decode(Buffer.concat([out, tail]));
   };
   return { pass, hits: () => hits };

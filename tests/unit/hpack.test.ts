@@ -244,6 +244,31 @@ describe("bounds on what a peer sends", () => {
 });
 
 describe("the encoder", () => {
+  test("encodeLiteral gives the octets encode gives for the same field, and changes no table", () => {
+    const names = new Set(["x-request-id", "content-type"]);
+    const a = new HpackEncoder({ literalNames: names });
+    const b = new HpackEncoder({ literalNames: names });
+    const fields = [
+      { name: "x-request-id", value: "0b8f5c1e-2d3a-4c6b-9e7f-1a2b3c4d5e6f" },
+      { name: "x-request-id", value: "" },
+      { name: "x-request-id", value: "v".repeat(126), never: true },
+      { name: "x-request-id", value: "w".repeat(127) }, // a length of two octets: through encode
+      { name: "x-request-id", value: "caf\xe9" },
+      { name: "content-type", value: "application/grpc" }, // a static name: through encode
+      { name: "x-other", value: "1" }, // not a literal name: through encode (and indexed)
+    ];
+    for (const [i, f] of fields.entries()) {
+      if (i === 2) {
+        a.setPeerMaxTableSize(256); // a table size update pending: through encode
+        b.setPeerMaxTableSize(256);
+      }
+      expect({ i, octets: Array.from(a.encodeLiteral(f)) }).toEqual({ i, octets: Array.from(b.encode([f])) });
+    }
+    const d = new HpackDecoder();
+    expect(d.decode(a.encodeLiteral(fields[0] as HeaderField))).toEqual([fields[0] as HeaderField]);
+    expect(d.tableSize).toBe(0);
+  });
+
   test("announces a smaller table, then the final size, at the start of the next block", () => {
     const e = new HpackEncoder();
     e.setPeerMaxTableSize(0);

@@ -336,7 +336,7 @@ export class H2Relay {
       // Trailers: the second header block of a request, which ends it.
       if (open.callerEnded) throw new H2Error(ERROR.STREAM_CLOSED, "HEADERS after END_STREAM", id);
       if (!endStream) throw new H2Error(ERROR.PROTOCOL_ERROR, "a second header block without END_STREAM", id);
-      const all = kept ? kept.decoded : fields;
+      const all = kept ? [...kept.decoded, ...(kept.last ? [kept.last] : [])] : fields;
       const t =
         tooLarge || !all ? { malformed: "trailers over the size allowed" } : trailerH2Fields(all, true);
       if ("malformed" in t) throw new H2Error(ERROR.PROTOCOL_ERROR, t.malformed, id);
@@ -424,7 +424,9 @@ export class H2Relay {
     this.lastActive = Date.now();
     this.deadline = Math.min(this.deadline, s.deadline);
     const flags = endStream ? FLAG.END_STREAM : 0;
-    this.sendTarget(...headerFrames(id, request.out, flags, MAX_FRAME, this.toTarget.encode([requestId])));
+    this.sendTarget(
+      ...headerFrames(id, request.out, flags, MAX_FRAME, this.toTarget.encodeLiteral(requestId)),
+    );
     if (endStream) this.callerEnded(s);
   }
 

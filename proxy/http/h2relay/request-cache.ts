@@ -32,12 +32,18 @@ export interface KeptRequest {
 }
 
 /**
- * A look-up's answer: the kept request and the caller's request ID (if the block carried one), with all
- * the block's fields (`decoded`, for a block that turns out not to open a request); or the block's fields
+ * A look-up's answer: the kept request and the caller's request ID (if the block carried one), with the
+ * block's fields (`decoded`, then `last` if the block went on past the kept octets: for a block that turns
+ * out not to open a request); or the block's fields
  * decoded (part from the cache, part from the block); or a header list over the limit.
  */
 export type Lookup =
-  | { kept: KeptRequest; requestId: HeaderField | undefined; decoded: readonly HeaderField[] }
+  | {
+      kept: KeptRequest;
+      requestId: HeaderField | undefined;
+      decoded: readonly HeaderField[];
+      last: HeaderField | undefined;
+    }
   | { fields: HeaderField[] }
   | { tooLarge: true };
 
@@ -69,7 +75,8 @@ export class RequestCache {
     if (!prefix || !kept || end - start < prefix.length) return undefined;
     if (this.decoder.changes !== this.decoderAt || this.encoder.changes !== this.encoderAt) return undefined;
     for (let i = 0; i < prefix.length; i++) if (prefix[i] !== src[start + i]) return undefined;
-    if (end - start === prefix.length) return { kept, requestId: this.prefixId, decoded: this.fields };
+    if (end - start === prefix.length)
+      return { kept, requestId: this.prefixId, decoded: this.fields, last: undefined };
     // A literal not indexed (0000xxxx, 0001xxxx) leaves the table alone; anything else (an indexed
     // field, a table size update) is decoded with the whole block.
     const rest = start + prefix.length;
@@ -87,7 +94,7 @@ export class RequestCache {
     // One field sent as a literal not indexed left the table as it was.
     const only = tail.length === 1 ? tail[0] : undefined;
     if (only?.name === REQUEST_ID_HEADER)
-      return { kept, requestId: this.prefixId ?? only, decoded: [...this.fields, only] };
+      return { kept, requestId: this.prefixId ?? only, decoded: this.fields, last: only };
     return { fields: [...this.fields, ...tail] };
   }
 
