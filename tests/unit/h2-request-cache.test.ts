@@ -150,6 +150,15 @@ describe("the relay's request head cache", () => {
     }
   });
 
+  test("a caller that indexes the same X-Request-Id at the end of every block is served from the cache", () => {
+    const caller = new HpackEncoder();
+    const blocks = Array.from({ length: 6 }, () => caller.encode([...BASE, { name: ID, value: "same" }]));
+    const { hits, outcomes } = same(blocks);
+    expect(hits).toBe(4);
+    for (const o of outcomes)
+      expect(Array.isArray(o) && o.filter((f) => f.name === ID)).toEqual([{ name: ID, value: "same" }]);
+  });
+
   test("a header list over the limit is refused, by the cache as without it", () => {
     const caller = new HpackEncoder({ literalNames: new Set([ID]) });
     const blocks = [0, 1, 2].map((i) => caller.encode([...BASE, { name: ID, value: `id-${i}` }]));

@@ -6,10 +6,10 @@
  * same way). Only the request ID differs from call to call, so it is kept out of the cache:
  *
  * - the fields are encoded without it, and it is sent after them (h2-fields.ts);
- * - a block that ends in the caller's X-Request-Id is kept without that last field. A later block that
- *   starts with the kept octets is decoded from there on only; when the rest is one X-Request-Id, the
- *   kept encoding serves with that ID, and otherwise the fields decoded so far go through the policy as
- *   usual.
+ * - a block that ends in the caller's X-Request-Id, sent as a literal not indexed, is kept without that
+ *   last field. A later block that starts with the kept octets is decoded from there on only; when the
+ *   rest is one X-Request-Id, the kept encoding serves with that ID, and otherwise the fields decoded so
+ *   far go through the policy as usual.
  *
  * A block is kept only when decoding and encoding it changed neither table, and served only while both
  * are unchanged: no entry is missed, none added twice.
@@ -34,8 +34,8 @@ export interface KeptRequest {
 /**
  * A look-up's answer: the kept request and the caller's request ID (if the block carried one), with the
  * block's fields (`decoded`, then `last` if the block went on past the kept octets: for a block that turns
- * out not to open a request); or the block's fields
- * decoded (part from the cache, part from the block); or a header list over the limit.
+ * out not to open a request); or the block's fields decoded (part from the cache, part from the block);
+ * or a header list over the limit.
  */
 export type Lookup =
   | {
@@ -117,10 +117,11 @@ export class RequestCache {
       this.prefix = undefined;
       return;
     }
-    // The caller's X-Request-Id, when it is the block's last field, is left out; anywhere else it is part
-    // of what must match, and the block will rarely be met again.
+    // The caller's X-Request-Id, when it is the block's last field and a literal not indexed (one that
+    // differs every call), is left out. Anywhere else, or indexed (the same ID every call), it is part of
+    // the kept octets, and the request's ID whenever they are served (prefixId).
     const last = fields[fields.length - 1];
-    const withoutId = last?.name === REQUEST_ID_HEADER;
+    const withoutId = last?.name === REQUEST_ID_HEADER && ((block.src[lastFieldAt] as number) & 0xe0) === 0;
     this.prefix = block.src.slice(block.start, withoutId ? lastFieldAt : block.end);
     this.fields = withoutId ? fields.slice(0, -1) : fields;
     this.prefixId = this.fields.find((f) => f.name === REQUEST_ID_HEADER);
