@@ -1,32 +1,29 @@
 /**
  * The last header block of one kind a side sent (a response head, trailers), and what the relay made of
- * it, for a target that answers every call alike (gRPC's `:status 200` and `grpc-status 0`). The same
- * octets, decoded while the decoder's table is as it was, are the same fields; the same fields, encoded
- * while the encoder's table is as it was, are the same octets. So a block is kept only when decoding and
- * encoding it changed neither table, and served from here only while both are unchanged: no entry is
- * missed, none added twice. Anything else is decoded and encoded as usual.
+ * it, for a target that answers every call alike (gRPC's `:status 200` and `grpc-status 0`): passed on
+ * again while neither HPACK table has changed (table-state.ts). Anything else is decoded and encoded as
+ * usual.
  */
 import type { Octets } from "../../../lib/http2/frames.ts";
 import type { HpackDecoder, HpackEncoder } from "../../../lib/http2/hpack.ts";
+import { TableState } from "./table-state.ts";
 
 export class BlockCache<T> {
   private block: Uint8Array | undefined;
   private out: Uint8Array | undefined;
   private value: T | undefined;
-  private decoderAt = -1;
-  private encoderAt = -1;
+  private readonly tables: TableState;
 
-  constructor(
-    private readonly decoder: HpackDecoder,
-    private readonly encoder: HpackEncoder,
-  ) {}
+  constructor(decoder: HpackDecoder, encoder: HpackEncoder) {
+    this.tables = new TableState(decoder, encoder);
+  }
 
   /** What `block` was encoded as, and what was read from it, if neither table changed since. */
   get(block: Octets): { out: Uint8Array; value: T } | undefined {
     const kept = this.block;
     const { src, start } = block;
     if (!kept || kept.length !== block.end - start) return undefined;
-    if (this.decoder.changes !== this.decoderAt || this.encoder.changes !== this.encoderAt) return undefined;
+    if (!this.tables.unchanged) return undefined;
     for (let i = 0; i < kept.length; i++) if (kept[i] !== src[start + i]) return undefined;
     return { out: this.out as Uint8Array, value: this.value as T };
   }
@@ -36,16 +33,12 @@ export class BlockCache<T> {
    * (`decoderBefore`, `encoderBefore`: their counts of changes before).
    */
   set(block: Octets, decoderBefore: number, encoderBefore: number, out: Uint8Array, value: T): void {
-    const unchanged =
-      this.decoder.changes === decoderBefore && this.encoder.changes === encoderBefore && encoderBefore >= 0;
-    if (!unchanged) {
+    if (!this.tables.keep(decoderBefore, encoderBefore)) {
       this.block = undefined;
       return;
     }
     this.block = block.src.slice(block.start, block.end);
     this.out = out;
     this.value = value;
-    this.decoderAt = decoderBefore;
-    this.encoderAt = encoderBefore;
   }
 }

@@ -1,18 +1,14 @@
 /**
  * The last request head a caller sent, and what the relay made of it, for a caller that sends every call
- * alike (a gRPC client calling one method): the same octets, decoded while the caller's table is as it
- * was, are the same fields, and the same fields, put through the same policy and encoded while the
- * target's table is as it was, are the same octets (block-cache.ts, for the target's answers, reasons the
- * same way). Only the request ID differs from call to call, so it is kept out of the cache:
+ * alike (a gRPC client calling one method): passed on again while neither HPACK table has changed
+ * (table-state.ts), since the same fields always pass the policy the same way. Only the request ID
+ * differs from call to call, so it is kept out of the cache:
  *
  * - the fields are encoded without it, and it is sent after them (h2-fields.ts);
  * - a block that ends in the caller's X-Request-Id, sent as a literal not indexed, is kept without that
  *   last field. A later block that starts with the kept octets is decoded from there on only; when the
  *   rest is one X-Request-Id, the kept encoding serves with that ID, and otherwise the fields decoded so
  *   far go through the policy as usual.
- *
- * A block is kept only when decoding and encoding it changed neither table, and served only while both
- * are unchanged: no entry is missed, none added twice.
  */
 import type { Octets } from "../../../lib/http2/frames.ts";
 import {
@@ -23,6 +19,7 @@ import {
   type HpackEncoder,
 } from "../../../lib/http2/hpack.ts";
 import { REQUEST_ID_HEADER } from "../headers.ts";
+import { TableState } from "./table-state.ts";
 
 /** What the kept encoding serves: the fields for the target (without the request ID), and for the log. */
 export interface KeptRequest {
@@ -55,14 +52,15 @@ export class RequestCache {
   private prefixId: HeaderField | undefined;
   private listSize = 0;
   private kept: KeptRequest | undefined;
-  private decoderAt = -1;
-  private encoderAt = -1;
+  private readonly tables: TableState;
 
   constructor(
     private readonly decoder: HpackDecoder,
-    private readonly encoder: HpackEncoder,
+    encoder: HpackEncoder,
     private readonly maxHeaderListSize: number,
-  ) {}
+  ) {
+    this.tables = new TableState(decoder, encoder);
+  }
 
   /**
    * The answer for `block`, or undefined when it must be decoded as usual (nothing was read from it).
@@ -73,7 +71,7 @@ export class RequestCache {
     const kept = this.kept;
     const { src, start, end } = block;
     if (!prefix || !kept || end - start < prefix.length) return undefined;
-    if (this.decoder.changes !== this.decoderAt || this.encoder.changes !== this.encoderAt) return undefined;
+    if (!this.tables.unchanged) return undefined;
     for (let i = 0; i < prefix.length; i++) if (prefix[i] !== src[start + i]) return undefined;
     if (end - start === prefix.length)
       return { kept, requestId: this.prefixId, decoded: this.fields, last: undefined };
@@ -111,9 +109,7 @@ export class RequestCache {
     encoderBefore: number,
     kept: KeptRequest,
   ): void {
-    const unchanged =
-      this.decoder.changes === decoderBefore && this.encoder.changes === encoderBefore && encoderBefore >= 0;
-    if (!unchanged) {
+    if (!this.tables.keep(decoderBefore, encoderBefore)) {
       this.prefix = undefined;
       return;
     }
@@ -128,7 +124,5 @@ export class RequestCache {
     this.listSize = 0;
     for (const f of this.fields) this.listSize += entrySize(f.name, f.value);
     this.kept = kept;
-    this.decoderAt = decoderBefore;
-    this.encoderAt = encoderBefore;
   }
 }
