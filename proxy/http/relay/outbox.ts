@@ -18,6 +18,7 @@ const SMALL_PIECE = 64;
 const LARGE_PIECE = 4 * 1024;
 /** Where the pieces of a message are gathered for its write, shared: a write leaves it free again. */
 const SCRATCH = Buffer.allocUnsafeSlow(COPY_MAX);
+let scratchTaken = false;
 
 export class Outbox {
   private readonly queue: Uint8Array[] = [];
@@ -99,7 +100,9 @@ export class Outbox {
       this.write(first, this.starts[from] as number, this.ends[from] as number, true);
       return;
     }
-    const out = bytes <= SCRATCH.length ? SCRATCH : Buffer.allocUnsafe(bytes);
+    // A write that called back into another outbox before returning finds the buffer taken.
+    const shared = bytes <= SCRATCH.length && !scratchTaken;
+    const out = shared ? SCRATCH : Buffer.allocUnsafe(bytes);
     let at = 0;
     for (let i = from; i < to; i++) {
       const src = this.sources[i] as Uint8Array | string;
@@ -109,7 +112,16 @@ export class Outbox {
       else if (end - start > SMALL_PIECE) at += Buffer.prototype.copy.call(src, out, at, start, end);
       else for (let k = start; k < end; k++) out[at++] = src[k] as number;
     }
-    this.write(out, 0, bytes, out !== SCRATCH);
+    if (!shared) {
+      this.write(out, 0, bytes, true);
+      return;
+    }
+    scratchTaken = true;
+    try {
+      this.write(out, 0, bytes, false);
+    } finally {
+      scratchTaken = false;
+    }
   }
 
   /**
