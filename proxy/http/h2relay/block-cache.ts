@@ -4,6 +4,7 @@
  * again while neither HPACK table has changed (table-state.ts). Anything else is decoded and encoded as
  * usual.
  */
+import { copyOf } from "../../../lib/bytes.ts";
 import type { Octets } from "../../../lib/http2/frames.ts";
 import type { HpackDecoder, HpackEncoder } from "../../../lib/http2/hpack.ts";
 import { TableState } from "./table-state.ts";
@@ -37,7 +38,7 @@ export class BlockCache<T> {
       this.block = undefined;
       return;
     }
-    this.block = block.src.slice(block.start, block.end);
+    this.block = copyOf(block.src, block.start, block.end);
     this.out = out;
     this.value = value;
   }

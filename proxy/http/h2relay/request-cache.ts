@@ -10,6 +10,7 @@
  *   rest is one X-Request-Id, the kept encoding serves with that ID, and otherwise the fields decoded so
  *   far go through the policy as usual.
  */
+import { copyOf } from "../../../lib/bytes.ts";
 import type { Octets } from "../../../lib/http2/frames.ts";
 import {
   entrySize,
@@ -118,7 +119,7 @@ export class RequestCache {
     // the kept octets, and the request's ID whenever they are served (prefixId).
     const last = fields[fields.length - 1];
     const withoutId = last?.name === REQUEST_ID_HEADER && ((block.src[lastFieldAt] as number) & 0xe0) === 0;
-    this.prefix = block.src.slice(block.start, withoutId ? lastFieldAt : block.end);
+    this.prefix = copyOf(block.src, block.start, withoutId ? lastFieldAt : block.end);
     this.fields = withoutId ? fields.slice(0, -1) : fields;
     this.prefixId = this.fields.find((f) => f.name === REQUEST_ID_HEADER);
     this.listSize = 0;

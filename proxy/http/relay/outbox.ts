@@ -1,4 +1,5 @@
 import type { Socket } from "bun";
+import { copyOf } from "../../../lib/bytes.ts";
 
 /**
  * Writes to one Bun socket with backpressure: what the kernel (or TLS layer) does not take now is kept
@@ -134,7 +135,7 @@ export class Outbox {
       if (n >= end - start) return;
       if (n > 0) start += n;
     }
-    const rest = kept ? data.subarray(start, end) : data.slice(start, end);
+    const rest = kept ? data.subarray(start, end) : copyOf(data, start, end);
     this.queue.push(rest);
     this.queued += rest.length;
   }
