@@ -249,11 +249,6 @@ export function readWindowUpdate(f: Frame): number {
 }
 
 /** The header block fragment of a HEADERS frame, without its padding and priority (section 6.2). */
-export function headersFragment(f: Frame): Uint8Array {
-  const { start, end } = fragmentOf(f);
-  return f.src.subarray(start, end);
-}
-
 /** Where a HEADERS frame's header block fragment lies in `f.src`, past its padding and priority. */
 function fragmentOf(f: Frame): { start: number; end: number } {
   if (f.stream === 0) throw new H2Error(ERROR.PROTOCOL_ERROR, "HEADERS on stream 0");

@@ -10,7 +10,6 @@ import {
   H2Error,
   HeaderBlocks,
   headerFrames,
-  headersFragment,
   PREFACE,
   readSettings,
   readWindowUpdate,
@@ -117,9 +116,12 @@ describe("frame payloads", () => {
     );
   });
   test("HEADERS: padding and priority are taken off; padding as long as the payload is refused", () => {
+    // The block of one HEADERS frame, as HeaderBlocks reads it.
+    const headersFragment = (f: ReturnType<typeof one>) =>
+      new HeaderBlocks(1024).take(f)?.block ?? new Uint8Array(0);
     const padded = frame(
       FRAME.HEADERS,
-      FLAG.PADDED | FLAG.PRIORITY,
+      FLAG.PADDED | FLAG.PRIORITY | FLAG.END_HEADERS,
       1,
       [2, 0, 0, 0, 3, 16, 0x82, 0x84, 0, 0],
     );
