@@ -56,7 +56,7 @@ function pass(from: Side, to: Side, chunk: Uint8Array): void {
         if (block) {
           const fields = from.decoder.decode(block.block);
           const flags = block.headers.flags & FLAG.END_STREAM;
-          for (const p of headerFrames(f.stream, from.encoder.encode(fields), flags, 16_384)) to.out.add(p);
+          headerFrames(f.stream, from.encoder.encode(fields), flags, 16_384, (p) => to.out.add(p));
           continue;
         }
         if (f.type === FRAME.HEADERS || f.type === FRAME.CONTINUATION) continue;

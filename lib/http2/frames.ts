@@ -248,7 +248,6 @@ export function readWindowUpdate(f: Frame): number {
   return increment;
 }
 
-/** The header block fragment of a HEADERS frame, without its padding and priority (section 6.2). */
 /** Where a HEADERS frame's header block fragment lies in `f.src`, past its padding and priority. */
 function fragmentOf(f: Frame): { start: number; end: number } {
   if (f.stream === 0) throw new H2Error(ERROR.PROTOCOL_ERROR, "HEADERS on stream 0");
@@ -370,35 +369,40 @@ function joined(parts: Uint8Array[], size = parts.reduce((n, p) => n + p.length,
 }
 
 /**
- * A header block as frames for a peer: one HEADERS frame (`flags` with END_STREAM as the request or
- * response has it), then CONTINUATION frames, each at most `maxFrameSize` octets of the block. A `tail`
- * is more of the same block, encoded apart.
+ * A header block as frames for a peer, given piece by piece to `send` (no array per block): one HEADERS
+ * frame (`flags` with END_STREAM as the request or response has it), then CONTINUATION frames, each at
+ * most `maxFrameSize` octets of the block. A `tail` is more of the same block, encoded apart.
  */
 export function headerFrames(
   stream: number,
   block: Uint8Array,
   flags: number,
   maxFrameSize: number,
+  send: (piece: Uint8Array) => void,
   tail?: Uint8Array,
-): Uint8Array[] {
+): void {
   // The common case, a block that fits one frame, makes no view of it.
   const size = block.length + (tail?.length ?? 0);
   if (size <= maxFrameSize) {
-    const head = frameHeader(size, FRAME.HEADERS, (flags & FLAG.END_STREAM) | FLAG.END_HEADERS, stream);
-    return tail ? [head, block, tail] : [head, block];
+    send(frameHeader(size, FRAME.HEADERS, (flags & FLAG.END_STREAM) | FLAG.END_HEADERS, stream));
+    send(block);
+    if (tail) send(tail);
+    return;
   }
-  if (tail) return headerFrames(stream, joined([block, tail], size), flags, maxFrameSize);
-  const out: Uint8Array[] = [];
+  if (tail) {
+    headerFrames(stream, joined([block, tail], size), flags, maxFrameSize, send);
+    return;
+  }
   let at = 0;
   do {
     const part = block.subarray(at, at + maxFrameSize);
+    const type = at === 0 ? FRAME.HEADERS : FRAME.CONTINUATION;
     at += part.length;
     const last = at >= block.length;
-    const type = out.length === 0 ? FRAME.HEADERS : FRAME.CONTINUATION;
     const f = (type === FRAME.HEADERS ? flags & FLAG.END_STREAM : 0) | (last ? FLAG.END_HEADERS : 0);
-    out.push(frameHeader(part.length, type, f, stream), part);
+    send(frameHeader(part.length, type, f, stream));
+    send(part);
   } while (at < block.length);
-  return out;
 }
 
 /** A frame of the proxy's own. */

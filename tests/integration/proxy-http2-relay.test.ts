@@ -74,7 +74,7 @@ beforeAll(async () => {
         if (f.type === FRAME.SETTINGS && !(f.flags & FLAG.ACK)) socket.write(settingsFrame(undefined));
         if (f.type !== FRAME.HEADERS) continue;
         const block = encoder.encode([{ name: ":status", value: "200" }]);
-        for (const part of headerFrames(f.stream, block, 0, 16_384)) socket.write(part);
+        headerFrames(f.stream, block, 0, 16_384, (part) => socket.write(part));
         socket.write(rstStream(f.stream, ERROR.INTERNAL_ERROR));
       }
     });

@@ -138,7 +138,8 @@ describe("frame payloads", () => {
 describe("header blocks", () => {
   test("HEADERS then CONTINUATION frames are one block; split again for a peer's frame size", () => {
     const block = Uint8Array.from({ length: 40_000 }, (_, i) => i % 251);
-    const frames = headerFrames(3, block, FLAG.END_STREAM, 16_384);
+    const frames: Uint8Array[] = [];
+    headerFrames(3, block, FLAG.END_STREAM, 16_384, (p) => frames.push(p));
     const reader = new FrameReader();
     const read = reader.push(Buffer.concat(frames));
     expect(read.map((f) => [f.type, f.flags])).toEqual([
@@ -151,6 +152,25 @@ describe("header blocks", () => {
     expect(done.slice(0, 2)).toEqual([undefined, undefined]);
     expect(done[2]?.block).toEqual(block);
     expect(done[2]?.headers.stream).toBe(3);
+  });
+  test("a block and its tail are one block: in one frame when they fit, else split as one", () => {
+    const read = (block: Uint8Array, tail: Uint8Array) => {
+      const pieces: Uint8Array[] = [];
+      headerFrames(5, block, 0, 16_384, (p) => pieces.push(p), tail);
+      const blocks = new HeaderBlocks(64 * 1024);
+      const frames = new FrameReader().push(Buffer.concat(pieces));
+      return { frames: frames.map((f) => f.type), block: frames.map((f) => blocks.take(f)).at(-1)?.block };
+    };
+    const tail = Uint8Array.from([0x0f, 0x2b, 0x03, 0x61, 0x62, 0x63]);
+    expect(read(Uint8Array.from([0x82, 0x87]), tail)).toEqual({
+      frames: [FRAME.HEADERS],
+      block: Uint8Array.from([0x82, 0x87, ...tail]),
+    });
+    const large = Uint8Array.from({ length: 16_380 }, (_, i) => i % 251);
+    expect(read(large, tail)).toEqual({
+      frames: [FRAME.HEADERS, FRAME.CONTINUATION],
+      block: Uint8Array.from([...large, ...tail]),
+    });
   });
   test("any frame between HEADERS and END_HEADERS, or a CONTINUATION of another stream, is refused", () => {
     const blocks = new HeaderBlocks(1024);

@@ -160,6 +160,12 @@ export class H2Relay {
   private lastActive = Date.now();
   /** When the caller's verified certificate chain, or the target connection's, stops being valid. */
   private validUntil: number;
+  /**
+   * When the chunk being read arrived (Date.now() and performance.now()): read once per chunk, not once
+   * per stream, and used by what the chunk's frames do (stamp()).
+   */
+  private now = 0;
+  private nowMono = 0;
 
   constructor(
     readonly socket: Socket<unknown>,
@@ -189,6 +195,7 @@ export class H2Relay {
 
   received(data: Uint8Array): void {
     if (this.closing) return;
+    this.stamp();
     try {
       for (const f of this.callerFrames.push(data)) {
         this.fromCallerFrame(f);
@@ -340,7 +347,7 @@ export class H2Relay {
       const t =
         tooLarge || !all ? { malformed: "trailers over the size allowed" } : trailerH2Fields(all, true);
       if ("malformed" in t) throw new H2Error(ERROR.PROTOCOL_ERROR, t.malformed, id);
-      this.sendTarget(...headerFrames(id, this.toTarget.encode(t.fields), FLAG.END_STREAM, MAX_FRAME));
+      headerFrames(id, this.toTarget.encode(t.fields), FLAG.END_STREAM, MAX_FRAME, this.sendTarget);
       this.callerEnded(open);
       return;
     }
@@ -357,7 +364,7 @@ export class H2Relay {
       if (this.skipped.length > MAX_SKIPPED) this.skipped.shift();
     }
     this.lastStream = id;
-    if (this.goingAway || Date.now() > this.validUntil) {
+    if (this.goingAway || this.now > this.validUntil) {
       this.refuseStream(id, endStream);
       if (!this.goingAway) this.retire("the caller's certificate or the target connection expired");
       return;
@@ -371,13 +378,13 @@ export class H2Relay {
       requestId: "",
       method: "",
       path: "",
-      started: performance.now(),
+      started: this.nowMono,
       status: 0,
       bytesIn: 0,
       bytesOut: 0,
       callerEnded: false,
       targetEnded: false,
-      deadline: Date.now() + this.ctx.timeouts.readMs,
+      deadline: this.now + this.ctx.timeouts.readMs,
     };
     if (this.failure !== undefined) {
       this.answer(s, 502, this.failure, endStream);
@@ -421,12 +428,10 @@ export class H2Relay {
     s.path = request.path;
     this.streams.set(id, s);
     this.lastForwarded = id;
-    this.lastActive = Date.now();
+    this.lastActive = this.now;
     this.deadline = Math.min(this.deadline, s.deadline);
     const flags = endStream ? FLAG.END_STREAM : 0;
-    this.sendTarget(
-      ...headerFrames(id, request.out, flags, MAX_FRAME, this.toTarget.encodeLiteral(requestId)),
-    );
+    headerFrames(id, request.out, flags, MAX_FRAME, this.sendTarget, this.toTarget.encodeLiteral(requestId));
     if (endStream) this.callerEnded(s);
   }
 
@@ -436,11 +441,12 @@ export class H2Relay {
     value: crypto.randomUUID(),
   });
 
+  /** The caller ended its side of `s`, in a chunk it sent (stamp()). */
   private callerEnded(s: Stream): void {
     s.callerEnded = true;
-    if (s.targetEnded) this.end(s, s.status);
+    if (s.targetEnded) this.end(s, s.status, true);
     else {
-      s.deadline = Date.now() + this.ctx.timeouts.writeMs;
+      s.deadline = this.now + this.ctx.timeouts.writeMs;
       this.deadline = Math.min(this.deadline, s.deadline);
     }
   }
@@ -549,6 +555,7 @@ export class H2Relay {
 
   targetData(data: Uint8Array): void {
     if (this.closed || this.closing) return;
+    this.stamp();
     try {
       for (const f of this.targetFrames.push(data)) this.fromTargetFrame(f);
     } catch (e) {
@@ -647,7 +654,7 @@ export class H2Relay {
         this.badResponse(s, "malformed trailers");
         return;
       }
-      this.sendCaller(...headerFrames(id, hit.out, endStream ? FLAG.END_STREAM : 0, MAX_FRAME));
+      headerFrames(id, hit.out, endStream ? FLAG.END_STREAM : 0, MAX_FRAME, this.sendCaller);
       if (endStream) this.targetEnded(s);
       return;
     }
@@ -696,13 +703,14 @@ export class H2Relay {
     // Interim heads (1xx) are not kept: what follows them differs.
     if (cache && (status === 0 || status >= 200))
       cache.set(block, decoderBefore, encoderBefore, encoded, status);
-    this.sendCaller(...headerFrames(id, encoded, endStream ? FLAG.END_STREAM : 0, MAX_FRAME));
+    headerFrames(id, encoded, endStream ? FLAG.END_STREAM : 0, MAX_FRAME, this.sendCaller);
     if (endStream) this.targetEnded(s);
   }
 
+  /** The target ended its side of `s`, in a chunk it sent (stamp()). */
   private targetEnded(s: Stream): void {
     s.targetEnded = true;
-    if (s.callerEnded) this.end(s, s.status);
+    if (s.callerEnded) this.end(s, s.status, true);
   }
 
   /** The target answered a stream wrongly: it is reset there, and answered 502 (or reset) to the caller. */
@@ -807,7 +815,7 @@ export class H2Relay {
       ...Object.entries(r.headers).map(([name, value]) => ({ name, value: String(value) })),
       { name: "content-length", value: String(body.length) },
     ]);
-    this.sendCaller(...headerFrames(s.id, block, 0, MAX_FRAME));
+    headerFrames(s.id, block, 0, MAX_FRAME, this.sendCaller);
     this.sendCaller(frame(FRAME.DATA, FLAG.END_STREAM, s.id, body));
     // A request still arriving is told to stop (section 8.1); what it sends meanwhile is dropped.
     if (!callerEnded) {
@@ -818,10 +826,10 @@ export class H2Relay {
     this.end(s, status);
   }
 
-  /** A stream is over: counted once, forgotten. */
-  private end(s: Stream, status: number): void {
+  /** A stream is over: counted once, forgotten. `stamped`: while a chunk is read (stamp()). */
+  private end(s: Stream, status: number, stamped = false): void {
     this.streams.delete(s.id);
-    const seconds = (performance.now() - s.started) / 1000;
+    const seconds = ((stamped ? this.nowMono : performance.now()) - s.started) / 1000;
     this.ctx.events?.request(status, seconds, s.bytesIn, s.bytesOut);
     if (status === CALLER_CLOSED) {
       this.ctx.log.debug("request cancelled by the caller", { request_id: s.requestId });
@@ -837,10 +845,16 @@ export class H2Relay {
         ...(this.peer ? { peer: this.peer.id.uri } : {}),
       });
     if (this.streams.size === 0) {
-      this.lastActive = Date.now();
+      this.lastActive = stamped ? this.now : Date.now();
       if (this.goingAway) this.closeWhenDone();
       else this.deadline = Math.min(this.deadline, this.idleDeadline());
     }
+  }
+
+  /** Reads the clock for the chunk that just arrived. */
+  private stamp(): void {
+    this.now = Date.now();
+    this.nowMono = performance.now();
   }
 
   private idleDeadline(): number {
@@ -974,11 +988,10 @@ export class H2Relay {
     this.callerOut.addRange(f.src, f.start, f.end);
   }
 
-  private sendTarget(...pieces: Uint8Array[]): void {
-    for (const p of pieces)
-      if (this.targetOut) this.targetOut.add(p);
-      else this.queueForTarget(p);
-  }
+  private readonly sendTarget = (p: Uint8Array): void => {
+    if (this.targetOut) this.targetOut.add(p);
+    else this.queueForTarget(p);
+  };
 
   private queueForTarget(p: Uint8Array): void {
     if (!this.pending) return; // the target is gone
@@ -986,9 +999,9 @@ export class H2Relay {
     this.pendingBytes += p.length;
   }
 
-  private sendCaller(...pieces: Uint8Array[]): void {
-    for (const p of pieces) this.callerOut.add(p);
-  }
+  private readonly sendCaller = (p: Uint8Array): void => {
+    this.callerOut.add(p);
+  };
 
   private flushBoth(): void {
     this.targetOut?.flush();
