@@ -41,6 +41,7 @@ export const entrySize = (name: string, value: string): number => name.length + 
 const MAX_INTEGER = 2 ** 31 - 1;
 /** Continuation octets of one integer, at most. */
 const MAX_CONTINUATION = 9;
+const EMPTY = new Uint8Array(0);
 export const DEFAULT_TABLE_SIZE = 4096;
 
 const STATIC_LENGTH = STATIC_TABLE.length;
@@ -188,94 +189,114 @@ export class HpackDecoder {
   /** Decodes one complete header block (HEADERS and its CONTINUATIONs, joined): `block[start..end)`. */
   decode(block: Uint8Array, start = 0, end = block.length): HeaderField[] {
     const fields: HeaderField[] = [];
-    let p = start;
+    this.src = block;
+    this.p = start;
+    this.end = end;
+    this.listSize = 0;
+    this.tooLarge = false;
     let fieldAt = start;
-    let listSize = 0;
-    let tooLarge = false;
     let sawField = false;
-
-    const integer = (prefixBits: number): number => {
-      const max = 2 ** prefixBits - 1;
-      let v = (block[p++] as number) & max;
-      if (v < max) return v;
-      let scale = 1;
-      for (let continued = 1; ; continued++) {
-        if (p >= end) throw new HpackError("integer runs past the end of the header block");
-        // Redundant zero octets are allowed, as far as a 64-bit reader takes them (Go's: 9).
-        if (continued > MAX_CONTINUATION) throw new HpackError("integer encoding too long");
-        const b = block[p++] as number;
-        v += (b & 0x7f) * scale;
-        if (v > MAX_INTEGER) throw new HpackError("integer too large");
-        if ((b & 0x80) === 0) return v;
-        scale *= 128;
+    try {
+      while (this.p < end) {
+        fieldAt = this.p;
+        const b = block[this.p] as number;
+        if (b & 0x80) {
+          const [name, value] = this.at(this.integer(7));
+          this.emit(fields, name, value, false);
+          sawField = true;
+        } else if (b & 0x40) {
+          const index = this.integer(6);
+          const name = index ? this.at(index)[0] : this.string();
+          const value = this.string();
+          this.table.add(name, value);
+          this.emit(fields, name, value, false);
+          sawField = true;
+        } else if (b & 0x20) {
+          if (sawField) throw new HpackError("dynamic table size update after a header field");
+          const size = this.integer(5);
+          if (size > this.maxTableSize)
+            throw new HpackError(
+              `dynamic table size update to ${size}, above the ${this.maxTableSize} allowed`,
+            );
+          this.table.setMax(size);
+        } else {
+          const never = (b & 0x10) !== 0;
+          const index = this.integer(4);
+          const name = index ? this.at(index)[0] : this.string();
+          this.emit(fields, name, this.string(), never);
+          sawField = true;
+        }
       }
-    };
-    const string = (): string => {
-      if (p >= end) throw new HpackError("string missing at the end of the header block");
-      const huffman = ((block[p] as number) & 0x80) !== 0;
-      const length = integer(7);
-      if (length > end - p) throw new HpackError("string runs past the end of the header block");
-      const from = p;
-      p += length;
-      if (!huffman) return Buffer.prototype.toString.call(block, "latin1", from, p);
-      try {
-        return huffmanDecode(block, from, p);
-      } catch (e) {
-        if (e instanceof HuffmanError) throw new HpackError(e.message);
-        throw e;
-      }
-    };
-    const at = (index: number): [string, string] => {
-      if (index === 0) throw new HpackError("index 0");
-      const entry =
-        index <= STATIC_LENGTH
-          ? (STATIC_TABLE[index - 1] as [string, string])
-          : this.table.at(index - STATIC_LENGTH);
-      if (!entry) throw new HpackError(`index ${index} is in neither table`);
-      return entry;
-    };
-    const emit = (name: string, value: string, never: boolean) => {
-      sawField = true;
-      if (tooLarge) return;
-      listSize += entrySize(name, value);
-      if (listSize > this.maxHeaderListSize) {
-        tooLarge = true;
-        fields.length = 0;
-        return;
-      }
-      fields.push(never ? { name, value, never } : { name, value });
-    };
-
-    while (p < end) {
-      fieldAt = p;
-      const b = block[p] as number;
-      if (b & 0x80) {
-        const [name, value] = at(integer(7));
-        emit(name, value, false);
-      } else if (b & 0x40) {
-        const index = integer(6);
-        const name = index ? at(index)[0] : string();
-        const value = string();
-        this.table.add(name, value);
-        emit(name, value, false);
-      } else if (b & 0x20) {
-        if (sawField) throw new HpackError("dynamic table size update after a header field");
-        const size = integer(5);
-        if (size > this.maxTableSize)
-          throw new HpackError(
-            `dynamic table size update to ${size}, above the ${this.maxTableSize} allowed`,
-          );
-        this.table.setMax(size);
-      } else {
-        const never = (b & 0x10) !== 0;
-        const index = integer(4);
-        const name = index ? at(index)[0] : string();
-        emit(name, string(), never);
-      }
+    } finally {
+      this.src = EMPTY;
     }
     this.lastFieldAt = fieldAt;
-    if (tooLarge) throw new HeaderListTooLarge(this.maxHeaderListSize);
+    if (this.tooLarge) throw new HeaderListTooLarge(this.maxHeaderListSize);
     return fields;
+  }
+
+  // The block being decoded, where in it, and the size of its header list so far.
+  private src: Uint8Array = EMPTY;
+  private p = 0;
+  private end = 0;
+  private listSize = 0;
+  private tooLarge = false;
+
+  private integer(prefixBits: number): number {
+    const block = this.src;
+    const max = 2 ** prefixBits - 1;
+    let v = (block[this.p++] as number) & max;
+    if (v < max) return v;
+    let scale = 1;
+    for (let continued = 1; ; continued++) {
+      if (this.p >= this.end) throw new HpackError("integer runs past the end of the header block");
+      // Redundant zero octets are allowed, as far as a 64-bit reader takes them (Go's: 9).
+      if (continued > MAX_CONTINUATION) throw new HpackError("integer encoding too long");
+      const b = block[this.p++] as number;
+      v += (b & 0x7f) * scale;
+      if (v > MAX_INTEGER) throw new HpackError("integer too large");
+      if ((b & 0x80) === 0) return v;
+      scale *= 128;
+    }
+  }
+
+  private string(): string {
+    const block = this.src;
+    if (this.p >= this.end) throw new HpackError("string missing at the end of the header block");
+    const huffman = ((block[this.p] as number) & 0x80) !== 0;
+    const length = this.integer(7);
+    if (length > this.end - this.p) throw new HpackError("string runs past the end of the header block");
+    const from = this.p;
+    this.p += length;
+    if (!huffman) return Buffer.prototype.toString.call(block, "latin1", from, this.p);
+    try {
+      return huffmanDecode(block, from, this.p);
+    } catch (e) {
+      if (e instanceof HuffmanError) throw new HpackError(e.message);
+      throw e;
+    }
+  }
+
+  private at(index: number): [string, string] {
+    if (index === 0) throw new HpackError("index 0");
+    const entry =
+      index <= STATIC_LENGTH
+        ? (STATIC_TABLE[index - 1] as [string, string])
+        : this.table.at(index - STATIC_LENGTH);
+    if (!entry) throw new HpackError(`index ${index} is in neither table`);
+    return entry;
+  }
+
+  /** Adds a field to the list, until the list is over its bound: then it is emptied and stays so. */
+  private emit(fields: HeaderField[], name: string, value: string, never: boolean): void {
+    if (this.tooLarge) return;
+    this.listSize += entrySize(name, value);
+    if (this.listSize > this.maxHeaderListSize) {
+      this.tooLarge = true;
+      fields.length = 0;
+      return;
+    }
+    fields.push(never ? { name, value, never } : { name, value });
   }
 }
 

@@ -2,21 +2,26 @@
  * HPACK's Huffman coding of string literals (RFC 7541 section 5.2, code in Appendix B). Strings are
  * latin1 text, one character per octet, so that every octet a peer sends survives a decode and re-encode.
  *
- * Decoding walks a binary tree of the codes bit by bit, in time linear in the input. It refuses what
- * section 5.2 forbids: the EOS symbol inside a string, and padding longer than 7 bits or not made of the
- * most significant bits of EOS (all ones).
+ * Decoding reads four bits at a time through a table made from the code's binary tree at load (each
+ * state is a node of the tree, and each entry says where four bits lead from it and which symbol they
+ * finish, if any), in time linear in the input. It refuses what section 5.2 forbids: the EOS symbol
+ * inside a string, and padding longer than 7 bits or not made of the most significant bits of EOS (all
+ * ones).
  */
 import { HUFFMAN_CODES, HUFFMAN_LENGTHS } from "./huffman-codes.ts";
 
 const EOS = 256;
 
 /**
- * The decoding tree as two arrays: for node n, ZERO[n] and ONE[n] are its children; a child >= LEAF is the
- * leaf of symbol (child - LEAF). Node 0 is the root.
+ * The code's binary tree as two arrays: for node n, ZERO[n] and ONE[n] are its children; a child >= LEAF
+ * is the leaf of symbol (child - LEAF). Node 0 is the root. Every node is also its bit depth and whether
+ * the bits that lead to it are all ones (a node where a string may end: section 5.2's padding).
  */
 const LEAF = 1 << 16;
 const ZERO: number[] = [0];
 const ONE: number[] = [0];
+const DEPTH: number[] = [0];
+const ALL_ONES: boolean[] = [true];
 for (let symbol = 0; symbol <= EOS; symbol++) {
   const code = HUFFMAN_CODES[symbol] as number;
   const length = HUFFMAN_LENGTHS[symbol] as number;
@@ -31,12 +36,43 @@ for (let symbol = 0; symbol <= EOS; symbol++) {
         next = ZERO.length;
         ZERO.push(0);
         ONE.push(0);
+        DEPTH.push((DEPTH[node] as number) + 1);
+        ALL_ONES.push((ALL_ONES[node] as boolean) && one);
         children[node] = next;
       }
       node = next;
     }
   }
 }
+
+/**
+ * STEP[node * 16 + nibble]: the node four bits lead to from `node` (low 16 bits), plus EMITS and the
+ * symbol (bits 16 to 23) when they finish one (at most one: the shortest code is 5 bits), or HOLDS_EOS.
+ * Leaving a node whose symbol just ended for the root is part of the step.
+ */
+const EMITS = 1 << 24;
+const HOLDS_EOS = 1 << 25;
+const STEP = new Uint32Array(ZERO.length * 16);
+for (let from = 0; from < ZERO.length; from++)
+  for (let nibble = 0; nibble < 16; nibble++) {
+    let node = from;
+    let entry = 0;
+    for (let bit = 3; bit >= 0; bit--) {
+      const child = (((nibble >> bit) & 1) === 1 ? ONE : ZERO)[node] as number;
+      if (child < LEAF) {
+        node = child;
+        continue;
+      }
+      const symbol = child - LEAF;
+      if (symbol === EOS) {
+        entry = HOLDS_EOS;
+        break;
+      }
+      entry = EMITS | (symbol << 16);
+      node = 0;
+    }
+    STEP[from * 16 + nibble] = entry | node;
+  }
 
 export class HuffmanError extends Error {}
 
@@ -54,29 +90,20 @@ export function huffmanDecode(bytes: Uint8Array, start: number, end: number): st
   const out = scratch;
   let n = 0;
   let node = 0;
-  // Bits read since the last symbol ended, and whether all were ones (the padding rule).
-  let pending = 0;
-  let allOnes = true;
   for (let i = start; i < end; i++) {
     const byte = bytes[i] as number;
-    for (let bit = 7; bit >= 0; bit--) {
-      const one = (byte >> bit) & 1;
-      const child = (one ? ONE : ZERO)[node] as number;
-      pending++;
-      if (!one) allOnes = false;
-      if (child >= LEAF) {
-        const symbol = child - LEAF;
-        if (symbol === EOS) throw new HuffmanError("a Huffman-coded string holds EOS");
-        out[n++] = symbol;
-        node = 0;
-        pending = 0;
-        allOnes = true;
-      } else if (child === 0) throw new HuffmanError("invalid Huffman code");
-      else node = child;
-    }
+    let step = STEP[(node << 4) | (byte >> 4)] as number;
+    if (step & HOLDS_EOS) throw new HuffmanError("a Huffman-coded string holds EOS");
+    if (step & EMITS) out[n++] = (step >> 16) & 0xff;
+    node = step & 0xffff;
+    step = STEP[(node << 4) | (byte & 0xf)] as number;
+    if (step & HOLDS_EOS) throw new HuffmanError("a Huffman-coded string holds EOS");
+    if (step & EMITS) out[n++] = (step >> 16) & 0xff;
+    node = step & 0xffff;
   }
-  if (pending > 7) throw new HuffmanError("Huffman padding longer than 7 bits");
-  if (!allOnes) throw new HuffmanError("Huffman padding is not a prefix of EOS");
+  // The bits after the last symbol are its padding.
+  if ((DEPTH[node] as number) > 7) throw new HuffmanError("Huffman padding longer than 7 bits");
+  if (!ALL_ONES[node]) throw new HuffmanError("Huffman padding is not a prefix of EOS");
   return out.toString("latin1", 0, n);
 }
 
