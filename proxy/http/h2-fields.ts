@@ -1,8 +1,9 @@
 /**
  * The header policy (headers.ts) for a request that arrives as HTTP/2 fields (decoded HPACK), as the
- * HTTP/2 relay applies it, and the same for what the target answers (responses and trailers). HTTP/2 has its own rules first (RFC 9113 section 8.2 and 8.3): names in lower
- * case, pseudo-header fields only the four a request has, each once, before the others, and :method,
- * :scheme and :path present; connection-specific fields (Connection, Keep-Alive, Proxy-Connection,
+ * HTTP/2 relay applies it, and the same for what the target answers (responses and trailers). HTTP/2
+ * has its own rules first (RFC 9113 section 8.2 and 8.3): names and values of the characters allowed
+ * (invalidField), pseudo-header fields only the four a request has, each once, before the others, and
+ * :method, :scheme and :path present; connection-specific fields (Connection, Keep-Alive, Proxy-Connection,
  * Transfer-Encoding, Upgrade) and a TE other than "trailers" make a request malformed, which the relay
  * refuses (a stream error, PROTOCOL_ERROR). Then the policy every path applies: a caller's Svc-Peer-ID in
  * any spelling never passes, nor do the other hop-by-hop fields; `te: trailers` is kept (gRPC needs it);
@@ -20,6 +21,33 @@ import {
 } from "./headers.ts";
 
 const REQUEST_PSEUDO: ReadonlySet<string> = new Set([":method", ":scheme", ":authority", ":path"]);
+
+/**
+ * Why a field breaks RFC 9113 section 8.2.1, which makes its message malformed, or undefined: a name must
+ * be visible ASCII other than upper case letters and colons (a pseudo-header field's leading colon
+ * aside); a value may hold no NUL, CR or LF (which an HTTP/1.1 hop further on would read as the end of the
+ * field) and may not start or end with a space or tab.
+ */
+export function invalidField(name: string, value: string): string | undefined {
+  const from = name.charCodeAt(0) === 0x3a ? 1 : 0;
+  if (name.length === from) return `an empty field name${from ? " after its colon" : ""}`;
+  for (let i = from; i < name.length; i++) {
+    const c = name.charCodeAt(i);
+    if (c >= 0x41 && c <= 0x5a) return `field name ${JSON.stringify(name)} is not in lower case`;
+    if (c <= 0x20 || c >= 0x7f || c === 0x3a)
+      return `field name ${JSON.stringify(name)} holds a character a name may not (0x${c.toString(16).padStart(2, "0")})`;
+  }
+  for (let i = 0; i < value.length; i++) {
+    const c = value.charCodeAt(i);
+    if (c === 0x00 || c === 0x0a || c === 0x0d)
+      return `field ${name}: its value holds 0x${c.toString(16).padStart(2, "0")} (NUL, LF and CR are not allowed)`;
+  }
+  const first = value.charCodeAt(0);
+  const last = value.charCodeAt(value.length - 1);
+  if (first === 0x20 || first === 0x09 || last === 0x20 || last === 0x09)
+    return `field ${name}: its value starts or ends with a space or tab`;
+  return undefined;
+}
 
 export interface H2Additions {
   /** The authenticated caller, sent as Svc-Peer-ID (server and central modes). */
@@ -46,8 +74,8 @@ export function callerH2Fields(
   let requestId: HeaderField | undefined;
   for (const f of fields) {
     const name = f.name;
-    if (name !== name.toLowerCase())
-      return { malformed: `field name ${JSON.stringify(name)} is not in lower case` };
+    const invalid = invalidField(name, f.value);
+    if (invalid) return { malformed: invalid };
     if (name.startsWith(":")) {
       if (regular) return { malformed: `pseudo-header field ${name} after a regular field` };
       if (!REQUEST_PSEUDO.has(name)) return { malformed: `pseudo-header field ${name} is not a request's` };
@@ -77,8 +105,8 @@ export function callerH2Fields(
 }
 
 /**
- * A response head from the target, for the caller: one valid :status and no other pseudo-header field,
- * names in lower case, no connection-specific field; hop-by-hop fields are dropped.
+ * A response head from the target, for the caller: valid fields, one valid :status and no other
+ * pseudo-header field, no connection-specific field; hop-by-hop fields are dropped.
  */
 export function targetH2Fields(
   fields: readonly HeaderField[],
@@ -88,8 +116,8 @@ export function targetH2Fields(
   let regular = false;
   for (const f of fields) {
     const name = f.name;
-    if (name !== name.toLowerCase())
-      return { malformed: `field name ${JSON.stringify(name)} is not in lower case` };
+    const invalid = invalidField(name, f.value);
+    if (invalid) return { malformed: invalid };
     if (name.startsWith(":")) {
       if (name !== ":status" || regular || status !== undefined || !/^[1-9]\d\d$/.test(f.value))
         return { malformed: `pseudo-header field ${name}: ${JSON.stringify(f.value)}` };
@@ -106,8 +134,8 @@ export function targetH2Fields(
 }
 
 /**
- * Trailers, either way (`request`: the caller's, for the target): no pseudo-header field, names in lower
- * case, no connection-specific field; hop-by-hop fields, and on requests the fields the proxy writes, are
+ * Trailers, either way (`request`: the caller's, for the target): valid fields, no pseudo-header field,
+ * no connection-specific field; hop-by-hop fields, and on requests the fields the proxy writes, are
  * dropped.
  */
 export function trailerH2Fields(
@@ -117,8 +145,9 @@ export function trailerH2Fields(
   const out: HeaderField[] = [];
   for (const f of fields) {
     const name = f.name;
-    if (name !== name.toLowerCase() || name.startsWith(":"))
-      return { malformed: `field ${JSON.stringify(name)} in trailers` };
+    const invalid = invalidField(name, f.value);
+    if (invalid) return { malformed: invalid };
+    if (name.startsWith(":")) return { malformed: `field ${JSON.stringify(name)} in trailers` };
     if (CONNECTION_SPECIFIC.has(name)) return { malformed: `connection-specific field ${name}` };
     if (passesOn(name, NO_TOKENS, request)) out.push(f);
   }

@@ -97,9 +97,11 @@ class RawCaller {
   private readonly socket: net.Socket;
   private readonly reader = new FrameReader(16_384);
   private readonly decoder = new HpackDecoder();
-  readonly encoder = new HpackEncoder();
+  readonly encoder: HpackEncoder;
 
-  constructor(settings: [number, number][] = [], port = clientPort) {
+  /** `literalNames`: fields the caller never indexes (sent as literals not indexed, as a gRPC ID is). */
+  constructor(settings: [number, number][] = [], port = clientPort, literalNames: string[] = []) {
+    this.encoder = new HpackEncoder({ literalNames: new Set(literalNames) });
     this.socket = net.connect(port, "127.0.0.1");
     this.socket.on("error", () => {});
     this.socket.on("close", () => {
@@ -125,23 +127,45 @@ class RawCaller {
   }
 
   write(type: number, flags: number, stream: number, payload: Uint8Array): void {
+    this.socket.write(RawCaller.bytes(type, flags, stream, payload));
+  }
+
+  /** A frame's bytes. */
+  static bytes(type: number, flags: number, stream: number, payload: Uint8Array): Buffer {
     const head = Buffer.alloc(9);
     head.writeUIntBE(payload.length, 0, 3);
     head[3] = type;
     head[4] = flags;
     head.writeUInt32BE(stream, 5);
-    this.socket.write(Buffer.concat([head, payload]));
+    return Buffer.concat([head, payload]);
   }
 
-  /** A request's HEADERS (one frame, END_HEADERS), with END_STREAM unless `open`. */
-  request(stream: number, fields: HeaderField[], open = false): void {
+  /** Frames written together, in one write (so that the proxy reads them in one chunk). */
+  together(frames: Buffer[]): void {
+    this.socket.write(Buffer.concat(frames));
+  }
+
+  /** A request's HEADERS frame (one frame, END_HEADERS), with END_STREAM unless `open`. */
+  requestFrame(
+    stream: number,
+    fields: HeaderField[],
+    open = false,
+    flags = 0,
+    prefix = Buffer.alloc(0),
+  ): Buffer {
     const block = this.encoder.encode([
       { name: ":method", value: "GET" },
       { name: ":scheme", value: "http" },
       { name: ":authority", value: "x" },
       ...fields,
     ]);
-    this.write(FRAME.HEADERS, FLAG.END_HEADERS | (open ? 0 : FLAG.END_STREAM), stream, block);
+    const all = FLAG.END_HEADERS | (open ? 0 : FLAG.END_STREAM) | flags;
+    return RawCaller.bytes(FRAME.HEADERS, all, stream, Buffer.concat([prefix, block]));
+  }
+
+  /** A request's HEADERS (one frame, END_HEADERS), with END_STREAM unless `open`. */
+  request(stream: number, fields: HeaderField[], open = false): void {
+    this.socket.write(this.requestFrame(stream, fields, open));
   }
 
   async frame(what: string, match: (f: Frame) => boolean): Promise<Frame> {
@@ -222,6 +246,53 @@ describe("per stream, the connection going on", () => {
     expect(await c.rst(1)).toBe(ERROR.PROTOCOL_ERROR);
     c.request(3, [{ name: ":path", value: "/" }]);
     expect(await c.status(3)).toBe("200");
+    c.close();
+  });
+
+  test("a field value with CR LF (or an ID with one, after calls served from the cache) is malformed", async () => {
+    // A value with CR LF would be two fields to an HTTP/1.1 hop behind the target (RFC 9113 8.2.1). The
+    // caller sends its IDs as literals not indexed, so that alike heads are served from the cache.
+    const c = new RawCaller([], clientPort, ["x-request-id"]);
+    c.request(1, [
+      { name: ":path", value: "/" },
+      { name: "x-a", value: "1\r\nsvc-peer-id: spiffe://example.org/forged" },
+    ]);
+    expect(await c.rst(1)).toBe(ERROR.PROTOCOL_ERROR);
+    const id = (value: string) => [
+      { name: ":path", value: "/" },
+      { name: "x-request-id", value },
+    ];
+    for (const stream of [3, 5, 7]) {
+      c.request(stream, id(`id-${stream}`));
+      expect(await c.status(stream)).toBe("200");
+    }
+    c.request(9, id("id\r\nx-b: 1"));
+    expect(await c.rst(9)).toBe(ERROR.PROTOCOL_ERROR);
+    c.request(11, id("id-11"));
+    expect(await c.status(11)).toBe("200");
+    expect(c.headers.get(11)?.[0]?.find((f) => f.name === "x-seen-id")?.value).toBe("id-11");
+    c.close();
+  });
+
+  test("a stream error does not drop the frames read with it: the next stream in the same chunk is served", async () => {
+    const c = new RawCaller();
+    // Stream 1 depends on itself (a stream error); stream 3, in the same write, adds to the caller's
+    // HPACK table, which stream 5 then indexes: all of it must be read.
+    const selfDependent = Buffer.from([0, 0, 0, 1, 16]);
+    c.together([
+      c.requestFrame(1, [{ name: ":path", value: "/" }], false, FLAG.PRIORITY, selfDependent),
+      c.requestFrame(3, [
+        { name: ":path", value: "/" },
+        { name: "x-new", value: "indexed" },
+      ]),
+    ]);
+    expect(await c.rst(1)).toBe(ERROR.PROTOCOL_ERROR);
+    expect(await c.status(3)).toBe("200");
+    c.request(5, [
+      { name: ":path", value: "/" },
+      { name: "x-new", value: "indexed" },
+    ]);
+    expect(await c.status(5)).toBe("200");
     c.close();
   });
 

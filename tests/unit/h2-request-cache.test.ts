@@ -187,6 +187,17 @@ describe("the relay's request head cache", () => {
     expect(same(blocks).hits).toBeGreaterThanOrEqual(1);
   });
 
+  test("a caller's X-Request-Id with a character a value may not hold is refused, by the cache as without it", () => {
+    const caller = new HpackEncoder({ literalNames: new Set([ID]) });
+    const blocks = [0, 1, 2].map((i) => caller.encode([...BASE, { name: ID, value: `id-${i}` }]));
+    blocks.push(caller.encode([...BASE, { name: ID, value: "a\r\nx-injected: 1" }]));
+    blocks.push(caller.encode([...BASE, { name: ID, value: "trailing space " }]));
+    blocks.push(caller.encode([...BASE, { name: ID, value: "fine" }]));
+    const { hits, outcomes } = same(blocks);
+    expect(outcomes.slice(3, 5)).toEqual(["malformed", "malformed"]);
+    expect(hits).toBe(2);
+  });
+
   test("a table size update after the kept octets is the error it is in a whole block", () => {
     const caller = new HpackEncoder({ literalNames: new Set([ID]) });
     const blocks = [0, 1, 2].map((i) => caller.encode([...BASE, { name: ID, value: `id-${i}` }]));

@@ -2,7 +2,11 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import http, { type IncomingHttpHeaders, type OutgoingHttpHeaders } from "node:http";
 import { connect } from "node:net";
 import { h2RequestFields } from "../../proxy/http/full/forward-h2.ts";
-import { callerH2Fields as h2CallerFields } from "../../proxy/http/h2-fields.ts";
+import {
+  callerH2Fields as h2CallerFields,
+  targetH2Fields,
+  trailerH2Fields,
+} from "../../proxy/http/h2-fields.ts";
 import { connectionTokens, endToEnd, namedBy, requestFields, requestId } from "../../proxy/http/headers.ts";
 import { type BodyOut, namedByConnection, requestHead, responseHead } from "../../proxy/http/relay/head.ts";
 import { Outbox } from "../../proxy/http/relay/outbox.ts";
@@ -436,6 +440,18 @@ describe("HTTP/2 callers: RFC 9113's own rules come first (h2-fields.ts)", () =>
     ["a pseudo-header twice", [...base, { name: ":path", value: "/b" }], "twice"],
     ["no :path", base.filter((f) => f.name !== ":path"), "no :scheme or no :path"],
     ["te other than trailers", [...base, { name: "te", value: "gzip" }], 'only "trailers"'],
+    ["a value with CR LF", [...base, { name: "x-a", value: "1\r\nx-b: 2" }], "0x0d"],
+    ["a value with LF", [...base, { name: "x-a", value: "1\nx-b: 2" }], "0x0a"],
+    ["a value with NUL", [...base, { name: "x-a", value: "1\u0000" }], "0x00"],
+    ["a pseudo-header's value with CR", [...base.slice(0, 2), { name: ":path", value: "/a\r" }], "0x0d"],
+    ["a value ending in a space", [...base, { name: "x-a", value: "1 " }], "space or tab"],
+    ["a value starting with a tab", [...base, { name: "x-a", value: "\t1" }], "space or tab"],
+    ["a name with a space", [...base, { name: "x a", value: "1" }], "0x20"],
+    ["a name with a colon inside", [...base, { name: "x:a", value: "1" }], "0x3a"],
+    ["a name with a control character", [...base, { name: "x\u0001", value: "1" }], "0x01"],
+    ["a name past ASCII", [...base, { name: "x\u00e9", value: "1" }], "0xe9"],
+    ["an empty name", [...base, { name: "", value: "1" }], "empty field name"],
+    ["a name that is one colon", [...base, { name: ":", value: "1" }], "empty field name"],
     [
       "CONNECT",
       [
@@ -447,6 +463,28 @@ describe("HTTP/2 callers: RFC 9113's own rules come first (h2-fields.ts)", () =>
   ])("%s is malformed", (_, fields, why) => {
     const r = check(fields as { name: string; value: string }[]);
     expect("malformed" in r ? r.malformed : r).toContain(why);
+  });
+  test("values with inner spaces, tabs and any other octet pass; an empty value passes", () => {
+    const r = check([...base, { name: "x-a", value: "a\tb c\u00ff\u0001" }, { name: "x-b", value: "" }]);
+    expect("fields" in r && r.fields.slice(4, 6)).toEqual([
+      { name: "x-a", value: "a\tb c\u00ff\u0001" },
+      { name: "x-b", value: "" },
+    ]);
+  });
+  test("a target's response head and trailers are held to the same characters", () => {
+    const status = { name: ":status", value: "200" };
+    expect(targetH2Fields([status, { name: "x-a", value: "1\r\nset-cookie: a=b" }])).toEqual({
+      malformed: "field x-a: its value holds 0x0d (NUL, LF and CR are not allowed)",
+    });
+    expect(targetH2Fields([status, { name: "X-A", value: "1" }])).toEqual({
+      malformed: 'field name "X-A" is not in lower case',
+    });
+    expect(trailerH2Fields([{ name: "grpc-message", value: "a\u0000" }], false)).toEqual({
+      malformed: "field grpc-message: its value holds 0x00 (NUL, LF and CR are not allowed)",
+    });
+    expect(trailerH2Fields([{ name: "grpc-status", value: "0" }], false)).toEqual({
+      fields: [{ name: "grpc-status", value: "0" }],
+    });
   });
   test("a gRPC request: te: trailers and the caller's X-Request-Id kept, the proxy's fields added", () => {
     const r = check([

@@ -196,13 +196,21 @@ export class H2Relay {
   received(data: Uint8Array): void {
     if (this.closing) return;
     this.stamp();
+    let frames: Frame[] = [];
     try {
-      for (const f of this.callerFrames.push(data)) {
-        this.fromCallerFrame(f);
-        if (this.closing) break;
-      }
+      frames = this.callerFrames.push(data);
     } catch (e) {
       this.callerError(e);
+    }
+    // An error of one stream ends that stream, not the frames after it: each is read (so that both HPACK
+    // tables stay in step) and passed on.
+    for (const f of frames) {
+      try {
+        this.fromCallerFrame(f);
+      } catch (e) {
+        this.callerError(e);
+      }
+      if (this.closing) break;
     }
     this.flushBoth();
   }
@@ -556,10 +564,20 @@ export class H2Relay {
   targetData(data: Uint8Array): void {
     if (this.closed || this.closing) return;
     this.stamp();
+    let frames: Frame[] = [];
     try {
-      for (const f of this.targetFrames.push(data)) this.fromTargetFrame(f);
+      frames = this.targetFrames.push(data);
     } catch (e) {
       this.targetProtocolError(e);
+    }
+    // As from the caller: an error of one stream does not drop the frames after it.
+    for (const f of frames) {
+      try {
+        this.fromTargetFrame(f);
+      } catch (e) {
+        this.targetProtocolError(e);
+      }
+      if (this.closed || this.closing || !this.target) break;
     }
     this.flushBoth();
   }

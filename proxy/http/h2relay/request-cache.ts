@@ -19,6 +19,7 @@ import {
   type HpackDecoder,
   type HpackEncoder,
 } from "../../../lib/http2/hpack.ts";
+import { invalidField } from "../h2-fields.ts";
 import { REQUEST_ID_HEADER } from "../headers.ts";
 import { TableState } from "./table-state.ts";
 
@@ -90,9 +91,10 @@ export class RequestCache {
     let size = this.listSize;
     for (const f of tail) size += entrySize(f.name, f.value);
     if (size > this.maxHeaderListSize) return { tooLarge: true };
-    // One field sent as a literal not indexed left the table as it was.
+    // One field sent as a literal not indexed left the table as it was. An ID the policy would refuse
+    // goes to it with the other fields.
     const only = tail.length === 1 ? tail[0] : undefined;
-    if (only?.name === REQUEST_ID_HEADER)
+    if (only?.name === REQUEST_ID_HEADER && !invalidField(only.name, only.value))
       return { kept, requestId: this.prefixId ?? only, decoded: this.fields, last: only };
     return { fields: [...this.fields, ...tail] };
   }
