@@ -20,12 +20,15 @@ export function unaryRequest(dir: string): string {
   return file;
 }
 
-/** Runs h2load against `path` on `port` for `seconds`: its report, and how many calls succeeded. */
+/**
+ * Runs h2load against `path` on `port` for `seconds` (or for the number of calls its `args` give with
+ * -n): its report, and how many calls succeeded.
+ */
 export async function h2loadGrpc(o: {
   port: number;
   path: string;
   args: string[];
-  seconds: string;
+  seconds?: string;
   request: string;
   /** h2load's per-request log (start, status, duration). */
   log?: string;
@@ -34,8 +37,7 @@ export async function h2loadGrpc(o: {
     [
       "h2load",
       ...o.args,
-      "-D",
-      o.seconds,
+      ...(o.seconds ? ["-D", o.seconds] : []),
       "-d",
       o.request,
       "-H",
