@@ -131,13 +131,19 @@ try {
 
 const log = (await import("../proxy/log.ts")).createLogger({ level: "error", encoder: "json" });
 const peer =
-  o.hop === "server" ? { id: { uri: benchId("client") }, notAfter: new Date(Date.now() + 3_600_000) } : undefined;
+  o.hop === "server"
+    ? { id: { uri: benchId("client") }, notAfter: new Date(Date.now() + 3_600_000) }
+    : undefined;
 
 /** One replay through `Relay`: CPU ns per call, and the statuses the streams ended with. */
 function replay(Relay: RelayClass): { ns: number; statuses: Map<number, number> } {
   const statuses = new Map<number, number>();
   const ctx = {
-    target: { tls: false, connectOptions: () => ({}), check: () => ({ validUntil: Number.POSITIVE_INFINITY }) },
+    target: {
+      tls: false,
+      connectOptions: () => ({}),
+      check: () => ({ validUntil: Number.POSITIVE_INFINITY }),
+    },
     targetUrl: new URL("http://127.0.0.1:1"),
     timeouts: { readMs: 60_000, writeMs: 60_000, idleMs: 60_000, handshakeMs: 10_000 },
     log,
