@@ -8,6 +8,7 @@ import { h2Get, startHttp2Pair, startOkHttp2Target } from "../support/http2-pair
 import { freePort } from "../support/net.ts";
 import { type Proc, stopAll } from "../support/proc.ts";
 import { waitForLog } from "../support/proxy.ts";
+import { waitUntil } from "../support/wait.ts";
 
 /**
  * The known HTTP/2 floods against a plaintext client listener with connection.http2 (the pair behind
@@ -38,12 +39,17 @@ beforeAll(async () => {
 /** The log line of a caller connection ended for `reason`, and the count of them in /metrics. */
 async function ended(reason: string): Promise<{ line: Record<string, unknown>; count: number }> {
   const line = await waitForLog(proxy, "caller HTTP/2 connection ended", 10_000, { reason });
+  return { line, count: await endedCount(reason) };
+}
+
+/** The count of caller connections ended for `reason`, from /metrics. */
+async function endedCount(reason: string): Promise<number> {
   const text = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
   const count = new RegExp(
     `^svc_proxy_http2_connections_ended_total\\{listener="grpc",reason="${reason}"\\} (\\d+)$`,
     "m",
   ).exec(text)?.[1];
-  return { line, count: Number(count) };
+  return Number(count ?? 0);
 }
 afterAll(async () => {
   await stopAll();
@@ -145,6 +151,24 @@ test("rapid reset: 5,000 streams opened and cancelled at once", async () => {
   const { line, count } = await ended("rapid_reset");
   expect(line).toMatchObject({ level: "warn", listener: "grpc", remote: "127.0.0.1" });
   expect(count).toBe(1);
+  expect(await served()).toBe("ok");
+  expect(proxy.proc.exitCode).toBeNull();
+});
+
+test("streams the proxy resets at the target for a caller's errors count as its resets (5,000 streams)", async () => {
+  // Each stream is opened (HEADERS without END_STREAM, so the target holds it), then made to fail by a
+  // WINDOW_UPDATE of 0: the proxy resets it at the target, as a caller's RST_STREAM would.
+  const before = await endedCount("rapid_reset");
+  const zero = Buffer.alloc(4);
+  await flood(
+    repeat(5000, (i) => [frame(1, 0x4, 2 * i + 1, GET), frame(8, 0, 2 * i + 1, zero)]),
+    false,
+  );
+  await waitUntil(
+    "one more rapid_reset",
+    async () => (await endedCount("rapid_reset")) === before + 1,
+    10_000,
+  );
   expect(await served()).toBe("ok");
   expect(proxy.proc.exitCode).toBeNull();
 });

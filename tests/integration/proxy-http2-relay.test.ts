@@ -296,6 +296,22 @@ describe("per stream, the connection going on", () => {
     c.close();
   });
 
+  test("a stream that depends on itself is ended at once: its DATA after it is dropped, not an idle stream's", async () => {
+    const c = new RawCaller();
+    const selfDependent = Buffer.from([0, 0, 0, 1, 16]);
+    c.together([
+      c.requestFrame(1, [{ name: ":path", value: "/" }], true, FLAG.PRIORITY, selfDependent),
+      RawCaller.bytes(FRAME.DATA, FLAG.END_STREAM, 1, Buffer.from("late")),
+      c.requestFrame(3, [{ name: ":path", value: "/" }]),
+    ]);
+    expect(await c.rst(1)).toBe(ERROR.PROTOCOL_ERROR);
+    expect(await c.status(3)).toBe("200");
+    // Read in the same chunk as stream 3's HEADERS: by its answer, stream 1's DATA was dropped.
+    expect(c.frames.filter((f) => f.type === FRAME.RST_STREAM && f.stream === 1)).toHaveLength(1);
+    expect(c.frames.some((f) => f.type === FRAME.GOAWAY)).toBe(false);
+    c.close();
+  });
+
   test("a caller's Svc-Peer-ID never reaches the target", async () => {
     const c = new RawCaller();
     c.request(1, [

@@ -251,11 +251,7 @@ export class H2Relay {
         if (!s) return;
         this.remember(this.dropFromTarget, f.stream);
         this.end(s, CALLER_CLOSED);
-        if (!this.resets.take())
-          this.abuse(
-            "rapid_reset",
-            `more than ${RESET_BURST} streams reset by the caller (${RESET_RATE} a second)`,
-          );
+        this.countReset();
         return;
       }
       case FRAME.WINDOW_UPDATE:
@@ -344,11 +340,11 @@ export class H2Relay {
       tooLarge = true;
     }
     const kept = looked && "kept" in looked ? looked : undefined;
-    if (dependsOnItself(headers))
-      throw new H2Error(ERROR.PROTOCOL_ERROR, "a stream that depends on itself", id);
     const open = this.streams.get(id);
     if (open) {
       // Trailers: the second header block of a request, which ends it.
+      if (dependsOnItself(headers))
+        throw new H2Error(ERROR.PROTOCOL_ERROR, "a stream that depends on itself", id);
       if (open.callerEnded) throw new H2Error(ERROR.STREAM_CLOSED, "HEADERS after END_STREAM", id);
       if (!endStream) throw new H2Error(ERROR.PROTOCOL_ERROR, "a second header block without END_STREAM", id);
       const all = kept ? [...kept.decoded, ...(kept.last ? [kept.last] : [])] : fields;
@@ -372,6 +368,11 @@ export class H2Relay {
       if (this.skipped.length > MAX_SKIPPED) this.skipped.shift();
     }
     this.lastStream = id;
+    if (dependsOnItself(headers)) {
+      // The stream is opened and ended at once: what the caller sends on it after this is dropped.
+      this.dropCaller(id, endStream);
+      throw new H2Error(ERROR.PROTOCOL_ERROR, "a stream that depends on itself", id);
+    }
     if (this.goingAway || this.now > this.validUntil) {
       this.refuseStream(id, endStream);
       if (!this.goingAway) this.retire("the caller's certificate or the target connection expired");
@@ -890,6 +891,9 @@ export class H2Relay {
         this.remember(this.dropFromTarget, s.id);
         this.dropCaller(s.id, s.callerEnded);
         this.end(s, 400);
+        // A stream the caller's error made the proxy reset at the target is a reset like the caller's own
+        // (sent RST_STREAM): both take work from the target, and count against the same limit.
+        this.countReset();
       }
       return;
     }
@@ -901,6 +905,15 @@ export class H2Relay {
       remote: this.socket.remoteAddress,
     });
     this.endBoth(err.code);
+  }
+
+  /** One more stream reset at the target for the caller (rapid reset, or its errors on open streams). */
+  private countReset(): void {
+    if (!this.resets.take())
+      this.abuse(
+        "rapid_reset",
+        `more than ${RESET_BURST} streams reset by the caller or for its errors (${RESET_RATE} a second)`,
+      );
   }
 
   private abuse(reason: H2Abuse, detail: string): void {
