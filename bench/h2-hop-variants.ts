@@ -10,7 +10,15 @@
  *   bun bench/h2-hop-variants.ts <mode> <listenPort> <targetPort>
  */
 import type { Socket } from "bun";
-import { FLAG, FRAME, FrameReader, HeaderBlocks, headerFrames, PREFACE } from "../lib/http2/frames.ts";
+import {
+  collect,
+  FLAG,
+  FRAME,
+  FrameReader,
+  HeaderBlocks,
+  headerFrames,
+  PREFACE,
+} from "../lib/http2/frames.ts";
 import { HpackDecoder, HpackEncoder } from "../lib/http2/hpack.ts";
 import { Outbox } from "../proxy/http/relay/outbox.ts";
 
@@ -56,7 +64,9 @@ function pass(from: Side, to: Side, chunk: Uint8Array): void {
         if (block) {
           const fields = from.decoder.decode(block.block);
           const flags = block.headers.flags & FLAG.END_STREAM;
-          headerFrames(f.stream, from.encoder.encode(fields), flags, 16_384, (p) => to.out.add(p));
+          const pieces: Uint8Array[] = [];
+          headerFrames(f.stream, from.encoder.encode(fields), flags, 16_384, collect(pieces));
+          for (const p of pieces) to.out.add(p);
           continue;
         }
         if (f.type === FRAME.HEADERS || f.type === FRAME.CONTINUATION) continue;

@@ -88,13 +88,18 @@ export class H2Error extends Error {
  */
 export class Frame {
   constructor(
-    readonly type: number,
-    readonly flags: number,
-    readonly stream: number,
-    readonly src: Uint8Array,
-    readonly start: number,
-    readonly length: number,
+    public type: number,
+    public flags: number,
+    public stream: number,
+    public src: Uint8Array,
+    public start: number,
+    public length: number,
   ) {}
+
+  /** A frame of its own, with the same fields (a frame from FrameReader.read is reused). */
+  copy(): Frame {
+    return new Frame(this.type, this.flags, this.stream, this.src, this.start, this.length);
+  }
 
   /** Where the frame ends in `src`. */
   get end(): number {
@@ -111,12 +116,15 @@ export class Frame {
   }
 }
 
+const EMPTY = new Uint8Array(0);
+/** How many frame objects a reader keeps for reuse (what a busy connection's chunk holds). */
+const POOLED = 64;
+
 /**
  * Splits received bytes into frames. `maxFrameSize` is the SETTINGS_MAX_FRAME_SIZE this side announced: a
  * larger frame is a connection error (FRAME_SIZE_ERROR). With `preface`, the client preface must come
  * first (a server's reader).
  */
-const EMPTY = new Uint8Array(0);
 
 export class FrameReader {
   private buf: Uint8Array = EMPTY;
@@ -130,12 +138,38 @@ export class FrameReader {
   }
 
   /**
-   * The frames `chunk` completes, in order; bytes of an unfinished frame are kept for the next chunk. A
-   * frame that arrived whole in one chunk is a view of it (the runtime hands each read a buffer of its
-   * own); only a frame split across chunks is copied, into a buffer of its own size.
+   * The frames `chunk` completes, in order, each a frame of its own; bytes of an unfinished frame are
+   * kept for the next chunk.
    */
   push(chunk: Uint8Array): Frame[] {
-    const frames: Frame[] = [];
+    return this.parse(chunk, false) as Frame[];
+  }
+
+  /** The frames read last: a list and frame objects reused by every read, no allocation per frame. */
+  private frames: Frame[] = [];
+  /** Frame objects kept for reads: at most POOLED (past that, a chunk's frames are new objects). */
+  private readonly pool: Frame[] = [];
+  /** How many of the pool the last read used. */
+  private used = 0;
+
+  /**
+   * As push, but the list and its frames are the reader's own, valid until the next read: a relay that
+   * handles each frame at once reads with it, and copies a frame it keeps (Frame.copy). A frame that
+   * arrived whole in one chunk is a range of it (the runtime hands each read a buffer of its own); only a
+   * frame split across chunks is copied, into a buffer of its own size.
+   */
+  read(chunk: Uint8Array): readonly Frame[] {
+    return this.parse(chunk, true);
+  }
+
+  private parse(chunk: Uint8Array, pooled: boolean): readonly Frame[] {
+    let frames: Frame[];
+    if (pooled) {
+      // A list that a chunk of many frames made long is not kept.
+      if (this.frames.length > POOLED) this.frames = [];
+      else this.frames.length = 0;
+      frames = this.frames;
+    } else frames = [];
     let p = 0;
     if (this.prefaceLeft) {
       const n = Math.min(this.prefaceLeft, chunk.length);
@@ -163,21 +197,45 @@ export class FrameReader {
         this.buf = whole;
         return frames;
       }
-      frames.push(
-        new Frame(whole[3] as number, whole[4] as number, readUint31(whole, 5), whole, 0, total - 9),
-      );
+      this.add(frames, pooled, whole, 0, total - 9);
       this.buf = EMPTY;
     }
     while (chunk.length - p >= 9) {
       const length = this.lengthAt(chunk, p);
       if (chunk.length - p < 9 + length) break;
-      frames.push(
-        new Frame(chunk[p + 3] as number, chunk[p + 4] as number, readUint31(chunk, p + 5), chunk, p, length),
-      );
+      this.add(frames, pooled, chunk, p, length);
       p += 9 + length;
     }
     this.buf = p < chunk.length ? chunk.subarray(p) : EMPTY;
+    if (pooled) {
+      // Kept frame objects this read did not use let go of the chunks they were read from.
+      const used = Math.min(frames.length, this.pool.length);
+      for (let i = used; i < this.used; i++) (this.pool[i] as Frame).src = EMPTY;
+      this.used = used;
+    }
     return frames;
+  }
+
+  /** Adds the frame whose header is at `src[start]`, `length` octets of payload after it, to `frames`. */
+  private add(frames: Frame[], pooled: boolean, src: Uint8Array, start: number, length: number): void {
+    const type = src[start + 3] as number;
+    const flags = src[start + 4] as number;
+    const stream = readUint31(src, start + 5);
+    const n = frames.length;
+    const f = pooled ? this.pool[n] : undefined;
+    if (f) {
+      f.type = type;
+      f.flags = flags;
+      f.stream = stream;
+      f.src = src;
+      f.start = start;
+      f.length = length;
+      frames.push(f);
+      return;
+    }
+    const fresh = new Frame(type, flags, stream, src, start, length);
+    if (pooled && n < POOLED) this.pool.push(fresh);
+    frames.push(fresh);
   }
 
   /** The length of the frame whose header starts at `at`, within the size announced. */
@@ -200,16 +258,42 @@ const readUint31 = (b: Uint8Array, at: number) =>
 /** A frame's 9-octet header. */
 export function frameHeader(length: number, type: number, flags: number, stream: number): Uint8Array {
   const h = new Uint8Array(9);
-  h[0] = (length >>> 16) & 0xff;
-  h[1] = (length >>> 8) & 0xff;
-  h[2] = length & 0xff;
-  h[3] = type;
-  h[4] = flags;
-  h[5] = (stream >>> 24) & 0x7f;
-  h[6] = (stream >>> 16) & 0xff;
-  h[7] = (stream >>> 8) & 0xff;
-  h[8] = stream & 0xff;
+  writeFrameHeader(h, 0, length, type, flags, stream);
   return h;
+}
+
+/** Writes a frame's 9-octet header into `b` at `at`. */
+export function writeFrameHeader(
+  b: Uint8Array,
+  at: number,
+  length: number,
+  type: number,
+  flags: number,
+  stream: number,
+): void {
+  b[at] = (length >>> 16) & 0xff;
+  b[at + 1] = (length >>> 8) & 0xff;
+  b[at + 2] = length & 0xff;
+  b[at + 3] = type;
+  b[at + 4] = flags;
+  b[at + 5] = (stream >>> 24) & 0x7f;
+  b[at + 6] = (stream >>> 16) & 0xff;
+  b[at + 7] = (stream >>> 8) & 0xff;
+  b[at + 8] = stream & 0xff;
+}
+
+/** Where frames made piece by piece go: octets as they are, and frame headers written in place. */
+export interface FrameSink {
+  add(piece: Uint8Array): void;
+  header(length: number, type: number, flags: number, stream: number): void;
+}
+
+/** A sink that collects the pieces, each header a buffer of its own (for tests and tools). */
+export function collect(pieces: Uint8Array[]): FrameSink {
+  return {
+    add: (p) => pieces.push(p),
+    header: (length, type, flags, stream) => pieces.push(frameHeader(length, type, flags, stream)),
+  };
 }
 
 /** A SETTINGS frame's parameters, checked as section 6.5.2 requires; unknown ones are ignored. */
@@ -328,7 +412,7 @@ export class HeaderBlocks {
       this.count(end - start);
       // The common case, a block in one frame, is read where it arrived.
       if (f.flags & FLAG.END_HEADERS) return new HeaderBlock(f, f.src, start, end);
-      this.first = f;
+      this.first = f.copy(); // a frame a reader reuses
       this.stream = f.stream;
       this.parts = [f.src.subarray(start, end)];
       return undefined;
@@ -369,7 +453,7 @@ function joined(parts: Uint8Array[], size = parts.reduce((n, p) => n + p.length,
 }
 
 /**
- * A header block as frames for a peer, given piece by piece to `send` (no array per block): one HEADERS
+ * A header block as frames for a peer, given piece by piece to `out` (no array per block): one HEADERS
  * frame (`flags` with END_STREAM as the request or response has it), then CONTINUATION frames, each at
  * most `maxFrameSize` octets of the block. A `tail` is more of the same block, encoded apart.
  */
@@ -378,19 +462,19 @@ export function headerFrames(
   block: Uint8Array,
   flags: number,
   maxFrameSize: number,
-  send: (piece: Uint8Array) => void,
+  out: FrameSink,
   tail?: Uint8Array,
 ): void {
   // The common case, a block that fits one frame, makes no view of it.
   const size = block.length + (tail?.length ?? 0);
   if (size <= maxFrameSize) {
-    send(frameHeader(size, FRAME.HEADERS, (flags & FLAG.END_STREAM) | FLAG.END_HEADERS, stream));
-    send(block);
-    if (tail) send(tail);
+    out.header(size, FRAME.HEADERS, (flags & FLAG.END_STREAM) | FLAG.END_HEADERS, stream);
+    out.add(block);
+    if (tail) out.add(tail);
     return;
   }
   if (tail) {
-    headerFrames(stream, joined([block, tail], size), flags, maxFrameSize, send);
+    headerFrames(stream, joined([block, tail], size), flags, maxFrameSize, out);
     return;
   }
   let at = 0;
@@ -400,8 +484,8 @@ export function headerFrames(
     at += part.length;
     const last = at >= block.length;
     const f = (type === FRAME.HEADERS ? flags & FLAG.END_STREAM : 0) | (last ? FLAG.END_HEADERS : 0);
-    send(frameHeader(part.length, type, f, stream));
-    send(part);
+    out.header(part.length, type, f, stream);
+    out.add(part);
   } while (at < block.length);
 }
 

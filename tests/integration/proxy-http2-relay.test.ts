@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import http2 from "node:http2";
 import net from "node:net";
 import {
+  collect,
   ERROR,
   FLAG,
   FRAME,
@@ -74,7 +75,9 @@ beforeAll(async () => {
         if (f.type === FRAME.SETTINGS && !(f.flags & FLAG.ACK)) socket.write(settingsFrame(undefined));
         if (f.type !== FRAME.HEADERS) continue;
         const block = encoder.encode([{ name: ":status", value: "200" }]);
-        headerFrames(f.stream, block, 0, 16_384, (part) => socket.write(part));
+        const parts: Uint8Array[] = [];
+        headerFrames(f.stream, block, 0, 16_384, collect(parts));
+        for (const part of parts) socket.write(part);
         socket.write(rstStream(f.stream, ERROR.INTERNAL_ERROR));
       }
     });

@@ -10,16 +10,21 @@ import { waitUntil } from "../support/wait.ts";
  * other connections write meanwhile. (Messages of several pieces are gathered in one buffer that every
  * outbox shares; what stays queued must be a copy of its own, not a view of that buffer.)
  */
-let server: TCPSocketListener<Outbox | undefined> | undefined;
+const servers: TCPSocketListener<Outbox | undefined>[] = [];
 const peers: net.Socket[] = [];
 afterAll(() => {
   for (const p of peers) p.destroy();
-  server?.stop(true);
+  for (const s of servers) s.stop(true);
 });
 
-test("queued messages reach their own connection intact while another connection writes", async () => {
+/**
+ * Two connections to a server whose every connection writes through an Outbox: a slow one, which reads
+ * nothing until resumed (the kernel's buffers fill and its outbox queues), and another that reads what it
+ * is sent. Their outboxes on the server's side (a: the slow one's, b: the other's).
+ */
+async function twoConnections() {
   const accepted: Socket<Outbox | undefined>[] = [];
-  server = Bun.listen<Outbox | undefined>({
+  const server = Bun.listen<Outbox | undefined>({
     hostname: "127.0.0.1",
     port: 0,
     socket: {
@@ -33,8 +38,9 @@ test("queued messages reach their own connection intact while another connection
       data() {},
     },
   });
+  servers.push(server);
   const connect = (): { socket: net.Socket; received: Buffer[] } => {
-    const socket = net.connect(server?.port ?? 0, "127.0.0.1");
+    const socket = net.connect(server.port, "127.0.0.1");
     const received: Buffer[] = [];
     socket.on("data", (d: Buffer) => received.push(d));
     socket.on("error", () => {});
@@ -49,6 +55,22 @@ test("queued messages reach their own connection intact while another connection
   const ends = accepted.map((s) => [s.remotePort === slow.socket.localPort, s.data as Outbox] as const);
   const a = ends.find(([isSlow]) => isSlow)?.[1] as Outbox;
   const b = ends.find(([isSlow]) => !isSlow)?.[1] as Outbox;
+  return { slow, a, b };
+}
+
+/** Resumes the slow reader: everything it was sent, once it has all arrived. */
+async function readAll(slow: { socket: net.Socket; received: Buffer[] }, bytes: number): Promise<string> {
+  slow.socket.resume();
+  await waitUntil(
+    "everything sent to the slow reader",
+    () => slow.received.reduce((n, d) => n + d.length, 0) >= bytes,
+    30_000,
+  );
+  return Buffer.concat(slow.received).toString("latin1");
+}
+
+test("queued messages reach their own connection intact while another connection writes", async () => {
+  const { slow, a, b } = await twoConnections();
 
   // Messages of two pieces (gathered before the write), numbered, to the slow reader until some stay queued.
   let sent = "";
@@ -71,14 +93,26 @@ test("queued messages reach their own connection intact while another connection
     b.flush();
   }
 
-  slow.socket.resume();
-  const total = Buffer.byteLength(sent, "latin1");
-  await waitUntil(
-    "everything sent to the slow reader",
-    () => slow.received.reduce((n, d) => n + d.length, 0) >= total,
-    30_000,
-  );
-  const got = Buffer.concat(slow.received).toString("latin1");
+  const got = await readAll(slow, Buffer.byteLength(sent, "latin1"));
   expect(got.includes("SECRET-OF-B")).toBe(false);
   expect(got === sent).toBe(true);
+});
+
+test("octets written in place (reserve), reused by every flush, stay intact where they wait", async () => {
+  const { slow, a } = await twoConnections();
+  // Each message is one range of the outbox's own octets, numbered: the write the socket does not take
+  // whole must keep a copy, since the next message is written over the same octets.
+  let sent = "";
+  const write = (i: number) => {
+    const text = `<${i}:${"o".repeat(900)}>`;
+    const at = a.reserve(text.length);
+    Buffer.from(a.ownBytes.buffer, a.ownBytes.byteOffset).write(text, at, "latin1");
+    a.flush();
+    sent += text;
+  };
+  let i = 0;
+  for (; i < 20_000 && a.queued === 0; i++) write(i);
+  expect(a.queued).toBeGreaterThan(0);
+  for (const end = i + 10; i < end; i++) write(i);
+  expect(await readAll(slow, sent.length)).toBe(sent);
 });

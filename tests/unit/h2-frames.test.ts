@@ -2,6 +2,7 @@ import { describe, expect, test } from "bun:test";
 import http2 from "node:http2";
 import net from "node:net";
 import {
+  collect,
   ERROR,
   FLAG,
   FRAME,
@@ -139,7 +140,7 @@ describe("header blocks", () => {
   test("HEADERS then CONTINUATION frames are one block; split again for a peer's frame size", () => {
     const block = Uint8Array.from({ length: 40_000 }, (_, i) => i % 251);
     const frames: Uint8Array[] = [];
-    headerFrames(3, block, FLAG.END_STREAM, 16_384, (p) => frames.push(p));
+    headerFrames(3, block, FLAG.END_STREAM, 16_384, collect(frames));
     const reader = new FrameReader();
     const read = reader.push(Buffer.concat(frames));
     expect(read.map((f) => [f.type, f.flags])).toEqual([
@@ -156,7 +157,7 @@ describe("header blocks", () => {
   test("a block and its tail are one block: in one frame when they fit, else split as one", () => {
     const read = (block: Uint8Array, tail: Uint8Array) => {
       const pieces: Uint8Array[] = [];
-      headerFrames(5, block, 0, 16_384, (p) => pieces.push(p), tail);
+      headerFrames(5, block, 0, 16_384, collect(pieces), tail);
       const blocks = new HeaderBlocks(64 * 1024);
       const frames = new FrameReader().push(Buffer.concat(pieces));
       return { frames: frames.map((f) => f.type), block: frames.map((f) => blocks.take(f)).at(-1)?.block };

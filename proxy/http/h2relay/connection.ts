@@ -25,7 +25,9 @@ import {
   FRAME,
   type Frame,
   FrameReader,
+  type FrameSink,
   frame,
+  frameHeader,
   goAway,
   H2Error,
   type HeaderBlock,
@@ -40,6 +42,7 @@ import {
   SETTING,
   settingsFrame,
   windowUpdate,
+  writeFrameHeader,
 } from "../../../lib/http2/frames.ts";
 import {
   type HeaderField,
@@ -196,9 +199,12 @@ export class H2Relay {
   received(data: Uint8Array): void {
     if (this.closing) return;
     this.stamp();
-    let frames: Frame[] = [];
+    let frames: readonly Frame[] = [];
+    // Frames are read into objects the reader reuses, unless this read came while another is handled.
+    const nested = this.readingCaller;
+    this.readingCaller = true;
     try {
-      frames = this.callerFrames.push(data);
+      frames = nested ? this.callerFrames.push(data) : this.callerFrames.read(data);
     } catch (e) {
       this.callerError(e);
     }
@@ -212,8 +218,12 @@ export class H2Relay {
       }
       if (this.closing) break;
     }
+    this.readingCaller = nested;
     this.flushBoth();
   }
+
+  private readingCaller = false;
+  private readingTarget = false;
 
   private fromCallerFrame(f: Frame): void {
     if (this.preface) {
@@ -351,7 +361,7 @@ export class H2Relay {
       const t =
         tooLarge || !all ? { malformed: "trailers over the size allowed" } : trailerH2Fields(all, true);
       if ("malformed" in t) throw new H2Error(ERROR.PROTOCOL_ERROR, t.malformed, id);
-      headerFrames(id, this.toTarget.encode(t.fields), FLAG.END_STREAM, MAX_FRAME, this.sendTarget);
+      headerFrames(id, this.toTarget.encode(t.fields), FLAG.END_STREAM, MAX_FRAME, this.targetFrameSink);
       this.callerEnded(open);
       return;
     }
@@ -440,7 +450,14 @@ export class H2Relay {
     this.lastActive = this.now;
     this.deadline = Math.min(this.deadline, s.deadline);
     const flags = endStream ? FLAG.END_STREAM : 0;
-    headerFrames(id, request.out, flags, MAX_FRAME, this.sendTarget, this.toTarget.encodeLiteral(requestId));
+    headerFrames(
+      id,
+      request.out,
+      flags,
+      MAX_FRAME,
+      this.targetFrameSink,
+      this.toTarget.encodeLiteral(requestId),
+    );
     if (endStream) this.callerEnded(s);
   }
 
@@ -565,9 +582,11 @@ export class H2Relay {
   targetData(data: Uint8Array): void {
     if (this.closed || this.closing) return;
     this.stamp();
-    let frames: Frame[] = [];
+    let frames: readonly Frame[] = [];
+    const nested = this.readingTarget;
+    this.readingTarget = true;
     try {
-      frames = this.targetFrames.push(data);
+      frames = nested ? this.targetFrames.push(data) : this.targetFrames.read(data);
     } catch (e) {
       this.targetProtocolError(e);
     }
@@ -580,6 +599,7 @@ export class H2Relay {
       }
       if (this.closed || this.closing || !this.target) break;
     }
+    this.readingTarget = nested;
     this.flushBoth();
   }
 
@@ -673,7 +693,7 @@ export class H2Relay {
         this.badResponse(s, "malformed trailers");
         return;
       }
-      headerFrames(id, hit.out, endStream ? FLAG.END_STREAM : 0, MAX_FRAME, this.sendCaller);
+      headerFrames(id, hit.out, endStream ? FLAG.END_STREAM : 0, MAX_FRAME, this.callerFrameSink);
       if (endStream) this.targetEnded(s);
       return;
     }
@@ -722,7 +742,7 @@ export class H2Relay {
     // Interim heads (1xx) are not kept: what follows them differs.
     if (cache && (status === 0 || status >= 200))
       cache.set(block, decoderBefore, encoderBefore, encoded, status);
-    headerFrames(id, encoded, endStream ? FLAG.END_STREAM : 0, MAX_FRAME, this.sendCaller);
+    headerFrames(id, encoded, endStream ? FLAG.END_STREAM : 0, MAX_FRAME, this.callerFrameSink);
     if (endStream) this.targetEnded(s);
   }
 
@@ -834,7 +854,7 @@ export class H2Relay {
       ...Object.entries(r.headers).map(([name, value]) => ({ name, value: String(value) })),
       { name: "content-length", value: String(body.length) },
     ]);
-    headerFrames(s.id, block, 0, MAX_FRAME, this.sendCaller);
+    headerFrames(s.id, block, 0, MAX_FRAME, this.callerFrameSink);
     this.sendCaller(frame(FRAME.DATA, FLAG.END_STREAM, s.id, body));
     // A request still arriving is told to stop (section 8.1); what it sends meanwhile is dropped.
     if (!callerEnded) {
@@ -1019,10 +1039,10 @@ export class H2Relay {
     this.callerOut.addRange(f.src, f.start, f.end);
   }
 
-  private readonly sendTarget = (p: Uint8Array): void => {
+  private sendTarget(p: Uint8Array): void {
     if (this.targetOut) this.targetOut.add(p);
     else this.queueForTarget(p);
-  };
+  }
 
   private queueForTarget(p: Uint8Array): void {
     if (!this.pending) return; // the target is gone
@@ -1030,8 +1050,21 @@ export class H2Relay {
     this.pendingBytes += p.length;
   }
 
-  private readonly sendCaller = (p: Uint8Array): void => {
+  private sendCaller(p: Uint8Array): void {
     this.callerOut.add(p);
+  }
+
+  /** Header blocks for each side: frame headers written into what its outbox sends next. */
+  private readonly callerFrameSink: FrameSink = {
+    add: (p) => this.callerOut.add(p),
+    header: (length, type, flags, stream) => headerInto(this.callerOut, length, type, flags, stream),
+  };
+  private readonly targetFrameSink: FrameSink = {
+    add: (p) => this.sendTarget(p),
+    header: (length, type, flags, stream) => {
+      if (this.targetOut) headerInto(this.targetOut, length, type, flags, stream);
+      else this.queueForTarget(frameHeader(length, type, flags, stream));
+    },
   };
 
   private flushBoth(): void {
@@ -1098,6 +1131,12 @@ export class H2Relay {
     this.target?.terminate();
     this.target = undefined;
   }
+}
+
+/** Writes a frame header into what `out` sends next. */
+function headerInto(out: Outbox, length: number, type: number, flags: number, stream: number): void {
+  const at = out.reserve(9);
+  writeFrameHeader(out.ownBytes, at, length, type, flags, stream);
 }
 
 const TARGET_HANDLERS = {

@@ -17,6 +17,8 @@ const COPY_MAX = 16 * 1024;
 const SMALL_PIECE = 64;
 /** In a larger message, a range of at least this size is written as it is, not copied. */
 const LARGE_PIECE = 4 * 1024;
+/** Room for the octets an owner writes itself between two flushes (frame headers), at first. */
+const OWN_SIZE = 1024;
 /** Where the pieces of a message are gathered for its write, shared: a write leaves it free again. */
 const SCRATCH = Buffer.allocUnsafeSlow(COPY_MAX);
 let scratchTaken = false;
@@ -30,6 +32,13 @@ export class Outbox {
   private pieces = 0;
   private bytes = 0;
   queued = 0;
+  /**
+   * Octets the owner writes in place (reserve), reused from one flush to the next: a range of them is
+   * never kept as a view, but copied. When they run out, a larger buffer replaces them (what was
+   * reserved keeps the old one).
+   */
+  ownBytes = new Uint8Array(OWN_SIZE);
+  private ownAt = 0;
 
   constructor(private readonly socket: Socket<unknown>) {}
 
@@ -45,6 +54,21 @@ export class Outbox {
     if (last >= 0 && this.sources[last] === src && this.ends[last] === start) this.ends[last] = end;
     else this.push(src, start, end);
     this.bytes += end - start;
+  }
+
+  /**
+   * Adds `n` octets the owner writes itself to the next flush: it writes them into `ownBytes` (as it is
+   * after this call) at the index returned.
+   */
+  reserve(n: number): number {
+    if (this.ownAt + n > this.ownBytes.length) {
+      this.ownBytes = new Uint8Array(Math.max(OWN_SIZE, this.ownBytes.length * 2, n));
+      this.ownAt = 0;
+    }
+    const at = this.ownAt;
+    this.ownAt += n;
+    this.addRange(this.ownBytes, at, at + n);
+    return at;
   }
 
   /** Adds text of one-byte characters (a head the relay writes), as latin1. */
@@ -89,6 +113,7 @@ export class Outbox {
     for (let i = 0; i < n; i++) this.sources[i] = "";
     this.pieces = 0;
     this.bytes = 0;
+    this.ownAt = 0;
   }
 
   /**
@@ -98,7 +123,7 @@ export class Outbox {
   private send(from: number, to: number, bytes: number): void {
     const first = this.sources[from] as Uint8Array | string;
     if (to - from === 1 && typeof first !== "string") {
-      this.write(first, this.starts[from] as number, this.ends[from] as number, true);
+      this.write(first, this.starts[from] as number, this.ends[from] as number, first !== this.ownBytes);
       return;
     }
     // A write that called back into another outbox before returning finds the buffer taken.
