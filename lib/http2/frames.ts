@@ -369,10 +369,10 @@ export interface Octets {
 /** A complete header block, `src[start..end)`, and the HEADERS frame that opened it. */
 export class HeaderBlock implements Octets {
   constructor(
-    readonly headers: Frame,
-    readonly src: Uint8Array,
-    readonly start: number,
-    readonly end: number,
+    public headers: Frame,
+    public src: Uint8Array,
+    public start: number,
+    public end: number,
   ) {}
 
   /** The block as one view (made when asked for). */
@@ -399,9 +399,13 @@ export class HeaderBlocks {
     return this.stream !== 0;
   }
 
+  /** What a block in one frame is handed out in: one object, valid until the next take. */
+  private readonly single = new HeaderBlock(new Frame(0, 0, 0, EMPTY, 0, 0), EMPTY, 0, 0);
+
   /**
    * Takes a frame; returns the finished block (with the HEADERS frame that opened it) when this frame
-   * ends one, undefined while one is open or when the frame is not part of a block.
+   * ends one, undefined while one is open or when the frame is not part of a block. A block is valid
+   * until the next take.
    */
   take(f: Frame): HeaderBlock | undefined {
     if (this.open && (f.type !== FRAME.CONTINUATION || f.stream !== this.stream))
@@ -410,8 +414,16 @@ export class HeaderBlocks {
       const { start, end } = fragmentOf(f);
       this.size = 0;
       this.count(end - start);
-      // The common case, a block in one frame, is read where it arrived.
-      if (f.flags & FLAG.END_HEADERS) return new HeaderBlock(f, f.src, start, end);
+      // The common case, a block in one frame, is read where it arrived (and handed out in an object
+      // kept for it).
+      if (f.flags & FLAG.END_HEADERS) {
+        const b = this.single;
+        b.headers = f;
+        b.src = f.src;
+        b.start = start;
+        b.end = end;
+        return b;
+      }
       this.first = f.copy(); // a frame a reader reuses
       this.stream = f.stream;
       this.parts = [f.src.subarray(start, end)];

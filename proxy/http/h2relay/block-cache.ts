@@ -11,8 +11,8 @@ import { TableState } from "./table-state.ts";
 
 export class BlockCache<T> {
   private block: Uint8Array | undefined;
-  private out: Uint8Array | undefined;
-  private value: T | undefined;
+  /** What the kept block was encoded as, and what was read from it. */
+  private kept: { readonly out: Uint8Array; readonly value: T } | undefined;
   private readonly tables: TableState;
 
   constructor(decoder: HpackDecoder, encoder: HpackEncoder) {
@@ -26,7 +26,7 @@ export class BlockCache<T> {
     if (!kept || kept.length !== block.end - start) return undefined;
     if (!this.tables.unchanged) return undefined;
     for (let i = 0; i < kept.length; i++) if (kept[i] !== src[start + i]) return undefined;
-    return { out: this.out as Uint8Array, value: this.value as T };
+    return this.kept;
   }
 
   /**
@@ -39,7 +39,6 @@ export class BlockCache<T> {
       return;
     }
     this.block = copyOf(block.src, block.start, block.end);
-    this.out = out;
-    this.value = value;
+    this.kept = { out, value };
   }
 }

@@ -75,8 +75,7 @@ export class RequestCache {
     if (!prefix || !kept || end - start < prefix.length) return undefined;
     if (!this.tables.unchanged) return undefined;
     for (let i = 0; i < prefix.length; i++) if (prefix[i] !== src[start + i]) return undefined;
-    if (end - start === prefix.length)
-      return { kept, requestId: this.prefixId, decoded: this.fields, last: undefined };
+    if (end - start === prefix.length) return this.served(kept, this.prefixId, undefined);
     // A literal not indexed (0000xxxx, 0001xxxx) leaves the table alone; anything else (an indexed
     // field, a table size update) is decoded with the whole block.
     const rest = start + prefix.length;
@@ -95,8 +94,29 @@ export class RequestCache {
     // goes to it with the other fields.
     const only = tail.length === 1 ? tail[0] : undefined;
     if (only?.name === REQUEST_ID_HEADER && !invalidField(only.name, only.value))
-      return { kept, requestId: this.prefixId ?? only, decoded: this.fields, last: only };
+      return this.served(kept, this.prefixId ?? only, only);
     return { fields: [...this.fields, ...tail] };
+  }
+
+  /** The answer for a block served from the cache: one object, valid until the next look-up. */
+  private readonly hit: Extract<Lookup, { kept: KeptRequest }> = {
+    kept: { out: new Uint8Array(0), method: "", path: "" },
+    requestId: undefined,
+    decoded: [],
+    last: undefined,
+  };
+
+  private served(
+    kept: KeptRequest,
+    requestId: HeaderField | undefined,
+    last: HeaderField | undefined,
+  ): Lookup {
+    const hit = this.hit;
+    hit.kept = kept;
+    hit.requestId = requestId;
+    hit.decoded = this.fields;
+    hit.last = last;
+    return hit;
   }
 
   /**
