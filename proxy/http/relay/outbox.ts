@@ -34,10 +34,10 @@ export class Outbox {
   queued = 0;
   /**
    * Octets the owner writes in place (reserve), reused from one flush to the next: a range of them is
-   * never kept as a view, but copied. When they run out, a larger buffer replaces them (what was
-   * reserved keeps the old one).
+   * never kept as a view, but copied. Made at the first reserve (an HTTP/1.1 connection makes none); when
+   * they run out, a larger buffer replaces them (what was reserved keeps the old one).
    */
-  ownBytes = new Uint8Array(OWN_SIZE);
+  ownBytes = new Uint8Array(0);
   private ownAt = 0;
 
   constructor(private readonly socket: Socket<unknown>) {}
