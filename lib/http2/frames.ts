@@ -120,6 +120,9 @@ const EMPTY = new Uint8Array(0);
 /** How many frame objects a reader keeps for reuse (what a busy connection's chunk holds). */
 const POOLED = 64;
 
+/** A frame of nothing, for objects kept while they hold none. */
+const NO_FRAME = new Frame(0, 0, 0, EMPTY, 0, 0);
+
 /**
  * Splits received bytes into frames. `maxFrameSize` is the SETTINGS_MAX_FRAME_SIZE this side announced: a
  * larger frame is a connection error (FRAME_SIZE_ERROR). With `preface`, the client preface must come
@@ -149,17 +152,25 @@ export class FrameReader {
   private frames: Frame[] = [];
   /** Frame objects kept for reads: at most POOLED (past that, a chunk's frames are new objects). */
   private readonly pool: Frame[] = [];
-  /** How many of the pool the last read used. */
+  /** How many of the pool reads used since the last release. */
   private used = 0;
 
   /**
-   * As push, but the list and its frames are the reader's own, valid until the next read: a relay that
-   * handles each frame at once reads with it, and copies a frame it keeps (Frame.copy). A frame that
-   * arrived whole in one chunk is a range of it (the runtime hands each read a buffer of its own); only a
-   * frame split across chunks is copied, into a buffer of its own size.
+   * As push, but the list and its frames are the reader's own, valid until the next read or release: a
+   * relay that handles each frame at once reads with it, copies a frame it keeps (Frame.copy), and
+   * releases them once done, so that they keep no chunk alive. A frame that arrived whole in one chunk is
+   * a range of it (the runtime hands each read a buffer of its own); only a frame split across chunks is
+   * copied, into a buffer of its own size.
    */
   read(chunk: Uint8Array): readonly Frame[] {
     return this.parse(chunk, true);
+  }
+
+  /** Lets go of the chunks the frames of the last read point into. */
+  release(): void {
+    for (let i = 0; i < this.used; i++) (this.pool[i] as Frame).src = EMPTY;
+    this.used = 0;
+    this.frames.length = 0;
   }
 
   private parse(chunk: Uint8Array, pooled: boolean): readonly Frame[] {
@@ -207,12 +218,7 @@ export class FrameReader {
       p += 9 + length;
     }
     this.buf = p < chunk.length ? chunk.subarray(p) : EMPTY;
-    if (pooled) {
-      // Kept frame objects this read did not use let go of the chunks they were read from.
-      const used = Math.min(frames.length, this.pool.length);
-      for (let i = used; i < this.used; i++) (this.pool[i] as Frame).src = EMPTY;
-      this.used = used;
-    }
+    if (pooled) this.used = Math.max(this.used, Math.min(frames.length, this.pool.length));
     return frames;
   }
 
@@ -399,8 +405,14 @@ export class HeaderBlocks {
     return this.stream !== 0;
   }
 
-  /** What a block in one frame is handed out in: one object, valid until the next take. */
-  private readonly single = new HeaderBlock(new Frame(0, 0, 0, EMPTY, 0, 0), EMPTY, 0, 0);
+  /** What a block in one frame is handed out in: one object, valid until the next take or release. */
+  private readonly single = new HeaderBlock(NO_FRAME, EMPTY, 0, 0);
+
+  /** Lets go of the chunk the last block in one frame points into. */
+  release(): void {
+    this.single.headers = NO_FRAME;
+    this.single.src = EMPTY;
+  }
 
   /**
    * Takes a frame; returns the finished block (with the HEADERS frame that opened it) when this frame

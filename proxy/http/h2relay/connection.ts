@@ -218,6 +218,10 @@ export class H2Relay {
       }
       if (this.closing) break;
     }
+    if (!nested) {
+      this.callerFrames.release();
+      this.callerBlocks.release();
+    }
     this.readingCaller = nested;
     this.flushBoth();
   }
@@ -598,6 +602,10 @@ export class H2Relay {
         this.targetProtocolError(e);
       }
       if (this.closed || this.closing || !this.target) break;
+    }
+    if (!nested) {
+      this.targetFrames.release();
+      this.targetBlocks.release();
     }
     this.readingTarget = nested;
     this.flushBoth();
