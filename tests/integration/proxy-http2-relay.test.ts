@@ -93,6 +93,9 @@ afterAll(async () => {
 });
 
 /** A caller writing raw frames and reading the proxy's, with header blocks decoded. */
+/** A HEADERS frame's priority (PRIORITY flag) that makes stream 1 depend on itself, weight 16. */
+const ON_ITSELF = Buffer.from([0, 0, 0, 1, 16]);
+
 class RawCaller {
   readonly frames: Frame[] = [];
   readonly headers = new Map<number, HeaderField[][]>();
@@ -281,9 +284,8 @@ describe("per stream, the connection going on", () => {
     const c = new RawCaller();
     // Stream 1 depends on itself (a stream error); stream 3, in the same write, adds to the caller's
     // HPACK table, which stream 5 then indexes: all of it must be read.
-    const selfDependent = Buffer.from([0, 0, 0, 1, 16]);
     c.together([
-      c.requestFrame(1, [{ name: ":path", value: "/" }], false, FLAG.PRIORITY, selfDependent),
+      c.requestFrame(1, [{ name: ":path", value: "/" }], false, FLAG.PRIORITY, ON_ITSELF),
       c.requestFrame(3, [
         { name: ":path", value: "/" },
         { name: "x-new", value: "indexed" },
@@ -301,9 +303,8 @@ describe("per stream, the connection going on", () => {
 
   test("a stream that depends on itself is ended at once: its DATA after it is dropped, not an idle stream's", async () => {
     const c = new RawCaller();
-    const selfDependent = Buffer.from([0, 0, 0, 1, 16]);
     c.together([
-      c.requestFrame(1, [{ name: ":path", value: "/" }], true, FLAG.PRIORITY, selfDependent),
+      c.requestFrame(1, [{ name: ":path", value: "/" }], true, FLAG.PRIORITY, ON_ITSELF),
       RawCaller.bytes(FRAME.DATA, FLAG.END_STREAM, 1, Buffer.from("late")),
       c.requestFrame(3, [{ name: ":path", value: "/" }]),
     ]);
