@@ -128,7 +128,6 @@ const NO_FRAME = new Frame(0, 0, 0, EMPTY, 0, 0);
  * larger frame is a connection error (FRAME_SIZE_ERROR). With `preface`, the client preface must come
  * first (a server's reader).
  */
-
 export class FrameReader {
   private buf: Uint8Array = EMPTY;
   private prefaceLeft: number;
@@ -416,8 +415,8 @@ export class HeaderBlocks {
 
   /**
    * Takes a frame; returns the finished block (with the HEADERS frame that opened it) when this frame
-   * ends one, undefined while one is open or when the frame is not part of a block. A block is valid
-   * until the next take.
+   * ends one, undefined while one is open or when the frame is not part of a block. A block in one frame
+   * is valid until the next take or release.
    */
   take(f: Frame): HeaderBlock | undefined {
     if (this.open && (f.type !== FRAME.CONTINUATION || f.stream !== this.stream))
