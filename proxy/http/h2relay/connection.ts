@@ -198,36 +198,43 @@ export class H2Relay {
 
   received(data: Uint8Array): void {
     if (this.closing) return;
+    this.readChunk("caller", data);
+  }
+
+  /**
+   * Handles the frames of a chunk one side sent, then writes what they made. An error of one stream ends
+   * that stream, not the frames after it: each is read (so that both HPACK tables stay in step) and passed
+   * on, until a connection error ends the connection. The frames (and a header block in one frame) are
+   * objects the reader reuses: once handled, they let go of the chunk.
+   */
+  private readChunk(from: Side, data: Uint8Array): void {
+    const caller = from === "caller";
+    const reader = caller ? this.callerFrames : this.targetFrames;
     this.stamp();
-    let frames: readonly Frame[] = [];
-    // Frames are read into objects the reader reuses, unless this read came while another is handled.
-    const nested = this.readingCaller;
-    this.readingCaller = true;
+    let frames = NO_FRAMES;
     try {
-      frames = nested ? this.callerFrames.push(data) : this.callerFrames.read(data);
+      frames = reader.read(data);
     } catch (e) {
-      this.callerError(e);
+      this.failed(from, e);
     }
-    // An error of one stream ends that stream, not the frames after it: each is read (so that both HPACK
-    // tables stay in step) and passed on.
     for (const f of frames) {
       try {
-        this.fromCallerFrame(f);
+        if (caller) this.fromCallerFrame(f);
+        else this.fromTargetFrame(f);
       } catch (e) {
-        this.callerError(e);
+        this.failed(from, e);
       }
-      if (this.closing) break;
+      if (this.closing || (!caller && (this.closed || !this.target))) break;
     }
-    if (!nested) {
-      this.callerFrames.release();
-      this.callerBlocks.release();
-    }
-    this.readingCaller = nested;
+    reader.release();
+    (caller ? this.callerBlocks : this.targetBlocks).release();
     this.flushBoth();
   }
 
-  private readingCaller = false;
-  private readingTarget = false;
+  private failed(from: Side, e: unknown): void {
+    if (from === "caller") this.callerError(e);
+    else this.targetProtocolError(e);
+  }
 
   private fromCallerFrame(f: Frame): void {
     if (this.preface) {
@@ -585,30 +592,7 @@ export class H2Relay {
 
   targetData(data: Uint8Array): void {
     if (this.closed || this.closing) return;
-    this.stamp();
-    let frames: readonly Frame[] = [];
-    const nested = this.readingTarget;
-    this.readingTarget = true;
-    try {
-      frames = nested ? this.targetFrames.push(data) : this.targetFrames.read(data);
-    } catch (e) {
-      this.targetProtocolError(e);
-    }
-    // As from the caller: an error of one stream does not drop the frames after it.
-    for (const f of frames) {
-      try {
-        this.fromTargetFrame(f);
-      } catch (e) {
-        this.targetProtocolError(e);
-      }
-      if (this.closed || this.closing || !this.target) break;
-    }
-    if (!nested) {
-      this.targetFrames.release();
-      this.targetBlocks.release();
-    }
-    this.readingTarget = nested;
-    this.flushBoth();
+    this.readChunk("target", data);
   }
 
   private fromTargetFrame(f: Frame): void {
@@ -1140,6 +1124,8 @@ export class H2Relay {
     this.target = undefined;
   }
 }
+
+const NO_FRAMES: readonly Frame[] = [];
 
 /** Writes a frame header into what `out` sends next. */
 function headerInto(out: Outbox, length: number, type: number, flags: number, stream: number): void {
