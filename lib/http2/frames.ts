@@ -169,15 +169,19 @@ export class FrameReader {
   release(): void {
     for (let i = 0; i < this.used; i++) (this.pool[i] as Frame).src = EMPTY;
     this.used = 0;
-    this.frames.length = 0;
+    this.clearList();
+  }
+
+  /** Empties the list of the last read; a list that a chunk of many frames made long is not kept. */
+  private clearList(): void {
+    if (this.frames.length > POOLED) this.frames = [];
+    else this.frames.length = 0;
   }
 
   private parse(chunk: Uint8Array, pooled: boolean): readonly Frame[] {
     let frames: Frame[];
     if (pooled) {
-      // A list that a chunk of many frames made long is not kept.
-      if (this.frames.length > POOLED) this.frames = [];
-      else this.frames.length = 0;
+      this.clearList();
       frames = this.frames;
     } else frames = [];
     let p = 0;
@@ -515,7 +519,7 @@ export function headerFrames(
 /** A frame of the proxy's own. */
 export function frame(type: number, flags: number, stream: number, payload: Uint8Array): Uint8Array {
   const out = new Uint8Array(9 + payload.length);
-  out.set(frameHeader(payload.length, type, flags, stream), 0);
+  writeFrameHeader(out, 0, payload.length, type, flags, stream);
   out.set(payload, 9);
   return out;
 }
