@@ -5,3 +5,10 @@
  */
 export const copyOf = (src: Uint8Array, start: number, end: number): Uint8Array =>
   Uint8Array.prototype.slice.call(src, start, end);
+
+/** Whether `src` holds the octets of `kept` from `start` on (and has that many). */
+export function holdsAt(src: Uint8Array, start: number, kept: Uint8Array): boolean {
+  if (src.length - start < kept.length) return false;
+  for (let i = 0; i < kept.length; i++) if (kept[i] !== src[start + i]) return false;
+  return true;
+}

@@ -4,7 +4,7 @@
  * again while neither HPACK table has changed (table-state.ts). Anything else is decoded and encoded as
  * usual.
  */
-import { copyOf } from "../../../lib/bytes.ts";
+import { copyOf, holdsAt } from "../../../lib/bytes.ts";
 import type { Octets } from "../../../lib/http2/frames.ts";
 import type { HpackDecoder, HpackEncoder } from "../../../lib/http2/hpack.ts";
 import { TableState } from "./table-state.ts";
@@ -22,10 +22,8 @@ export class BlockCache<T> {
   /** What `block` was encoded as, and what was read from it, if neither table changed since. */
   get(block: Octets): { out: Uint8Array; value: T } | undefined {
     const kept = this.block;
-    const { src, start } = block;
-    if (!kept || kept.length !== block.end - start) return undefined;
-    if (!this.tables.unchanged) return undefined;
-    for (let i = 0; i < kept.length; i++) if (kept[i] !== src[start + i]) return undefined;
+    if (!kept || kept.length !== block.end - block.start) return undefined;
+    if (!this.tables.unchanged || !holdsAt(block.src, block.start, kept)) return undefined;
     return this.kept;
   }
 

@@ -10,7 +10,7 @@
  *   rest is one X-Request-Id, the kept encoding serves with that ID, and otherwise the fields decoded so
  *   far go through the policy as usual.
  */
-import { copyOf } from "../../../lib/bytes.ts";
+import { copyOf, holdsAt } from "../../../lib/bytes.ts";
 import type { Octets } from "../../../lib/http2/frames.ts";
 import {
   entrySize,
@@ -73,8 +73,7 @@ export class RequestCache {
     const kept = this.kept;
     const { src, start, end } = block;
     if (!prefix || !kept || end - start < prefix.length) return undefined;
-    if (!this.tables.unchanged) return undefined;
-    for (let i = 0; i < prefix.length; i++) if (prefix[i] !== src[start + i]) return undefined;
+    if (!this.tables.unchanged || !holdsAt(src, start, prefix)) return undefined;
     if (end - start === prefix.length) return this.served(kept, this.prefixId, undefined);
     // A literal not indexed (0000xxxx, 0001xxxx) leaves the table alone; anything else (an indexed
     // field, a table size update) is decoded with the whole block.
