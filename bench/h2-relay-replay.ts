@@ -152,6 +152,7 @@ function replay(Relay: RelayClass): { ns: number; statuses: Map<number, number> 
       request: (status: number) => statuses.set(status, (statuses.get(status) ?? 0) + 1),
       denied() {},
       http2Ended() {},
+      chatStream() {},
     },
     cancelled() {},
   };

@@ -50,6 +50,8 @@ export interface ListenerEvents {
   failed(reason: "malformed" | "error" | "target_unreachable"): void;
   /** A caller's HTTP/2 connection ended for abuse: control_flood, rapid_reset, protocol_error (http/full/h2-guard.ts). */
   http2Ended(reason: string): void;
+  /** A streamed chat completion through the openai middleware ended: `end` says how (openai-stream.ts). */
+  chatStream(end: string): void;
   /** Bytes a finished TCP or MQTT connection carried each way. */
   relayed(toTarget: number, toCaller: number): void;
   /** The MQTT publish buffer of this listener. */

@@ -111,6 +111,12 @@ export class ProxyMetrics {
     "Caller HTTP/2 connections ended for abuse: reason=control_flood (PING and SETTINGS beyond the budget), rapid_reset (streams opened and reset faster than the runtime allows), protocol_error (a frame the HTTP/2 framing refused, such as CONTINUATION without end)",
     ["listener", "reason"],
   );
+  private readonly chatStreams = counter(
+    this.registry,
+    "svc_proxy_openai_streams_total",
+    "Streamed chat completions through the openai middleware, by how they ended: done ([DONE] sent), closed (ended without [DONE]), caller_gone, and the failures target_error (an error event from the target), invalid_event, too_large, target_failed (broken off or cut mid-event), stalled (timeouts.idle without an event), not_sse (the target did not answer with text/event-stream), notary_unavailable",
+    ["listener", "end"],
+  );
   private readonly bufferBytes = gauge(
     this.registry,
     "svc_proxy_mqtt_buffer_bytes",
@@ -225,6 +231,7 @@ export class ProxyMetrics {
       },
       failed: (reason) => this.streamFailures.inc({ listener, reason }),
       http2Ended: (reason) => this.http2Ended.inc({ listener, reason }),
+      chatStream: (end) => this.chatStreams.inc({ listener, end }),
       buffer: {
         depth: (messages, bytes) => {
           this.bufferMessages.inc({ listener }, messages);

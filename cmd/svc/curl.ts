@@ -6,6 +6,7 @@ import { isLevel, LEVEL_HEADER, LEVELS } from "../../lib/notary-objects/levels.t
 import { formatReceipt, formatStatement } from "../../lib/notary-objects/print.ts";
 import { ENDPOINT_ENV, parseEndpoint, socketPath } from "../../lib/spiffe/address.ts";
 import { authorizeMatching } from "../../lib/spiffe/authorizer.ts";
+import type { ExchangeResponse } from "../../lib/tls/exchange.ts";
 import { say } from "../say.ts";
 import { action, checkOutput, repeated } from "./cli.ts";
 import { applyGlobals, globalArgs, spiffeSocket } from "./globals.ts";
@@ -29,6 +30,12 @@ const args = {
     type: "string",
     description:
       "SPIFFE ID pattern (Go RE2, unanchored: use ^…$) the statement's issuer must match; repeatable [default: any workload of the trust bundle]",
+  },
+  "no-buffer": {
+    type: "boolean",
+    alias: "N",
+    description:
+      "Prints the body as it arrives (a streamed answer), once the statement is verified; a receipt is checked when the stream ends",
   },
   "print-workload": { type: "boolean", description: "Prints the workload identity statement" },
   "print-receipt": { type: "boolean", description: "Prints the receipt; requires -n signRequest" },
@@ -130,6 +137,11 @@ export default defineCommand({
         "--print-workload and --print-receipt need --validate=true: only verified objects are printed",
       );
     checkOutput(a.output, ["json"]);
+    const live = a["no-buffer"] === true;
+    if (live && a.output === "json")
+      throw usage(
+        "--no-buffer prints the body as it arrives, -o json prints one object at the end: give one of them",
+      );
     let url: URL;
     try {
       url = new URL(a.url);
@@ -169,6 +181,44 @@ export default defineCommand({
         })
       : undefined;
     try {
+      const bundles = source?.bundles();
+      /** A notary object fetched from notary-query on the server's origin; undefined when it is not there. */
+      const fetchObject = async (path: string, field: string) => {
+        log.debug("fetching", { path });
+        const r = await exchange(new URL(path, url), {
+          method: "GET",
+          headers: {},
+          ...(source ? { source } : {}),
+          maxBodyBytes: STATEMENT_LIMIT,
+          deadlineMs: 30_000,
+        });
+        return r.status === 200 ? (JSON.parse(new TextDecoder().decode(r.body))[field] as string) : undefined;
+      };
+      const checkHead = async (head: Pick<ExchangeResponse, "headers" | "peer">) => {
+        if (!validate || !bundles) return undefined;
+        const statement = await checkStatement(
+          head.headers,
+          bundles,
+          (id) => fetchObject(`/.svc/workload/${id}`, "statement"),
+          head.peer,
+          notaries,
+        );
+        if (!a.silent)
+          say("svc curl", "success", `workload statement ${statement.id} verified: ${statement.claims.sub}`);
+        return statement;
+      };
+      const out = process.stdout;
+      const printHead = (head: Omit<ExchangeResponse, "body">) => {
+        if (!a["show-headers"] || a.output === "json") return;
+        out.write(`HTTP/${head.httpVersion} ${head.status} ${head.statusText}\r\n`);
+        for (let i = 0; i < head.rawHeaders.length; i += 2)
+          out.write(`${head.rawHeaders[i]}: ${head.rawHeaders[i + 1]}\r\n`);
+        out.write("\r\n");
+      };
+      // --no-buffer: an answer that is not an error is printed as it arrives, after its statement is
+      // verified; what arrives before that check passes waits.
+      let early: Notarization["statement"] | undefined;
+      let streaming = false;
       log.debug("request", { method, url: url.href, notarization: validate ? level : "none" });
       const started = performance.now();
       const res = await exchange(url, {
@@ -178,6 +228,19 @@ export default defineCommand({
         ...(source ? { source } : {}),
         // The whole body is held until it is verified; a notary notarizes none larger.
         ...(validate ? { maxBodyBytes: RESPONSE_LIMIT } : {}),
+        ...(live
+          ? {
+              onHead: async (head: Omit<ExchangeResponse, "body">) => {
+                if (head.status >= 400) return;
+                early = await checkHead(head);
+                printHead(head);
+                streaming = true;
+              },
+              onData: (chunk: Buffer) => {
+                if (streaming) out.write(chunk);
+              },
+            }
+          : {}),
       });
       log.debug("response", {
         status: res.status,
@@ -185,16 +248,10 @@ export default defineCommand({
         peer: res.peer?.uri ?? "none",
         workload_id: res.headers["svc-workload-id"] ?? "none",
       });
-      const out = process.stdout;
       // With validation on, nothing of the response reaches stdout before the checks pass.
       const print = () => {
-        if (a.output === "json") return;
-        if (a["show-headers"]) {
-          out.write(`HTTP/${res.httpVersion} ${res.status} ${res.statusText}\r\n`);
-          for (let i = 0; i < res.rawHeaders.length; i += 2)
-            out.write(`${res.rawHeaders[i]}: ${res.rawHeaders[i + 1]}\r\n`);
-          out.write("\r\n");
-        }
+        if (a.output === "json" || streaming) return;
+        printHead(res);
         out.write(res.body);
       };
       if (res.status >= 400) {
@@ -206,29 +263,10 @@ export default defineCommand({
       }
       let n: Notarization | undefined;
       try {
-        if (validate && source) {
-          const bundles = source.bundles();
-          const fetchStatement = async (id: string) => {
-            log.debug("fetching the statement", { id });
-            const r = await exchange(new URL(`/.svc/workload/${id}`, url), {
-              method: "GET",
-              headers: {},
-              source,
-              maxBodyBytes: STATEMENT_LIMIT,
-              deadlineMs: 30_000,
-            });
-            return r.status === 200
-              ? (JSON.parse(new TextDecoder().decode(r.body)).statement as string)
-              : undefined;
-          };
-          const statement = await checkStatement(res.headers, bundles, fetchStatement, res.peer, notaries);
+        if (validate && bundles) {
+          const statement = early ?? (await checkHead(res));
+          if (!statement) throw new SvcError("statement", "workload statement verification failed");
           n = { statement };
-          if (!a.silent)
-            say(
-              "svc curl",
-              "success",
-              `workload statement ${statement.id} verified: ${statement.claims.sub}`,
-            );
           if (level === "signRequest") {
             n.receipt = await checkReceipt(
               res.headers,
@@ -241,6 +279,7 @@ export default defineCommand({
                 requestId: headers["x-request-id"] as string,
               },
               { status: res.status, body: res.body },
+              (id) => fetchObject(`/.svc/stream/${id}`, "receipt"),
             );
             if (!a.silent) say("svc curl", "success", `receipt ${n.receipt.id} verified`);
           }
@@ -251,6 +290,9 @@ export default defineCommand({
           out.write(
             `${JSON.stringify({ ...summary(res, n, body), error: { code: e.code, message: e.message } }, null, 2)}\n`,
           );
+        // What was printed as it arrived is not vouched for.
+        if (streaming && e instanceof SvcError)
+          throw new SvcError(e.code, `${e.message} (the body printed above is not vouched for)`);
         throw e;
       }
       print();

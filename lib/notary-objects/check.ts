@@ -9,6 +9,7 @@ import { SvcError } from "../errors.ts";
 import type { Authorizer } from "../spiffe/authorizer.ts";
 import type { BundleSource } from "../spiffe/bundle.ts";
 import type { SpiffeId } from "../spiffe/id.ts";
+import { STREAM_HEADER } from "./levels.ts";
 import { type ReceiptClaims, verifyReceipt } from "./receipt.ts";
 import { type StatementClaims, verifyStatement } from "./statement.ts";
 
@@ -79,29 +80,50 @@ export function checkStatement(
   });
 }
 
+/**
+ * The receipt in the Svc-Receipt-ID and Svc-Receipt headers, or, for a streamed answer, the one its
+ * Svc-Stream-ID names, fetched once the stream ended: it must record that stream.
+ */
 export function checkReceipt(
   headers: Headers,
   bundles: BundleSource,
   statement: { id: string; issuer: string },
   sent: Sent,
   received: { status: number; body: Uint8Array },
+  fetchStreamReceipt: (streamId: string) => Promise<string | undefined>,
 ): Promise<NonNullable<Notarization["receipt"]>> {
   return failingAs("receipt", "receipt", async () => {
-    const id = one(headers, "svc-receipt-id");
-    const jws = one(headers, "svc-receipt");
-    if (!id || !jws)
+    const streamId = one(headers, STREAM_HEADER);
+    let id = one(headers, "svc-receipt-id");
+    let jws = one(headers, "svc-receipt");
+    if (!jws && streamId) {
+      jws = await fetchStreamReceipt(streamId);
+      if (!jws)
+        throw new SvcError(
+          "receipt",
+          `receipt verification failed: the notary has no receipt for stream ${streamId} (Svc-Stream-ID)`,
+        );
+    }
+    if (!jws || (!id && !streamId))
       throw new SvcError(
         "receipt",
-        "receipt verification failed: signRequest was asked for but the response has no Svc-Receipt-ID and Svc-Receipt headers",
+        "receipt verification failed: signRequest was asked for but the response has no Svc-Receipt-ID and Svc-Receipt headers, nor the Svc-Stream-ID of a streamed answer",
       );
     const v = await verifyReceipt(jws, bundles, {
-      expectedId: id,
+      ...(id ? { expectedId: id } : {}),
       statementId: statement.id,
       issuer: statement.issuer,
       requestId: sent.requestId,
       request: sent,
       response: received,
     });
+    const recorded = v.claims.svc.response.stream?.id;
+    if (streamId !== undefined && recorded !== streamId)
+      throw new SvcError(
+        "receipt",
+        `receipt verification failed: it records ${recorded ? `stream ${recorded}` : "no stream"}, the answer was stream ${streamId}`,
+      );
+    id ??= v.id;
     return { id, jws: jws.trim(), claims: v.claims };
   });
 }

@@ -19,3 +19,14 @@ const ID = /^[A-Za-z0-9_-]{43}$/;
 export function isContentId(text: string): boolean {
   return ID.test(text);
 }
+
+/** A body as a receipt records it: its length and SHA-256. */
+export interface BodyDigest {
+  length: number;
+  sha256: string;
+}
+
+export function bodyDigest(body: Uint8Array | string): BodyDigest {
+  const bytes = typeof body === "string" ? new TextEncoder().encode(body) : body;
+  return { length: bytes.length, sha256: sha256Hex(bytes) };
+}

@@ -5,6 +5,8 @@
 export const LEVELS = ["workload", "logRequest", "signRequest"] as const;
 export type Level = (typeof LEVELS)[number];
 export const LEVEL_HEADER = "svc-notarization-level";
+/** The response header that names a streamed answer's receipt before the stream starts. */
+export const STREAM_HEADER = "svc-stream-id";
 
 /** The response headers that carry a notary's statement and receipt: only the notary writes them. */
 export const NOTARY_HEADERS: ReadonlySet<string> = new Set([
@@ -12,6 +14,7 @@ export const NOTARY_HEADERS: ReadonlySet<string> = new Set([
   "svc-workload-statement",
   "svc-receipt-id",
   "svc-receipt",
+  "svc-stream-id",
 ]);
 
 export function isLevel(value: string): value is Level {

@@ -92,6 +92,15 @@ export function formatReceipt(
     ...(r.upstreamBody
       ? [`    Upstream body (${r.upstreamBody.length} bytes, sha256 ${safe(r.upstreamBody.sha256)})`]
       : []),
+    ...(r.stream
+      ? [
+          "    Stream:",
+          `      ID: ${safe(r.stream.id)}`,
+          `      Chunks: ${r.stream.chunks}`,
+          `      End: ${safe(r.stream.end)}`,
+          `      Assembled message: ${r.stream.message.length} bytes, sha256 ${safe(r.stream.message.sha256)}`,
+        ]
+      : []),
     ...raw(c),
     "",
   ].join("\n");

@@ -5,18 +5,14 @@
 import * as v from "valibot";
 import { SvcError } from "../errors.ts";
 import type { BundleSource } from "../spiffe/bundle.ts";
-import { contentId, sha256Hex } from "./ids.ts";
+import { checkStreamedBody, type StreamRecord } from "./chat-stream.ts";
+import { type BodyDigest, bodyDigest, contentId } from "./ids.ts";
 import { type SvidSigner, signJws, type VerifiedJws, verifyJws } from "./jws.ts";
 import { NOTARY_HEADERS } from "./levels.ts";
 import type { SignedObject } from "./statement.ts";
 
 export const RECEIPT_TYP = "svc-receipt+jws";
 export const RECEIPT_AUDIENCE_SUFFIX = "/receipt";
-
-export interface BodyDigest {
-  length: number;
-  sha256: string;
-}
 
 /**
  * `body` is always what the caller sent and received, so that a caller can check it. When a middleware
@@ -32,7 +28,14 @@ export interface ReceiptExchange {
     body: BodyDigest;
     forwardedBody?: BodyDigest;
   };
-  response: { status: number; headers: Record<string, string>; body: BodyDigest; upstreamBody?: BodyDigest };
+  response: {
+    status: number;
+    headers: Record<string, string>;
+    body: BodyDigest;
+    upstreamBody?: BodyDigest;
+    /** A streamed answer (server-sent events): how it went and what its chunks assembled to. */
+    stream?: StreamRecord;
+  };
 }
 
 const text = v.string();
@@ -57,6 +60,7 @@ const RECEIPT_CLAIMS = v.object({
       headers: v.record(text, text),
       body: digest,
       upstreamBody: v.optional(digest),
+      stream: v.optional(v.object({ id: text, chunks: v.number(), end: text, message: digest })),
     }),
   }),
 });
@@ -94,11 +98,6 @@ export function receiptHeaders(
     out[key] = Array.isArray(value) ? value.join(", ") : String(value);
   }
   return Object.fromEntries(Object.entries(out).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
-}
-
-export function bodyDigest(body: Uint8Array | string): BodyDigest {
-  const bytes = typeof body === "string" ? new TextEncoder().encode(body) : body;
-  return { length: bytes.length, sha256: sha256Hex(bytes) };
 }
 
 export async function signReceipt(
@@ -178,5 +177,10 @@ export async function verifyReceipt(
   if (check.response?.status !== undefined && check.response.status !== s.response.status)
     throw bad(`it records status ${s.response.status}, the response was ${check.response.status}`);
   digest("response", check.response?.body);
+  // A streamed answer: its events, as received, must assemble to the message the receipt records.
+  if (s.response.stream && check.response?.body !== undefined) {
+    const b = check.response.body;
+    checkStreamedBody(typeof b === "string" ? new TextEncoder().encode(b) : b, s.response.stream);
+  }
   return { ...verified, id };
 }

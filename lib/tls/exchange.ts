@@ -1,5 +1,6 @@
 /**
- * One HTTP exchange with the whole response read, for `svc curl`. An https:// URL is SPIFFE mTLS with
+ * One HTTP exchange with the whole response read, for `svc curl` (which may also be told the head and
+ * each piece of the body as they arrive). An https:// URL is SPIFFE mTLS with
  * the SVID of `source`: the server must present an X.509-SVID that chains to the bundle of its own trust
  * domain (no hostname check); its SPIFFE ID is returned. Connection failures are SvcError("network"); a
  * server certificate the TLS layer refuses (expired, another CA) is SvcError("statement"), as one the
@@ -23,6 +24,13 @@ export interface ExchangeRequest {
   maxBodyBytes?: number;
   /** The whole exchange must end within this many milliseconds. */
   deadlineMs?: number;
+  /**
+   * Told the head before any of the body is read (the body waits until the promise settles); a throw ends
+   * the exchange with that error.
+   */
+  onHead?: (head: Omit<ExchangeResponse, "body">) => Promise<void>;
+  /** Each piece of the body as it arrives (it is also in the response's body). */
+  onData?: (chunk: Buffer) => void;
 }
 
 /**
@@ -81,6 +89,27 @@ export function exchange(url: URL, o: ExchangeRequest): Promise<ExchangeResponse
     const req = (tls ? https : http).request(url, options, (res) => {
       const chunks: Buffer[] = [];
       let length = 0;
+      const head = {
+        status: res.statusCode ?? 0,
+        statusText: res.statusMessage ?? "",
+        httpVersion: res.httpVersion,
+        headers: res.headers,
+        rawHeaders: res.rawHeaders,
+        ...(peer ? { peer } : {}),
+      };
+      let failed = false;
+      if (o.onHead) {
+        res.pause();
+        o.onHead(head).then(
+          () => res.resume(),
+          (e) => {
+            failed = true;
+            clearTimeout(deadline);
+            req.destroy();
+            reject(e);
+          },
+        );
+      }
       res.on("data", (c: Buffer) => {
         length += c.length;
         if (o.maxBodyBytes !== undefined && length > o.maxBodyBytes) {
@@ -88,6 +117,7 @@ export function exchange(url: URL, o: ExchangeRequest): Promise<ExchangeResponse
           return;
         }
         chunks.push(c);
+        o.onData?.(c);
       });
       res.on("error", (e) => {
         clearTimeout(deadline);
@@ -95,15 +125,7 @@ export function exchange(url: URL, o: ExchangeRequest): Promise<ExchangeResponse
       });
       res.on("end", () => {
         clearTimeout(deadline);
-        resolve({
-          status: res.statusCode ?? 0,
-          statusText: res.statusMessage ?? "",
-          httpVersion: res.httpVersion,
-          headers: res.headers,
-          rawHeaders: res.rawHeaders,
-          body: new Uint8Array(Buffer.concat(chunks)),
-          ...(peer ? { peer } : {}),
-        });
+        if (!failed) resolve({ ...head, body: new Uint8Array(Buffer.concat(chunks)) });
       });
     });
     req.on("timeout", () => req.destroy(new Error(`no response within ${options.timeout} ms`)));

@@ -38,6 +38,11 @@ export interface ProxyResponse {
   failureCode?: string;
   /** The authenticated upstream workload, when the target was reached over SPIFFE mTLS. */
   upstream?: Upstream;
+  /**
+   * An open-ended stream (server-sent events) that bounds its own pauses: the write timeout, which bounds
+   * an answer from the end of its request, stops once its head is sent.
+   */
+  open?: true;
   /** For a streamed body: registers who receives the target's trailers, if it sends any (HTTP/2). */
   trailers?: (listener: (trailers: OutgoingHttpHeaders) => void) => void;
 }

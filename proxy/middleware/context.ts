@@ -1,6 +1,7 @@
 import type { MiddlewareInput } from "../config/schema.ts";
 import type { ListenerConfig } from "../config/types.ts";
 import type { Middleware } from "../http/types.ts";
+import type { ListenerEvents } from "../listener.ts";
 import type { Notary } from "../notary-service/notary.ts";
 
 /** What a middleware is built with: its listener and, when notary.enable is true, the notary. */
@@ -8,6 +9,8 @@ export interface MiddlewareContext {
   listener: ListenerConfig;
   /** Present when notary.enable is true. */
   notary?: Notary;
+  /** The listener's metrics, when metricsAddr is set. */
+  events?: ListenerEvents;
 }
 
 export type MiddlewareFactory = (options: MiddlewareInput, ctx: MiddlewareContext) => Middleware;

@@ -1,7 +1,8 @@
 /**
  * The notary query routes (docs/notary.md, "Query routes"): GET /.svc/workload/{id}, /.svc/certificate/{id},
- * /.svc/receipt/{id}, and /.svc/receipt/{id}/proof (the receipt's inclusion proof in the notary log, with
- * a signed tree head), answered from the notary database as JSON (docs/notary.md shows the bodies).
+ * /.svc/receipt/{id}, /.svc/receipt/{id}/proof (the receipt's inclusion proof in the notary log, with
+ * a signed tree head), and /.svc/stream/{id} (the receipt of the stream a caller was told the ID of in
+ * Svc-Stream-ID), answered from the notary database as JSON (docs/notary.md shows the bodies).
  * Access is the listener's: whoever passed source.spiffe_ids. Other paths go on.
  */
 import { isSvcError } from "../../lib/errors.ts";
@@ -10,7 +11,7 @@ import { derToPem } from "../../lib/spiffe/cert.ts";
 import { type Middleware, proxyResponse } from "../http/types.ts";
 import type { MiddlewareContext } from "./context.ts";
 
-const ROUTE = /^\/\.svc\/(workload|certificate|receipt)\/([^/?]*)(\/proof)?(\?.*)?$/;
+const ROUTE = /^\/\.svc\/(workload|certificate|receipt|stream)\/([^/?]*)(\/proof)?(\?.*)?$/;
 
 export function notaryQuery(ctx: MiddlewareContext): Middleware {
   return async (req, next) => {
@@ -27,7 +28,7 @@ export function notaryQuery(ctx: MiddlewareContext): Middleware {
     if (proof && kind !== "receipt")
       return proxyResponse(
         404,
-        `notary-query: only receipts have inclusion proofs, not ${kind === "workload" ? "statements" : "certificates"}`,
+        `notary-query: only receipts have inclusion proofs, not ${kind === "workload" ? "statements" : kind === "stream" ? "streams (ask for the proof of the stream's receipt: /.svc/receipt/{id}/proof)" : "certificates"}`,
       );
     if (!isContentId(id))
       return proxyResponse(
@@ -45,7 +46,13 @@ export function notaryQuery(ctx: MiddlewareContext): Middleware {
       req.log.error("notary unavailable", { reason: e.message });
       return proxyResponse(503, `notary-query: unavailable: ${e.message}`);
     }
-    if (!found) return proxyResponse(404, `notary-query: no ${kind} with id ${id}`);
+    if (!found)
+      return proxyResponse(
+        404,
+        kind === "stream"
+          ? `notary-query: no receipt for stream ${id} (a stream's receipt is recorded when the stream ends, at signRequest)`
+          : `notary-query: no ${kind} with id ${id}`,
+      );
     return {
       status: 200,
       headers: { "content-type": "application/json", "cache-control": "no-store" },
@@ -73,7 +80,8 @@ async function lookup(store: Store, kind: string, id: string): Promise<object | 
     const c = await store.certificate(id);
     return c && { id: c.id, spiffeId: c.spiffeId, notAfter: c.notAfter, pem: derToPem(c.der) };
   }
-  const r = await store.receipt(id);
+  const receiptId = kind === "stream" ? await store.streamReceipt(id) : id;
+  const r = receiptId === undefined ? undefined : await store.receipt(receiptId);
   if (!r) return undefined;
   const x = r.exchange;
   const b64 = (b: Uint8Array) => Buffer.from(b).toString("base64");

@@ -5,7 +5,7 @@
  */
 export type FieldModel = true | { [field: string]: FieldModel };
 
-const toolCall: FieldModel = { id: true, type: true, function: { name: true, arguments: true } };
+const toolCall = { id: true, type: true, function: { name: true, arguments: true } } satisfies FieldModel;
 
 const contentPart: FieldModel = {
   type: true,
@@ -55,6 +55,14 @@ export const REQUEST_MODEL: FieldModel = {
   user: true,
 };
 
+const usage: FieldModel = {
+  prompt_tokens: true,
+  completion_tokens: true,
+  total_tokens: true,
+  prompt_tokens_details: true,
+  completion_tokens_details: true,
+};
+
 export const RESPONSE_MODEL: FieldModel = {
   id: true,
   object: true,
@@ -75,14 +83,33 @@ export const RESPONSE_MODEL: FieldModel = {
       audio: true,
     },
   },
-  usage: {
-    prompt_tokens: true,
-    completion_tokens: true,
-    total_tokens: true,
-    prompt_tokens_details: true,
-    completion_tokens_details: true,
-  },
+  usage,
 };
+
+/** One event of a streamed answer (`"stream": true`): a chat.completion.chunk. */
+export const CHUNK_MODEL: FieldModel = {
+  id: true,
+  object: true,
+  created: true,
+  model: true,
+  service_tier: true,
+  system_fingerprint: true,
+  choices: {
+    index: true,
+    finish_reason: true,
+    logprobs: true,
+    delta: {
+      role: true,
+      content: true,
+      refusal: true,
+      tool_calls: { index: true, ...toolCall },
+    },
+  },
+  usage,
+};
+
+/** An error a target sends in the middle of a stream. */
+export const ERROR_MODEL: FieldModel = { error: { message: true, type: true, param: true, code: true } };
 
 /**
  * Arrays nested in arrays are walked with the model of their parent: at this depth (objects and arrays

@@ -2,22 +2,31 @@
  * The chat-completions filter (docs/openai.md): only POST /v1/chat/completions passes
  * (others 403 unless allowUnknown); request bodies up to 1 MiB; fields outside the model removed from
  * request and response; with the notary, successfully parsed 200 JSON responses are notarized at the
- * level the caller asks for in Svc-Notarization-Level.
+ * level the caller asks for in Svc-Notarization-Level. `"stream": true` answers are passed on event by
+ * event and notarized whole (openai-stream.ts).
  */
 import { Readable } from "node:stream";
 import { isSvcError } from "../../lib/errors.ts";
-import { isLevel, LEVEL_HEADER, LEVELS } from "../../lib/notary-objects/levels.ts";
+import { isLevel, LEVEL_HEADER, LEVELS, type Level } from "../../lib/notary-objects/levels.ts";
 import type { MiddlewareInput } from "../config/schema.ts";
 import { readBody } from "../http/full/body.ts";
-import { type Middleware, type ProxyResponse, proxyResponse } from "../http/types.ts";
+import {
+  isBuffered,
+  type Middleware,
+  type ProxyRequest,
+  type ProxyResponse,
+  proxyResponse,
+  type Upstream,
+} from "../http/types.ts";
 import type { Logger } from "../log.ts";
-import { notarizeExchange } from "../notary-service/notarize-exchange.ts";
+import { notarizeExchange, statementHeaders } from "../notary-service/notarize-exchange.ts";
 import type { MiddlewareContext } from "./context.ts";
 import { applyModel, type FieldModel, MAX_DEPTH, REQUEST_MODEL, RESPONSE_MODEL } from "./openai-model.ts";
+import { type StreamNotarization, streamAnswer } from "./openai-stream.ts";
 
 export const PATH = "/v1/chat/completions";
 export const REQUEST_LIMIT = 1024 * 1024;
-/** The whole response is buffered; this bounds the memory one response may take. */
+/** The whole response is buffered; this bounds the memory one response may take, and a stream's length. */
 export const RESPONSE_LIMIT = 64 * 1024 * 1024;
 
 export function openai(
@@ -55,10 +64,10 @@ export function openai(
     if (parsed === null || typeof parsed !== "object" || Array.isArray(parsed))
       return proxyResponse(400, "openai: the request body must be a JSON object");
     const stream = (parsed as { stream?: unknown }).stream;
-    if (stream !== undefined && stream !== false && stream !== null)
+    if (stream !== undefined && stream !== false && stream !== null && stream !== true)
       return proxyResponse(
         400,
-        `openai: streaming responses ("stream": ${JSON.stringify(stream)}) are not supported by this proxy; send "stream": false`,
+        `openai: "stream": ${JSON.stringify(stream)} is not a boolean; send "stream": true for a streamed answer or false`,
       );
     const sent = filtered(parsed, body, REQUEST_MODEL, req.log, "request");
     if (!sent) return proxyResponse(400, `openai: the request body nests deeper than ${MAX_DEPTH} levels`);
@@ -79,6 +88,8 @@ export function openai(
         `openai: the target answered with Content-Encoding ${JSON.stringify(coding)} although identity was asked; the filter reads only uncompressed bodies`,
       );
     }
+    // A streamed request's error answer (JSON, not events) takes the path below, like any other.
+    if (stream === true && res.status === 200) return streamed(req, res, level, body, sent);
     const answer = await readBody(res.body, RESPONSE_LIMIT);
     if (!answer) return proxyResponse(502, `openai: the response is larger than ${RESPONSE_LIMIT} bytes`);
     const out = json(res, answer);
@@ -88,9 +99,7 @@ export function openai(
     const final = whole(res, bytes);
     if (!ctx.notary) return final;
     if (!res.upstream) {
-      req.log.warn(
-        "openai: not notarized: the target is not an authenticated SPIFFE workload (docs/openai.md)",
-      );
+      req.log.warn(NOT_A_WORKLOAD);
       return final;
     }
     try {
@@ -105,21 +114,77 @@ export function openai(
       });
       return { ...final, headers: { ...final.headers, ...headers } };
     } catch (e) {
-      if (!isSvcError(e)) throw e;
-      if (e.code === "notary_unavailable") {
-        req.log.error("notary unavailable", { reason: e.message });
-        return { ...proxyResponse(503, `notary: unavailable: ${e.message}`), failureCode: e.code };
-      }
-      req.log.warn("notary refused the upstream", { upstream: res.upstream.id.uri, reason: e.message });
-      return {
-        ...proxyResponse(
-          502,
-          `notary: no workload statement for ${res.upstream.id.uri}: ${e.message}`,
-          "target-refused",
-        ),
-        failureCode: e.code,
-      };
+      return notaryRefusal(e, req, res.upstream);
     }
+  };
+
+  /** A 200 answer to `"stream": true`: events, passed on as they come (openai-stream.ts). */
+  async function streamed(
+    req: ProxyRequest,
+    res: ProxyResponse,
+    level: Level,
+    body: Uint8Array,
+    sent: Uint8Array,
+  ): Promise<ProxyResponse> {
+    const target = isBuffered(res.body) ? Readable.from([Buffer.from(res.body)]) : res.body;
+    const type = String(res.headers["content-type"] ?? "");
+    if (!/^text\/event-stream\b/i.test(type)) {
+      target.destroy();
+      ctx.events?.chatStream("not_sse");
+      req.log.warn("openai: stream ended", { end: "not_sse", content_type: type });
+      return proxyResponse(
+        502,
+        `openai: the target answered a streamed request ("stream": true) with Content-Type ${JSON.stringify(type)}, not text/event-stream`,
+      );
+    }
+    let notarize: StreamNotarization | undefined;
+    if (ctx.notary && !res.upstream) req.log.warn(NOT_A_WORKLOAD);
+    else if (ctx.notary && res.upstream) {
+      try {
+        const statement = await statementHeaders(ctx.notary, res.upstream, origin);
+        notarize = {
+          notary: ctx.notary,
+          level,
+          origin,
+          statementId: statement.id,
+          headers: statement.headers,
+        };
+      } catch (e) {
+        target.destroy();
+        return notaryRefusal(e, req, res.upstream);
+      }
+    }
+    return streamAnswer({
+      req,
+      res: { ...res, body: target },
+      requestBody: body,
+      forwardedBody: sent,
+      limit: RESPONSE_LIMIT,
+      idleMs: ctx.listener.timeouts.idleMs,
+      events: ctx.events,
+      notarize,
+    });
+  }
+}
+
+const NOT_A_WORKLOAD =
+  "openai: not notarized: the target is not an authenticated SPIFFE workload (docs/openai.md)";
+
+/** The notary made no statement: 503 when it cannot store, else 502 naming the upstream. */
+function notaryRefusal(e: unknown, req: ProxyRequest, upstream: Upstream): ProxyResponse {
+  if (!isSvcError(e)) throw e;
+  if (e.code === "notary_unavailable") {
+    req.log.error("notary unavailable", { reason: e.message });
+    return { ...proxyResponse(503, `notary: unavailable: ${e.message}`), failureCode: e.code };
+  }
+  req.log.warn("notary refused the upstream", { upstream: upstream.id.uri, reason: e.message });
+  return {
+    ...proxyResponse(
+      502,
+      `notary: no workload statement for ${upstream.id.uri}: ${e.message}`,
+      "target-refused",
+    ),
+    failureCode: e.code,
   };
 }
 

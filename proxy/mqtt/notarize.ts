@@ -21,8 +21,9 @@ import type {
   IPublishPacket,
   UserProperties,
 } from "mqtt-packet";
+import { bodyDigest } from "../../lib/notary-objects/ids.ts";
 import { isLevel, LEVELS, type Level } from "../../lib/notary-objects/levels.ts";
-import { bodyDigest, receiptHeaders } from "../../lib/notary-objects/receipt.ts";
+import { receiptHeaders } from "../../lib/notary-objects/receipt.ts";
 import type { Upstream } from "../http/types.ts";
 import type { Logger } from "../log.ts";
 import type { Notary } from "../notary-service/notary.ts";

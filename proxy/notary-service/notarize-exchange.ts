@@ -5,8 +5,10 @@
  * The receipt records the request headers as forwarded to the target and the response headers as passed
  * on to the caller. Throws SvcError("pod_mismatch" | "kube_api" | "notary") when no statement can be made.
  */
+import type { StreamRecord } from "../../lib/notary-objects/chat-stream.ts";
+import { type BodyDigest, bodyDigest } from "../../lib/notary-objects/ids.ts";
 import type { Level } from "../../lib/notary-objects/levels.ts";
-import { bodyDigest, receiptHeaders } from "../../lib/notary-objects/receipt.ts";
+import { receiptHeaders } from "../../lib/notary-objects/receipt.ts";
 import { endToEnd, requestFields } from "../http/headers.ts";
 import type { ProxyRequest, Upstream } from "../http/types.ts";
 import type { Notary } from "./notary.ts";
@@ -23,8 +25,10 @@ export interface BufferedExchange {
   responseHeaders: Record<string, string | string[] | number | undefined>;
   /** The response body as the caller receives it. */
   responseBody: Uint8Array;
-  /** The response body as the upstream sent it, when a middleware changed it. */
-  upstreamBody?: Uint8Array;
+  /** The response body as the upstream sent it (or its digest), when a middleware changed it. */
+  upstreamBody?: Uint8Array | BodyDigest;
+  /** A streamed answer's record (openai-stream.ts). */
+  stream?: StreamRecord;
 }
 
 export async function notarizeExchange(
@@ -34,13 +38,37 @@ export async function notarizeExchange(
   upstream: Upstream,
   x: BufferedExchange,
 ): Promise<Record<string, string>> {
+  const statement = await statementHeaders(notary, upstream, origin);
+  return { ...statement.headers, ...(await recordExchange(notary, level, origin, statement.id, x)) };
+}
+
+/**
+ * The statement about `upstream` and the headers that carry it: what a streamed answer sends before its
+ * first event.
+ */
+export async function statementHeaders(
+  notary: Notary,
+  upstream: Upstream,
+  origin: string,
+): Promise<{ id: string; headers: Record<string, string> }> {
   const statement = await notary.statementFor(upstream, origin);
   const headers: Record<string, string> = { "svc-workload-id": statement.id };
   // A pod's annotations can make a statement larger than HTTP clients read as one header (16 KiB).
   if (statement.jws.length <= STATEMENT_HEADER_LIMIT) headers["svc-workload-statement"] = statement.jws;
+  return { id: statement.id, headers };
+}
+
+/** Records the exchange at `level`; returns the receipt's headers at signRequest. */
+export async function recordExchange(
+  notary: Notary,
+  level: Level,
+  origin: string,
+  statementId: string,
+  x: BufferedExchange,
+): Promise<Record<string, string>> {
   const receipt = await notary.record(
     level,
-    statement.id,
+    statementId,
     origin,
     x.req.id,
     {
@@ -55,15 +83,17 @@ export async function notarizeExchange(
         status: x.status,
         headers: receiptHeaders(endToEnd(x.responseHeaders, false)),
         body: bodyDigest(x.responseBody),
-        ...(x.upstreamBody ? { upstreamBody: bodyDigest(x.upstreamBody) } : {}),
+        ...(x.upstreamBody
+          ? {
+              upstreamBody:
+                x.upstreamBody instanceof Uint8Array ? bodyDigest(x.upstreamBody) : x.upstreamBody,
+            }
+          : {}),
+        ...(x.stream ? { stream: x.stream } : {}),
       },
     },
     // logRequest keeps the bodies as the caller sent and received them, as `body` records them.
     { request: x.requestBody, response: x.responseBody },
   );
-  if (receipt) {
-    headers["svc-receipt-id"] = receipt.id;
-    headers["svc-receipt"] = receipt.jws;
-  }
-  return headers;
+  return receipt ? { "svc-receipt-id": receipt.id, "svc-receipt": receipt.jws } : {};
 }

@@ -247,7 +247,14 @@ export class Notary {
       exchange,
       this.signer(svid),
     );
-    await this.stored("store the receipt", () => this.d.store.logExchange(entry, receipt));
+    const stream = exchange.response.stream;
+    await this.stored("store the receipt", () =>
+      this.d.store.logExchange(entry, {
+        id: receipt.id,
+        jws: receipt.jws,
+        ...(stream ? { streamId: stream.id } : {}),
+      }),
+    );
     this.d.count?.("receipt", "ok");
     return receipt;
   }

@@ -20,6 +20,7 @@ import {
   receiptFromRow,
   recordLeaf,
   type StoredObject,
+  type StoredReceipt,
   statementFromRow,
   type TreeHeadRow,
 } from "./store.ts";
@@ -50,6 +51,8 @@ const MIGRATIONS: string[] = [
    INSERT INTO log_head (id, size, frontier) VALUES (1, 0, ''::bytea);
    CREATE TABLE tree_heads (
      size BIGINT PRIMARY KEY, root BYTEA NOT NULL, jws TEXT NOT NULL, created_at BIGINT NOT NULL);`,
+  // Streamed receipts, found by the Svc-Stream-ID their caller was given (the receipt records it too).
+  "CREATE TABLE receipt_streams (stream_id TEXT PRIMARY KEY, receipt_id TEXT NOT NULL)",
 ];
 
 /** SQLSTATE classes and client codes of failures worth retrying: the connection, not the statement. */
@@ -291,7 +294,7 @@ export class PostgresNotaryStore implements NotaryStore {
     });
   }
 
-  logExchange(x: Exchange, receipt?: { id: string; jws: string }): Promise<number> {
+  logExchange(x: Exchange, receipt?: StoredReceipt): Promise<number> {
     return this.write(async (tx, appendLeaf) => {
       if (receipt) {
         // A retry after a commit whose answer was lost finds the receipt stored: done, nothing twice.
@@ -318,6 +321,8 @@ export class PostgresNotaryStore implements NotaryStore {
           receipt.id,
           recordLeaf("receipt", receipt.id, { jws: receipt.jws }) as Uint8Array,
         );
+        if (receipt.streamId)
+          await tx`INSERT INTO receipt_streams (stream_id, receipt_id) VALUES (${receipt.streamId}, ${receipt.id})`;
       }
       return id;
     });
@@ -345,6 +350,13 @@ export class PostgresNotaryStore implements NotaryStore {
         FROM receipts r JOIN exchanges x ON x.id = r.exchange_id WHERE r.id = ${id}`,
     );
     return r ? receiptFromRow(r) : undefined;
+  }
+
+  async streamReceipt(streamId: string): Promise<string | undefined> {
+    const [r] = await this.read(
+      (sql) => sql`SELECT receipt_id FROM receipt_streams WHERE stream_id = ${streamId}`,
+    );
+    return r ? String(r.receipt_id) : undefined;
   }
 
   async exchanges(requestId: string): Promise<Exchange[]> {

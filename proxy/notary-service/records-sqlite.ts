@@ -20,6 +20,7 @@ import {
   receiptFromRow,
   recordLeaf,
   type StoredObject,
+  type StoredReceipt,
   statementFromRow,
   type TreeHeadRow,
 } from "./store.ts";
@@ -64,6 +65,8 @@ const MIGRATIONS: ((db: Database) => void)[] = [
       .all() as { kind: LeafKind; ref: string }[];
     for (const r of rows) appendLeaf(db, r.kind, r.ref, recordData(db, r.kind, r.ref) as Uint8Array);
   },
+  // Streamed receipts, found by the Svc-Stream-ID their caller was given (the receipt records it too).
+  (db) => db.run("CREATE TABLE receipt_streams (stream_id TEXT PRIMARY KEY, receipt_id TEXT NOT NULL)"),
 ];
 
 /** Appends a record's leaf inside the caller's transaction. */
@@ -207,7 +210,7 @@ export class SqliteNotaryStore implements NotaryStore {
     })();
   }
 
-  async logExchange(x: Exchange, receipt?: { id: string; jws: string }): Promise<number> {
+  async logExchange(x: Exchange, receipt?: StoredReceipt): Promise<number> {
     return this.db.transaction(() => {
       const row = this.db
         .query(
@@ -246,6 +249,10 @@ export class SqliteNotaryStore implements NotaryStore {
           receipt.id,
           recordLeaf("receipt", receipt.id, { jws: receipt.jws }) as Uint8Array,
         );
+        if (receipt.streamId)
+          this.db
+            .query("INSERT INTO receipt_streams (stream_id, receipt_id) VALUES (?, ?)")
+            .run(receipt.streamId, receipt.id);
       }
       return row.id;
     })();
@@ -279,6 +286,13 @@ export class SqliteNotaryStore implements NotaryStore {
       )
       .get(id) as Row | null;
     return r ? receiptFromRow(r) : undefined;
+  }
+
+  async streamReceipt(streamId: string): Promise<string | undefined> {
+    const r = this.db.query("SELECT receipt_id FROM receipt_streams WHERE stream_id = ?").get(streamId) as {
+      receipt_id: string;
+    } | null;
+    return r?.receipt_id;
   }
 
   async exchanges(requestId: string): Promise<Exchange[]> {

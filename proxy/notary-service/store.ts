@@ -27,6 +27,13 @@ export interface StoredObject {
   createdAt: Date;
 }
 
+/** A receipt as logExchange stores it; a streamed one is also found by its stream's ID. */
+export interface StoredReceipt {
+  id: string;
+  jws: string;
+  streamId?: string;
+}
+
 export interface TreeHeadRow {
   size: number;
   root: Hash;
@@ -55,7 +62,9 @@ export interface NotaryStore {
   putCertificate(id: string, der: Uint8Array, spiffeId: string, notAfter: Date): Promise<void>;
   putStatement(id: string, jws: string, subject: string, certificateId: string): Promise<void>;
   /** Records an exchange and, when given, its receipt, in one transaction. Returns the exchange's id. */
-  logExchange(x: Exchange, receipt?: { id: string; jws: string }): Promise<number>;
+  logExchange(x: Exchange, receipt?: StoredReceipt): Promise<number>;
+  /** The ID of the receipt of the stream the caller was told `streamId` (Svc-Stream-ID). */
+  streamReceipt(streamId: string): Promise<string | undefined>;
   statement(id: string): Promise<(StoredObject & { subject: string; certificateId: string }) | undefined>;
   certificate(
     id: string,

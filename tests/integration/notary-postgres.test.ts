@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { rmSync } from "node:fs";
+import { bodyDigest } from "../../lib/notary-objects/ids.ts";
 import { type InclusionProof, verifyReceiptInclusion } from "../../lib/notary-objects/log.ts";
-import { bodyDigest } from "../../lib/notary-objects/receipt.ts";
 import { checkLog } from "../../proxy/notary-service/log-check.ts";
 import { PostgresNotaryStore } from "../../proxy/notary-service/records-postgres.ts";
 import { tempDir } from "../support/dev-api.ts";

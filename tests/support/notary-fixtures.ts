@@ -1,6 +1,7 @@
 import { DevCa } from "../../lib/dev/ca.ts";
+import { bodyDigest } from "../../lib/notary-objects/ids.ts";
 import { svidSigner } from "../../lib/notary-objects/jws.ts";
-import { bodyDigest, signReceipt } from "../../lib/notary-objects/receipt.ts";
+import { signReceipt } from "../../lib/notary-objects/receipt.ts";
 import { BundleSet, X509Bundle } from "../../lib/spiffe/bundle.ts";
 import { parseCert } from "../../lib/spiffe/cert.ts";
 import type { SvidSource } from "../../lib/spiffe/x509-source.ts";

@@ -1,9 +1,9 @@
 import { beforeAll, describe, expect, test } from "bun:test";
 import { DevCa } from "../../lib/dev/ca.ts";
-import { contentId, isContentId } from "../../lib/notary-objects/ids.ts";
+import { bodyDigest, contentId, isContentId } from "../../lib/notary-objects/ids.ts";
 import { type SvidSigner, signJws, svidSigner } from "../../lib/notary-objects/jws.ts";
 import { formatStatement } from "../../lib/notary-objects/print.ts";
-import { bodyDigest, receiptHeaders, signReceipt, verifyReceipt } from "../../lib/notary-objects/receipt.ts";
+import { receiptHeaders, signReceipt, verifyReceipt } from "../../lib/notary-objects/receipt.ts";
 import {
   STATEMENT_TYP,
   signStatement,

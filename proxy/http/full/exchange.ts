@@ -188,6 +188,7 @@ export async function serveExchange(
   // A response made without reading the whole request body (a refusal): the rest is read and dropped,
   // or the caller, still sending, would not see the response on this connection.
   if (!req.complete && !body.destroyed) body.resume();
+  if (response.open) clearTimeout(writeTimer);
   if (!isBuffered(response.body))
     response.body.once("error", () => {
       broken = true;

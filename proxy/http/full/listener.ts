@@ -179,6 +179,7 @@ function fullPath(
   const chain = buildChain(l.middlewares, target.forward, {
     listener: l,
     ...(deps.notary ? { notary: deps.notary } : {}),
+    ...(events ? { events } : {}),
   });
 
   // Bun's node:http has no headersTimeout: a head trickled in a byte at a time is timed here, as the
