@@ -4,8 +4,10 @@
  *
  * - `handshake`: a caller's TLS handshake (server and central listeners), refused under `handshake`;
  * - `read`: an HTTP request, head and body, from its first byte: `408`;
- * - `write`: an HTTP target's answer, from the end of the request: `504`;
- * - `idle`: a kept-alive HTTP connection with no request in flight, closed without an answer.
+ * - `write`: an HTTP target's answer, from the end of the request: `504` (for an open-ended stream, its
+ *   head only: http/types.ts `open`);
+ * - `idle`: a kept-alive HTTP connection with no request in flight, closed without an answer; and a
+ *   pause in a chat-completions stream (middleware/openai-stream.ts).
  *
  * The MQTT publish buffer's `connectMs` and `idleMs` are `read` and `idle`, set by the configuration
  * (proxy/config/rules.ts). TCP and MQTT relays use `handshake` only.

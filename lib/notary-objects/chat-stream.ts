@@ -43,7 +43,10 @@ export class SseReader {
       maxBufferSize: limit,
       onEvent: (e) => {
         if (this.ending) this.cut = true;
-        else on.event(e);
+        // The parser bounds what it holds between feeds; an event that came whole in one piece is
+        // measured here, so that the limit is the same however the bytes were split.
+        else if (e.data.length > limit) this.overflow = true;
+        else if (!this.overflow) on.event(e);
       },
       onComment: (text) => {
         if (this.ending) this.cut = true;

@@ -48,6 +48,19 @@ beforeAll(async () => {
           res.end("a plain answer\n");
           return;
         }
+        if (lastRequest.stream === true) {
+          // A streamed answer: the echo in three chunks, then [DONE].
+          res.writeHead(200, { "content-type": "text/event-stream", ...added });
+          const words = `echo: ${messages.at(-1)?.content}`.split(/(?= )/);
+          for (const [i, content] of words.entries())
+            res.write(
+              `data: ${JSON.stringify({ id: "chatcmpl-s", object: "chat.completion.chunk", created: 1_700_000_000, model: lastRequest.model, choices: [{ index: 0, delta: i === 0 ? { role: "assistant", content } : { content }, finish_reason: null }], internal_trace: "must not leave the proxy" })}\n\n`,
+            );
+          res.end(
+            `data: ${JSON.stringify({ id: "chatcmpl-s", object: "chat.completion.chunk", created: 1_700_000_000, model: lastRequest.model, choices: [{ index: 0, delta: {}, finish_reason: "stop" }] })}\n\ndata: [DONE]\n\n`,
+          );
+          return;
+        }
         res.writeHead(200, { "content-type": "application/json", ...added });
         res.end(
           JSON.stringify({
@@ -167,6 +180,45 @@ describe("notary with the openai middleware", () => {
     expect(lastRequest.model).toBe("test-model");
     expect(response.headers.get("svc-workload-id")).toMatch(/^[A-Za-z0-9_-]{43}$/);
     expect(response.headers.get("svc-receipt-id")).toBeNull();
+  });
+
+  test("a streamed answer (the openai SDK, stream: true) is filtered event by event; its receipt, fetched by Svc-Stream-ID, verifies offline; svc curl -N verifies it too", async () => {
+    const tb = testbed();
+    const client = new OpenAI({
+      baseURL: `http://127.0.0.1:${ports.client}/v1`,
+      apiKey: "sk-test",
+      defaultHeaders: { "svc-notarization-level": "signRequest" },
+    });
+    const { data: stream, response } = await client.chat.completions
+      .create({ model: "test-model", stream: true, messages: [{ role: "user", content: "stream me now" }] })
+      .withResponse();
+    const pieces: string[] = [];
+    for await (const c of stream) {
+      expect((c as unknown as Record<string, unknown>).internal_trace).toBeUndefined();
+      pieces.push(c.choices[0]?.delta.content ?? "");
+    }
+    expect(pieces.join("")).toBe("echo: stream me now");
+    const streamId = response.headers.get("svc-stream-id") as string;
+    const served = await fetch(`http://127.0.0.1:${ports.client}/.svc/stream/${streamId}`);
+    expect(served.status).toBe(200);
+    const file = join(work, "stream-receipt.json");
+    writeFileSync(file, await served.text());
+    const ok = await svc(["notary", "verify", file, "--bundle", tb.spire.bundleFile]);
+    expect(ok.code).toBe(0);
+    expect(ok.stdout).toContain("End: done");
+
+    const live = await svc([
+      "curl",
+      "-N",
+      "-n",
+      "signRequest",
+      "-d",
+      JSON.stringify({ model: "test-model", stream: true, messages: [{ role: "user", content: "live" }] }),
+      `http://127.0.0.1:${ports.client}/v1/chat/completions`,
+    ]);
+    expect(live.code).toBe(0);
+    expect(live.stdout).toContain("data: [DONE]");
+    expect(live.stderr).toMatch(/receipt \S{43} verified/);
   });
 
   test("svc curl verifies the statement: it names the right pod, UID, service account, images, labels", async () => {
@@ -465,19 +517,11 @@ describe("notary with the openai middleware", () => {
     expect(r.stderr).toContain("HTTP error: 502");
   });
 
-  test("openai refuses other paths (403) and streaming (400); svc curl exits 4", async () => {
+  test("openai refuses other paths (403) and a stream value that is not a boolean (400); svc curl exits 4", async () => {
     const other = await svc(["curl", `http://127.0.0.1:${ports.client}/v1/models`]);
     expect(other.code).toBe(4);
     expect(other.stderr).toContain("only POST /v1/chat/completions");
-    const stream = await svc([
-      "curl",
-      "-d",
-      JSON.stringify({ model: "m", messages: [], stream: true }),
-      `http://127.0.0.1:${ports.client}/v1/chat/completions`,
-    ]);
-    expect(stream.code).toBe(4);
-    expect(stream.stderr).toContain("streaming");
-    // A stream value a target might read as true is refused as well.
+    // A stream value a target might read as true is refused: only true asks for a stream.
     for (const value of ["true", 1]) {
       const odd = await fetch(`http://127.0.0.1:${ports.client}/v1/chat/completions`, {
         method: "POST",
@@ -485,7 +529,7 @@ describe("notary with the openai middleware", () => {
         body: JSON.stringify({ model: "m", messages: [], stream: value }),
       });
       expect(odd.status).toBe(400);
-      expect(await odd.text()).toContain(`("stream": ${JSON.stringify(value)}) are not supported`);
+      expect(await odd.text()).toContain(`"stream": ${JSON.stringify(value)} is not a boolean`);
     }
     const big = await fetch(`http://127.0.0.1:${ports.client}/v1/chat/completions`, {
       method: "POST",
