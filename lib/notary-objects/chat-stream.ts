@@ -83,6 +83,7 @@ export class SseReader {
 export function eventText(e: EventSourceMessage): string {
   let s = e.event !== undefined ? `event: ${e.event}\n` : "";
   if (e.id !== undefined) s += `id: ${e.id}\n`;
+  if (!e.data.includes("\n")) return `${s}data: ${e.data}\n\n`;
   for (const line of e.data.split("\n")) s += `data: ${line}\n`;
   return `${s}\n`;
 }

@@ -136,13 +136,19 @@ const TOO_DEEP = Symbol("too deep");
 function walk(value: unknown, model: FieldModel, path: string, removed: string[], depth: number): unknown {
   if (model === true || value === null || typeof value !== "object") return value;
   if (depth >= MAX_DEPTH) throw TOO_DEEP;
-  if (Array.isArray(value)) return value.map((v, i) => walk(v, model, `${path}[${i}]`, removed, depth + 1));
+  // Paths are made only for what is walked or removed: every event of a stream passes here.
+  if (Array.isArray(value))
+    return value.map((v, i) =>
+      v === null || typeof v !== "object" ? v : walk(v, model, `${path}[${i}]`, removed, depth + 1),
+    );
   const out: Record<string, unknown> = {};
-  for (const [k, v] of Object.entries(value)) {
+  const fields = value as Record<string, unknown>;
+  for (const k of Object.keys(fields)) {
     const sub = Object.hasOwn(model, k) ? model[k] : undefined;
-    const at = path ? `${path}.${k}` : k;
-    if (sub === undefined) removed.push(at);
-    else out[k] = walk(v, sub, at, removed, depth + 1);
+    const v = fields[k];
+    if (sub === undefined) removed.push(path ? `${path}.${k}` : k);
+    else if (sub === true || v === null || typeof v !== "object") out[k] = v;
+    else out[k] = walk(v, sub, path ? `${path}.${k}` : k, removed, depth + 1);
   }
   return out;
 }

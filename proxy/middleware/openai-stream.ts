@@ -100,8 +100,15 @@ export function streamAnswer(o: StreamOptions): ProxyResponse {
     },
   });
 
+  // What the events of one piece from the target came to, passed on in one write.
+  let batch = "";
   const write = (text: string) => {
-    const bytes = Buffer.from(text);
+    batch += text;
+  };
+  const flush = () => {
+    if (!batch) return;
+    const bytes = Buffer.from(batch);
+    batch = "";
     sent?.push(bytes);
     if (!out.push(bytes) && !waiting) {
       waiting = true;
@@ -129,6 +136,7 @@ export function streamAnswer(o: StreamOptions): ProxyResponse {
     if (ended) return;
     log.warn("openai: stream ended", { end, reason: message, chunks });
     write(errorEvent(end, message));
+    flush();
     finish(end);
   };
 
@@ -190,6 +198,7 @@ export function streamAnswer(o: StreamOptions): ProxyResponse {
           data: JSON.stringify(kept?.error !== undefined ? kept : { error: kept }),
         }),
       );
+      flush();
       return finish("target_error");
     }
     const removed: string[] = [];
@@ -238,6 +247,7 @@ export function streamAnswer(o: StreamOptions): ProxyResponse {
         `the stream is larger than ${o.limit} bytes (the openai middleware's response bound)`,
       );
     if (!reader.feed(chunk)) fail("too_large", reader.overLimit);
+    flush();
   };
   const callerGone = () => {
     log.debug("openai: stream ended", { end: "caller_gone", chunks });

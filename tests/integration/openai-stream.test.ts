@@ -108,6 +108,18 @@ const target = createServer((req, res) => {
       case "error":
         send('data: {"error": {"message": "overloaded", "type": "server_error", "internal": "x"}}\n\n');
         return;
+      case "flood": {
+        // 64 KiB events as fast as the proxy takes them, up to 48 MiB (under the 64 MiB bound).
+        const big = `data: ${chunk({ content: "y".repeat(64 * 1024) })}\n\n`;
+        res.on("close", () => seen.push("target: flood closed"));
+        for (let sent = 0; sent < 48 * 1024 * 1024 && !res.destroyed; sent += big.length)
+          if (!res.write(big)) await new Promise((r) => res.once("drain", r).once("close", r));
+        if (!res.destroyed) {
+          seen.push("target: flood sent whole");
+          res.end();
+        }
+        return;
+      }
       case "hold":
         // Stalls (or waits for its caller to leave) after the first events.
         seen.push("target: holding");
@@ -389,6 +401,57 @@ describe("targets that misbehave end that stream, with an error event, a log lin
     expect(r.got).toEqual(["", "one", " two"]);
     expect(r.error?.message).toContain("the target sent nothing for 1000 ms (timeouts.idle)");
     await waitForLog(proxy, "openai: stream ended", 10_000, { end: "stalled" });
+  });
+
+  test("a caller that reads nothing for timeouts.idle has its answer cut off and the target's released", async () => {
+    seen.length = 0;
+    const { connect } = await import("node:net");
+    const sock = connect(ports.short, "127.0.0.1");
+    await new Promise((r) => sock.once("connect", r));
+    const request = JSON.stringify({
+      model: "m",
+      stream: true,
+      messages: [{ role: "user", content: "flood" }],
+    });
+    sock.write(
+      `POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: ${request.length}\r\n\r\n${request}`,
+    );
+    sock.pause();
+    const line = await waitForLog(proxy, "openai: stream ended", 30_000, {
+      end: "stalled",
+      reason: "the caller read nothing for 1000 ms (timeouts.idle)",
+    });
+    expect(line.level).toBe("warn");
+    await waitUntil("the target's answer released", () => seen.includes("target: flood closed"), 10_000);
+    expect(seen).not.toContain("target: flood sent whole");
+    sock.destroy();
+  });
+
+  test("logRequest keeps the stream as the caller received it, without a Svc-Stream-ID", async () => {
+    newGate();
+    release();
+    const { data: stream, response } = await client(ports.client, "logRequest")
+      .chat.completions.create(
+        { model: "m", stream: true, messages: [{ role: "user", content: "count" }] },
+        { headers: { "x-request-id": "stream-log-1" } },
+      )
+      .withResponse();
+    for await (const _ of stream);
+    expect(response.headers.get("svc-stream-id")).toBeNull();
+    expect(response.headers.get("svc-workload-id")).toBeTruthy();
+    const d = new Database(db, { readonly: true });
+    const row = d
+      .query("SELECT level, response_body FROM exchanges WHERE request_id = ?")
+      .get("stream-log-1") as {
+      level: string;
+      response_body: Uint8Array;
+    };
+    d.close();
+    expect(row.level).toBe("logRequest");
+    const body = new TextDecoder().decode(row.response_body);
+    expect(body).toContain('"content":" three"');
+    expect(body).not.toContain("internal_trace");
+    expect(body.endsWith("data: [DONE]\n\n")).toBe(true);
   });
 
   test("a target that answers a streamed request with JSON: 502, and the listener goes on serving", async () => {
