@@ -282,6 +282,13 @@ export default defineCommand({
               (id) => fetchObject(`/.svc/stream/${id}`, "receipt"),
             );
             if (!a.silent) say("svc curl", "success", `receipt ${n.receipt.id} verified`);
+            const end = n.receipt.claims.svc.response.stream?.end;
+            if (end && end !== "done" && end !== "closed")
+              say(
+                "svc curl",
+                "warn",
+                `the stream ended early (${end}); the receipt records the answer as far as it came`,
+              );
           }
         }
       } catch (e) {

@@ -28,7 +28,8 @@ export interface SseHandlers {
  * event or unfinished line.
  */
 export class SseReader {
-  private readonly decoder = new TextDecoder();
+  // The parser strips a leading byte-order mark itself; the decoder must not strip another.
+  private readonly decoder = new TextDecoder("utf-8", { ignoreBOM: true });
   private readonly parser;
   private overflow = false;
   /** While end() flushes: an event or comment dispatched then was cut off by the end of the stream. */
@@ -79,16 +80,43 @@ export class SseReader {
   }
 }
 
-/** An event as the proxy writes it: one `data:` line per line of data, then a blank line. */
-export function eventText(e: EventSourceMessage): string {
-  let s = e.event !== undefined ? `event: ${e.event}\n` : "";
-  if (e.id !== undefined) s += `id: ${e.id}\n`;
-  if (!e.data.includes("\n")) return `${s}data: ${e.data}\n\n`;
-  for (const line of e.data.split("\n")) s += `data: ${line}\n`;
-  return `${s}\n`;
+/**
+ * An event as the proxy writes it: its type when it has one, one `data:` line per line of data, then a
+ * blank line. The data's U+0085, U+2028 and U+2029, which some clients split lines at, are written as JSON
+ * escapes: in JSON text they can only stand inside strings, where the escape means the same character.
+ */
+export function eventText(e: { data: string; event?: string }): string {
+  const s = e.event !== undefined ? `event: ${e.event}\n` : "";
+  const data = SPLITTERS.test(e.data) ? e.data.replace(SPLITTERS_ALL, escapeChar) : e.data;
+  if (!data.includes("\n")) return `${s}data: ${data}\n\n`;
+  return `${s}${data
+    .split("\n")
+    .map((line) => `data: ${line}\n`)
+    .join("")}\n`;
 }
 
-export const commentText = (text: string) => `: ${text}\n\n`;
+const SPLITTERS = /[\u0085\u2028\u2029]/;
+const SPLITTERS_ALL = /[\u0085\u2028\u2029]/g;
+const escapeChar = (c: string) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`;
+
+/** A comment (a keep-alive) as the proxy writes it: printable ASCII only. */
+export const commentText = (text: string) => `: ${text.replace(/[^\x20-\x7e]/g, "")}\n\n`;
+
+/** Objects and arrays nested this deep are refused: JSON.stringify, which digests use, exhausts the stack far below what JSON.parse reads. */
+export const MAX_NESTING = 64;
+
+/** Whether `value` nests objects and arrays MAX_NESTING deep or more (checked without recursion). */
+function nestsTooDeep(value: unknown): boolean {
+  const stack: [unknown, number][] = [[value, 0]];
+  for (let top = stack.pop(); top; top = stack.pop()) {
+    const [v, depth] = top;
+    if (v === null || typeof v !== "object") continue;
+    if (depth >= MAX_NESTING) return true;
+    for (const child of Object.values(v))
+      if (child !== null && typeof child === "object") stack.push([child, depth + 1]);
+  }
+  return false;
+}
 
 type Json = Record<string, unknown>;
 const isObject = (v: unknown): v is Json => v !== null && typeof v === "object" && !Array.isArray(v);
@@ -106,6 +134,7 @@ const optional = (v: unknown, type: "string" | "object" | "array") =>
  */
 export function chunkProblem(chunk: unknown): string | undefined {
   if (!isObject(chunk)) return "not a JSON object";
+  if (nestsTooDeep(chunk)) return `it nests ${MAX_NESTING} levels deep or more`;
   if (!Array.isArray(chunk.choices)) return "no choices array";
   if (!optional(chunk.usage, "object")) return "usage is not an object";
   for (const [i, c] of chunk.choices.entries()) {
@@ -135,7 +164,7 @@ export function chunkProblem(chunk: unknown): string | undefined {
 interface ToolCall {
   id?: string;
   type?: string;
-  name: string[];
+  name: string;
   arguments: string[];
 }
 
@@ -145,25 +174,28 @@ interface Choice {
   refusal?: string[];
   tools: Map<number, ToolCall>;
   finish: string | null;
-  logprobs?: { content: unknown[]; refusal: unknown[] };
 }
 
+/** The fields of a chunk that carry over to the message; a later chunk's value replaces an earlier one's. */
+const HEAD_FIELDS = ["id", "created", "model", "system_fingerprint", "service_tier"] as const;
+
 /**
- * The chat.completion a stream's chunks stand for, as OpenAI's SDK assembles one: the first chunk's id,
- * created and model; per choice the role, the content, refusal and each tool call's name and arguments
- * joined in order, the last finish_reason, the log probabilities joined; the last usage.
+ * The chat.completion a stream's chunks stand for, by the rules OpenAI's SDK assembles one with: the
+ * last id, created, model, system_fingerprint and service_tier; per choice the last role, the content
+ * and refusal joined in order, each tool call's last id, type and name and its arguments joined, the
+ * last finish_reason; the last usage. Log probabilities are left out (they are in the body the receipt
+ * digests): kept whole, a stream of them would hold many times its own size in memory.
  */
 export class ChatAssembler {
   private readonly choices = new Map<number, Choice>();
-  private head: Json = {};
+  private readonly head: Json = {};
   private usage: unknown;
   chunks = 0;
 
   /** Takes a chunk that chunkProblem() found nothing wrong with. */
   add(chunk: Json): void {
     this.chunks++;
-    for (const f of ["id", "created", "model", "system_fingerprint", "service_tier"])
-      if (chunk[f] !== undefined && this.head[f] === undefined) this.head[f] = chunk[f];
+    for (const f of HEAD_FIELDS) if (chunk[f] !== undefined && chunk[f] !== null) this.head[f] = chunk[f];
     if (isObject(chunk.usage)) this.usage = chunk.usage;
     for (const c of chunk.choices as Json[]) {
       const index = c.index as number;
@@ -173,35 +205,28 @@ export class ChatAssembler {
         this.choices.set(index, choice);
       }
       const d = c.delta as Json;
-      if (typeof d.role === "string") choice.role = d.role;
+      if (typeof d.role === "string" && d.role) choice.role = d.role;
       if (typeof d.content === "string") {
         choice.content ??= [];
         choice.content.push(d.content);
       }
-      if (typeof d.refusal === "string") {
+      if (typeof d.refusal === "string" && d.refusal) {
         choice.refusal ??= [];
         choice.refusal.push(d.refusal);
       }
       for (const t of (d.tool_calls as Json[] | null) ?? []) {
         let call = choice.tools.get(t.index as number);
         if (!call) {
-          call = { name: [], arguments: [] };
+          call = { name: "", arguments: [] };
           choice.tools.set(t.index as number, call);
         }
-        if (typeof t.id === "string") call.id = t.id;
-        if (typeof t.type === "string") call.type = t.type;
+        if (typeof t.id === "string" && t.id) call.id = t.id;
+        if (typeof t.type === "string" && t.type) call.type = t.type;
         const fn = (t.function ?? {}) as Json;
-        if (typeof fn.name === "string") call.name.push(fn.name);
+        if (typeof fn.name === "string" && fn.name) call.name = fn.name;
         if (typeof fn.arguments === "string") call.arguments.push(fn.arguments);
       }
-      if (typeof c.finish_reason === "string") choice.finish = c.finish_reason;
-      if (isObject(c.logprobs)) {
-        choice.logprobs ??= { content: [], refusal: [] };
-        for (const k of ["content", "refusal"] as const) {
-          const part = c.logprobs[k];
-          if (Array.isArray(part)) choice.logprobs[k].push(...part);
-        }
-      }
+      if (typeof c.finish_reason === "string" && c.finish_reason) choice.finish = c.finish_reason;
     }
   }
 
@@ -223,13 +248,12 @@ export class ChatAssembler {
                   .map(([, t]) => ({
                     ...(t.id !== undefined ? { id: t.id } : {}),
                     type: t.type ?? "function",
-                    function: { name: t.name.join(""), arguments: t.arguments.join("") },
+                    function: { name: t.name, arguments: t.arguments.join("") },
                   })),
               }
             : {}),
         },
         finish_reason: c.finish,
-        ...(c.logprobs ? { logprobs: c.logprobs } : {}),
       })),
       ...(this.usage !== undefined ? { usage: this.usage } : {}),
     };
@@ -255,26 +279,33 @@ export interface StreamRecord {
 
 /**
  * Reads a streamed response body as the caller received it and assembles its chunks as the proxy did;
- * throws SvcError("receipt") when the count or the assembled message differ from `record`. The proxy's
- * own error events and `[DONE]` are not chunks; comments are not events.
+ * throws SvcError("receipt") when the count or the assembled message differ from `record`, or when the
+ * body has what the proxy never passes on (an event with a type, one after `[DONE]`). The proxy's own
+ * error events and `[DONE]` are not chunks; comments are not events.
  */
 export function checkStreamedBody(body: Uint8Array, record: StreamRecord): void {
   const bad = (why: string) => new SvcError("receipt", `receipt verification failed: ${why}`);
   const assembler = new ChatAssembler();
   let problem: string | undefined;
+  let done = false;
   const reader = new SseReader({
     event(e) {
-      if (problem || e.data === DONE || e.event === "error") return;
+      if (problem || e.event === "error") return;
+      const n = assembler.chunks + 1;
+      if (done) problem = `the response has an event after ${DONE}`;
+      else if (e.data === DONE) done = true;
+      else if (e.event !== undefined && e.event !== "message")
+        problem = `event ${n} of the response has the type ${JSON.stringify(e.event)}`;
+      if (problem || done) return;
       let chunk: unknown;
       try {
         chunk = JSON.parse(e.data);
       } catch {
-        problem = `event ${assembler.chunks + 1} of the response is not JSON`;
+        problem = `event ${n} of the response is not JSON`;
         return;
       }
       problem = chunkProblem(chunk);
-      if (problem)
-        problem = `event ${assembler.chunks + 1} of the response is not a chat-completion chunk: ${problem}`;
+      if (problem) problem = `event ${n} of the response is not a chat-completion chunk: ${problem}`;
       else assembler.add(chunk as Json);
     },
   });

@@ -1,11 +1,11 @@
 /**
  * A streamed chat completion through the openai middleware (docs/openai.md, "Streaming"): the target's
  * server-sent events reach the caller one by one as they arrive, each chunk filtered to CHUNK_MODEL and
- * checked; `[DONE]`, comments and keep-alives pass. A fault (an event that is no chunk, one over
- * EVENT_LIMIT, a stream over RESPONSE_LIMIT, a target that breaks off or sends nothing for timeouts.idle)
- * ends the stream with an error event, a log line and a metric. With the notary at logRequest or
- * signRequest, the exchange is recorded once the stream ends, before its last byte is sent, so that a
- * caller who saw the end finds the receipt (docs/notary.md, "Streamed receipts").
+ * checked; `[DONE]` ends the stream; comments and keep-alives pass. A fault (an event that is no chunk,
+ * one over EVENT_LIMIT, a stream over RESPONSE_LIMIT, a target that breaks off or sends nothing for
+ * timeouts.idle) ends the stream with an error event, a log line and a metric. With the notary at
+ * logRequest or signRequest, the exchange is recorded once the stream ends, before its last byte is
+ * sent, so that a caller who saw the end finds the receipt (docs/notary.md, "Streamed receipts").
  */
 import { createHash, randomBytes } from "node:crypto";
 import { Readable } from "node:stream";
@@ -16,11 +16,11 @@ import {
   chunkProblem,
   commentText,
   DONE,
+  EVENT_LIMIT,
   eventText,
   SseReader,
   type StreamRecord,
 } from "../../lib/notary-objects/chat-stream.ts";
-import type { BodyDigest } from "../../lib/notary-objects/ids.ts";
 import { type Level, STREAM_HEADER } from "../../lib/notary-objects/levels.ts";
 import type { ProxyRequest, ProxyResponse } from "../http/types.ts";
 import type { ListenerEvents } from "../listener.ts";
@@ -56,9 +56,9 @@ export interface StreamOptions {
   /** The request body as the caller sent it, and as forwarded when the filter changed it. */
   requestBody: Uint8Array;
   forwardedBody: Uint8Array;
-  /** The bound on the bytes the target may send in all. */
+  /** The bound on the bytes the target may send, and on those the caller is sent, in all. */
   limit: number;
-  /** timeouts.idle: the longest the target may send nothing. */
+  /** timeouts.idle: the longest the target may send nothing, or the caller read nothing. */
   idleMs: number;
   events: ListenerEvents | undefined;
   notarize: StreamNotarization | undefined;
@@ -72,15 +72,16 @@ export function streamAnswer(o: StreamOptions): ProxyResponse {
   // The exchange is kept whole only for the notary's record (logRequest stores bodies); a receipt also
   // needs the chunks assembled. Without either, memory is one event at most.
   const recording = notarize && notarize.level !== "workload" ? notarize : undefined;
-  const signing = recording?.level === "signRequest";
-  const streamId = signing ? randomBytes(32).toString("base64url") : undefined;
-  const assembler = signing ? new ChatAssembler() : undefined;
-  const sent: Buffer[] | undefined = recording ? [] : undefined;
+  const streamId = recording?.level === "signRequest" ? randomBytes(32).toString("base64url") : undefined;
+  let assembler = streamId ? new ChatAssembler() : undefined;
+  let sent: Buffer[] | undefined = recording ? [] : undefined;
   const upstream = recording ? createHash("sha256") : undefined;
   let upstreamLength = 0;
+  let sentLength = 0;
   let chunks = 0;
   let sawDone = false;
   let ended: StreamEnd | undefined;
+  /** Bounds a pause: of the target while the stream runs, of the caller's reading until its end is read. */
   let idle: ReturnType<typeof setTimeout> | undefined;
 
   const headers = {
@@ -93,12 +94,15 @@ export function streamAnswer(o: StreamOptions): ProxyResponse {
   let waiting = false;
   const out = new Readable({
     read: () => {
-      if (!waiting || ended) return;
+      // Each read is progress: the caller's pause is timed from it.
+      if (ended || waiting) armIdle();
+      if (!waiting) return;
       waiting = false;
-      armIdle();
-      target.resume();
+      if (!ended) target.resume();
     },
   });
+  out.once("end", () => clearTimeout(idle));
+  out.once("close", () => clearTimeout(idle));
 
   // What the events of one piece from the target came to, passed on in one write.
   let batch = "";
@@ -109,25 +113,37 @@ export function streamAnswer(o: StreamOptions): ProxyResponse {
     if (!batch) return;
     const bytes = Buffer.from(batch);
     batch = "";
+    sentLength += bytes.length;
     sent?.push(bytes);
-    if (!out.push(bytes) && !waiting) {
-      waiting = true;
-      target.pause();
-    }
+    if (!out.push(bytes)) waiting = true;
+    if (waiting && !ended) target.pause();
   };
 
-  /** Ends the stream: records the exchange when the notary asks for it, then sends the end. */
+  /**
+   * Ends the stream: stops reading the target, records the exchange when the notary asks for it, then
+   * sends the end. From then on the caller has timeouts.idle to read what is left.
+   */
   const finish = (end: StreamEnd) => {
     if (ended) return;
     ended = end;
     clearTimeout(idle);
     target.removeListener("data", received);
-    if (!target.readableEnded) target.destroy();
     req.signal.removeEventListener("abort", callerGone);
-    const record = recording ? notarized(end) : Promise.resolve();
-    void record.then(() => {
+    if (!target.readableEnded) {
+      // After [DONE] the rest of the target's answer is read and dropped, so that its connection can
+      // serve again; a target that does not end within timeouts.idle loses it.
+      if (end === "done") {
+        const drop = setTimeout(() => target.destroy(), o.idleMs);
+        target.once("end", () => clearTimeout(drop)).once("close", () => clearTimeout(drop));
+        target.resume();
+      } else target.destroy();
+    }
+    void (recording ? notarized(end) : Promise.resolve()).finally(() => {
       o.events?.chatStream(ended as StreamEnd);
+      sent = undefined;
+      assembler = undefined;
       out.push(null);
+      if (!out.readableEnded && !out.destroyed) armIdle();
     });
   };
 
@@ -135,29 +151,25 @@ export function streamAnswer(o: StreamOptions): ProxyResponse {
   const fail = (end: StreamEnd, message: string) => {
     if (ended) return;
     log.warn("openai: stream ended", { end, reason: message, chunks });
-    write(errorEvent(end, message));
+    batch += errorEvent(end, message);
     flush();
     finish(end);
   };
 
+  /** Never throws: a record that cannot be made is logged and told to a caller still there. */
   const notarized = async (end: StreamEnd) => {
     const r = recording as StreamNotarization;
-    const responseBody = Buffer.concat(sent as Buffer[]);
-    const stream: StreamRecord | undefined =
-      assembler && streamId ? { id: streamId, chunks, end, message: assembler.digest() } : undefined;
-    const upstreamBody: BodyDigest = {
-      length: upstreamLength,
-      sha256: (upstream as ReturnType<typeof createHash>).digest("hex"),
-    };
     try {
+      const stream: StreamRecord | undefined =
+        assembler && streamId ? { id: streamId, chunks, end, message: assembler.digest() } : undefined;
       await recordExchange(r.notary, r.level, r.origin, r.statementId, {
         req,
         requestBody: o.requestBody,
         ...(o.forwardedBody !== o.requestBody ? { forwardedBody: o.forwardedBody } : {}),
         status: 200,
         responseHeaders: headers,
-        responseBody,
-        upstreamBody,
+        responseBody: Buffer.concat(sent ?? []),
+        upstreamBody: { length: upstreamLength, sha256: upstream?.digest("hex") ?? "" },
         ...(stream ? { stream } : {}),
       });
     } catch (e) {
@@ -174,80 +186,101 @@ export function streamAnswer(o: StreamOptions): ProxyResponse {
     }
   };
 
+  /** One event: passed on, filtered and checked; the end at [DONE], a fault, or the target's error. */
   const onEvent = (e: EventSourceMessage) => {
-    if (ended) return;
+    if (ended || sawDone) return;
     if (e.data === DONE) {
       sawDone = true;
-      write(eventText(e));
+      write(eventText({ data: DONE }));
       return;
     }
+    const n = chunks + 1;
     let value: unknown;
     try {
       value = JSON.parse(e.data);
     } catch {
-      return fail("invalid_event", `event ${chunks + 1} from the target is not JSON`);
+      return fail("invalid_event", `event ${n} from the target is not JSON`);
     }
     const object = value !== null && typeof value === "object" && !Array.isArray(value);
     if (e.event === "error" || (object && (value as { error?: unknown }).error !== undefined)) {
       // The target's own error: passed on as an error event, its message kept, then the end.
-      const kept = applyModel(value, ERROR_MODEL) as { error?: unknown };
+      const kept = applyModel(value, ERROR_MODEL) as { error?: unknown } | undefined;
       log.warn("openai: stream ended", { end: "target_error", chunks });
-      write(
-        eventText({
-          event: "error",
-          data: JSON.stringify(kept?.error !== undefined ? kept : { error: kept }),
-        }),
-      );
+      batch += eventText({
+        event: "error",
+        data: JSON.stringify(kept?.error !== undefined ? kept : { error: {} }),
+      });
       flush();
       return finish("target_error");
     }
+    // A chat-completion stream's events have no type: one with a type is read differently by each client.
+    if (e.event !== undefined && e.event !== "message")
+      return fail("invalid_event", `event ${n} from the target has the type ${JSON.stringify(e.event)}`);
     const removed: string[] = [];
     const chunk = applyModel(value, CHUNK_MODEL, removed);
     const problem = chunk === undefined ? "it nests too deep" : chunkProblem(chunk);
     if (problem)
-      return fail(
-        "invalid_event",
-        `event ${chunks + 1} from the target is not a chat-completion chunk: ${problem}`,
-      );
+      return fail("invalid_event", `event ${n} from the target is not a chat-completion chunk: ${problem}`);
     if (removed.length) log.debug("openai: chunk fields removed", { fields: removed });
-    chunks++;
+    // A filtered chunk is written anew; JSON.stringify can write a number longer than it came.
+    const text = eventText({ data: removed.length ? JSON.stringify(chunk) : e.data });
+    if (text.length > EVENT_LIMIT)
+      return fail("too_large", `event ${n} is larger than ${EVENT_LIMIT} characters once filtered`);
+    chunks = n;
     assembler?.add(chunk as Record<string, unknown>);
-    write(eventText({ ...e, data: removed.length ? JSON.stringify(chunk) : e.data }));
+    write(text);
   };
 
   const reader = new SseReader({
-    event: onEvent,
-    comment: (text) => {
-      if (!ended) write(commentText(text));
+    event: (e) => {
+      try {
+        onEvent(e);
+      } catch (err) {
+        // JSON.stringify of what JSON.parse read can still fail (nesting deep inside a field kept whole).
+        fail(
+          "invalid_event",
+          `event ${chunks + 1} from the target could not be read: ${(err as Error).message}`,
+        );
+      }
     },
-    retry: (ms) => {
-      if (!ended) write(`retry: ${ms}\n\n`);
+    comment: (text) => {
+      if (!ended && !sawDone) write(commentText(text));
     },
   });
 
-  const armIdle = () => {
+  function armIdle() {
     clearTimeout(idle);
     idle = setTimeout(() => {
-      if (!waiting) return fail("stalled", `the target sent nothing for ${o.idleMs} ms (timeouts.idle)`);
+      if (!waiting && !ended)
+        return fail("stalled", `the target sent nothing for ${o.idleMs} ms (timeouts.idle)`);
       // A caller that reads nothing cannot be sent an error event: its answer is cut off.
       const reason = `the caller read nothing for ${o.idleMs} ms (timeouts.idle)`;
-      log.warn("openai: stream ended", { end: "stalled", reason, chunks });
-      finish("stalled");
+      if (ended) log.warn("openai: answer cut off", { reason, end: ended });
+      else {
+        log.warn("openai: stream ended", { end: "stalled", reason, chunks });
+        finish("stalled");
+      }
       out.destroy(new Error(reason));
     }, o.idleMs);
-  };
-  const received = (chunk: Buffer) => {
+  }
+  const received = (piece: Buffer) => {
     if (ended) return;
     armIdle();
-    upstreamLength += chunk.length;
-    upstream?.update(chunk);
+    upstreamLength += piece.length;
+    upstream?.update(piece);
     if (upstreamLength > o.limit)
+      return fail("too_large", `the target sent more than ${o.limit} bytes (the openai middleware's bound)`);
+    if (!reader.feed(piece)) return fail("too_large", reader.overLimit);
+    if (sentLength + batch.length > o.limit)
       return fail(
         "too_large",
-        `the stream is larger than ${o.limit} bytes (the openai middleware's response bound)`,
+        `the stream came to more than ${o.limit} bytes (the openai middleware's bound)`,
       );
-    if (!reader.feed(chunk)) fail("too_large", reader.overLimit);
     flush();
+    if (sawDone) {
+      log.debug("openai: stream ended", { end: "done", chunks });
+      finish("done");
+    }
   };
   const callerGone = () => {
     log.debug("openai: stream ended", { end: "caller_gone", chunks });
@@ -258,11 +291,16 @@ export function streamAnswer(o: StreamOptions): ProxyResponse {
   target.once("end", () => {
     if (ended) return;
     if (reader.end()) return fail("target_failed", "the target's stream stopped in the middle of an event");
-    log.debug("openai: stream ended", { end: sawDone ? "done" : "closed", chunks });
-    finish(sawDone ? "done" : "closed");
+    flush();
+    log.debug("openai: stream ended", { end: "closed", chunks });
+    finish("closed");
   });
   // `on`, not `once`: a destroyed target may report more than one error, and each is this stream's.
   target.on("error", (e) => fail("target_failed", `the target's stream broke off: ${e.message}`));
+  // A stream closed without its end (its connection reset, or closed before this listener was added).
+  target.once("close", () => fail("target_failed", "the target's stream was closed before its end"));
+  if (target.destroyed)
+    queueMicrotask(() => fail("target_failed", "the target's stream was closed before its end"));
   if (req.signal.aborted) queueMicrotask(callerGone);
   else req.signal.addEventListener("abort", callerGone, { once: true });
   armIdle();

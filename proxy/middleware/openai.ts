@@ -138,6 +138,9 @@ export function openai(
       );
     }
     let notarize: StreamNotarization | undefined;
+    // A target that fails while the statement is made is found destroyed by streamAnswer.
+    const meanwhile = () => {};
+    target.on("error", meanwhile);
     if (ctx.notary && !res.upstream) req.log.warn(NOT_A_WORKLOAD);
     else if (ctx.notary && res.upstream) {
       try {
@@ -154,6 +157,7 @@ export function openai(
         return notaryRefusal(e, req, res.upstream);
       }
     }
+    target.removeListener("error", meanwhile);
     return streamAnswer({
       req,
       res: { ...res, body: target },

@@ -120,6 +120,24 @@ const target = createServer((req, res) => {
         }
         return;
       }
+      case "deep":
+        // Nesting that JSON.parse reads and JSON.stringify cannot write, in a field the model keeps whole.
+        send(
+          `data: ${chunk({}, { choices: [{ index: 0, delta: {}, logprobs: JSON.parse("[".repeat(20_000) + "]".repeat(20_000)) }] })}\n\n`,
+        );
+        return;
+      case "typed":
+        send(`event: thread.message\ndata: ${chunk({ content: " hidden" })}\n\n`);
+        return;
+      case "reset":
+        res.socket?.destroy();
+        return;
+      case "after-done":
+        // [DONE], then more, and the answer held open: the stream ends at [DONE].
+        send("data: [DONE]\n\n");
+        send(`data: ${chunk({ content: " after" })}\n\n`);
+        seen.push("target: holding after [DONE]");
+        return;
       case "hold":
         // Stalls (or waits for its caller to leave) after the first events.
         seen.push("target: holding");
@@ -384,6 +402,9 @@ describe("targets that misbehave end that stream, with an error event, a log lin
     ["huge", "too_large", "an event is larger than 1048576 characters"],
     ["cut", "target_failed", "the target's stream stopped in the middle of an event"],
     ["error", "target_error", "overloaded"],
+    ["deep", "invalid_event", "event 4 from the target is not a chat-completion chunk: it nests"],
+    ["typed", "invalid_event", 'event 4 from the target has the type "thread.message"'],
+    ["reset", "target_failed", "the target's stream"],
   ] as const)
     test(`${scenario}: ${end}`, async () => {
       const r = await failure(ports.client, scenario);
@@ -395,6 +416,19 @@ describe("targets that misbehave end that stream, with an error event, a log lin
       await waitForLog(proxy, "openai: stream ended", 10_000, { end });
       expect(await metric(end)).toBeGreaterThan(0);
     });
+
+  test("the stream ends at [DONE]: what the target sends after it is not passed on, and the caller is not held", async () => {
+    seen.length = 0;
+    const r = await fetch(`http://127.0.0.1:${ports.client}/v1/chat/completions`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ model: "m", stream: true, messages: [{ role: "user", content: "after-done" }] }),
+    });
+    const text = await r.text();
+    expect(text.endsWith("data: [DONE]\n\n")).toBe(true);
+    expect(text).not.toContain("after");
+    expect(seen).toContain("target: holding after [DONE]");
+  });
 
   test("a target that goes quiet for timeouts.idle: stalled", async () => {
     const r = await failure(ports.short, "hold");

@@ -4,6 +4,7 @@ import {
   ChatAssembler,
   checkStreamedBody,
   chunkProblem,
+  commentText,
   eventText,
   SseReader,
 } from "../../lib/notary-objects/chat-stream.ts";
@@ -50,9 +51,22 @@ describe("SseReader: the SSE specification's reading", () => {
   });
 
   test("eventText writes what reads back as the same event; a newline in data cannot start a new field", () => {
-    const e = { data: "line 1\nevent: forged\n\ndata: [DONE]", event: "message", id: "1" };
+    const e = { data: "line 1\nevent: forged\n\ndata: [DONE]", event: "message" };
     const { events } = read(enc(eventText(e)));
-    expect(events).toEqual([e]);
+    expect(events).toEqual([{ ...e, id: undefined }]);
+  });
+
+  test("characters some clients split lines at are written as JSON escapes, which mean the same in JSON", () => {
+    const data = JSON.stringify({ content: "a\u2028b\u0085c\u2029d" });
+    const text = eventText({ data });
+    expect(text).not.toMatch(/[\u0085\u2028\u2029]/);
+    expect(JSON.parse(text.slice("data: ".length).trim())).toEqual(JSON.parse(data));
+    expect(commentText("ping\u2028data: forged\r")).toBe(": pingdata: forged\n\n");
+  });
+
+  test("one byte-order mark at the start is skipped, as the specification says; a second is part of the line", () => {
+    expect(read(enc("\uFEFFdata: x\n\n")).events.map((e) => e.data)).toEqual(["x"]);
+    expect(read(enc("\uFEFF\uFEFFdata: x\n\n")).events).toEqual([]);
   });
 
   test("a stream that stops in the middle of an event, or of a line, is told apart from one that ends between events", () => {
@@ -126,6 +140,11 @@ describe("chunkProblem: what a chat-completion chunk must be", () => {
     ],
     ["usage a string", chunk([], { usage: "lots" }), "usage is not an object"],
     ["finish_reason a number", chunk([{ index: 0, delta: {}, finish_reason: 1 }]), "finish_reason"],
+    [
+      "nesting 64 deep in a field kept whole",
+      chunk([{ index: 0, delta: {}, logprobs: JSON.parse(`${"[".repeat(64)}${"]".repeat(64)}`) }]),
+      "nests 64 levels deep",
+    ],
   ] as const)
     test(`refused: ${what}`, () => {
       expect(chunkProblem(value)).toContain(problem);
@@ -142,7 +161,7 @@ describe("chunkProblem: what a chat-completion chunk must be", () => {
 });
 
 describe("ChatAssembler: the message a stream's chunks stand for", () => {
-  test("choices interleaved, tool calls in pieces, logprobs and usage, as OpenAI's SDK assembles them", () => {
+  test("choices interleaved, tool calls in pieces and usage, by the rules of OpenAI's SDK; log probabilities left out", () => {
     const a = new ChatAssembler();
     const add = (c: object) => {
       expect(chunkProblem(c)).toBeUndefined();
@@ -172,6 +191,7 @@ describe("ChatAssembler: the message a stream's chunks stand for", () => {
     );
     add(chunk([], { usage: { total_tokens: 9 } }));
     expect(a.chunks).toBe(8);
+    // A later chunk's id replaces an earlier one's (the last chunks say "c" again).
     expect(a.message()).toEqual({
       id: "c",
       created: 1,
@@ -183,7 +203,6 @@ describe("ChatAssembler: the message a stream's chunks stand for", () => {
           index: 0,
           message: { role: "assistant", content: "Aa" },
           finish_reason: "stop",
-          logprobs: { content: [{ t: 1 }, { t: 2 }], refusal: [] },
         },
         {
           index: 1,
@@ -221,6 +240,15 @@ describe("checkStreamedBody: a streamed receipt against the body the caller rece
     expect(() => checkStreamedBody(enc(body), record)).not.toThrow();
     const withError = `${body}event: error\ndata: {"error":{"message":"svc-proxy: x"}}\n\n`;
     expect(() => checkStreamedBody(enc(withError), record)).not.toThrow();
+  });
+
+  test("what the proxy never passes on fails: an event after [DONE], an event with a type", () => {
+    expect(() => checkStreamedBody(enc(`${body}data: {"choices":[]}\n\n`), record)).toThrow(
+      "the response has an event after [DONE]",
+    );
+    expect(() => checkStreamedBody(enc(`event: thread.message\n${body}`), record)).toThrow(
+      'event 1 of the response has the type "thread.message"',
+    );
   });
 
   test("a changed, missing or added chunk, or an event that is not one, fails naming what differs", () => {
