@@ -63,17 +63,22 @@ const usage: FieldModel = {
   completion_tokens_details: true,
 };
 
-export const RESPONSE_MODEL: FieldModel = {
+/** What a whole answer and each chunk of a streamed one share. */
+const completion = {
   id: true,
   object: true,
   created: true,
   model: true,
   service_tier: true,
   system_fingerprint: true,
+  usage,
+} satisfies FieldModel;
+const choice = { index: true, finish_reason: true, logprobs: true } satisfies FieldModel;
+
+export const RESPONSE_MODEL: FieldModel = {
+  ...completion,
   choices: {
-    index: true,
-    finish_reason: true,
-    logprobs: true,
+    ...choice,
     message: {
       role: true,
       content: true,
@@ -83,21 +88,13 @@ export const RESPONSE_MODEL: FieldModel = {
       audio: true,
     },
   },
-  usage,
 };
 
 /** One event of a streamed answer (`"stream": true`): a chat.completion.chunk. */
 export const CHUNK_MODEL: FieldModel = {
-  id: true,
-  object: true,
-  created: true,
-  model: true,
-  service_tier: true,
-  system_fingerprint: true,
+  ...completion,
   choices: {
-    index: true,
-    finish_reason: true,
-    logprobs: true,
+    ...choice,
     delta: {
       role: true,
       content: true,
@@ -105,7 +102,6 @@ export const CHUNK_MODEL: FieldModel = {
       tool_calls: { index: true, ...toolCall },
     },
   },
-  usage,
 };
 
 /** An error a target sends in the middle of a stream. */

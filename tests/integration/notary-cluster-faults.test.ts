@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { rmSync } from "node:fs";
 import { join } from "node:path";
-import { onlyProd, prodId, startDevApi, tempDir } from "../support/dev-api.ts";
+import { onlyProd, prodId, tempDir, webAndPodApis } from "../support/dev-api.ts";
 import { writeKubeconfig } from "../support/kubeconfig.ts";
 import { freePort } from "../support/net.ts";
 import { BUN, runToEnd, stopAll } from "../support/proc.ts";
@@ -50,16 +50,7 @@ let clientPort = 0;
 let serverPort = 0;
 
 beforeAll(async () => {
-  await startDevApi({
-    socketPath: join(dir, "web.sock"),
-    spiffeIds: [prodId("web")],
-    caDir: join(dir, "ca"),
-  });
-  const llmApi = await startDevApi({
-    socketPath: join(dir, "llm.sock"),
-    spiffeIds: [llmId],
-    caDir: join(dir, "ca"),
-  });
+  const { pod: llmApi } = await webAndPodApis(dir, llmId);
   [clientPort, serverPort] = await Promise.all([freePort(), freePort()]);
   await startSvcProxy({
     spiffe: { workload_socket_path: llmApi.socket },

@@ -4,7 +4,7 @@ import { rmSync, writeFileSync } from "node:fs";
 import { createServer, type ServerResponse } from "node:http";
 import { join } from "node:path";
 import OpenAI, { APIError } from "openai";
-import { onlyProd, prodId, startDevApi, tempDir } from "../support/dev-api.ts";
+import { onlyProd, prodId, tempDir, webAndPodApis } from "../support/dev-api.ts";
 import { writeKubeconfig } from "../support/kubeconfig.ts";
 import { metricValue } from "../support/metrics.ts";
 import { freePort } from "../support/net.ts";
@@ -154,16 +154,7 @@ const socket = `unix://${join(dir, "web.sock")}`;
 beforeAll(async () => {
   await new Promise<void>((r) => target.listen(0, "127.0.0.1", () => r()));
   const targetPort = (target.address() as { port: number }).port;
-  await startDevApi({
-    socketPath: join(dir, "web.sock"),
-    spiffeIds: [prodId("web")],
-    caDir: join(dir, "ca"),
-  });
-  const llmApi = await startDevApi({
-    socketPath: join(dir, "llm.sock"),
-    spiffeIds: [llmId],
-    caDir: join(dir, "ca"),
-  });
+  const { pod: llmApi } = await webAndPodApis(dir, llmId);
   for (const k of Object.keys(ports)) ports[k as keyof typeof ports] = await freePort();
   await startSvcProxy({
     spiffe: { workload_socket_path: llmApi.socket },

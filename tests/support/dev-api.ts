@@ -41,6 +41,24 @@ export async function startDevApi(o: {
   return { proc, socket: `unix://${o.socketPath}` };
 }
 
+/**
+ * The notary tests' two workloads, one CA in `dir`/ca: a caller, prodId("web") at `dir`/web.sock, and a
+ * pod workload (an ID of the pod form, which the notary states) at `dir`/llm.sock.
+ */
+export async function webAndPodApis(dir: string, podId: string): Promise<{ web: DevApi; pod: DevApi }> {
+  const web = await startDevApi({
+    socketPath: join(dir, "web.sock"),
+    spiffeIds: [prodId("web")],
+    caDir: join(dir, "ca"),
+  });
+  const pod = await startDevApi({
+    socketPath: join(dir, "llm.sock"),
+    spiffeIds: [podId],
+    caDir: join(dir, "ca"),
+  });
+  return { web, pod };
+}
+
 /** The integration tests' workloads: service accounts of namespace prod in trust domain example.org. */
 export const prodId = (sa: string) => `spiffe://example.org/ns/prod/sa/${sa}`;
 /** The peer pattern that admits exactly prodId(sa). */
