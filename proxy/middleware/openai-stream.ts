@@ -4,7 +4,7 @@
  * checked; `[DONE]` ends the stream; comments and keep-alives pass. A fault (an event that is no chunk,
  * one over EVENT_LIMIT, a stream over RESPONSE_LIMIT, a target that breaks off or sends nothing for
  * timeouts.idle) ends the stream with an error event, a log line and a metric. With the notary at
- * logRequest or signRequest, the exchange is recorded once the stream ends, before its last byte is
+ * logRequest or signRequest, the exchange is recorded once the stream ends, before its closing event is
  * sent, so that a caller who saw the end finds the receipt (docs/notary.md, "Streamed receipts").
  */
 import { createHash, randomBytes } from "node:crypto";
@@ -120,11 +120,16 @@ export function streamAnswer(o: StreamOptions): ProxyResponse {
   };
 
   /**
-   * Ends the stream: stops reading the target, records the exchange when the notary asks for it, then
-   * sends the end. From then on the caller has timeouts.idle to read what is left.
+   * Ends the stream: stops reading the target, records the exchange when the notary asks for it (with
+   * `last`, the closing event: [DONE] or an error), then sends `last` and the end. Clients stop reading
+   * at the closing event, so it waits for the record: a caller that saw it finds the receipt. From then
+   * on the caller has timeouts.idle to read what is left.
    */
-  const finish = (end: StreamEnd) => {
+  const finish = (end: StreamEnd, last = "") => {
     if (ended) return;
+    flush();
+    const closing = last ? Buffer.from(last) : undefined;
+    if (closing) sent?.push(closing);
     ended = end;
     clearTimeout(idle);
     target.removeListener("data", received);
@@ -138,10 +143,13 @@ export function streamAnswer(o: StreamOptions): ProxyResponse {
         target.resume();
       } else target.destroy();
     }
-    void (recording ? notarized(end) : Promise.resolve()).finally(() => {
+    void (recording ? notarized(end) : Promise.resolve(undefined)).then((refused) => {
       o.events?.chatStream(ended as StreamEnd);
       sent = undefined;
       assembler = undefined;
+      // A stream the notary could not record closes by saying so instead.
+      const told = refused === undefined ? closing : Buffer.from(errorEvent("notary_unavailable", refused));
+      if (told && end !== "caller_gone") out.push(told);
       out.push(null);
       if (!out.readableEnded && !out.destroyed) armIdle();
     });
@@ -151,13 +159,11 @@ export function streamAnswer(o: StreamOptions): ProxyResponse {
   const fail = (end: StreamEnd, message: string) => {
     if (ended) return;
     log.warn("openai: stream ended", { end, reason: message, chunks });
-    batch += errorEvent(end, message);
-    flush();
-    finish(end);
+    finish(end, errorEvent(end, message));
   };
 
-  /** Never throws: a record that cannot be made is logged and told to a caller still there. */
-  const notarized = async (end: StreamEnd) => {
+  /** Records the stream; never throws: a record that cannot be made is logged, and the caller told why. */
+  const notarized = async (end: StreamEnd): Promise<string | undefined> => {
     const r = recording as StreamNotarization;
     try {
       const stream: StreamRecord | undefined =
@@ -172,17 +178,12 @@ export function streamAnswer(o: StreamOptions): ProxyResponse {
         upstreamBody: { length: upstreamLength, sha256: upstream?.digest("hex") ?? "" },
         ...(stream ? { stream } : {}),
       });
+      return undefined;
     } catch (e) {
       const reason = isSvcError(e) ? e.message : `the notary failed: ${(e as Error).message}`;
       log.error("notary unavailable", { reason });
       ended = "notary_unavailable";
-      // The caller is still there to be told that this stream has no record.
-      if (end !== "caller_gone")
-        out.push(
-          Buffer.from(
-            errorEvent("notary_unavailable", `notary: unavailable: ${reason}; this stream was not recorded`),
-          ),
-        );
+      return `notary: unavailable: ${reason}; this stream was not recorded`;
     }
   };
 
@@ -191,7 +192,6 @@ export function streamAnswer(o: StreamOptions): ProxyResponse {
     if (ended || sawDone) return;
     if (e.data === DONE) {
       sawDone = true;
-      write(eventText({ data: DONE }));
       return;
     }
     const n = chunks + 1;
@@ -206,12 +206,10 @@ export function streamAnswer(o: StreamOptions): ProxyResponse {
       // The target's own error: passed on as an error event, its message kept, then the end.
       const kept = applyModel(value, ERROR_MODEL) as { error?: unknown } | undefined;
       log.warn("openai: stream ended", { end: "target_error", chunks });
-      batch += eventText({
-        event: "error",
-        data: JSON.stringify(kept?.error !== undefined ? kept : { error: {} }),
-      });
-      flush();
-      return finish("target_error");
+      return finish(
+        "target_error",
+        eventText({ event: "error", data: JSON.stringify(kept?.error !== undefined ? kept : { error: {} }) }),
+      );
     }
     // A chat-completion stream's events have no type: one with a type is read differently by each client.
     if (e.event !== undefined && e.event !== "message")
@@ -276,11 +274,10 @@ export function streamAnswer(o: StreamOptions): ProxyResponse {
         "too_large",
         `the stream came to more than ${o.limit} bytes (the openai middleware's bound)`,
       );
-    flush();
     if (sawDone) {
       log.debug("openai: stream ended", { end: "done", chunks });
-      finish("done");
-    }
+      finish("done", eventText({ data: DONE }));
+    } else flush();
   };
   const callerGone = () => {
     log.debug("openai: stream ended", { end: "caller_gone", chunks });
@@ -291,7 +288,6 @@ export function streamAnswer(o: StreamOptions): ProxyResponse {
   target.once("end", () => {
     if (ended) return;
     if (reader.end()) return fail("target_failed", "the target's stream stopped in the middle of an event");
-    flush();
     log.debug("openai: stream ended", { end: "closed", chunks });
     finish("closed");
   });

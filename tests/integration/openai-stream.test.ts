@@ -260,8 +260,15 @@ describe("streamed chat completions through the openai middleware", () => {
     const saved = await streamReceipt(streamId);
     const file = join(dir, "receipt.json");
     writeFileSync(file, JSON.stringify(saved));
-    const ok = await svc(["notary", "verify", file, "--bundle", bundle]);
-    expect(ok.err).toContain("verified: signature and chain, the request body, the response body");
+    // Its inclusion proof, from the receipt's ID, places it in the notary log.
+    const proof = await fetch(`http://127.0.0.1:${ports.client}/.svc/receipt/${saved.id}/proof`);
+    expect(proof.status).toBe(200);
+    const proofFile = join(dir, "proof.json");
+    writeFileSync(proofFile, await proof.text());
+    const ok = await svc(["notary", "verify", file, "--bundle", bundle, "--proof", proofFile]);
+    expect(ok.err).toContain(
+      "verified: signature and chain, the request body, the response body, its place in the notary log",
+    );
     expect(ok.code).toBe(0);
     expect(ok.out).toContain("End: done");
     expect(ok.out).toContain("Chunks: 6");
@@ -304,6 +311,7 @@ describe("streamed chat completions through the openai middleware", () => {
       "-N",
       "-n",
       "signRequest",
+      "--print-receipt",
       "--spiffe-socket-path",
       socket,
       "-d",
@@ -313,6 +321,9 @@ describe("streamed chat completions through the openai middleware", () => {
     const ok = await svc(args);
     expect(ok.err).toContain("verified");
     expect(ok.code).toBe(0);
+    // The receipt is printed after the stream, with its stream.
+    expect(ok.out.indexOf("data: [DONE]")).toBeLessThan(ok.out.indexOf("Receipt "));
+    expect(ok.out).toContain("End: done");
     expect(ok.out).toContain('"content":" three"');
     expect(ok.out).toContain("data: [DONE]");
     expect(ok.err).toMatch(/receipt \S{43} verified/);
