@@ -157,6 +157,84 @@ export function verifyInclusion(
   return sn === 0 && equalHashes(r, root);
 }
 
+/** The root of the tree of the first `size` leaves, from stored complete subtrees. */
+export function rootAt(read: NodeReader, size: number): Promise<Hash> {
+  return size === 0 ? Promise.resolve(EMPTY_ROOT) : subtree(read, 0, size);
+}
+
+/**
+ * The consistency proof between the trees of the first `from` and the first `to` leaves (RFC 9162
+ * 2.1.4.1, SUBPROOF written as a loop): the subtrees that, with the older root, make the newer one.
+ * Empty when `from` is 0 (every tree extends the empty one) or equals `to`.
+ */
+export async function consistencyPath(read: NodeReader, from: number, to: number): Promise<Hash[]> {
+  if (!Number.isSafeInteger(from) || !Number.isSafeInteger(to) || from < 0 || from > to)
+    throw new RangeError(`no consistency proof from a tree of ${from} leaves to one of ${to}`);
+  if (from === 0 || from === to) return [];
+  // SUBPROOF(m, D[start:end], whole): each step down adds one subtree, after those of the steps below.
+  const outer: [number, number][] = [];
+  let m = from;
+  let start = 0;
+  let end = to;
+  let whole = true;
+  while (m < end - start) {
+    const k = split(end - start);
+    if (m <= k) {
+      outer.push([start + k, end]);
+      end = start + k;
+    } else {
+      outer.push([start, start + k]);
+      m -= k;
+      start += k;
+      whole = false;
+    }
+  }
+  const path: Hash[] = whole ? [] : [await subtree(read, start, end)];
+  for (const [a, b] of outer.reverse()) path.push(await subtree(read, a, b));
+  return path;
+}
+
+/**
+ * RFC 9162 2.1.4.2: does `path` prove that the tree of `from` leaves with root `fromRoot` is the first
+ * part of the tree of `to` leaves with root `toRoot`? From 0, only an empty path does; from `to`, only an
+ * empty path and equal roots.
+ */
+export function verifyConsistency(
+  from: number,
+  to: number,
+  path: readonly Hash[],
+  fromRoot: Hash,
+  toRoot: Hash,
+): boolean {
+  if (!Number.isSafeInteger(from) || !Number.isSafeInteger(to) || from < 0 || from > to) return false;
+  if (from === 0) return path.length === 0;
+  if (from === to) return path.length === 0 && equalHashes(fromRoot, toRoot);
+  if (path.length === 0 || path.some((p) => p.length !== 32)) return false;
+  const nodes = isPowerOfTwo(from) ? [fromRoot, ...path] : path;
+  let fn = from - 1;
+  let sn = to - 1;
+  while (fn % 2 === 1) {
+    fn = Math.floor(fn / 2);
+    sn = Math.floor(sn / 2);
+  }
+  let fr = nodes[0] as Hash;
+  let sr = fr;
+  for (const c of nodes.slice(1)) {
+    if (sn === 0) return false;
+    if (fn % 2 === 1 || fn === sn) {
+      fr = nodeHash(c, fr);
+      sr = nodeHash(c, sr);
+      while (fn % 2 === 0 && fn !== 0) {
+        fn = Math.floor(fn / 2);
+        sn = Math.floor(sn / 2);
+      }
+    } else sr = nodeHash(sr, c);
+    fn = Math.floor(fn / 2);
+    sn = Math.floor(sn / 2);
+  }
+  return sn === 0 && equalHashes(fr, fromRoot) && equalHashes(sr, toRoot);
+}
+
 /** A right edge as bytes for the database: per subtree, its level (one byte) and its hash. */
 export function encodeFrontier(frontier: Frontier): Uint8Array {
   const out = new Uint8Array(frontier.length * 33);

@@ -3,6 +3,7 @@ import { createHash } from "node:crypto";
 import fc from "fast-check";
 import {
   append,
+  consistencyPath,
   EMPTY_ROOT,
   type Frontier,
   frontierFits,
@@ -10,8 +11,10 @@ import {
   inclusionPath,
   leafHash,
   nodeHash,
+  rootAt,
   rootOf,
   type StoredNode,
+  verifyConsistency,
   verifyInclusion,
 } from "../../lib/notary-objects/merkle.ts";
 
@@ -145,6 +148,94 @@ describe("the notary log's Merkle tree", () => {
         },
       ),
       { numRuns: 400, seed: 7 },
+    );
+  });
+});
+
+/** RFC 9162 2.1.4.1's SUBPROOF, written out over the records: the reference for consistency proofs. */
+function subproof(m: number, leaves: Uint8Array[], whole: boolean): Uint8Array[] {
+  const n = leaves.length;
+  if (m === n) return whole ? [] : [mth(leaves)];
+  let k = 1;
+  while (k * 2 < n) k *= 2;
+  if (m <= k) return [...subproof(m, leaves.slice(0, k), whole), mth(leaves.slice(k))];
+  return [...subproof(m - k, leaves.slice(k), false), mth(leaves.slice(0, k))];
+}
+
+describe("consistency proofs (RFC 9162 2.1.4)", () => {
+  const N = 64;
+  const { read, roots } = build(300);
+  const records = Array.from({ length: 300 }, (_, i) => data(i));
+
+  test("between every pair of sizes up to 64: the path is the RFC's SUBPROOF, and it verifies", async () => {
+    for (let to = 0; to <= N; to++) {
+      expect(await rootAt(read, to)).toEqual(roots[to] as Hash);
+      for (let from = 0; from <= to; from++) {
+        const path = await consistencyPath(read, from, to);
+        const want = from === 0 ? [] : subproof(from, records.slice(0, to), true);
+        expect(path).toEqual(want);
+        expect(verifyConsistency(from, to, path, roots[from] as Hash, roots[to] as Hash)).toBe(true);
+      }
+    }
+  });
+
+  test("between every pair up to 64, a proof that is not exactly right is refused", async () => {
+    const flip = (h: Hash, at: number) => h.map((b, j) => (j === at ? b ^ 1 : b));
+    for (let to = 1; to <= N; to++)
+      for (let from = 1; from < to; from++) {
+        const path = await consistencyPath(read, from, to);
+        const [a, b] = [roots[from] as Hash, roots[to] as Hash];
+        for (let i = 0; i < path.length; i++) {
+          const changed = path.map((p, k) => (k === i ? flip(p, (from + i) % 32) : p));
+          expect(verifyConsistency(from, to, changed, a, b)).toBe(false);
+        }
+        expect(verifyConsistency(from, to, path.slice(1), a, b)).toBe(false);
+        expect(verifyConsistency(from, to, path.slice(0, -1), a, b)).toBe(false);
+        expect(verifyConsistency(from, to, [...path, roots[1] as Hash], a, b)).toBe(false);
+        expect(verifyConsistency(from, to, [], a, b)).toBe(false);
+        expect(verifyConsistency(from, to, path, flip(a, 0), b)).toBe(false);
+        expect(verifyConsistency(from, to, path, a, flip(b, 31))).toBe(false);
+        // The same path read as another pair of sizes, or with the roots of another pair.
+        if (from > 1) expect(verifyConsistency(from - 1, to, path, roots[from - 1] as Hash, b)).toBe(false);
+        if (to < N) expect(verifyConsistency(from, to + 1, path, a, roots[to + 1] as Hash)).toBe(false);
+        expect(verifyConsistency(to, from, path, b, a)).toBe(false);
+        expect(verifyConsistency(from, to, [...path.slice(0, -1), new Uint8Array(31)], a, b)).toBe(false);
+      }
+    // Equal sizes: only the empty path and equal roots; from 0: only the empty path.
+    expect(verifyConsistency(5, 5, [], roots[5] as Hash, roots[5] as Hash)).toBe(true);
+    expect(verifyConsistency(5, 5, [], roots[5] as Hash, roots[6] as Hash)).toBe(false);
+    expect(verifyConsistency(5, 5, [roots[1] as Hash], roots[5] as Hash, roots[5] as Hash)).toBe(false);
+    expect(verifyConsistency(0, 9, [], EMPTY_ROOT, roots[9] as Hash)).toBe(true);
+    expect(verifyConsistency(0, 9, [roots[1] as Hash], EMPTY_ROOT, roots[9] as Hash)).toBe(false);
+    for (const [from, to] of [
+      [-1, 3],
+      [3, 2],
+      [1.5, 3],
+      [1, Number.MAX_SAFE_INTEGER + 2],
+      [Number.NaN, 3],
+    ])
+      expect(verifyConsistency(from as number, to as number, [], EMPTY_ROOT, EMPTY_ROOT)).toBe(false);
+    await expect(consistencyPath(read, 4, 3)).rejects.toThrow("no consistency proof");
+  });
+
+  test("property: random pairs of sizes up to 300 against the reference, and a forked tree is refused", async () => {
+    // The fork: the same first records but record `at` changed, so that every tree over it differs.
+    await fc.assert(
+      fc.asyncProperty(fc.integer({ min: 1, max: 300 }), fc.nat(), fc.nat(), async (to, f, at) => {
+        const from = 1 + (f % to);
+        const path = await consistencyPath(read, from, to);
+        expect(path).toEqual(subproof(from, records.slice(0, to), true));
+        expect(verifyConsistency(from, to, path, roots[from] as Hash, roots[to] as Hash)).toBe(true);
+        const forked = records.slice(0, to).map((r, i) => (i === at % to ? data(-1) : r));
+        const forkedTo = mth(forked);
+        const forkedFrom = mth(forked.slice(0, from));
+        // A proof of the honest log does not tie its old root to the forked log's new one, nor the
+        // forked log's old root (when the change is in it) to the honest new one.
+        expect(verifyConsistency(from, to, path, roots[from] as Hash, forkedTo)).toBe(false);
+        if (at % to < from)
+          expect(verifyConsistency(from, to, path, forkedFrom, roots[to] as Hash)).toBe(false);
+      }),
+      { numRuns: 300, seed: 11 },
     );
   });
 });
