@@ -27,6 +27,16 @@ const verifyArgs = {
     type: "string",
     description: "Instead of FILE, check a whole notary log: an SQLite file or a postgres:// URL",
   },
+  consistency: {
+    type: "string",
+    description:
+      "Instead of FILE, a consistency proof (GET /.svc/log/consistency?from=N): checks that the log of N leaves is the first part of the later one",
+  },
+  "tree-head": {
+    type: "string",
+    description:
+      "With --consistency: a tree head you kept (its JWS, an inclusion proof, or an earlier consistency proof); the proof must start or end at it",
+  },
   output: { type: "string", alias: "o", description: "Output format: json" },
 } as const;
 
@@ -86,6 +96,25 @@ const verify = defineCommand({
       }
     };
     const { loadBundleFile } = await import("../../lib/spiffe/bundle-file.ts");
+    if (a["tree-head"] !== undefined && a.consistency === undefined)
+      throw new SvcError(
+        "usage",
+        "--tree-head goes with --consistency: it is the tree head the proof must start or end at",
+      );
+    if (a.consistency !== undefined) {
+      if (a.file || a.proof || a.database !== undefined)
+        throw new SvcError(
+          "usage",
+          "--consistency checks a consistency proof: give it without FILE, --proof and --database",
+        );
+      const { checkConsistency } = await import("./notary-consistency.ts");
+      return checkConsistency(
+        read(a.consistency, "--consistency").toString("utf8"),
+        a["tree-head"] === undefined ? undefined : read(a["tree-head"], "--tree-head").toString("utf8"),
+        loadBundleFile(a.bundle),
+        a.output === "json",
+      );
+    }
     if (a.database !== undefined) {
       if (a.file || a.proof)
         throw new SvcError("usage", "--database checks a whole log: give it without FILE and --proof");

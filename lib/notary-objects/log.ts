@@ -9,7 +9,7 @@ import * as v from "valibot";
 import { SvcError } from "../errors.ts";
 import type { BundleSource } from "../spiffe/bundle.ts";
 import { type SvidSigner, signJws, type VerifiedJws, verifyJws } from "./jws.ts";
-import { type Hash, leafHash, verifyInclusion } from "./merkle.ts";
+import { EMPTY_ROOT, type Hash, leafHash, verifyConsistency, verifyInclusion } from "./merkle.ts";
 
 export type LeafKind = "certificate" | "statement" | "exchange" | "receipt";
 
@@ -45,12 +45,9 @@ const TREE_HEAD_CLAIMS = v.object({
 
 export const b64u = (h: Uint8Array) => Buffer.from(h).toString("base64url");
 
-function fromB64u(s: unknown, what: string): Hash {
+function fromB64u(s: unknown, what: string, proof = "inclusion proof"): Hash {
   if (typeof s !== "string" || !/^[A-Za-z0-9_-]{43}$/.test(s))
-    throw new SvcError(
-      "receipt",
-      `inclusion proof verification failed: ${what} is not a base64url SHA-256 hash`,
-    );
+    throw new SvcError("receipt", `${proof} verification failed: ${what} is not a base64url SHA-256 hash`);
   return new Uint8Array(Buffer.from(s, "base64url"));
 }
 
@@ -143,4 +140,55 @@ export async function verifyReceiptInclusion(
       `the receipt is not leaf ${proof.leafIndex} of the tree of ${head.claims.size} leaves the tree head signs (the log or the receipt was changed)`,
     );
   return head;
+}
+
+/** What `GET /.svc/log/consistency?from=N&to=M` answers, and what `svc notary verify --consistency` reads. */
+export interface ConsistencyProof {
+  fromSize: number;
+  toSize: number;
+  /** RFC 9162 2.1.4 consistency path, base64url. */
+  path: string[];
+  /** Signed tree heads of the two sizes (none for 0 leaves). */
+  from?: string;
+  to: string;
+}
+
+/**
+ * Checks that the log the `from` tree head signs is the first part of the one the `to` tree head signs,
+ * both signed by one notary. Throws SvcError("receipt") naming what does not hold: a log that was cut
+ * and grown again, or two logs under one name, fails here.
+ */
+export async function verifyConsistencyProof(
+  proof: ConsistencyProof,
+  bundles: BundleSource,
+): Promise<{ from?: VerifiedJws<TreeHeadClaims>; to: VerifiedJws<TreeHeadClaims> }> {
+  const bad = (why: string) => new SvcError("receipt", `consistency proof verification failed: ${why}`);
+  if (!proof || typeof proof !== "object") throw bad("the proof is not a JSON object");
+  const { fromSize, toSize } = proof;
+  if (!Number.isSafeInteger(fromSize) || !Number.isSafeInteger(toSize) || fromSize < 0 || fromSize > toSize)
+    throw bad(
+      `fromSize ${JSON.stringify(fromSize)} and toSize ${JSON.stringify(toSize)} are not sizes with fromSize ≤ toSize`,
+    );
+  if (!Array.isArray(proof.path)) throw bad("path is not a list of hashes");
+  if (typeof proof.to !== "string") throw bad("the tree head `to` is missing");
+  if (fromSize > 0 && typeof proof.from !== "string") throw bad("the tree head `from` is missing");
+  const to = await verifyTreeHead(proof.to, bundles);
+  if (to.claims.size !== toSize)
+    throw bad(`the tree head \`to\` has ${to.claims.size} leaves, not ${toSize}`);
+  let from: VerifiedJws<TreeHeadClaims> | undefined;
+  if (fromSize > 0) {
+    from = await verifyTreeHead(proof.from as string, bundles);
+    if (from.claims.size !== fromSize)
+      throw bad(`the tree head \`from\` has ${from.claims.size} leaves, not ${fromSize}`);
+    if (from.issuer.uri !== to.issuer.uri)
+      throw bad(`the tree heads are signed by ${from.issuer.uri} and ${to.issuer.uri}, not by one notary`);
+  }
+  const path = proof.path.map((p, i) => fromB64u(p, `path[${i}]`, "consistency proof"));
+  const fromRoot = from ? fromB64u(from.claims.root, "the root of `from`", "consistency proof") : EMPTY_ROOT;
+  const toRoot = fromB64u(to.claims.root, "the root of `to`", "consistency proof");
+  if (!verifyConsistency(fromSize, toSize, path, fromRoot, toRoot))
+    throw bad(
+      `the log of ${fromSize} leaves is not the first part of the log of ${toSize} leaves the tree heads sign (a cut or forked log, or a changed proof)`,
+    );
+  return { ...(from ? { from } : {}), to };
 }

@@ -2,21 +2,27 @@
  * The notary query routes (docs/notary.md, "Query routes"): GET /.svc/workload/{id}, /.svc/certificate/{id},
  * /.svc/receipt/{id}, /.svc/receipt/{id}/proof (the receipt's inclusion proof in the notary log, with
  * a signed tree head), and /.svc/stream/{id} (the receipt of the stream a caller was told the ID of in
- * Svc-Stream-ID), answered from the notary database as JSON (docs/notary.md shows the bodies).
+ * Svc-Stream-ID), and /.svc/log/consistency?from=N&to=M (the log's consistency proof between two sizes,
+ * with a signed tree head of each), answered from the notary database as JSON (docs/notary.md shows the
+ * bodies).
  * Access is the listener's: whoever passed source.spiffe_ids. Other paths go on.
  */
 import { isSvcError } from "../../lib/errors.ts";
 import { isContentId } from "../../lib/notary-objects/ids.ts";
 import { derToPem } from "../../lib/spiffe/cert.ts";
-import { type Middleware, proxyResponse } from "../http/types.ts";
+import { type Middleware, type ProxyResponse, proxyResponse } from "../http/types.ts";
+import type { Logger } from "../log.ts";
 import type { MiddlewareContext } from "./context.ts";
 
 const ROUTE = /^\/\.svc\/(workload|certificate|receipt|stream)\/([^/?]*)(\/proof)?(\?.*)?$/;
 
+const CONSISTENCY = /^\/\.svc\/log\/consistency(\?.*)?$/;
+
 export function notaryQuery(ctx: MiddlewareContext): Middleware {
   return async (req, next) => {
     const m = ROUTE.exec(req.path);
-    if (!m) return next(req);
+    const c = m ? undefined : CONSISTENCY.exec(req.path);
+    if (!m && !c) return next(req);
     const notary = ctx.notary;
     if (!notary) return proxyResponse(503, "notary-query: the notary is not enabled (notary.enable)");
     if (req.method !== "GET" && req.method !== "HEAD") {
@@ -24,6 +30,13 @@ export function notaryQuery(ctx: MiddlewareContext): Middleware {
       r.headers.allow = "GET, HEAD";
       return r;
     }
+    if (c)
+      return consistency(
+        notary,
+        new URLSearchParams(c[1]?.slice(1) ?? ""),
+        ctx.listener.target.origin,
+        req.log,
+      );
     const [, kind, id, proof] = m as unknown as [string, string, string, string | undefined];
     if (proof && kind !== "receipt")
       return proxyResponse(
@@ -59,6 +72,39 @@ export function notaryQuery(ctx: MiddlewareContext): Middleware {
       body: `${JSON.stringify(found, null, 2)}\n`,
     };
   };
+}
+
+/** GET /.svc/log/consistency?from=N[&to=M] (docs/notary.md, "Consistency proofs"). */
+async function consistency(
+  notary: NonNullable<MiddlewareContext["notary"]>,
+  query: URLSearchParams,
+  origin: string,
+  log: Logger,
+): Promise<ProxyResponse> {
+  const size = (name: string, required: boolean): number | undefined | string => {
+    const values = query.getAll(name);
+    if (values.length === 0) return required ? `${name} is required: a number of leaves` : undefined;
+    const v = values[0] as string;
+    if (values.length > 1 || !/^(0|[1-9][0-9]{0,14})$/.test(v))
+      return `${name}=${JSON.stringify(values.join(","))} is not one number of leaves (0 or more, decimal)`;
+    return Number(v);
+  };
+  const from = size("from", true);
+  const to = size("to", false);
+  for (const v of [from, to]) if (typeof v === "string") return proxyResponse(400, `notary-query: ${v}`);
+  try {
+    const proof = await notary.consistency(from as number, to as number | undefined, origin);
+    return {
+      status: 200,
+      headers: { "content-type": "application/json", "cache-control": "no-store" },
+      body: `${JSON.stringify(proof, null, 2)}\n`,
+    };
+  } catch (e) {
+    if (isSvcError(e, "usage")) return proxyResponse(404, `notary-query: no consistency proof: ${e.message}`);
+    if (!isSvcError(e, "notary_unavailable")) throw e;
+    log.error("notary unavailable", { reason: e.message });
+    return proxyResponse(503, `notary-query: unavailable: ${e.message}`);
+  }
 }
 
 type Store = NonNullable<MiddlewareContext["notary"]>["store"];

@@ -5,12 +5,22 @@ import { type SvidSigner, svidSigner } from "../../lib/notary-objects/jws.ts";
 import type { Level } from "../../lib/notary-objects/levels.ts";
 import {
   b64u,
+  type ConsistencyProof,
   type InclusionProof,
   leafData,
   signTreeHead,
   verifyTreeHead,
 } from "../../lib/notary-objects/log.ts";
-import { inclusionPath, leafHash, verifyInclusion } from "../../lib/notary-objects/merkle.ts";
+import {
+  consistencyPath,
+  equalHashes,
+  type Hash,
+  inclusionPath,
+  leafHash,
+  rootAt,
+  verifyConsistency,
+  verifyInclusion,
+} from "../../lib/notary-objects/merkle.ts";
 import { type ReceiptExchange, signReceipt } from "../../lib/notary-objects/receipt.ts";
 import { type SignedObject, signStatement, type WorkloadFacts } from "../../lib/notary-objects/statement.ts";
 import { parseCert } from "../../lib/spiffe/cert.ts";
@@ -278,11 +288,7 @@ export class Notary {
       if (head && head.size > index && !(await verifiesNow(head.jws, this.d.source))) head = undefined;
       if (!head || head.size <= index) {
         const now = await store.head();
-        const svid = this.d.source.getX509Svid();
-        const jws = await signTreeHead(svid.id.uri, origin, now.size, now.root, this.signer(svid));
-        await store.putTreeHead({ size: now.size, root: now.root, jws });
-        head = { size: now.size, root: now.root, jws };
-        this.d.log.info("notary: tree head signed", { size: now.size, root: b64u(now.root) });
+        head = { size: now.size, root: now.root, jws: await this.signedHead(now.size, now.root, origin) };
       }
       const path = await inclusionPath((l, i) => store.node(l, i), index, head.size);
       if (!verifyInclusion(leafHash(leafData("receipt", receipt.jws)), index, head.size, path, head.root))
@@ -292,6 +298,59 @@ export class Notary {
         );
       return { receiptId, leafIndex: index, treeSize: head.size, path: path.map(b64u), treeHead: head.jws };
     });
+  }
+
+  /**
+   * The consistency proof between the log's first `from` leaves and its first `to` (its size now when
+   * undefined), with a signed tree head of each (none for 0 leaves), checked before it is returned.
+   * Throws SvcError("usage") for sizes the log does not have.
+   */
+  async consistency(from: number, to: number | undefined, origin: string): Promise<ConsistencyProof> {
+    const store = this.d.store;
+    const now = await this.stored("read the log's head", () => store.head());
+    const size = to ?? now.size;
+    if (size > now.size) throw new SvcError("usage", `the log has ${now.size} leaves, not ${size}`);
+    if (from > size) throw new SvcError("usage", `from (${from}) is larger than to (${size})`);
+    if (size === 0) throw new SvcError("usage", "the log is empty: there is no tree head to prove against");
+    return this.stored("make a consistency proof", async () => {
+      const read = (level: number, index: number) => store.node(level, index);
+      const [fromRoot, toRoot, path] = await Promise.all([
+        rootAt(read, from),
+        rootAt(read, size),
+        consistencyPath(read, from, size),
+      ]);
+      if (!verifyConsistency(from, size, path, fromRoot, toRoot))
+        throw new SvcError(
+          "notary_unavailable",
+          `the notary log does not prove its first ${from} leaves consistent with its first ${size}: the log was changed`,
+        );
+      return {
+        fromSize: from,
+        toSize: size,
+        path: path.map(b64u),
+        ...(from > 0 ? { from: await this.signedHead(from, fromRoot, origin) } : {}),
+        to: await this.signedHead(size, toRoot, origin),
+      };
+    });
+  }
+
+  /**
+   * The tree head of the log's first `size` leaves, whose root is `root`: the one kept, if it verifies
+   * now, or a new one, signed and kept. A kept one with another root means the log was changed.
+   */
+  private async signedHead(size: number, root: Hash, origin: string): Promise<string> {
+    const kept = await this.d.store.treeHead(size);
+    if (kept && !equalHashes(kept.root, root))
+      throw new SvcError(
+        "notary_unavailable",
+        `the notary log's tree head of size ${size} has another root than its leaves: the log was changed`,
+      );
+    if (kept && (await verifiesNow(kept.jws, this.d.source))) return kept.jws;
+    const svid = this.d.source.getX509Svid();
+    const jws = await signTreeHead(svid.id.uri, origin, size, root, this.signer(svid));
+    await this.d.store.putTreeHead({ size, root, jws });
+    this.d.log.info("notary: tree head signed", { size, root: b64u(root) });
+    return jws;
   }
 
   private signer(svid: X509Svid): SvidSigner {

@@ -395,6 +395,11 @@ export class PostgresNotaryStore implements NotaryStore {
     return r ? { size: Number(r.size), root: r.root, jws: r.jws } : undefined;
   }
 
+  async treeHead(size: number): Promise<TreeHeadRow | undefined> {
+    const [r] = await this.read((sql) => sql`SELECT size, root, jws FROM tree_heads WHERE size = ${size}`);
+    return r ? { size: Number(r.size), root: r.root, jws: r.jws } : undefined;
+  }
+
   async putTreeHead(h: TreeHeadRow): Promise<void> {
     await this.read(
       (sql) => sql`INSERT INTO tree_heads (size, root, jws, created_at)

@@ -332,6 +332,12 @@ export class SqliteNotaryStore implements NotaryStore {
       undefined) as TreeHeadRow | undefined;
   }
 
+  async treeHead(size: number): Promise<TreeHeadRow | undefined> {
+    return (this.db.query("SELECT size, root, jws FROM tree_heads WHERE size = ?").get(size) ?? undefined) as
+      | TreeHeadRow
+      | undefined;
+  }
+
   async putTreeHead(h: TreeHeadRow): Promise<void> {
     this.db
       .query("INSERT OR IGNORE INTO tree_heads (size, root, jws, created_at) VALUES (?, ?, ?, ?)")

@@ -79,6 +79,8 @@ export interface NotaryStore {
   /** A complete subtree: level 0 is a leaf hash; throws when it is not stored. */
   node(level: number, index: number): Promise<Hash>;
   latestTreeHead(): Promise<TreeHeadRow | undefined>;
+  /** The signed tree head kept for `size`, if one is. */
+  treeHead(size: number): Promise<TreeHeadRow | undefined>;
   /** Keeps a signed tree head; one of the same size already kept wins. */
   putTreeHead(head: TreeHeadRow): Promise<void>;
 
