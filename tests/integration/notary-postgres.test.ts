@@ -1,7 +1,11 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { rmSync } from "node:fs";
 import { bodyDigest } from "../../lib/notary-objects/ids.ts";
-import { type InclusionProof, verifyReceiptInclusion } from "../../lib/notary-objects/log.ts";
+import {
+  type InclusionProof,
+  verifyConsistencyProof,
+  verifyReceiptInclusion,
+} from "../../lib/notary-objects/log.ts";
 import { checkLog } from "../../proxy/notary-service/log-check.ts";
 import { PostgresNotaryStore } from "../../proxy/notary-service/records-postgres.ts";
 import { tempDir } from "../support/dev-api.ts";
@@ -84,6 +88,11 @@ describe("the notary on PostgreSQL", () => {
       );
     }
     expect((await checkLog(a, id.source)).problems).toEqual([]);
+    // A consistency proof from either replica, over the one log.
+    for (const n of [na, nb]) {
+      const c = await n.consistency(60, 121, ORIGIN);
+      expect((await verifyConsistencyProof(c, id.bundles)).to.claims.size).toBe(121);
+    }
     await Promise.all([a.close(), b.close()]);
   }, 60_000);
 
