@@ -11,12 +11,13 @@ import { say } from "../say.ts";
 
 /**
  * `svc notary verify --consistency`: a consistency proof as notary-query serves it, checked offline
- * (docs/notary.md, "Consistency proofs"); with `kept`, a tree head the user held on to, which the proof
- * must start or end at. Failures are SvcError("receipt") (exit 3).
+ * (docs/notary.md, "Consistency proofs") against `kept`, a tree head the user held on to, which the proof
+ * must start at: without one, a proof says only that two tree heads some workload signed agree. Failures
+ * are SvcError("receipt") (exit 3).
  */
 export async function checkConsistency(
   text: string,
-  kept: string | undefined,
+  kept: string,
   bundles: BundleSource,
   json: boolean,
 ): Promise<void> {
@@ -27,25 +28,23 @@ export async function checkConsistency(
     throw new SvcError("usage", `--consistency: not JSON (${(e as Error).message})`);
   }
   const heads = await verifyConsistencyProof(proof, bundles);
-  const held = kept === undefined ? undefined : await keptHead(kept, bundles);
-  if (held) {
-    if (held.issuer.uri !== heads.to.issuer.uri)
-      throw new SvcError(
-        "receipt",
-        `consistency proof verification failed: the tree head you kept is signed by ${held.issuer.uri}, the proof's by ${heads.to.issuer.uri}`,
-      );
-    const match = [heads.from, heads.to].find((h) => h?.claims.size === held.claims.size);
-    if (!match)
-      throw new SvcError(
-        "usage",
-        `--tree-head: it is of ${held.claims.size} leaves, the proof from ${proof.fromSize} to ${proof.toSize}: ask for /.svc/log/consistency?from=${held.claims.size}`,
-      );
-    if (match.claims.root !== held.claims.root)
-      throw new SvcError(
-        "receipt",
-        `consistency proof verification failed: the log of ${held.claims.size} leaves has root ${match.claims.root} now, but the tree head you kept says ${held.claims.root} (the log was forked or rewritten)`,
-      );
-  }
+  const held = await keptHead(kept, bundles);
+  if (held.issuer.uri !== heads.to.issuer.uri)
+    throw new SvcError(
+      "receipt",
+      `consistency proof verification failed: the tree head you kept is signed by ${held.issuer.uri}, the proof's by ${heads.to.issuer.uri}`,
+    );
+  // The proof must start at the kept head: one that ends there says nothing of the log after it.
+  if (!heads.from || held.claims.size !== proof.fromSize)
+    throw new SvcError(
+      "usage",
+      `--tree-head: it is of ${held.claims.size} leaves, the proof starts at ${proof.fromSize}: ask for /.svc/log/consistency?from=${held.claims.size}`,
+    );
+  if (heads.from.claims.root !== held.claims.root)
+    throw new SvcError(
+      "receipt",
+      `consistency proof verification failed: the log of ${held.claims.size} leaves has root ${heads.from.claims.root} now, but the tree head you kept says ${held.claims.root} (the log was forked or rewritten)`,
+    );
   const at = (h: VerifiedJws<TreeHeadClaims>) => new Date(h.claims.iat * 1000).toISOString();
   if (json) {
     process.stdout.write(
@@ -57,7 +56,7 @@ export async function checkConsistency(
           ...(heads.from ? { fromRoot: heads.from.claims.root, fromSignedAt: at(heads.from) } : {}),
           toRoot: heads.to.claims.root,
           toSignedAt: at(heads.to),
-          ...(held ? { keptTreeHead: { size: held.claims.size, root: held.claims.root } } : {}),
+          keptTreeHead: { size: held.claims.size, root: held.claims.root },
         },
         null,
         2,
@@ -66,12 +65,12 @@ export async function checkConsistency(
     return;
   }
   process.stdout.write(
-    `The log of ${proof.fromSize} leaves${heads.from ? ` (root ${heads.from.claims.root})` : ""} is the first part of the log of ${proof.toSize} leaves (root ${heads.to.claims.root}), tree heads signed by ${heads.to.issuer.uri}\n`,
+    `The log of ${proof.fromSize} leaves (root ${heads.from.claims.root}) is the first part of the log of ${proof.toSize} leaves (root ${heads.to.claims.root}, tree head signed at ${at(heads.to)}), tree heads signed by ${heads.to.issuer.uri}\n`,
   );
   say(
     "svc notary verify",
     "success",
-    `consistency proof verified${held ? `, and the tree head of ${held.claims.size} leaves you kept is in it` : ""}`,
+    `consistency proof verified: the log still extends the tree head of ${held.claims.size} leaves you kept`,
   );
 }
 

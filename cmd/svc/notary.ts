@@ -35,7 +35,7 @@ const verifyArgs = {
   "tree-head": {
     type: "string",
     description:
-      "With --consistency: a tree head you kept (its JWS, an inclusion proof, or an earlier consistency proof); the proof must start or end at it",
+      "With --consistency (required): a tree head you kept (its JWS, an inclusion proof, or an earlier consistency proof); the proof must start at it",
   },
   output: { type: "string", alias: "o", description: "Output format: json" },
 } as const;
@@ -107,10 +107,15 @@ const verify = defineCommand({
           "usage",
           "--consistency checks a consistency proof: give it without FILE, --proof and --database",
         );
+      if (a["tree-head"] === undefined)
+        throw new SvcError(
+          "usage",
+          "--consistency needs --tree-head: a tree head you kept, which the proof must start at (without one it shows nothing about the log you saw)",
+        );
       const { checkConsistency } = await import("./notary-consistency.ts");
       return checkConsistency(
         read(a.consistency, "--consistency").toString("utf8"),
-        a["tree-head"] === undefined ? undefined : read(a["tree-head"], "--tree-head").toString("utf8"),
+        read(a["tree-head"], "--tree-head").toString("utf8"),
         loadBundleFile(a.bundle),
         a.output === "json",
       );

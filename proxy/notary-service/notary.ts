@@ -285,7 +285,8 @@ export class Notary {
       let head = await store.latestTreeHead();
       // One that does not verify now (forged in the database, or signed under an authority since
       // rotated out of the bundle) is replaced by a new one rather than served.
-      if (head && head.size > index && !(await verifiesNow(head.jws, this.d.source))) head = undefined;
+      if (head && head.size > index && !(await verifiesAgainstBundle(head.jws, this.d.source)))
+        head = undefined;
       if (!head || head.size <= index) {
         const now = await store.head();
         head = { size: now.size, root: now.root, jws: await this.signedHead(now.size, now.root, origin) };
@@ -303,7 +304,9 @@ export class Notary {
   /**
    * The consistency proof between the log's first `from` leaves and its first `to` (its size now when
    * undefined), with a signed tree head of each (none for 0 leaves), checked before it is returned.
-   * Throws SvcError("usage") for sizes the log does not have.
+   * `from` must be the size of a tree head the notary gave out (one is kept for each): only those are
+   * held by anyone, and signing one per size asked for would let any caller grow the database. Throws
+   * SvcError("usage") for sizes the log does not have, or a `from` no tree head was given out for.
    */
   async consistency(from: number, to: number | undefined, origin: string): Promise<ConsistencyProof> {
     const store = this.d.store;
@@ -312,6 +315,11 @@ export class Notary {
     if (size > now.size) throw new SvcError("usage", `the log has ${now.size} leaves, not ${size}`);
     if (from > size) throw new SvcError("usage", `from (${from}) is larger than to (${size})`);
     if (size === 0) throw new SvcError("usage", "the log is empty: there is no tree head to prove against");
+    if (from > 0 && !(await this.stored("read a tree head", () => store.treeHead(from))))
+      throw new SvcError(
+        "usage",
+        `no tree head of ${from} leaves was given out: ask from the size of a tree head you hold`,
+      );
     return this.stored("make a consistency proof", async () => {
       const read = (level: number, index: number) => store.node(level, index);
       const [fromRoot, toRoot, path] = await Promise.all([
@@ -329,26 +337,28 @@ export class Notary {
         toSize: size,
         path: path.map(b64u),
         ...(from > 0 ? { from: await this.signedHead(from, fromRoot, origin) } : {}),
-        to: await this.signedHead(size, toRoot, origin),
+        // A head of the log as it is now is kept, as for inclusion proofs; an earlier size is not.
+        to: await this.signedHead(size, toRoot, origin, size === now.size),
       };
     });
   }
 
   /**
    * The tree head of the log's first `size` leaves, whose root is `root`: the one kept, if it verifies
-   * now, or a new one, signed and kept. A kept one with another root means the log was changed.
+   * against the bundle, or a new one, signed (and kept when `keep`). A kept one with another root means
+   * the log was changed.
    */
-  private async signedHead(size: number, root: Hash, origin: string): Promise<string> {
+  private async signedHead(size: number, root: Hash, origin: string, keep = true): Promise<string> {
     const kept = await this.d.store.treeHead(size);
     if (kept && !equalHashes(kept.root, root))
       throw new SvcError(
         "notary_unavailable",
         `the notary log's tree head of size ${size} has another root than its leaves: the log was changed`,
       );
-    if (kept && (await verifiesNow(kept.jws, this.d.source))) return kept.jws;
+    if (kept && (await verifiesAgainstBundle(kept.jws, this.d.source))) return kept.jws;
     const svid = this.d.source.getX509Svid();
     const jws = await signTreeHead(svid.id.uri, origin, size, root, this.signer(svid));
-    await this.d.store.putTreeHead({ size, root, jws });
+    if (keep) await this.d.store.putTreeHead({ size, root, jws });
     this.d.log.info("notary: tree head signed", { size, root: b64u(root) });
     return jws;
   }
@@ -363,7 +373,7 @@ export class Notary {
   }
 }
 
-async function verifiesNow(jws: string, bundles: SvidSource): Promise<boolean> {
+async function verifiesAgainstBundle(jws: string, bundles: SvidSource): Promise<boolean> {
   try {
     await verifyTreeHead(jws, bundles);
     return true;
