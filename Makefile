@@ -17,7 +17,7 @@ BUILD_FLAGS := --compile --minify --bytecode --format=esm --splitting \
 
 SOURCES := $(shell find cmd lib proxy -name '*.ts' 2>/dev/null)
 
-.PHONY: FORCE demo all build deps system-deps hpack-peer typecheck lint fmt test test-unit test-integration clean peers testbed-up testbed-down e2e soak extras image image-test release-snapshot
+.PHONY: FORCE demo all build deps system-deps test-peers typecheck lint fmt test test-unit test-integration clean peers testbed-up testbed-down e2e soak extras image image-test release-snapshot
 
 all: build
 
@@ -73,15 +73,16 @@ fmt: deps
 test-unit: deps
 	$(BUN_TEST) tests/unit
 
-test-integration: deps system-deps hpack-peer
+test-integration: deps system-deps test-peers
 	$(BUN_TEST) tests/integration
 
-test: deps system-deps typecheck lint hpack-peer
+test: deps system-deps typecheck lint test-peers
 	$(BUN_TEST) tests/unit tests/integration
 
-# Go's HPACK as a reference for the differential tests (seconds; cached outside the clone, as the peers are).
-hpack-peer:
-	@tests/e2e/build-peers.sh hpack >/dev/null
+# Two small Go reference peers for the tests: HPACK (the differential tests) and transparency-dev's checkpoint
+# verifier (seconds; cached outside the clone, as the peers are).
+test-peers:
+	@tests/e2e/build-peers.sh hpack note >/dev/null
 
 # Identity faults under load through a proxy pair: ten SVID rotations, a 40 s Workload API outage (about a
 # minute in all; CI runs it).

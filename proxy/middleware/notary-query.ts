@@ -2,9 +2,9 @@
  * The notary query routes (docs/notary.md, "Query routes"): GET /.svc/workload/{id}, /.svc/certificate/{id},
  * /.svc/receipt/{id}, /.svc/receipt/{id}/proof (the receipt's inclusion proof in the notary log, with
  * a signed tree head), and /.svc/stream/{id} (the receipt of the stream a caller was told the ID of in
- * Svc-Stream-ID), and /.svc/log/consistency?from=N&to=M (the log's consistency proof between two sizes,
- * with a signed tree head of each), answered from the notary database as JSON (docs/notary.md shows the
- * bodies).
+ * Svc-Stream-ID), /.svc/log/consistency?from=N&to=M (the log's consistency proof between two sizes,
+ * with a signed tree head of each) and /.svc/log/checkpoint (the log now as a C2SP checkpoint), answered
+ * from the notary database (docs/notary.md shows the bodies).
  * Access is the listener's: whoever passed source.spiffe_ids. Other paths go on.
  */
 import { isSvcError } from "../../lib/errors.ts";
@@ -16,12 +16,12 @@ import type { MiddlewareContext } from "./context.ts";
 
 const ROUTE = /^\/\.svc\/(workload|certificate|receipt|stream)\/([^/?]*)(\/proof)?(\?.*)?$/;
 
-const CONSISTENCY = /^\/\.svc\/log\/consistency(\?.*)?$/;
+const LOG = /^\/\.svc\/log\/(consistency|checkpoint)(\?.*)?$/;
 
 export function notaryQuery(ctx: MiddlewareContext): Middleware {
   return async (req, next) => {
     const m = ROUTE.exec(req.path);
-    const c = m ? undefined : CONSISTENCY.exec(req.path);
+    const c = m ? undefined : LOG.exec(req.path);
     if (!m && !c) return next(req);
     const notary = ctx.notary;
     if (!notary) return proxyResponse(503, "notary-query: the notary is not enabled (notary.enable)");
@@ -30,10 +30,11 @@ export function notaryQuery(ctx: MiddlewareContext): Middleware {
       r.headers.allow = "GET, HEAD";
       return r;
     }
+    if (c?.[1] === "checkpoint") return checkpoint(notary, ctx.listener.target.origin, req.log);
     if (c)
       return consistency(
         notary,
-        new URLSearchParams(c[1]?.slice(1) ?? ""),
+        new URLSearchParams(c[2]?.slice(1) ?? ""),
         ctx.listener.target.origin,
         req.log,
       );
@@ -101,6 +102,31 @@ async function consistency(
     };
   } catch (e) {
     if (isSvcError(e, "usage")) return proxyResponse(404, `notary-query: no consistency proof: ${e.message}`);
+    if (!isSvcError(e, "notary_unavailable")) throw e;
+    log.error("notary unavailable", { reason: e.message });
+    return proxyResponse(503, `notary-query: unavailable: ${e.message}`);
+  }
+}
+
+/** GET /.svc/log/checkpoint (docs/notary.md, "Checkpoints"): the note, its JWS tree head in Svc-Tree-Head. */
+async function checkpoint(
+  notary: NonNullable<MiddlewareContext["notary"]>,
+  origin: string,
+  log: Logger,
+): Promise<ProxyResponse> {
+  try {
+    const c = await notary.checkpoint(origin);
+    return {
+      status: 200,
+      headers: {
+        "content-type": "text/plain; charset=utf-8",
+        "cache-control": "no-store",
+        "svc-tree-head": c.treeHead,
+      },
+      body: c.note,
+    };
+  } catch (e) {
+    if (isSvcError(e, "usage")) return proxyResponse(404, `notary-query: no checkpoint: ${e.message}`);
     if (!isSvcError(e, "notary_unavailable")) throw e;
     log.error("notary unavailable", { reason: e.message });
     return proxyResponse(503, `notary-query: unavailable: ${e.message}`);

@@ -1,5 +1,6 @@
 import { isSvcError, SvcError } from "../../lib/errors.ts";
 import type { Pod } from "../../lib/kube/pods.ts";
+import { checkpointOrigin, checkpointText, signCheckpoint } from "../../lib/notary-objects/checkpoint.ts";
 import { contentId } from "../../lib/notary-objects/ids.ts";
 import { type SvidSigner, svidSigner } from "../../lib/notary-objects/jws.ts";
 import type { Level } from "../../lib/notary-objects/levels.ts";
@@ -339,6 +340,28 @@ export class Notary {
         ...(from > 0 ? { from: await this.signedHead(from, fromRoot, origin) } : {}),
         // A head of the log as it is now is kept, as for inclusion proofs; an earlier size is not.
         to: await this.signedHead(size, toRoot, origin, size === now.size),
+      };
+    });
+  }
+
+  /**
+   * The log now as a C2SP checkpoint (docs/notary.md, "Checkpoints"), signed with the current SVID key,
+   * and a JWS tree head of the same size and root signed with the same key (its chain says whose key it
+   * is). A tree head of this size is kept, so that a consistency proof can start from it later. Throws
+   * SvcError("usage") when the log is empty.
+   */
+  async checkpoint(origin: string): Promise<{ note: string; treeHead: string }> {
+    const store = this.d.store;
+    const now = await this.stored("read the log's head", () => store.head());
+    if (now.size === 0) throw new SvcError("usage", "the log is empty: there is no checkpoint to sign");
+    return this.stored("sign a checkpoint", async () => {
+      await this.signedHead(now.size, now.root, origin);
+      const svid = this.d.source.getX509Svid();
+      const signer = this.signer(svid);
+      const name = checkpointOrigin(svid.id.uri);
+      return {
+        note: signCheckpoint(checkpointText(name, now.size, now.root), name, signer.key),
+        treeHead: await signTreeHead(svid.id.uri, origin, now.size, now.root, signer),
       };
     });
   }

@@ -3,7 +3,7 @@
 #   ${XDG_CACHE_HOME:-~/.cache}/svc-testbed/<name>-<version>/bin
 # skipping what is already built. Prints progress and the time each step took. Nothing is written into
 # the repository. Usage: build-peers.sh [name...]   (names: spire spire-crds kube-apiserver etcd kwok ghostunnel
-# h2spec hpack)
+# h2spec hpack note)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=versions.env
@@ -212,6 +212,55 @@ GO
   return $rc
 }
 
+# A reference verifier of signed-note checkpoints for tests/integration/notary-checkpoint.test.ts:
+# transparency-dev's checkpoint parser and note verifiers (ECDSA as the witness and Rekor use, Ed25519),
+# reading {"note", "vkey", "origin"} lines and answering {"origin", "size", "root"} or {"error"}.
+build_note() {
+  local src
+  src=$(mktemp -d)
+  cat >"$src/main.go" <<'GO'
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"os"
+
+	"github.com/transparency-dev/formats/log"
+	"github.com/transparency-dev/formats/note"
+)
+
+func main() {
+	in := bufio.NewScanner(os.Stdin)
+	in.Buffer(make([]byte, 1<<20), 1<<20)
+	out := json.NewEncoder(os.Stdout)
+	for in.Scan() {
+		var r struct{ Note, Vkey, Origin string }
+		if err := json.Unmarshal(in.Bytes(), &r); err != nil {
+			out.Encode(map[string]any{"error": err.Error()})
+			continue
+		}
+		v, err := note.NewVerifier(r.Vkey)
+		if err != nil {
+			out.Encode(map[string]any{"error": "vkey: " + err.Error()})
+			continue
+		}
+		cp, _, _, err := log.ParseCheckpoint([]byte(r.Note), r.Origin, v)
+		if err != nil {
+			out.Encode(map[string]any{"error": err.Error()})
+			continue
+		}
+		out.Encode(map[string]any{"origin": cp.Origin, "size": cp.Size, "root": cp.Hash})
+	}
+}
+GO
+  printf 'module svc.test/note\n\ngo 1.25\n\nrequire github.com/transparency-dev/formats %s\n' "$NOTE_FORMATS_VERSION" >"$src/go.mod"
+  local rc=0
+  (cd "$src" && go mod tidy >&2 && go build -v -o "$dir/bin/note-peer" .) || rc=$?
+  rm -rf "$src"
+  return $rc
+}
+
 # A wrapper module: etcd's server module has replace directives, which `go install pkg@version` refuses.
 build_etcd() {
   local src
@@ -293,7 +342,7 @@ GO
 }
 
 want=("$@")
-[ ${#want[@]} -gt 0 ] || want=(spire spire-crds etcd kwok ghostunnel h2spec hpack kube-apiserver)
+[ ${#want[@]} -gt 0 ] || want=(spire spire-crds etcd kwok ghostunnel h2spec hpack note kube-apiserver)
 for w in "${want[@]}"; do
   case "$w" in
     spire) step spire "$SPIRE_VERSION" spire-server spire-agent -- build_spire ;;
@@ -302,9 +351,10 @@ for w in "${want[@]}"; do
     h2spec) step h2spec "$H2SPEC_VERSION" h2spec -- build_h2spec ;;
     etcd) step etcd "$ETCD_VERSION" etcd -- build_etcd ;;
     hpack) step hpack-peer "$HPACK_NET_VERSION" hpack-peer -- build_hpack ;;
+    note) step note-peer "$NOTE_FORMATS_VERSION" note-peer -- build_note ;;
     spire-crds) step spire-controller-manager "$SPIRE_CONTROLLER_MANAGER_VERSION" spire.spiffe.io_clusterspiffeids.yaml -- build_spire_crds ;;
     kube-apiserver | kube) step kube-apiserver "$KUBERNETES_VERSION" kube-apiserver kube-controller-manager kube-scheduler -- build_kube ;;
-    *) echo "unknown peer $w (known: spire spire-crds kube-apiserver etcd kwok ghostunnel h2spec hpack)" >&2; exit 2 ;;
+    *) echo "unknown peer $w (known: spire spire-crds kube-apiserver etcd kwok ghostunnel h2spec hpack note)" >&2; exit 2 ;;
   esac
 done
 echo "==> peers ready in $(elapsed "$started")s under $CACHE"

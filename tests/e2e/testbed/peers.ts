@@ -32,6 +32,8 @@ export interface Peers {
   h2spec: string;
   /** Go's HPACK behind a JSON-lines protocol (tests/integration/hpack-differential.test.ts). */
   hpackPeer: string;
+  /** transparency-dev's checkpoint verifier behind a JSON-lines protocol (tests/integration/notary-checkpoint.test.ts). */
+  notePeer: string;
   versions: Record<string, string>;
 }
 
@@ -48,6 +50,7 @@ const BUILT_BY: Record<keyof Omit<Peers, "versions">, string> = {
   ghostunnel: "ghostunnel",
   h2spec: "h2spec",
   hpackPeer: "hpack",
+  notePeer: "note",
 };
 
 /** One peer's path, for a benchmark that needs only it; the error names the build step for it alone. */
@@ -80,6 +83,7 @@ function paths(): Omit<Peers, "versions"> {
     ghostunnel: bin("ghostunnel", v.GHOSTUNNEL_VERSION as string, "ghostunnel"),
     h2spec: bin("h2spec", v.H2SPEC_VERSION as string, "h2spec"),
     hpackPeer: bin("hpack-peer", v.HPACK_NET_VERSION as string, "hpack-peer"),
+    notePeer: bin("note-peer", v.NOTE_FORMATS_VERSION as string, "note-peer"),
   };
 }
 
