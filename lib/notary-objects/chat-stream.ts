@@ -19,7 +19,18 @@ export const DONE = "[DONE]";
 export interface SseHandlers {
   event(e: EventSourceMessage): void;
   comment?(text: string): void;
-  retry?(ms: number): void;
+}
+
+/**
+ * What an event of a chat-completion stream is: `done` ([DONE]), `error` (an error event), `typed` (an
+ * event of another type: a chat-completion stream has none, and clients read them differently), or
+ * `data` (a chunk, once it parses and passes chunkProblem). The proxy passes on and the verifier reads by
+ * this one rule.
+ */
+export function eventKind(e: EventSourceMessage): "done" | "error" | "typed" | "data" {
+  if (e.data === DONE) return "done";
+  if (e.event === "error") return "error";
+  return e.event === undefined || e.event === "message" ? "data" : "typed";
 }
 
 /**
@@ -53,7 +64,6 @@ export class SseReader {
         if (this.ending) this.cut = true;
         else on.comment?.(text);
       },
-      onRetry: (ms) => on.retry?.(ms),
       onError: (e) => {
         if (e.type === "max-buffer-size-exceeded") this.overflow = true;
       },
@@ -87,7 +97,7 @@ export class SseReader {
  */
 export function eventText(e: { data: string; event?: string }): string {
   const s = e.event !== undefined ? `event: ${e.event}\n` : "";
-  const data = SPLITTERS.test(e.data) ? e.data.replace(SPLITTERS_ALL, escapeChar) : e.data;
+  const data = e.data.replace(SPLITTERS, escapeChar);
   if (!data.includes("\n")) return `${s}data: ${data}\n\n`;
   return `${s}${data
     .split("\n")
@@ -95,8 +105,7 @@ export function eventText(e: { data: string; event?: string }): string {
     .join("")}\n`;
 }
 
-const SPLITTERS = /[\u0085\u2028\u2029]/;
-const SPLITTERS_ALL = /[\u0085\u2028\u2029]/g;
+const SPLITTERS = /[\u0085\u2028\u2029]/g;
 const escapeChar = (c: string) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`;
 
 /** A comment (a keep-alive) as the proxy writes it: printable ASCII only. */
@@ -290,11 +299,12 @@ export function checkStreamedBody(body: Uint8Array, record: StreamRecord): void 
   let done = false;
   const reader = new SseReader({
     event(e) {
-      if (problem || e.event === "error") return;
+      const kind = eventKind(e);
+      if (problem || kind === "error") return;
       const n = assembler.chunks + 1;
       if (done) problem = `the response has an event after ${DONE}`;
-      else if (e.data === DONE) done = true;
-      else if (e.event !== undefined && e.event !== "message")
+      else if (kind === "done") done = true;
+      else if (kind === "typed")
         problem = `event ${n} of the response has the type ${JSON.stringify(e.event)}`;
       if (problem || done) return;
       let chunk: unknown;

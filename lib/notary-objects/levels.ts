@@ -14,7 +14,7 @@ export const NOTARY_HEADERS: ReadonlySet<string> = new Set([
   "svc-workload-statement",
   "svc-receipt-id",
   "svc-receipt",
-  "svc-stream-id",
+  STREAM_HEADER,
 ]);
 
 export function isLevel(value: string): value is Level {

@@ -17,6 +17,7 @@ import {
   commentText,
   DONE,
   EVENT_LIMIT,
+  eventKind,
   eventText,
   SseReader,
   type StreamRecord,
@@ -101,14 +102,11 @@ export function streamAnswer(o: StreamOptions): ProxyResponse {
       if (!ended) target.resume();
     },
   });
-  out.once("end", () => clearTimeout(idle));
+  // "close" follows "end" too.
   out.once("close", () => clearTimeout(idle));
 
   // What the events of one piece from the target came to, passed on in one write.
   let batch = "";
-  const write = (text: string) => {
-    batch += text;
-  };
   const flush = () => {
     if (!batch) return;
     const bytes = Buffer.from(batch);
@@ -120,13 +118,15 @@ export function streamAnswer(o: StreamOptions): ProxyResponse {
   };
 
   /**
-   * Ends the stream: stops reading the target, records the exchange when the notary asks for it (with
-   * `last`, the closing event: [DONE] or an error), then sends `last` and the end. Clients stop reading
-   * at the closing event, so it waits for the record: a caller that saw it finds the receipt. From then
-   * on the caller has timeouts.idle to read what is left.
+   * Ends the stream, logged (at warn with `reason` for a fault, else at debug): stops reading the target,
+   * records the exchange when the notary asks for it (with `last`, the closing event: [DONE] or an error),
+   * then sends `last` and the end. Clients stop reading at the closing event, so it waits for the record:
+   * a caller that saw it finds the receipt. From then on the caller has timeouts.idle to read what is left.
    */
-  const finish = (end: StreamEnd, last = "") => {
+  const finish = (end: StreamEnd, last = "", reason?: string) => {
     if (ended) return;
+    if (reason) log.warn("openai: stream ended", { end, reason, chunks });
+    else log.debug("openai: stream ended", { end, chunks });
     flush();
     const closing = last ? Buffer.from(last) : undefined;
     if (closing) sent?.push(closing);
@@ -156,11 +156,7 @@ export function streamAnswer(o: StreamOptions): ProxyResponse {
   };
 
   /** The proxy's own error event, which OpenAI's clients raise as an API error, then the end. */
-  const fail = (end: StreamEnd, message: string) => {
-    if (ended) return;
-    log.warn("openai: stream ended", { end, reason: message, chunks });
-    finish(end, errorEvent(end, message));
-  };
+  const fail = (end: StreamEnd, message: string) => finish(end, errorEvent(end, message), message);
 
   /** Records the stream; never throws: a record that cannot be made is logged, and the caller told why. */
   const notarized = async (end: StreamEnd): Promise<string | undefined> => {
@@ -190,7 +186,8 @@ export function streamAnswer(o: StreamOptions): ProxyResponse {
   /** One event: passed on, filtered and checked; the end at [DONE], a fault, or the target's error. */
   const onEvent = (e: EventSourceMessage) => {
     if (ended || sawDone) return;
-    if (e.data === DONE) {
+    const kind = eventKind(e);
+    if (kind === "done") {
       sawDone = true;
       return;
     }
@@ -202,17 +199,16 @@ export function streamAnswer(o: StreamOptions): ProxyResponse {
       return fail("invalid_event", `event ${n} from the target is not JSON`);
     }
     const object = value !== null && typeof value === "object" && !Array.isArray(value);
-    if (e.event === "error" || (object && (value as { error?: unknown }).error !== undefined)) {
+    if (kind === "error" || (object && (value as { error?: unknown }).error !== undefined)) {
       // The target's own error: passed on as an error event, its message kept, then the end.
       const kept = applyModel(value, ERROR_MODEL) as { error?: unknown } | undefined;
-      log.warn("openai: stream ended", { end: "target_error", chunks });
       return finish(
         "target_error",
         eventText({ event: "error", data: JSON.stringify(kept?.error !== undefined ? kept : { error: {} }) }),
+        "the target sent an error event",
       );
     }
-    // A chat-completion stream's events have no type: one with a type is read differently by each client.
-    if (e.event !== undefined && e.event !== "message")
+    if (kind === "typed")
       return fail("invalid_event", `event ${n} from the target has the type ${JSON.stringify(e.event)}`);
     const removed: string[] = [];
     const chunk = applyModel(value, CHUNK_MODEL, removed);
@@ -226,7 +222,7 @@ export function streamAnswer(o: StreamOptions): ProxyResponse {
       return fail("too_large", `event ${n} is larger than ${EVENT_LIMIT} characters once filtered`);
     chunks = n;
     assembler?.add(chunk as Record<string, unknown>);
-    write(text);
+    batch += text;
   };
 
   const reader = new SseReader({
@@ -242,7 +238,7 @@ export function streamAnswer(o: StreamOptions): ProxyResponse {
       }
     },
     comment: (text) => {
-      if (!ended && !sawDone) write(commentText(text));
+      if (!ended && !sawDone) batch += commentText(text);
     },
   });
 
@@ -254,10 +250,7 @@ export function streamAnswer(o: StreamOptions): ProxyResponse {
       // A caller that reads nothing cannot be sent an error event: its answer is cut off.
       const reason = `the caller read nothing for ${o.idleMs} ms (timeouts.idle)`;
       if (ended) log.warn("openai: answer cut off", { reason, end: ended });
-      else {
-        log.warn("openai: stream ended", { end: "stalled", reason, chunks });
-        finish("stalled");
-      }
+      else finish("stalled", "", reason);
       out.destroy(new Error(reason));
     }, o.idleMs);
   }
@@ -274,21 +267,15 @@ export function streamAnswer(o: StreamOptions): ProxyResponse {
         "too_large",
         `the stream came to more than ${o.limit} bytes (the openai middleware's bound)`,
       );
-    if (sawDone) {
-      log.debug("openai: stream ended", { end: "done", chunks });
-      finish("done", eventText({ data: DONE }));
-    } else flush();
+    if (sawDone) finish("done", eventText({ data: DONE }));
+    else flush();
   };
-  const callerGone = () => {
-    log.debug("openai: stream ended", { end: "caller_gone", chunks });
-    finish("caller_gone");
-  };
+  const callerGone = () => finish("caller_gone");
 
   target.on("data", received);
   target.once("end", () => {
     if (ended) return;
     if (reader.end()) return fail("target_failed", "the target's stream stopped in the middle of an event");
-    log.debug("openai: stream ended", { end: "closed", chunks });
     finish("closed");
   });
   // `on`, not `once`: a destroyed target may report more than one error, and each is this stream's.
