@@ -49,31 +49,46 @@ export function notaryQuery(ctx: MiddlewareContext): Middleware {
         400,
         `notary-query: malformed ${kind} id ${JSON.stringify(id)}: expected 43 base64url characters`,
       );
-    let found: object | undefined;
-    try {
+    return answered(req.log, kind, async () => {
       notary.checkServing();
-      found = proof
+      const found = proof
         ? await notary.proof(id, ctx.listener.target.origin)
         : await lookup(notary.store, kind, id);
-    } catch (e) {
-      if (!isSvcError(e, "notary_unavailable")) throw e;
-      req.log.error("notary unavailable", { reason: e.message });
-      return proxyResponse(503, `notary-query: unavailable: ${e.message}`);
-    }
-    if (!found)
+      if (found) return json(found);
       return proxyResponse(
         404,
         kind === "stream"
           ? `notary-query: no receipt for stream ${id} (a stream's receipt is recorded when the stream ends, at signRequest)`
           : `notary-query: no ${kind} with id ${id}`,
       );
-    return {
-      status: 200,
-      headers: { "content-type": "application/json", "cache-control": "no-store" },
-      body: `${JSON.stringify(found, null, 2)}\n`,
-    };
+    });
   };
 }
+
+/**
+ * A query's answer from `produce`: the notary refusing or its store unreachable is a 503 (logged), a size
+ * it does not have (SvcError "usage") a 404 saying there is no `what`.
+ */
+async function answered(
+  log: Logger,
+  what: string,
+  produce: () => Promise<ProxyResponse>,
+): Promise<ProxyResponse> {
+  try {
+    return await produce();
+  } catch (e) {
+    if (isSvcError(e, "usage")) return proxyResponse(404, `notary-query: no ${what}: ${e.message}`);
+    if (!isSvcError(e, "notary_unavailable")) throw e;
+    log.error("notary unavailable", { reason: e.message });
+    return proxyResponse(503, `notary-query: unavailable: ${e.message}`);
+  }
+}
+
+const json = (value: object): ProxyResponse => ({
+  status: 200,
+  headers: { "content-type": "application/json", "cache-control": "no-store" },
+  body: `${JSON.stringify(value, null, 2)}\n`,
+});
 
 /** GET /.svc/log/consistency?from=N[&to=M] (docs/notary.md, "Consistency proofs"). */
 async function consistency(
@@ -93,19 +108,9 @@ async function consistency(
   const from = size("from", true);
   const to = size("to", false);
   for (const v of [from, to]) if (typeof v === "string") return proxyResponse(400, `notary-query: ${v}`);
-  try {
-    const proof = await notary.consistency(from as number, to as number | undefined, origin);
-    return {
-      status: 200,
-      headers: { "content-type": "application/json", "cache-control": "no-store" },
-      body: `${JSON.stringify(proof, null, 2)}\n`,
-    };
-  } catch (e) {
-    if (isSvcError(e, "usage")) return proxyResponse(404, `notary-query: no consistency proof: ${e.message}`);
-    if (!isSvcError(e, "notary_unavailable")) throw e;
-    log.error("notary unavailable", { reason: e.message });
-    return proxyResponse(503, `notary-query: unavailable: ${e.message}`);
-  }
+  return answered(log, "consistency proof", async () =>
+    json(await notary.consistency(from as number, to as number | undefined, origin)),
+  );
 }
 
 /** GET /.svc/log/checkpoint (docs/notary.md, "Checkpoints"): the note, its JWS tree head in Svc-Tree-Head. */
@@ -114,7 +119,7 @@ async function checkpoint(
   origin: string,
   log: Logger,
 ): Promise<ProxyResponse> {
-  try {
+  return answered(log, "checkpoint", async () => {
     const c = await notary.checkpoint(origin);
     return {
       status: 200,
@@ -125,12 +130,7 @@ async function checkpoint(
       },
       body: c.note,
     };
-  } catch (e) {
-    if (isSvcError(e, "usage")) return proxyResponse(404, `notary-query: no checkpoint: ${e.message}`);
-    if (!isSvcError(e, "notary_unavailable")) throw e;
-    log.error("notary unavailable", { reason: e.message });
-    return proxyResponse(503, `notary-query: unavailable: ${e.message}`);
-  }
+  });
 }
 
 type Store = NonNullable<MiddlewareContext["notary"]>["store"];
