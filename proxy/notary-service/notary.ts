@@ -24,13 +24,14 @@ import {
 } from "../../lib/notary-objects/merkle.ts";
 import { type ReceiptExchange, signReceipt } from "../../lib/notary-objects/receipt.ts";
 import { type SignedObject, signStatement, type WorkloadFacts } from "../../lib/notary-objects/statement.ts";
+import type { BundleSet } from "../../lib/spiffe/bundle.ts";
 import { parseCert } from "../../lib/spiffe/cert.ts";
 import { podIdentity } from "../../lib/spiffe/id.ts";
 import type { SvidSource } from "../../lib/spiffe/x509-source.ts";
 import type { X509Svid } from "../../lib/spiffe/x509svid.ts";
 import type { Upstream } from "../http/types.ts";
 import type { Logger } from "../log.ts";
-import type { NotaryStore } from "./store.ts";
+import type { NotaryStore, TreeHeadRow } from "./store.ts";
 
 export interface NotaryDeps {
   store: NotaryStore;
@@ -61,6 +62,7 @@ export class Notary {
   private readonly statements = new Map<string, Cached>();
   private readonly building = new Map<string, Promise<SignedObject>>();
   private readonly signers = new WeakMap<X509Svid, SvidSigner>();
+  private readonly verifiedHeads = new WeakMap<BundleSet, Set<string>>();
   private readonly revalidateMs: number;
 
   readonly store: NotaryStore;
@@ -283,14 +285,14 @@ export class Notary {
         store.receipt(receiptId),
       ]);
       if (index === undefined || !receipt) return undefined;
-      let head = await store.latestTreeHead();
+      const latest = await store.latestTreeHead();
       // One that does not verify now (forged in the database, or signed under an authority since
       // rotated out of the bundle) is replaced by a new one rather than served.
-      if (head && head.size > index && !(await verifiesAgainstBundle(head.jws, this.d.source)))
-        head = undefined;
-      if (!head || head.size <= index) {
+      let head = latest && latest.size > index && (await this.verifies(latest.jws)) ? latest : undefined;
+      if (!head) {
         const now = await store.head();
-        head = { size: now.size, root: now.root, jws: await this.signedHead(now.size, now.root, origin) };
+        const kept = latest?.size === now.size ? latest : await store.treeHead(now.size);
+        head = { ...now, jws: await this.signedHead(kept, now.size, now.root, origin) };
       }
       const path = await inclusionPath((l, i) => store.node(l, i), index, head.size);
       if (!verifyInclusion(leafHash(leafData("receipt", receipt.jws)), index, head.size, path, head.root))
@@ -311,12 +313,15 @@ export class Notary {
    */
   async consistency(from: number, to: number | undefined, origin: string): Promise<ConsistencyProof> {
     const store = this.d.store;
-    const now = await this.stored("read the log's head", () => store.head());
+    const { now, fromKept } = await this.stored("read the log's head", async () => ({
+      now: await store.head(),
+      fromKept: from > 0 ? await store.treeHead(from) : undefined,
+    }));
     const size = to ?? now.size;
     if (size > now.size) throw new SvcError("usage", `the log has ${now.size} leaves, not ${size}`);
     if (from > size) throw new SvcError("usage", `from (${from}) is larger than to (${size})`);
     if (size === 0) throw new SvcError("usage", "the log is empty: there is no tree head to prove against");
-    if (from > 0 && !(await this.stored("read a tree head", () => store.treeHead(from))))
+    if (from > 0 && !fromKept)
       throw new SvcError(
         "usage",
         `no tree head of ${from} leaves was given out: ask from the size of a tree head you hold`,
@@ -337,9 +342,15 @@ export class Notary {
         fromSize: from,
         toSize: size,
         path: path.map(b64u),
-        ...(from > 0 ? { from: await this.signedHead(from, fromRoot, origin) } : {}),
+        ...(from > 0 ? { from: await this.signedHead(fromKept, from, fromRoot, origin) } : {}),
         // A head of the log as it is now is kept, as for inclusion proofs; an earlier size is not.
-        to: await this.signedHead(size, toRoot, origin, size === now.size),
+        to: await this.signedHead(
+          size === from ? fromKept : await store.treeHead(size),
+          size,
+          toRoot,
+          origin,
+          size === now.size,
+        ),
       };
     });
   }
@@ -355,35 +366,71 @@ export class Notary {
     const now = await this.stored("read the log's head", () => store.head());
     if (now.size === 0) throw new SvcError("usage", "the log is empty: there is no checkpoint to sign");
     return this.stored("sign a checkpoint", async () => {
-      await this.signedHead(now.size, now.root, origin);
+      // Kept unless one of this size is (the first kept wins): a consistency proof can start there.
       const svid = this.d.source.getX509Svid();
-      const signer = this.signer(svid);
       const name = checkpointOrigin(svid.id.uri);
       return {
-        note: signCheckpoint(checkpointText(name, now.size, now.root), name, signer.key),
-        treeHead: await signTreeHead(svid.id.uri, origin, now.size, now.root, signer),
+        note: signCheckpoint(checkpointText(name, now.size, now.root), name, this.signer(svid).key),
+        treeHead: await this.signHead(svid, now.size, now.root, origin, true),
       };
     });
   }
 
   /**
-   * The tree head of the log's first `size` leaves, whose root is `root`: the one kept, if it verifies
-   * against the bundle, or a new one, signed (and kept when `keep`). A kept one with another root means
-   * the log was changed.
+   * The tree head of the log's first `size` leaves, whose root is `root`: `kept` (the one kept for that
+   * size, as the caller read it), if it verifies against the bundle, or a new one, signed (and kept when
+   * `keep`). A kept one with another root means the log was changed.
    */
-  private async signedHead(size: number, root: Hash, origin: string, keep = true): Promise<string> {
-    const kept = await this.d.store.treeHead(size);
+  private async signedHead(
+    kept: TreeHeadRow | undefined,
+    size: number,
+    root: Hash,
+    origin: string,
+    keep = true,
+  ): Promise<string> {
     if (kept && !equalHashes(kept.root, root))
       throw new SvcError(
         "notary_unavailable",
         `the notary log's tree head of size ${size} has another root than its leaves: the log was changed`,
       );
-    if (kept && (await verifiesAgainstBundle(kept.jws, this.d.source))) return kept.jws;
-    const svid = this.d.source.getX509Svid();
+    if (kept && (await this.verifies(kept.jws))) return kept.jws;
+    return this.signHead(this.d.source.getX509Svid(), size, root, origin, keep);
+  }
+
+  /** A new tree head signed with `svid`, kept when `keep`, and logged (docs/notary.md: shipped logs hold them). */
+  private async signHead(
+    svid: X509Svid,
+    size: number,
+    root: Hash,
+    origin: string,
+    keep: boolean,
+  ): Promise<string> {
     const jws = await signTreeHead(svid.id.uri, origin, size, root, this.signer(svid));
     if (keep) await this.d.store.putTreeHead({ size, root, jws });
     this.d.log.info("notary: tree head signed", { size, root: b64u(root) });
     return jws;
+  }
+
+  /**
+   * Whether a kept tree head verifies against the bundle now. The answer is remembered per bundle (a new
+   * one comes with each Workload API update): every proof served checks one or two kept heads, and a
+   * check costs about as much as the rest of the proof.
+   */
+  private async verifies(jws: string): Promise<boolean> {
+    const bundles = this.d.source.bundles();
+    let known = this.verifiedHeads.get(bundles);
+    if (known?.has(jws)) return true;
+    try {
+      await verifyTreeHead(jws, bundles);
+    } catch {
+      return false;
+    }
+    if (!known || known.size >= VERIFIED_HEADS) {
+      known = new Set();
+      this.verifiedHeads.set(bundles, known);
+    }
+    known.add(jws);
+    return true;
   }
 
   private signer(svid: X509Svid): SvidSigner {
@@ -396,11 +443,5 @@ export class Notary {
   }
 }
 
-async function verifiesAgainstBundle(jws: string, bundles: SvidSource): Promise<boolean> {
-  try {
-    await verifyTreeHead(jws, bundles);
-    return true;
-  } catch {
-    return false;
-  }
-}
+/** Kept tree heads remembered as verified, per bundle, at most this many (then the set starts over). */
+const VERIFIED_HEADS = 1024;
