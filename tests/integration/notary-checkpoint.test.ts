@@ -10,10 +10,6 @@ import {
   verifyCheckpoint,
 } from "../../lib/notary-objects/checkpoint.ts";
 import { derToPem } from "../../lib/spiffe/cert.ts";
-import type { ListenerConfig } from "../../proxy/config/types.ts";
-import type { ProxyRequest, ProxyResponse } from "../../proxy/http/types.ts";
-import { createLogger } from "../../proxy/log.ts";
-import { notaryQuery } from "../../proxy/middleware/notary-query.ts";
 import { SqliteNotaryStore } from "../../proxy/notary-service/records-sqlite.ts";
 import { peer } from "../e2e/testbed/peers.ts";
 import { tempDir } from "../support/dev-api.ts";
@@ -24,6 +20,7 @@ import {
   notaryIdentity,
   notaryOver,
   ORIGIN,
+  queryNotary,
   receiptFor,
 } from "../support/notary-fixtures.ts";
 
@@ -137,17 +134,7 @@ describe("checkpoints", () => {
   });
 
   test("GET /.svc/log/checkpoint answers the note with its tree head in Svc-Tree-Head; an empty log has none", async () => {
-    const query = (s: SqliteNotaryStore) =>
-      notaryQuery({ listener: { target: new URL(ORIGIN) } as ListenerConfig, notary: notaryOver(s, id) });
-    const get = (s: SqliteNotaryStore) =>
-      query(s)(
-        {
-          path: "/.svc/log/checkpoint",
-          method: "GET",
-          log: createLogger({ level: "error", encoder: "json" }),
-        } as ProxyRequest,
-        async () => ({ status: 404, headers: {}, body: "next" }),
-      ) as Promise<ProxyResponse>;
+    const get = (s: SqliteNotaryStore) => queryNotary(notaryOver(s, id), "/.svc/log/checkpoint");
     const r = await get(store);
     expect(r.status).toBe(200);
     expect(r.headers["content-type"]).toBe("text/plain; charset=utf-8");

@@ -3,10 +3,6 @@ import { copyFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { type ConsistencyProof, verifyConsistencyProof } from "../../lib/notary-objects/log.ts";
 import { derToPem } from "../../lib/spiffe/cert.ts";
-import type { ListenerConfig } from "../../proxy/config/types.ts";
-import type { ProxyRequest, ProxyResponse } from "../../proxy/http/types.ts";
-import { createLogger } from "../../proxy/log.ts";
-import { notaryQuery } from "../../proxy/middleware/notary-query.ts";
 import type { Notary } from "../../proxy/notary-service/notary.ts";
 import { SqliteNotaryStore } from "../../proxy/notary-service/records-sqlite.ts";
 import { tempDir } from "../support/dev-api.ts";
@@ -17,6 +13,7 @@ import {
   notaryIdentity,
   notaryOver,
   ORIGIN,
+  queryNotary,
   receiptFor,
 } from "../support/notary-fixtures.ts";
 import { BUN, ROOT } from "../support/proc.ts";
@@ -129,15 +126,7 @@ describe("consistency proofs of the notary log", () => {
 
   test("GET /.svc/log/consistency serves the proof, and refuses what is not one number of leaves", async () => {
     const { store, notary } = await log("route", 4);
-    const query = notaryQuery({
-      listener: { target: new URL(ORIGIN) } as ListenerConfig,
-      notary: notary as Notary,
-    });
-    const get = (path: string, method = "GET") =>
-      query(
-        { path, method, log: createLogger({ level: "error", encoder: "json" }) } as ProxyRequest,
-        async () => ({ status: 404, headers: {}, body: "next" }),
-      ) as Promise<ProxyResponse>;
+    const get = (path: string, method = "GET") => queryNotary(notary, path, method);
     const ok = await get("/.svc/log/consistency?from=4&to=8");
     expect(ok.status).toBe(200);
     const proof = JSON.parse(String(ok.body)) as ConsistencyProof;

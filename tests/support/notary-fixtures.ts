@@ -6,7 +6,10 @@ import { BundleSet, X509Bundle } from "../../lib/spiffe/bundle.ts";
 import { parseCert } from "../../lib/spiffe/cert.ts";
 import type { SvidSource } from "../../lib/spiffe/x509-source.ts";
 import { parseX509Svid, type X509Svid } from "../../lib/spiffe/x509svid.ts";
+import type { ListenerConfig } from "../../proxy/config/types.ts";
+import type { ProxyRequest, ProxyResponse } from "../../proxy/http/types.ts";
 import { createLogger } from "../../proxy/log.ts";
+import { notaryQuery } from "../../proxy/middleware/notary-query.ts";
 import { Notary } from "../../proxy/notary-service/notary.ts";
 import type { Exchange, NotaryStore } from "../../proxy/notary-service/store.ts";
 
@@ -77,3 +80,15 @@ export const notaryOver = (store: NotaryStore, id: NotaryIdentity) =>
     getPod: async () => undefined,
     log: createLogger({ level: "error", encoder: "json" }),
   });
+
+/**
+ * Asks `notary`'s query routes (proxy/middleware/notary-query.ts) for `path` as a listener with target
+ * ORIGIN would; paths the routes do not answer come back as the body "next".
+ */
+export function queryNotary(notary: Notary, path: string, method = "GET"): Promise<ProxyResponse> {
+  const query = notaryQuery({ listener: { target: new URL(ORIGIN) } as ListenerConfig, notary });
+  return query(
+    { path, method, log: createLogger({ level: "error", encoder: "json" }) } as ProxyRequest,
+    async () => ({ status: 404, headers: {}, body: "next" }),
+  );
+}
