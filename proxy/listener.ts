@@ -8,6 +8,7 @@ import { guardDescriptors } from "./fd-budget.ts";
 import type { Logger } from "./log.ts";
 import type { BufferEvents } from "./mqtt/buffer/events.ts";
 import type { Notary } from "./notary-service/notary.ts";
+import type { Witness } from "./witness/witness.ts";
 
 /**
  * The reason a refused caller is counted and logged under: `handshake` when the TLS handshake itself
@@ -64,6 +65,7 @@ export interface ListenerDeps {
   keylog?: KeyLog;
   events?: ListenerEvents;
   notary?: Notary;
+  witness?: Witness;
 }
 
 export interface RunningListener {

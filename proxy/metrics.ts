@@ -87,6 +87,18 @@ export class ProxyMetrics {
     "Notary operations: operation=statement (issued), log (exchange stored), receipt (signed and stored); result=ok or the failure code",
     ["operation", "result"],
   );
+  private readonly witnessCheckpoints = counter(
+    this.registry,
+    "svc_proxy_witness_checkpoints_total",
+    "Checkpoints the witness was given (pushed or polled): log=the notary's SPIFFE ID (unknown for a log it does not follow), result=cosigned, stale (409: another size held), invalid, unknown_log, forbidden (pushed by another than the log), cut, inconsistent, refused (a log refused since a cut or inconsistency)",
+    ["log", "result"],
+  );
+  private readonly witnessPushes = counter(
+    this.registry,
+    "svc_proxy_notary_witness_pushes_total",
+    "The notary's checkpoints pushed to its witnesses: witness=its SPIFFE ID, result=cosigned, refused (the witness refused the checkpoint) or failed (unreachable, or an answer that does not verify)",
+    ["witness", "result"],
+  );
   private readonly relayedBytes = counter(
     this.registry,
     "svc_proxy_stream_bytes_total",
@@ -252,6 +264,14 @@ export class ProxyMetrics {
 
   notaryOperation(operation: "statement" | "log" | "receipt", result: string): void {
     this.notary.inc({ operation, result });
+  }
+
+  witnessCheckpoint(log: string, result: string): void {
+    this.witnessCheckpoints.inc({ log, result });
+  }
+
+  witnessPush(witness: string, result: "cosigned" | "refused" | "failed"): void {
+    this.witnessPushes.inc({ witness, result });
   }
 
   /**

@@ -128,8 +128,13 @@ export async function startProxy(config: ProxyConfig, log: Logger): Promise<Runn
 
   const listeners = new Map<string, RunningListener>();
   let notary: Awaited<ReturnType<typeof import("./notary-service/start.ts").startNotary>> | undefined;
+  let witness: ReturnType<typeof import("./witness/start.ts").startWitness> | undefined;
   notReady = () => "starting the listeners";
   try {
+    if (config.witness)
+      witness = (await import("./witness/start.ts")).startWitness(config.witness, source, log, (l, result) =>
+        metrics?.witnessCheckpoint(l, result),
+      );
     if (config.notary.enable && config.notary.database)
       // Loaded only when the notary is on, as the listeners' paths are: a proxy without it never holds
       // its code (JWS and the log's store) in memory.
@@ -138,6 +143,8 @@ export async function startProxy(config: ProxyConfig, log: Logger): Promise<Runn
         source,
         log,
         (op, result) => metrics?.notaryOperation(op, result),
+        config.notary,
+        (w, result) => metrics?.witnessPush(w, result),
       );
     for (const l of config.listeners) {
       const deps = {
@@ -146,6 +153,7 @@ export async function startProxy(config: ProxyConfig, log: Logger): Promise<Runn
         ...(metrics ? { events: metrics.forListener(l.name) } : {}),
         ...(keylog ? { keylog } : {}),
         ...(notary ? { notary: notary.notary } : {}),
+        ...(witness ? { witness: witness.witness } : {}),
       };
       listeners.set(l.name, await START[l.protocol](l, deps));
     }
@@ -153,6 +161,7 @@ export async function startProxy(config: ProxyConfig, log: Logger): Promise<Runn
     probes?.server.close();
     for (const running of listeners.values()) await running.close(0);
     await notary?.close();
+    witness?.close();
     source.close();
     await admission?.close();
     throw e;
@@ -174,6 +183,7 @@ export async function startProxy(config: ProxyConfig, log: Logger): Promise<Runn
       await Promise.all([...listeners.values()].map((l) => l.close(drainMs)));
       await admission?.close();
       await notary?.close();
+      witness?.close();
       keylog?.close();
       source.close();
     },

@@ -10,6 +10,7 @@ import type { ExchangeResponse } from "../../lib/tls/exchange.ts";
 import { say } from "../say.ts";
 import { action, checkOutput, repeated } from "./cli.ts";
 import { applyGlobals, globalArgs, spiffeSocket } from "./globals.ts";
+import { checkInLog, inLogText, witnessArgs, witnessPolicy } from "./receipt-in-log.ts";
 
 const args = {
   url: {
@@ -37,6 +38,7 @@ const args = {
     description:
       "Prints the body as it arrives (a streamed answer), once the statement is verified; a receipt is checked when the stream ends",
   },
+  ...witnessArgs,
   "print-workload": { type: "boolean", description: "Prints the workload identity statement" },
   "print-receipt": { type: "boolean", description: "Prints the receipt; requires -n signRequest" },
   request: { type: "string", alias: "X", description: "HTTP method [default: GET, or POST with --data]" },
@@ -156,6 +158,9 @@ export default defineCommand({
       throw usage(
         "--notary-id: an empty pattern would match every issuer; give a SPIFFE ID pattern such as ^spiffe://example.org/ns/svc-system/sa/notary$",
       );
+    const policy = witnessPolicy(rawArgs, a["witness-threshold"]);
+    if (policy && level !== "signRequest")
+      throw usage("--witness needs -n signRequest: witnesses cosign the log a receipt is in");
     // An invalid pattern is an error naming the flag, exit status 1 like any usage error.
     const notaries = authorizeMatching(notaryIds, "--notary-id");
     const body = a.data !== undefined ? dataFrom(a.data) : undefined;
@@ -262,6 +267,7 @@ export default defineCommand({
         throw new SvcError("http_status", `HTTP error: ${res.status} ${res.statusText} from ${url.href}`);
       }
       let n: Notarization | undefined;
+      let inLog: Awaited<ReturnType<typeof checkInLog>> | undefined;
       try {
         if (validate && bundles) {
           const statement = early ?? (await checkHead(res));
@@ -282,6 +288,24 @@ export default defineCommand({
               (id) => fetchObject(`/.svc/stream/${id}`, "receipt"),
             );
             if (!a.silent) say("svc curl", "success", `receipt ${n.receipt.id} verified`);
+            if (policy) {
+              const path = `/.svc/receipt/${n.receipt.id}/proof?witnessed=${policy.threshold}`;
+              const r = await exchange(new URL(path, url), {
+                method: "GET",
+                headers: {},
+                ...(source ? { source } : {}),
+                maxBodyBytes: STATEMENT_LIMIT,
+                deadlineMs: 30_000,
+              });
+              const text = new TextDecoder().decode(r.body);
+              if (r.status !== 200)
+                throw new SvcError(
+                  "receipt",
+                  `witness check failed: the notary gave no inclusion proof of receipt ${n.receipt.id} cosigned by ${policy.threshold} witnesses (${r.status}: ${text.trim().slice(0, 300)})`,
+                );
+              inLog = await checkInLog(n.receipt.jws, n.receipt.id, text, bundles, policy, path);
+              if (!a.silent) say("svc curl", "success", inLogText(inLog).trim());
+            }
             const end = n.receipt.claims.svc.response.stream?.end;
             if (end && end !== "done" && end !== "closed")
               say(
@@ -295,7 +319,7 @@ export default defineCommand({
         // -o json always prints a result object: what was verified before the failure, and the failure.
         if (a.output === "json" && e instanceof SvcError)
           out.write(
-            `${JSON.stringify({ ...summary(res, n, body), error: { code: e.code, message: e.message } }, null, 2)}\n`,
+            `${JSON.stringify({ ...summary(res, n, body, inLog), error: { code: e.code, message: e.message } }, null, 2)}\n`,
           );
         // What was printed as it arrived is not vouched for.
         if (streaming && e instanceof SvcError)
@@ -304,7 +328,7 @@ export default defineCommand({
       }
       print();
       if (a.output === "json") {
-        out.write(`${JSON.stringify(summary(res, n, body), null, 2)}\n`);
+        out.write(`${JSON.stringify(summary(res, n, body, inLog), null, 2)}\n`);
         return;
       }
       if (a["print-workload"] && n) out.write(`\n${formatStatement(n.statement.id, n.statement.claims)}`);
@@ -327,6 +351,7 @@ function summary(
   res: { status: number; headers: Record<string, unknown>; body: Uint8Array },
   n: Notarization | undefined,
   sent: Uint8Array | undefined,
+  inLog?: object,
 ): object {
   const base64 = (b: Uint8Array | undefined) => Buffer.from(b ?? new Uint8Array()).toString("base64");
   return {
@@ -341,5 +366,6 @@ function summary(
           response: { bodyBase64: base64(res.body) },
         }
       : {}),
+    ...(inLog ? { log: inLog } : {}),
   };
 }

@@ -3,6 +3,8 @@ import { defineCommand } from "citty";
 import { SvcError } from "../../lib/errors.ts";
 import { say } from "../say.ts";
 import { action, checkOutput } from "./cli.ts";
+import { witnessCommand } from "./notary-witness.ts";
+import { checkInLog, inLogText, witnessArgs, witnessPolicy } from "./receipt-in-log.ts";
 
 const verifyArgs = {
   file: {
@@ -37,6 +39,7 @@ const verifyArgs = {
     description:
       "With --consistency (required): a tree head you kept (its JWS, an inclusion proof, or an earlier consistency proof); the proof must start at it",
   },
+  ...witnessArgs,
   output: { type: "string", alias: "o", description: "Output format: json" },
 } as const;
 
@@ -86,8 +89,14 @@ const verify = defineCommand({
     description: "Verifies a saved workload statement or receipt offline against a trust bundle",
   },
   args: verifyArgs,
-  run: action(verifyArgs, async (a) => {
+  run: action(verifyArgs, async (a, rawArgs) => {
     checkOutput(a.output, ["json"]);
+    const policy = witnessPolicy(rawArgs, a["witness-threshold"]);
+    if (policy && !a.proof)
+      throw new SvcError(
+        "usage",
+        "--witness checks the cosignatures of an inclusion proof's tree head: give --proof",
+      );
     const read = (f: string, flag: string) => {
       try {
         return readFileSync(f);
@@ -160,7 +169,7 @@ const verify = defineCommand({
       ...(response ? { response: { body: response } } : {}),
     });
     const inLog = a.proof
-      ? await checkProof(saved.jws, v.id, read(a.proof, "--proof").toString("utf8"), bundles)
+      ? await checkInLog(saved.jws, v.id, read(a.proof, "--proof").toString("utf8"), bundles, policy)
       : undefined;
     if (a.output === "json") {
       process.stdout.write(
@@ -174,15 +183,13 @@ const verify = defineCommand({
         ...(response ? { response } : {}),
       }),
     );
-    if (inLog)
-      process.stdout.write(
-        `In the notary log: leaf ${inLog.leafIndex} of ${inLog.treeSize}, tree head signed by ${inLog.signedBy} at ${inLog.signedAt}\n`,
-      );
+    if (inLog) process.stdout.write(inLogText(inLog));
     const checked = [
       "signature and chain",
       ...(request ? ["the request body"] : []),
       ...(response ? ["the response body"] : []),
       ...(inLog ? ["its place in the notary log"] : []),
+      ...(inLog?.cosignedBy ? [`the witness policy (${inLog.cosignedBy.length} cosignatures)`] : []),
     ];
     say("svc notary verify", "success", `receipt ${v.id} verified: ${checked.join(", ")}`);
     if (!request || !response)
@@ -194,39 +201,11 @@ const verify = defineCommand({
   }),
 });
 
-/** Checks a receipt's inclusion proof and the tree head in it; throws SvcError("receipt"). */
-async function checkProof(
-  receiptJws: string,
-  receiptId: string,
-  text: string,
-  bundles: import("../../lib/spiffe/bundle.ts").BundleSource,
-) {
-  let proof: import("../../lib/notary-objects/log.ts").InclusionProof;
-  try {
-    proof = JSON.parse(text);
-  } catch (e) {
-    throw new SvcError("usage", `--proof: not JSON (${(e as Error).message})`);
-  }
-  if (proof?.receiptId !== receiptId)
-    throw new SvcError(
-      "receipt",
-      `inclusion proof verification failed: the proof is for receipt ${JSON.stringify(proof?.receiptId)}, not ${receiptId}`,
-    );
-  const { verifyReceiptInclusion } = await import("../../lib/notary-objects/log.ts");
-  const head = await verifyReceiptInclusion(receiptJws, proof, bundles);
-  return {
-    leafIndex: proof.leafIndex,
-    treeSize: proof.treeSize,
-    signedBy: head.issuer.uri,
-    signedAt: new Date(head.claims.iat * 1000).toISOString(),
-  };
-}
-
 export default defineCommand({
   meta: {
     name: "notary",
     description:
-      "Work with notary objects: verify saved statements, receipts and proofs offline, or a whole notary log",
+      "Work with notary objects: verify saved statements, receipts and proofs offline, or a whole notary log; inspect a witness",
   },
-  subCommands: { verify },
+  subCommands: { verify, witness: witnessCommand },
 });

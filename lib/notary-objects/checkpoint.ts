@@ -61,13 +61,17 @@ export function noteKey(name: string, key: KeyObject): { type: number; id: Buffe
   };
 }
 
-/** The checkpoint of `text` signed with `key` under `name`. */
-export function signCheckpoint(text: string, name: string, key: KeyObject): string {
+/** The signature line of `text` signed with `key` under `name`, ending in a newline. */
+export function noteSignature(text: string, name: string, key: KeyObject): string {
   const { type, id } = noteKey(name, key);
   const data = Buffer.from(text);
   const signature = type === 0x02 ? sign("sha256", data, { key, dsaEncoding: "der" }) : sign(null, data, key);
-  return `${text}\n— ${name} ${Buffer.concat([id, signature]).toString("base64")}\n`;
+  return `— ${name} ${Buffer.concat([id, signature]).toString("base64")}\n`;
 }
+
+/** The checkpoint of `text` signed with `key` under `name`. */
+export const signCheckpoint = (text: string, name: string, key: KeyObject): string =>
+  `${text}\n${noteSignature(text, name, key)}`;
 
 interface NoteSignature {
   name: string;
@@ -124,7 +128,13 @@ export async function verifyCheckpoint(
   note: string,
   treeHead: string,
   bundles: BundleSource,
-): Promise<{ origin: string; size: number; root: string; head: VerifiedJws<TreeHeadClaims> }> {
+): Promise<{
+  origin: string;
+  size: number;
+  root: string;
+  text: string;
+  head: VerifiedJws<TreeHeadClaims>;
+}> {
   const head = await verifyTreeHead(treeHead, bundles);
   const { text, signatures } = parseNote(note);
   const c = parseText(text);
@@ -145,5 +155,5 @@ export async function verifyCheckpoint(
       ? verify("sha256", data, { key, dsaEncoding: "der" }, mine.signature)
       : verify(null, data, key, mine.signature);
   if (!ok) throw bad(`the signature by ${origin} does not verify`);
-  return { ...c, head };
+  return { ...c, text, head };
 }

@@ -106,6 +106,8 @@ export interface InclusionProof {
   path: string[];
   /** A signed tree head of treeSize leaves. */
   treeHead: string;
+  /** Witnesses' cosignatures of the tree head (asked for with `?witnessed=N`). */
+  cosignatures?: string[];
 }
 
 /**

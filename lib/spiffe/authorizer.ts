@@ -50,3 +50,8 @@ export function authorizeMatching(patterns: readonly string[], field?: string): 
           `peer ${peer.uri} matches none of ${compiled.length} allowed pattern(s) ${JSON.stringify(patterns)}`,
         );
 }
+
+/** Allows exactly the peer `id`: a party named by its SPIFFE ID in the configuration (a witness, a notary). */
+export function authorizeExactly(id: string): Authorizer {
+  return (peer) => (peer.uri === id ? ALLOW : deny(`peer ${peer.uri} is not ${id}`));
+}

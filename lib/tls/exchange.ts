@@ -9,6 +9,7 @@
 import http, { type IncomingHttpHeaders } from "node:http";
 import https from "node:https";
 import { SvcError } from "../errors.ts";
+import type { Authorizer } from "../spiffe/authorizer.ts";
 import type { SpiffeId } from "../spiffe/id.ts";
 import type { SvidSource } from "../spiffe/x509-source.ts";
 import { spiffeServerIdentity } from "./peer.ts";
@@ -18,6 +19,8 @@ export interface ExchangeRequest {
   headers: Record<string, string>;
   body?: Uint8Array;
   source?: SvidSource;
+  /** Which server may answer (https://); any workload of its trust domain when not given. */
+  authorize?: Authorizer;
   /** The longest wait for the next bytes (default 30 s). */
   timeoutMs?: number;
   /** A response body over this many bytes ends the exchange with SvcError("network"). */
@@ -72,7 +75,7 @@ export function exchange(url: URL, o: ExchangeRequest): Promise<ExchangeResponse
           cert: svid.certPem,
           key: svid.keyPem,
           ca: o.source.bundles().pem(),
-          checkServerIdentity: spiffeServerIdentity(o.source, undefined, (p) => {
+          checkServerIdentity: spiffeServerIdentity(o.source, o.authorize, (p) => {
             peer = p.id;
           }),
         }

@@ -20,6 +20,7 @@ export interface Parts {
   metricsAddr?: string;
   keylog?: string;
   notary?: ConfigInput["notary"];
+  witness?: ConfigInput["witness"];
   admission?: ConfigInput["admission"];
   /**
    * Index in the document, the listener, where its middlewares stood when some were left out, and its
@@ -53,6 +54,7 @@ function wellFormedParts(raw: unknown): Parts {
   parts.metricsAddr = section(Config.entries.metricsAddr, doc.metricsAddr);
   parts.keylog = section(Config.entries.keylog, doc.keylog);
   parts.notary = section(Config.entries.notary, doc.notary);
+  parts.witness = section(Config.entries.witness, doc.witness);
   parts.admission = section(Config.entries.admission, doc.admission);
   if (Array.isArray(doc.listeners)) {
     doc.listeners.forEach((item, i) => {

@@ -33,8 +33,15 @@ const TARGET_SCHEMES: Record<ListenerInput["protocol"], { mtls: string; plain: s
   mqtt: { mtls: "mqtts:", plain: "mqtt:" },
 };
 
+/** Which roles the proxy takes besides its listeners. */
+export interface Roles {
+  notary: boolean;
+  witness: boolean;
+}
+
 const MIDDLEWARE_PROTOCOLS: Record<MiddlewareInput["type"], ListenerInput["protocol"][]> = {
   "notary-query": ["http"],
+  witness: ["http"],
   openai: ["http"],
   dummy: ["http"],
   buffer: ["mqtt"],
@@ -84,18 +91,24 @@ export function keylogRules(keylog: string, listed: number, problem: Problem, wa
     warnings.push("keylog: has no effect without listeners (the admission webhook's TLS is not logged)");
 }
 
-/** The sections a document needs: listeners (or an admission block), and spiffe for listeners and the notary. */
+/**
+ * The sections a document needs: listeners (or an admission block), and spiffe for listeners, the notary
+ * and the witness.
+ */
 export function requiredSections(
   doc: Record<string, unknown>,
   listed: number,
-  notaryEnabled: boolean,
+  roles: Roles,
   problem: Problem,
 ): void {
   const noListeners = doc.listeners === undefined || (Array.isArray(doc.listeners) && listed === 0);
   if (noListeners && doc.admission === undefined)
     problem("listeners", "at least one listener is required (or an admission block)");
-  if (doc.spiffe === undefined && (listed > 0 || notaryEnabled))
-    problem("spiffe", "required field is missing (listeners and the notary need a SPIFFE identity)");
+  if (doc.spiffe === undefined && (listed > 0 || roles.notary || roles.witness))
+    problem(
+      "spiffe",
+      "required field is missing (listeners, the notary and the witness need a SPIFFE identity)",
+    );
 }
 
 /**
@@ -184,7 +197,7 @@ export function notaryDatabase(
  */
 export function listenerConfigs(
   listeners: Parts["listeners"],
-  notaryEnabled: boolean,
+  roles: Roles,
   problems: string[],
   warnings: string[],
 ): ListenerConfig[] {
@@ -225,7 +238,7 @@ export function listenerConfigs(
       idleMs: timeout(l.timeouts, "idle", `${at}.timeouts.idle`, problem),
       handshakeMs: timeout(l.timeouts, "handshake", `${at}.timeouts.handshake`, problem),
     };
-    const buffer = shaped ? checkMiddlewares(l, at, notaryEnabled, problem, warnings, positions) : undefined;
+    const buffer = shaped ? checkMiddlewares(l, at, roles, problem, warnings, positions) : undefined;
     for (const [k, m] of l.middlewares.entries())
       if (m.type === "buffer" && m.storage.path) {
         const field = `${at}.middlewares[${positions?.[k] ?? k}].storage.path`;
@@ -291,7 +304,7 @@ function modeWarnings(
 // A Go duration in milliseconds: negative is an error; zero selects `fallback` (docs/proxy-configuration.md,
 // "Validation": zero never disables a timeout), and `onDefault` is told so that the effective document can
 // show it.
-function durationMs(
+export function durationMs(
   text: string,
   fallback: string,
   path: string,
@@ -371,7 +384,7 @@ function checkTarget(
 function checkMiddlewares(
   l: ListenerInput,
   at: string,
-  notaryEnabled: boolean,
+  roles: Roles,
   problem: Problem,
   warnings: string[],
   positions?: number[],
@@ -385,8 +398,10 @@ function checkMiddlewares(
       problem(`${path}.type`, "tcp listeners take no middlewares (they carry bytes, not messages)");
     else if (!protocols.includes(l.protocol))
       problem(`${path}.type`, `${m.type} works on ${protocols.join(", ")} listeners, not ${l.protocol}`);
-    if (m.type === "notary-query" && !notaryEnabled)
+    if (m.type === "notary-query" && !roles.notary)
       problem(`${path}.type`, "notary-query needs notary.enable: true");
+    if (m.type === "witness" && !roles.witness)
+      problem(`${path}.type`, "witness needs the witness section (its database and the logs it follows)");
     if (m.type === "buffer") {
       if (m.storage["max-bytes"] === 0) m.storage["max-bytes"] = DEFAULT_BUFFER_MAX_BYTES;
       if (m.storage.type === "sqlite") {
@@ -429,7 +444,7 @@ function checkMiddlewares(
       }
     }
   });
-  if (notaryEnabled && l.mode === "server" && l.middlewares.some((m) => m.type === "openai"))
+  if (roles.notary && l.mode === "server" && l.middlewares.some((m) => m.type === "openai"))
     warnings.push(
       `${at}.middlewares: openai on a server listener notarizes nothing: notarization needs an authenticated upstream workload, so a client or central listener`,
     );

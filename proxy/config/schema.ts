@@ -25,7 +25,7 @@ const patterns = v.optional(v.array(str("a SPIFFE ID pattern (Go regular express
 export const MODES = ["client", "server", "central"] as const;
 export const PROTOCOLS = ["http", "tcp", "mqtt"] as const;
 export const OVERFLOW_POLICIES = ["reject", "drop-oldest", "drop-newest"] as const;
-export const MIDDLEWARE_TYPES = ["notary-query", "openai", "dummy", "buffer"] as const;
+export const MIDDLEWARE_TYPES = ["notary-query", "witness", "openai", "dummy", "buffer"] as const;
 export const STORAGE_TYPES = ["in-memory", "sqlite"] as const;
 
 export const DEFAULT_METRICS_ADDR = ":7600";
@@ -39,6 +39,7 @@ export const Middleware = v.variant(
   "type",
   [
     v.object({ type: v.literal("notary-query") }),
+    v.object({ type: v.literal("witness") }),
     v.object({ type: v.literal("openai"), allowUnknown: v.optional(bool(), false) }),
     v.object({ type: v.literal("dummy"), message: v.optional(str("a string"), "") }),
     v.object({
@@ -62,6 +63,12 @@ export const Middleware = v.variant(
   ],
   (i) => `unknown middleware type ${got(i.input)} (allowed: ${MIDDLEWARE_TYPES.join(", ")})`,
 );
+
+/** A party reached over SPIFFE mTLS: its SPIFFE ID and the https:// URL of its listener. */
+const Peer = v.object({
+  spiffe_id: nonEmpty("a SPIFFE ID"),
+  url: nonEmpty("an https:// URL"),
+});
 
 export const Listener = v.object({
   name: nonEmpty("a listener name"),
@@ -118,8 +125,26 @@ export const Config = v.object({
         }),
         {},
       ),
+      witnesses: v.optional(
+        v.array(Peer, (i) => `expected a list of witnesses, got ${got(i.input)}`),
+        [],
+      ),
+      push_interval: duration("1s"),
     }),
     {},
+  ),
+  witness: v.optional(
+    v.object({
+      database: nonEmpty("the path of the witness's SQLite file"),
+      logs: v.array(
+        v.object({
+          spiffe_id: nonEmpty("the notary's SPIFFE ID"),
+          url: v.optional(str("an https:// URL"), ""),
+        }),
+        (i) => `expected a list of logs (the notaries followed), got ${got(i.input)}`,
+      ),
+      poll_interval: duration("30s"),
+    }),
   ),
   admission: v.optional(
     v.object({

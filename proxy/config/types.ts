@@ -64,13 +64,33 @@ export type NotaryDatabase =
   | { kind: "sqlite"; path: string }
   | { kind: "postgres"; url: string; passwordFile: string | undefined; poolSize: number };
 
+/** A notary or a witness, reached over SPIFFE mTLS at `url` and required to present `spiffeId`. */
+export interface WitnessPeer {
+  spiffeId: string;
+  url: URL;
+}
+
+/** The witness role (docs/notary.md, "Witnesses"): the logs it follows, polled when a URL is given. */
+export interface WitnessConfig {
+  database: string;
+  logs: { spiffeId: string; url: URL | undefined }[];
+  pollMs: number;
+}
+
 export interface ProxyConfig {
   /** Empty when the proxy needs no SPIFFE identity (it serves only the admission webhook). */
   workloadApi: string;
   admission: AdmissionConfig | undefined;
   metricsAddr: HostPort | undefined;
   keylog: string | undefined;
-  notary: { enable: boolean; database: NotaryDatabase | undefined };
+  notary: {
+    enable: boolean;
+    database: NotaryDatabase | undefined;
+    /** The witnesses the notary pushes its checkpoints to. */
+    witnesses: WitnessPeer[];
+    pushIntervalMs: number;
+  };
+  witness: WitnessConfig | undefined;
   listeners: ListenerConfig[];
   /** The document with defaults filled in, as `-check` prints it. */
   effective: ConfigInput;

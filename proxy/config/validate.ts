@@ -21,6 +21,7 @@ import {
 import { Config } from "./schema.ts";
 import type { ProxyConfig } from "./types.ts";
 import { unknownFields } from "./unknown-fields.ts";
+import { notaryWitnesses, witnessConfig } from "./witness-rules.ts";
 
 /** Every problem, and every warning with them: a warning can be the cause of a problem (a misspelt key). */
 export class ConfigError extends SvcError {
@@ -65,9 +66,14 @@ export function validateConfig(raw: unknown): { config: ProxyConfig; warnings: s
   if (parts.keylog) keylogRules(parts.keylog, listed, problem, warnings);
   const notaryEnabled = parts.notary?.enable ?? false;
   const database = parts.notary ? notaryDatabase(parts.notary.database, notaryEnabled, problem) : undefined;
-  requiredSections(doc, listed, notaryEnabled, problem);
+  const pushes = parts.notary
+    ? notaryWitnesses(parts.notary, problem)
+    : { witnesses: [], pushIntervalMs: 1000 };
+  const witness = parts.witness ? witnessConfig(parts.witness, problem) : undefined;
+  const roles = { notary: notaryEnabled, witness: witness !== undefined };
+  requiredSections(doc, listed, roles, problem);
   const admission = admissionConfig(parts.admission, doc.admission, problem);
-  const listeners = listenerConfigs(parts.listeners, notaryEnabled, problems, warnings);
+  const listeners = listenerConfigs(parts.listeners, roles, problems, warnings);
 
   if (!parsed.success || problems.length > 0) throw new ConfigError(problems, warnings);
   return {
@@ -76,7 +82,8 @@ export function validateConfig(raw: unknown): { config: ProxyConfig; warnings: s
       admission,
       metricsAddr,
       keylog: parts.keylog || undefined,
-      notary: { enable: notaryEnabled, database },
+      notary: { enable: notaryEnabled, database, ...pushes },
+      witness,
       listeners,
       // The effective configuration shows the address in force: an empty metricsAddr means the default.
       effective: { ...parsed.output, metricsAddr: parts.metricsAddr ?? parsed.output.metricsAddr },

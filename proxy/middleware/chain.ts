@@ -11,11 +11,13 @@ import type { MiddlewareContext, MiddlewareFactory } from "./context.ts";
 import { dummy } from "./dummy.ts";
 import { notaryQuery } from "./notary-query.ts";
 import { openai } from "./openai.ts";
+import { witness } from "./witness.ts";
 
 const registry = new Map<string, MiddlewareFactory>([
   ["dummy", (o) => dummy(o as Extract<MiddlewareInput, { type: "dummy" }>)],
   ["openai", (o, ctx) => openai(o as Extract<MiddlewareInput, { type: "openai" }>, ctx)],
   ["notary-query", (_o, ctx) => notaryQuery(ctx)],
+  ["witness", (_o, ctx) => witness(ctx)],
 ]);
 
 export function registerMiddleware(type: string, factory: MiddlewareFactory): void {

@@ -1,13 +1,14 @@
 /**
  * The notary query routes (docs/notary.md, "Query routes"): GET /.svc/workload/{id}, /.svc/certificate/{id},
  * /.svc/receipt/{id}, /.svc/receipt/{id}/proof (the receipt's inclusion proof in the notary log, with
- * a signed tree head), and /.svc/stream/{id} (the receipt of the stream a caller was told the ID of in
+ * a signed tree head; with ?witnessed=N, one that N witnesses cosigned, with their cosignatures), and /.svc/stream/{id} (the receipt of the stream a caller was told the ID of in
  * Svc-Stream-ID), /.svc/log/consistency?from=N&to=M (the log's consistency proof between two sizes,
  * with a signed tree head of each) and /.svc/log/checkpoint (the log now as a C2SP checkpoint), answered
  * from the notary database (docs/notary.md shows the bodies).
  * Access is the listener's: whoever passed source.spiffe_ids. Other paths go on.
  */
 import { isSvcError } from "../../lib/errors.ts";
+import { MAX_COSIGNATURES } from "../../lib/notary-objects/cosignature.ts";
 import { isContentId } from "../../lib/notary-objects/ids.ts";
 import { derToPem } from "../../lib/spiffe/cert.ts";
 import { type Middleware, type ProxyResponse, proxyResponse } from "../http/types.ts";
@@ -38,7 +39,15 @@ export function notaryQuery(ctx: MiddlewareContext): Middleware {
         ctx.listener.target.origin,
         req.log,
       );
-    const [, kind, id, proof] = m as unknown as [string, string, string, string | undefined];
+    const [, kind, id, proof, query] = m as unknown as [
+      string,
+      string,
+      string,
+      string | undefined,
+      string | undefined,
+    ];
+    const witnessed = proof ? witnessedParam(new URLSearchParams(query?.slice(1) ?? "")) : 0;
+    if (typeof witnessed === "string") return proxyResponse(400, `notary-query: ${witnessed}`);
     if (proof && kind !== "receipt")
       return proxyResponse(
         404,
@@ -49,10 +58,10 @@ export function notaryQuery(ctx: MiddlewareContext): Middleware {
         400,
         `notary-query: malformed ${kind} id ${JSON.stringify(id)}: expected 43 base64url characters`,
       );
-    return answered(req.log, kind, async () => {
+    return answered(req.log, proof ? "inclusion proof" : kind, async () => {
       notary.checkServing();
       const found = proof
-        ? await notary.proof(id, ctx.listener.target.origin)
+        ? await notary.proof(id, ctx.listener.target.origin, witnessed)
         : await lookup(notary.store, kind, id);
       if (found) return json(found);
       return proxyResponse(
@@ -131,6 +140,16 @@ async function checkpoint(
       body: c.note,
     };
   });
+}
+
+/** `witnessed=N` of an inclusion proof: how many witnesses must have cosigned its tree head (0 to 32). */
+function witnessedParam(query: URLSearchParams): number | string {
+  const values = query.getAll("witnessed");
+  if (values.length === 0) return 0;
+  const v = values[0] as string;
+  if (values.length > 1 || !/^(0|[1-9][0-9]?)$/.test(v) || Number(v) > MAX_COSIGNATURES)
+    return `witnessed=${JSON.stringify(values.join(","))} is not one number of witnesses from 0 to ${MAX_COSIGNATURES}`;
+  return Number(v);
 }
 
 type Store = NonNullable<MiddlewareContext["notary"]>["store"];

@@ -44,7 +44,12 @@ export interface NotaryDeps {
   revalidateMs?: number;
   /** Counts an operation (metrics): result is "ok" or an error code. */
   count?: (operation: "statement" | "log" | "receipt", result: string) => void;
+  /** The pushes to the notary's witnesses (witness-push.ts): told when the log grows. */
+  witnesses?: { poke(): void; flush(): Promise<void> };
 }
+
+/** How long an inclusion proof asked with `?witnessed=N` waits for a round of pushes to the witnesses. */
+const WITNESS_WAIT_MS = 10_000;
 
 interface Cached {
   statement: SignedObject;
@@ -172,6 +177,7 @@ export class Notary {
       await this.d.store.putCertificate(facts.certificateID, leaf.der, upstream.id.uri, leaf.notAfter);
       await this.d.store.putStatement(statement.id, statement.jws, upstream.id.uri, facts.certificateID);
     });
+    this.d.witnesses?.poke();
     this.statements.set(key, { statement, facts, checkedAt: Date.now() });
     this.d.count?.("statement", "ok");
     this.d.log.info("notary: workload statement issued", { id: statement.id, upstream: upstream.id.uri });
@@ -248,6 +254,7 @@ export class Notary {
     };
     if (level === "logRequest") {
       await this.stored("log the request", () => this.d.store.logExchange(entry));
+      this.d.witnesses?.poke();
       this.d.count?.("log", "ok");
       return undefined;
     }
@@ -268,29 +275,50 @@ export class Notary {
         ...(stream ? { streamId: stream.id } : {}),
       }),
     );
+    this.d.witnesses?.poke();
     this.d.count?.("receipt", "ok");
     return receipt;
   }
 
   /**
    * The inclusion proof of a receipt against a signed tree head that covers it: the newest kept, or a new
-   * one of the log as it is now, signed and kept. The proof is checked before it is served; undefined
-   * when there is no such receipt.
+   * one of the log as it is now, signed and kept. With `witnessed` > 0, against the newest kept one that
+   * at least that many witnesses cosigned, with their cosignatures (after a round of pushes, when none
+   * is yet). The proof is checked before it is served; undefined when there is no such receipt.
    */
-  async proof(receiptId: string, origin: string): Promise<InclusionProof | undefined> {
-    return this.stored("make an inclusion proof", async () => {
-      const store = this.d.store;
+  async proof(receiptId: string, origin: string, witnessed = 0): Promise<InclusionProof | undefined> {
+    const store = this.d.store;
+    const found = await this.stored("make an inclusion proof", async () => {
       const [index, receipt] = await Promise.all([
         store.leafIndex("receipt", receiptId),
         store.receipt(receiptId),
       ]);
-      if (index === undefined || !receipt) return undefined;
-      const latest = await store.latestTreeHead();
-      // One that does not verify now (forged in the database, or signed under an authority since
-      // rotated out of the bundle) is replaced by a new one rather than served.
-      let head = latest && latest.size > index && (await this.verifies(latest.jws)) ? latest : undefined;
+      return index === undefined || !receipt ? undefined : { index, receipt };
+    });
+    if (!found) return undefined;
+    const { index, receipt } = found;
+    let cosignatures: string[] | undefined;
+    let head: TreeHeadRow | undefined;
+    if (witnessed > 0) {
+      const cosigned =
+        (await this.cosignedHead(index, witnessed)) ?? (await this.afterPush(index, witnessed));
+      if (!cosigned)
+        throw new SvcError(
+          "usage",
+          `no tree head that covers receipt ${receiptId} is cosigned by ${witnessed} witness${witnessed > 1 ? "es" : ""} yet (${this.d.witnesses ? "the witnesses did not cosign within the wait; the notary's log says why" : "this notary pushes to no witnesses: notary.witnesses"})`,
+        );
+      ({ head, cosignatures } = cosigned);
+    }
+    return this.stored("make an inclusion proof", async () => {
+      if (!head) {
+        const latest = await store.latestTreeHead();
+        // One that does not verify now (forged in the database, or signed under an authority since
+        // rotated out of the bundle) is replaced by a new one rather than served.
+        head = latest && latest.size > index && (await this.verifies(latest.jws)) ? latest : undefined;
+      }
       if (!head) {
         const now = await store.head();
+        const latest = await store.latestTreeHead();
         const kept = latest?.size === now.size ? latest : await store.treeHead(now.size);
         head = { ...now, jws: await this.signedHead(kept, now.size, now.root, origin) };
       }
@@ -300,8 +328,38 @@ export class Notary {
           "notary_unavailable",
           `the notary log does not prove receipt ${receiptId} against its tree head of size ${head.size}: the log was changed`,
         );
-      return { receiptId, leafIndex: index, treeSize: head.size, path: path.map(b64u), treeHead: head.jws };
+      return {
+        receiptId,
+        leafIndex: index,
+        treeSize: head.size,
+        path: path.map(b64u),
+        treeHead: head.jws,
+        ...(cosignatures ? { cosignatures } : {}),
+      };
     });
+  }
+
+  /** The newest kept tree head over leaf `index` with `witnessed` cosignatures, if it verifies now. */
+  private async cosignedHead(index: number, witnessed: number) {
+    const found = await this.stored("find a cosigned tree head", () =>
+      this.d.store.cosignedHead(index, witnessed),
+    );
+    return found && (await this.verifies(found.head.jws)) ? found : undefined;
+  }
+
+  /** cosignedHead after a round of pushes to the witnesses (at most WITNESS_WAIT_MS). */
+  private async afterPush(index: number, witnessed: number) {
+    const pushes = this.d.witnesses;
+    if (!pushes) return undefined;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    await Promise.race([
+      pushes.flush(),
+      new Promise((resolve) => {
+        timer = setTimeout(resolve, WITNESS_WAIT_MS);
+      }),
+    ]);
+    clearTimeout(timer);
+    return this.cosignedHead(index, witnessed);
   }
 
   /**

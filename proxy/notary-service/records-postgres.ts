@@ -53,6 +53,10 @@ const MIGRATIONS: string[] = [
      size BIGINT PRIMARY KEY, root BYTEA NOT NULL, jws TEXT NOT NULL, created_at BIGINT NOT NULL);`,
   // Streamed receipts, found by the Svc-Stream-ID their caller was given (the receipt records it too).
   "CREATE TABLE receipt_streams (stream_id TEXT PRIMARY KEY, receipt_id TEXT NOT NULL)",
+  // Witnesses' cosignatures of kept tree heads (docs/notary.md, "Witnesses").
+  `CREATE TABLE cosignatures (
+     size BIGINT NOT NULL, witness TEXT NOT NULL, jws TEXT NOT NULL, created_at BIGINT NOT NULL,
+     PRIMARY KEY (size, witness))`,
 ];
 
 /** SQLSTATE classes and client codes of failures worth retrying: the connection, not the statement. */
@@ -428,6 +432,33 @@ export class PostgresNotaryStore implements NotaryStore {
       });
       return { index: Number(r.idx), kind, ref: r.ref as string, hash: r.hash as Hash, data };
     });
+  }
+
+  async putCosignature(size: number, witness: string, jws: string): Promise<void> {
+    await this.read(
+      (sql) => sql`INSERT INTO cosignatures (size, witness, jws, created_at)
+        VALUES (${size}, ${witness}, ${jws}, ${Date.now()})
+        ON CONFLICT (size, witness) DO UPDATE SET jws = excluded.jws, created_at = excluded.created_at`,
+    );
+  }
+
+  async cosignedHead(
+    index: number,
+    witnesses: number,
+  ): Promise<{ head: TreeHeadRow; cosignatures: string[] } | undefined> {
+    const [h] = await this.read(
+      (sql) => sql`SELECT t.size, t.root, t.jws FROM tree_heads t WHERE t.size > ${index}
+        AND (SELECT count(*) FROM cosignatures c WHERE c.size = t.size) >= ${Math.max(witnesses, 1)}
+        ORDER BY t.size DESC LIMIT 1`,
+    );
+    if (!h) return undefined;
+    const rows = await this.read(
+      (sql) => sql`SELECT jws FROM cosignatures WHERE size = ${h.size} ORDER BY witness`,
+    );
+    return {
+      head: { size: Number(h.size), root: h.root as Hash, jws: h.jws as string },
+      cosignatures: [...rows].map((r: Row) => r.jws as string),
+    };
   }
 
   async treeHeads(): Promise<TreeHeadRow[]> {

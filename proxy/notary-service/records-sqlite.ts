@@ -67,6 +67,11 @@ const MIGRATIONS: ((db: Database) => void)[] = [
   },
   // Streamed receipts, found by the Svc-Stream-ID their caller was given (the receipt records it too).
   (db) => db.run("CREATE TABLE receipt_streams (stream_id TEXT PRIMARY KEY, receipt_id TEXT NOT NULL)"),
+  // Witnesses' cosignatures of kept tree heads (docs/notary.md, "Witnesses").
+  (db) =>
+    db.run(`CREATE TABLE cosignatures (
+       size INTEGER NOT NULL, witness TEXT NOT NULL, jws TEXT NOT NULL, created_at INTEGER NOT NULL,
+       PRIMARY KEY (size, witness))`),
 ];
 
 /** Appends a record's leaf inside the caller's transaction. */
@@ -355,6 +360,33 @@ export class SqliteNotaryStore implements NotaryStore {
       hash: r.hash,
       data: recordData(this.db, r.kind, r.ref),
     }));
+  }
+
+  async putCosignature(size: number, witness: string, jws: string): Promise<void> {
+    this.db
+      .query(
+        `INSERT INTO cosignatures (size, witness, jws, created_at) VALUES (?, ?, ?, ?)
+         ON CONFLICT (size, witness) DO UPDATE SET jws = excluded.jws, created_at = excluded.created_at`,
+      )
+      .run(size, witness, jws, Date.now());
+  }
+
+  async cosignedHead(
+    index: number,
+    witnesses: number,
+  ): Promise<{ head: TreeHeadRow; cosignatures: string[] } | undefined> {
+    const head = this.db
+      .query(
+        `SELECT t.size, t.root, t.jws FROM tree_heads t WHERE t.size > ?
+           AND (SELECT count(*) FROM cosignatures c WHERE c.size = t.size) >= ?
+         ORDER BY t.size DESC LIMIT 1`,
+      )
+      .get(index, Math.max(witnesses, 1)) as TreeHeadRow | null;
+    if (!head) return undefined;
+    const rows = this.db
+      .query("SELECT jws FROM cosignatures WHERE size = ? ORDER BY witness")
+      .all(head.size) as { jws: string }[];
+    return { head, cosignatures: rows.map((r) => r.jws) };
   }
 
   async treeHeads(): Promise<TreeHeadRow[]> {

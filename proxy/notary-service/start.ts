@@ -2,11 +2,12 @@ import { isSvcError, SvcError } from "../../lib/errors.ts";
 import type { Pod } from "../../lib/kube/pods.ts";
 import { JwtSvidSource } from "../../lib/spiffe/jwt-source.ts";
 import type { X509Source } from "../../lib/spiffe/x509-source.ts";
-import type { NotaryDatabase } from "../config/types.ts";
+import type { NotaryDatabase, WitnessPeer } from "../config/types.ts";
 import type { Logger } from "../log.ts";
 import { checkLog } from "./log-check.ts";
 import { Notary, type NotaryDeps } from "./notary.ts";
 import { openStore } from "./open-store.ts";
+import { type PusherDeps, WitnessPusher } from "./witness-push.ts";
 
 /**
  * Opens what the notary needs, failing at start with a clear message rather than on the first request:
@@ -19,6 +20,8 @@ export async function startNotary(
   source: X509Source,
   log: Logger,
   count?: NotaryDeps["count"],
+  pushes?: { witnesses: WitnessPeer[]; pushIntervalMs: number },
+  countPush?: PusherDeps["count"],
 ): Promise<{ notary: Notary; close(): Promise<void> }> {
   // client-node is loaded only by proxies that run a notary or an admission webhook.
   const { openKubeClient } = await import("../../lib/kube/client.ts");
@@ -35,6 +38,7 @@ export async function startNotary(
   }
   const store = await openStore(database);
   log.info("notary", { database: store.location, cluster: kube.server, credentials: kube.from });
+  let pusher: WitnessPusher | undefined;
   const notary = new Notary({
     store,
     source,
@@ -62,7 +66,23 @@ export async function startNotary(
     },
     log,
     ...(count ? { count } : {}),
+    ...(pushes?.witnesses.length
+      ? { witnesses: { poke: () => pusher?.poke(), flush: async () => pusher?.flush() } }
+      : {}),
   });
+  if (pushes?.witnesses.length) {
+    pusher = new WitnessPusher({
+      notary,
+      witnesses: pushes.witnesses,
+      source,
+      log,
+      intervalMs: pushes.pushIntervalMs,
+      ...(countPush ? { count: countPush } : {}),
+    });
+    log.info("notary: checkpoints pushed to witnesses", {
+      witnesses: pushes.witnesses.map((w) => w.spiffeId),
+    });
+  }
   const checkThenServe = async () => {
     const check = await checkLog(store, undefined);
     if (check.problems.length > 0) {
@@ -76,6 +96,8 @@ export async function startNotary(
     } else {
       notary.resume();
       log.info("notary: log checked", { size: check.size, tree_heads: check.treeHeads });
+      // The witnesses see the log as it is at start: a cut made while the notary was down shows now.
+      pusher?.poke(0);
     }
   };
   const unreachable = store.unavailable();
@@ -100,5 +122,11 @@ export async function startNotary(
       },
     );
   }
-  return { notary, close: () => store.close() };
+  return {
+    notary,
+    close: async () => {
+      pusher?.close();
+      await store.close();
+    },
+  };
 }

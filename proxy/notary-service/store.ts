@@ -84,6 +84,17 @@ export interface NotaryStore {
   /** Keeps a signed tree head; one of the same size already kept wins. */
   putTreeHead(head: TreeHeadRow): Promise<void>;
 
+  /** Keeps a witness's cosignature of the kept tree head of `size` leaves (the newest per witness wins). */
+  putCosignature(size: number, witness: string, jws: string): Promise<void>;
+  /**
+   * The newest kept tree head that covers leaf `index` and is cosigned by at least `witnesses` witnesses,
+   * with its cosignatures.
+   */
+  cosignedHead(
+    index: number,
+    witnesses: number,
+  ): Promise<{ head: TreeHeadRow; cosignatures: string[] } | undefined>;
+
   /** For the consistency check: leaves from `from` in order, at most `limit`. */
   leaves(from: number, limit: number): Promise<LoggedRecord[]>;
   treeHeads(): Promise<TreeHeadRow[]>;

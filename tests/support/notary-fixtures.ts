@@ -29,8 +29,12 @@ export interface NotaryIdentity {
 }
 
 export async function notaryIdentity(): Promise<NotaryIdentity> {
-  const ca = await DevCa.open("example.org");
-  const issued = await ca.issueX509Svid(NOTARY, 3_600_000);
+  return workloadIdentity(await DevCa.open("example.org"), NOTARY);
+}
+
+/** Another workload of the notary's trust domain (a witness), with an SVID from the same CA. */
+export async function workloadIdentity(ca: DevCa, spiffeId: string): Promise<NotaryIdentity> {
+  const issued = await ca.issueX509Svid(spiffeId, 3_600_000);
   const svid = parseX509Svid(issued.certDer, issued.keyDer);
   const bundles = new BundleSet([new X509Bundle("example.org", [parseCert(ca.caDer)])]);
   const source = {

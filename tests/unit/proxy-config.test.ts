@@ -30,7 +30,13 @@ describe("proxy configuration: defaults (docs/proxy-configuration.md)", () => {
     const { config } = validateConfig(base());
     expect(config.metricsAddr).toEqual({ host: "", port: 7600 });
     expect(config.keylog).toBeUndefined();
-    expect(config.notary).toEqual({ enable: false, database: undefined });
+    expect(config.notary).toEqual({
+      enable: false,
+      database: undefined,
+      witnesses: [],
+      pushIntervalMs: 1000,
+    });
+    expect(config.witness).toBeUndefined();
     const l = config.listeners[0];
     expect(l).toMatchObject({
       protocol: "http",
@@ -140,6 +146,39 @@ describe("proxy configuration: defaults (docs/proxy-configuration.md)", () => {
 describe("proxy configuration: every error at once, with path, value and what is allowed", () => {
   const cases: [string, unknown, string[]][] = [
     [
+      "witness settings: SPIFFE IDs, https:// URLs, no one twice, the sections they need",
+      base(
+        { middlewares: [{ type: "witness" }] },
+        {
+          notary: {
+            witnesses: [
+              { spiffe_id: "spiffe://example.org/w", url: "http://w:8443" },
+              { spiffe_id: "https://example.org/w", url: "https://w:8443" },
+              { spiffe_id: "spiffe://example.org/x", url: "https://x:8443" },
+              { spiffe_id: "spiffe://example.org/x", url: "https://x:8443" },
+            ],
+            push_interval: "soon",
+          },
+        },
+      ),
+      [
+        'notary.witnesses[0].url: "http://w:8443" is not an https:// URL (witnesses and notaries are reached over SPIFFE mTLS)',
+        'notary.witnesses[1].spiffe_id: invalid SPIFFE ID "https://example.org/w": the scheme must be spiffe://',
+        "notary.witnesses[3].spiffe_id: spiffe://example.org/x is listed twice",
+        "notary.witnesses: needs notary.enable: true",
+        'notary.push_interval: invalid duration "soon": use a Go duration such as 500ms, 30s, 2m or 1h30m',
+        "listeners[0].middlewares[0].type: witness needs the witness section (its database and the logs it follows)",
+      ],
+    ],
+    [
+      "the witness section: a database whose directory exists, at least one log",
+      base({}, { witness: { database: "/no/such/dir/w.db", logs: [] } }),
+      [
+        'witness.database: directory /no/such/dir of "/no/such/dir/w.db" does not exist (it must exist and be writable)',
+        "witness.logs: list at least one log (the SPIFFE ID of a notary to witness)",
+      ],
+    ],
+    [
       "no listeners",
       { spiffe: { workload_socket_path: "unix:///a.sock" }, listeners: [] },
       ["listeners: at least one listener is required (or an admission block)"],
@@ -147,7 +186,7 @@ describe("proxy configuration: every error at once, with path, value and what is
     [
       "no spiffe section",
       { listeners: base().listeners },
-      ["spiffe: required field is missing (listeners and the notary need a SPIFFE identity)"],
+      ["spiffe: required field is missing (listeners, the notary and the witness need a SPIFFE identity)"],
     ],
     [
       "admission block: what is missing or wrong, each named",
@@ -195,7 +234,7 @@ describe("proxy configuration: every error at once, with path, value and what is
       "unknown middleware",
       base({ middlewares: [{ type: "gzip" }] }),
       [
-        'listeners[0].middlewares[0].type: unknown middleware type "gzip" (allowed: notary-query, openai, dummy, buffer)',
+        'listeners[0].middlewares[0].type: unknown middleware type "gzip" (allowed: notary-query, witness, openai, dummy, buffer)',
       ],
     ],
     [

@@ -179,6 +179,7 @@ function fullPath(
   const chain = buildChain(l.middlewares, target.forward, {
     listener: l,
     ...(deps.notary ? { notary: deps.notary } : {}),
+    ...(deps.witness ? { witness: deps.witness } : {}),
     ...(events ? { events } : {}),
   });
 

@@ -1,0 +1,186 @@
+/**
+ * The notary pushing its checkpoints to its witnesses (docs/notary.md, "Witnesses"), off the request path:
+ * a round starts `intervalMs` after the log grows (rounds never overlap), signs one checkpoint of the log
+ * as it is, and sends it to each witness with the consistency proof from the size that witness holds, as
+ * C2SP tlog-witness's add-checkpoint does. A 409 names the size the witness holds: the push is made again
+ * from there (a replica may have pushed a larger checkpoint: then a new one is signed). A log smaller than
+ * what a witness holds is pushed all the same, so that the witness sees the cut. Each cosignature is
+ * checked (the witness's SPIFFE ID, this log, this size and root) and kept with the tree head, for
+ * inclusion proofs asked with `?witnessed=N`.
+ */
+import { ADD_CHECKPOINT_PATH, addCheckpointBody } from "../../lib/notary-objects/add-checkpoint.ts";
+import { verifyCosignature } from "../../lib/notary-objects/cosignature.ts";
+import type { Hash } from "../../lib/notary-objects/merkle.ts";
+import { authorizeExactly } from "../../lib/spiffe/authorizer.ts";
+import { Backoff } from "../../lib/spiffe/backoff.ts";
+import type { SvidSource } from "../../lib/spiffe/x509-source.ts";
+import { exchange } from "../../lib/tls/exchange.ts";
+import type { WitnessPeer } from "../config/types.ts";
+import type { Logger } from "../log.ts";
+import type { Notary } from "./notary.ts";
+
+export type PushResult = "cosigned" | "refused" | "failed";
+
+export interface PusherDeps {
+  notary: Notary;
+  witnesses: readonly WitnessPeer[];
+  source: SvidSource;
+  log: Logger;
+  intervalMs: number;
+  count?: (witness: string, result: PushResult) => void;
+}
+
+interface Checkpoint {
+  note: string;
+  treeHead: string;
+  size: number;
+  root: string;
+}
+
+/** The largest answer a witness gives: a few signature lines, or a size. */
+const MAX_ANSWER = 64 * 1024;
+
+export class WitnessPusher {
+  /** The size each witness holds, as it last said. */
+  private readonly held = new Map<string, number>();
+  private running: Promise<void> | undefined;
+  private timer: ReturnType<typeof setTimeout> | undefined;
+  private readonly backoff = new Backoff(1000, 60_000);
+  private closed = false;
+
+  constructor(private readonly d: PusherDeps) {}
+
+  /** The log grew: a round starts within intervalMs, or after the one running. */
+  poke(delayMs = this.d.intervalMs): void {
+    if (this.closed || this.timer) return;
+    this.timer = setTimeout(() => {
+      this.timer = undefined;
+      void this.flush();
+    }, delayMs);
+  }
+
+  /** Resolves when a round that started after this call has ended: the log as it is now was pushed. */
+  async flush(): Promise<void> {
+    while (this.running) await this.running;
+    if (this.closed) return;
+    this.running = this.round().finally(() => {
+      this.running = undefined;
+    });
+    await this.running;
+  }
+
+  close(): void {
+    this.closed = true;
+    clearTimeout(this.timer);
+  }
+
+  private async round(): Promise<void> {
+    let checkpoint: Checkpoint;
+    try {
+      checkpoint = await this.sign();
+    } catch (e) {
+      // An empty log has nothing to push; a notary that refuses or cannot sign says so in its own log.
+      this.d.log.debug("notary: no checkpoint to push", { reason: (e as Error).message });
+      return;
+    }
+    const results = await Promise.all(this.d.witnesses.map((w) => this.push(w, checkpoint)));
+    if (results.some((r) => r === "failed")) this.poke(this.backoff.delay());
+    else this.backoff.reset();
+  }
+
+  private async sign(): Promise<Checkpoint> {
+    const c = await this.d.notary.checkpoint(this.self());
+    const [, size, root] = c.note.split("\n");
+    return { ...c, size: Number(size), root: Buffer.from(root as string, "base64").toString("base64url") };
+  }
+
+  private self(): string {
+    return this.d.source.getX509Svid().id.uri;
+  }
+
+  private async push(w: WitnessPeer, first: Checkpoint): Promise<PushResult> {
+    let c = first;
+    let old = this.held.get(w.spiffeId) ?? 0;
+    const result = await (async (): Promise<PushResult> => {
+      for (let attempt = 0; attempt < 3; attempt++) {
+        if (old === c.size && attempt === 0 && this.held.has(w.spiffeId)) return "cosigned";
+        const res = await exchange(new URL(ADD_CHECKPOINT_PATH, w.url), {
+          method: "POST",
+          headers: { "content-type": "text/plain; charset=utf-8", "svc-tree-head": c.treeHead },
+          body: new TextEncoder().encode(addCheckpointBody(old, await this.proof(old, c.size), c.note)),
+          source: this.d.source,
+          authorize: authorizeExactly(w.spiffeId),
+          maxBodyBytes: MAX_ANSWER,
+          deadlineMs: 30_000,
+        });
+        const text = new TextDecoder().decode(res.body).trim();
+        if (res.status === 409 && /^(0|[1-9][0-9]{0,15})$/.test(text)) {
+          old = Number(text);
+          // A replica of this notary may have pushed a larger checkpoint: sign the log as it is now.
+          if (old > c.size) c = await this.sign();
+          continue;
+        }
+        if (res.status !== 200) {
+          const refused = res.status >= 400 && res.status < 500;
+          (refused ? this.d.log.error : this.d.log.warn).call(
+            this.d.log,
+            refused ? "notary: a witness refused the checkpoint" : "notary: a witness did not cosign",
+            { witness: w.spiffeId, size: c.size, held: old, status: res.status, answer: text.slice(0, 300) },
+          );
+          return refused ? "refused" : "failed";
+        }
+        await this.keep(w, c, res.headers["svc-cosignature"]);
+        this.held.set(w.spiffeId, c.size);
+        return "cosigned";
+      }
+      this.d.log.warn("notary: a witness holds another size after three pushes", {
+        witness: w.spiffeId,
+        held: old,
+      });
+      return "failed";
+    })().catch((e: Error) => {
+      this.d.log.warn("notary: cannot push the checkpoint to a witness", {
+        witness: w.spiffeId,
+        error: e.message,
+      });
+      return "failed" as const;
+    });
+    this.d.count?.(w.spiffeId, result);
+    return result;
+  }
+
+  /**
+   * The consistency proof from `old` leaves to `size`; none from 0, or when the log cannot give one (it no
+   * longer has the tree head the witness holds, or is smaller): the witness then refuses, as it should.
+   */
+  private async proof(old: number, size: number): Promise<Hash[]> {
+    if (old === 0 || old >= size) return [];
+    try {
+      const p = await this.d.notary.consistency(old, size, this.self());
+      return p.path.map((h) => new Uint8Array(Buffer.from(h, "base64url")));
+    } catch (e) {
+      this.d.log.error("notary: the log cannot prove it extends the checkpoint a witness holds", {
+        from: old,
+        to: size,
+        reason: (e as Error).message,
+      });
+      return [];
+    }
+  }
+
+  /** Checks a witness's cosignature and keeps it with the tree head it cosigns. */
+  private async keep(w: WitnessPeer, c: Checkpoint, jws: unknown): Promise<void> {
+    if (typeof jws !== "string") throw new Error("the witness answered 200 without a Svc-Cosignature");
+    const cs = await verifyCosignature(jws, this.d.source.bundles());
+    if (
+      cs.issuer.uri !== w.spiffeId ||
+      cs.log !== this.self() ||
+      cs.claims.size !== c.size ||
+      cs.claims.root !== c.root
+    )
+      throw new Error(
+        `the witness's cosignature is by ${cs.issuer.uri} of ${cs.log} at ${cs.claims.size} leaves, not of this checkpoint`,
+      );
+    await this.d.notary.store.putCosignature(c.size, w.spiffeId, jws);
+  }
+}

@@ -1,0 +1,352 @@
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { copyFileSync, rmSync } from "node:fs";
+import { join } from "node:path";
+import { addCheckpointBody, parseAddCheckpoint } from "../../lib/notary-objects/add-checkpoint.ts";
+import { checkpointOrigin } from "../../lib/notary-objects/checkpoint.ts";
+import { checkWitnessed, signCosignature, verifyCosignature } from "../../lib/notary-objects/cosignature.ts";
+import { svidSigner } from "../../lib/notary-objects/jws.ts";
+import { verifyTreeHead } from "../../lib/notary-objects/log.ts";
+import type { ListenerConfig } from "../../proxy/config/types.ts";
+import type { ProxyRequest } from "../../proxy/http/types.ts";
+import { createLogger } from "../../proxy/log.ts";
+import { witness as witnessRoutes } from "../../proxy/middleware/witness.ts";
+import type { Notary } from "../../proxy/notary-service/notary.ts";
+import { SqliteNotaryStore } from "../../proxy/notary-service/records-sqlite.ts";
+import { WitnessStore } from "../../proxy/witness/store.ts";
+import { Witness, type WitnessResult } from "../../proxy/witness/witness.ts";
+import { tempDir } from "../support/dev-api.ts";
+import { svcErrorOf } from "../support/errors.ts";
+import {
+  NOTARY,
+  type NotaryIdentity,
+  notaryIdentity,
+  notaryOver,
+  ORIGIN,
+  receiptFor,
+  workloadIdentity,
+} from "../support/notary-fixtures.ts";
+import { BUN, ROOT } from "../support/proc.ts";
+
+/**
+ * The witness (docs/notary.md, "Witnesses") over real notary logs (SQLite) and its own SQLite file: it
+ * cosigns a checkpoint only when the log extends the one it holds; a cut log (restored from an old
+ * backup) and a forked one (a second database under the notary's SPIFFE ID) are refused, logged, counted
+ * and kept as evidence, and the log stays refused across restarts until `svc notary witness` lifts it.
+ * The routes (add-checkpoint, checkpoint) and their refusals; the witness policy's count.
+ */
+const dir = tempDir("svc-notary-witness-");
+const WITNESS_A = "spiffe://example.org/ns/edge/sa/witness-a";
+const WITNESS_B = "spiffe://example.org/ns/edge/sa/witness-b";
+let id: NotaryIdentity;
+let wa: NotaryIdentity;
+let wb: NotaryIdentity;
+
+beforeAll(async () => {
+  id = await notaryIdentity();
+  wa = await workloadIdentity(id.ca, WITNESS_A);
+  wb = await workloadIdentity(id.ca, WITNESS_B);
+});
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+/** A notary log of `n` receipts in `name`.db, from exchange `offset` on. */
+async function log(name: string, n: number, offset = 0) {
+  const store = SqliteNotaryStore.open(join(dir, `${name}.db`));
+  const notary = notaryOver(store, id);
+  await grow(store, offset, offset + n);
+  return { store, notary };
+}
+
+async function grow(store: SqliteNotaryStore, from: number, to: number) {
+  for (let i = from; i < to; i++) {
+    const { x, receipt } = await receiptFor(id, i);
+    await store.logExchange(x, receipt);
+  }
+}
+
+/** A witness over its own file, its log lines and counts collected. */
+function witnessOver(name: string, who = wa) {
+  const lines: { level: string; msg: string; [k: string]: unknown }[] = [];
+  const counts: [string, WitnessResult][] = [];
+  const store = WitnessStore.open(join(dir, `${name}.witness.db`));
+  const w = new Witness({
+    store,
+    source: who.source,
+    logs: [NOTARY],
+    log: createLogger({ level: "debug", encoder: "json", write: (l) => void lines.push(JSON.parse(l)) }),
+    count: (l, r) => void counts.push([l, r]),
+  });
+  return { w, store, lines, counts };
+}
+
+/** The notary's checkpoint now, with the consistency proof from `old` leaves. */
+async function push(notary: Notary, old: number) {
+  const c = await notary.checkpoint(ORIGIN);
+  const size = Number(c.note.split("\n")[1]);
+  // As the notary's pusher: no proof when the log cannot give one (it has no tree head of `old` leaves).
+  const proof =
+    old > 0 && old < size
+      ? await notary.consistency(old, size, ORIGIN).then(
+          (p) => p.path.map((h) => new Uint8Array(Buffer.from(h, "base64url"))),
+          () => [],
+        )
+      : [];
+  return { req: { old, proof, note: c.note }, treeHead: c.treeHead, size };
+}
+
+const svc = (...args: string[]) => {
+  const p = Bun.spawnSync([BUN, "cmd/svc.ts", "notary", "witness", ...args], { cwd: ROOT });
+  return { code: p.exitCode, out: p.stdout.toString(), err: p.stderr.toString() };
+};
+
+describe("a witness of the notary log", () => {
+  test("cosigns the first checkpoint and each larger one that extends it; a stale old size is a 409 naming the size held", async () => {
+    const { store, notary } = await log("grows", 3);
+    const { w, counts } = witnessOver("grows");
+    const first = await push(notary, 0);
+    const one = await w.add(first.req, first.treeHead, NOTARY);
+    expect(one.status).toBe(200);
+    // The answer is a signature line under the witness's name, and a cosignature JWS of this head.
+    expect(one.body).toStartWith(`— ${checkpointOrigin(WITNESS_A)} `);
+    const cs = await verifyCosignature(one.cosignature as string, id.bundles);
+    const head = await verifyTreeHead(first.treeHead, id.bundles);
+    expect({ by: cs.issuer.uri, log: cs.log, size: cs.claims.size, root: cs.claims.root }).toEqual({
+      by: WITNESS_A,
+      log: NOTARY,
+      size: 6,
+      root: head.claims.root,
+    });
+    await grow(store, 3, 5);
+    const second = await push(notary, 6);
+    expect((await w.add(second.req, second.treeHead, NOTARY)).status).toBe(200);
+    // The same checkpoint again is cosigned again; one sent as if the witness held another size is not.
+    expect((await w.add({ ...second.req, old: 10, proof: [] }, second.treeHead, NOTARY)).status).toBe(200);
+    const stale = await w.add(first.req, first.treeHead, NOTARY);
+    expect({ status: stale.status, body: stale.body, type: stale.contentType }).toEqual({
+      status: 409,
+      body: "10\n",
+      type: "text/x.tlog.size",
+    });
+    expect(counts.map((c) => c[1])).toEqual(["cosigned", "cosigned", "cosigned", "stale"]);
+    await store.close();
+  });
+
+  test("a cut log (restored from an old backup and grown again) is refused, logged, counted and kept as evidence, and stays refused across a restart until svc notary witness acts", async () => {
+    (await log("honest", 3)).store.close();
+    copyFileSync(join(dir, "honest.db"), join(dir, "backup.db"));
+    const honest = await log("honest", 0);
+    await grow(honest.store, 3, 6);
+    const { w, store: ws, lines, counts } = witnessOver("cut");
+    const first = await push(honest.notary, 0);
+    expect((await w.add(first.req, first.treeHead, NOTARY)).status).toBe(200);
+    // The cut: the log restored from the backup (6 leaves) is all the notary has now.
+    const cut = await log("backup", 0);
+    const smaller = await push(cut.notary, 12);
+    const refused = await w.add(smaller.req, smaller.treeHead, NOTARY);
+    expect(refused.status).toBe(400);
+    expect(refused.body).toContain("a checkpoint of 6 leaves after one of 12: it lost records");
+    const error = lines.find((l) => l.level === "error");
+    expect(error?.msg).toBe("witness: checkpoint refused; the log is refused until an operator acts");
+    expect(counts.at(-1)).toEqual([NOTARY, "cut"]);
+    const [evidence] = ws.evidence();
+    expect(evidence).toMatchObject({
+      origin: checkpointOrigin(NOTARY),
+      heldSize: 12,
+      oldSize: 12,
+      note: smaller.req.note,
+    });
+    // Grown again past what the witness held: still not consistent, and the log is refused anyway.
+    await grow(cut.store, 100, 110);
+    const regrown = await push(cut.notary, 12);
+    expect((await w.add(regrown.req, regrown.treeHead, NOTARY)).status).toBe(403);
+    // Even the honest log's next checkpoint is refused until an operator decides.
+    await grow(honest.store, 6, 7);
+    const next = await push(honest.notary, 12);
+    const stillRefused = await w.add(next.req, next.treeHead, NOTARY);
+    expect(stillRefused.status).toBe(403);
+    expect(stillRefused.body).toContain("refuses the log of");
+    expect(counts.at(-1)).toEqual([NOTARY, "refused"]);
+    expect(ws.evidence()).toHaveLength(1);
+    ws.close();
+    // A restart remembers the refusal.
+    const again = witnessOver("cut");
+    expect((await again.w.add(next.req, next.treeHead, NOTARY)).status).toBe(403);
+    const listed = svc("--database", join(dir, "cut.witness.db"));
+    expect(listed.out).toContain("REFUSED since");
+    expect(listed.out).toContain("it lost records");
+    // --resume: served again, and still held to the checkpoint of 12 leaves.
+    const resumed = svc("--database", join(dir, "cut.witness.db"), "--resume", NOTARY);
+    expect(resumed.code).toBe(0);
+    expect((await again.w.add(next.req, next.treeHead, NOTARY)).status).toBe(200);
+    // The honest log went on (14 leaves held); the cut one, told so, cannot show it extends that.
+    const diverged = await again.w.add({ ...regrown.req, old: 14 }, regrown.treeHead, NOTARY);
+    expect(diverged.status).toBe(422);
+    // --forget: the cut log's next checkpoint is taken as the first; the evidence stays.
+    expect(svc("--database", join(dir, "cut.witness.db"), "--forget", checkpointOrigin(NOTARY)).code).toBe(0);
+    const fresh = await push(cut.notary, 0);
+    expect((await again.w.add(fresh.req, fresh.treeHead, NOTARY)).status).toBe(200);
+    expect(again.store.evidence()).toHaveLength(2);
+    const json = JSON.parse(svc("--database", join(dir, "cut.witness.db"), "-o", "json").out);
+    expect(json.logs[0]).toMatchObject({ size: 26 });
+    expect(json.evidence.map((e: { heldSize: number }) => e.heldSize)).toEqual([12, 14]);
+    expect(svc("--database", join(dir, "nothing.db")).err).toContain("no such file");
+    again.store.close();
+    for (const s of [honest.store, cut.store]) await s.close();
+  });
+
+  test("a forked log (a second database under the notary's SPIFFE ID) is refused: the same size with another root, and a larger log that does not extend the one held", async () => {
+    const a = await log("fork-a", 4);
+    const b = await log("fork-b", 4, 50);
+    const sameSize = witnessOver("fork-same");
+    const fromA = await push(a.notary, 0);
+    expect((await sameSize.w.add(fromA.req, fromA.treeHead, NOTARY)).status).toBe(200);
+    const fromB = await push(b.notary, 8);
+    const r = await sameSize.w.add(fromB.req, fromB.treeHead, NOTARY);
+    expect(r.status).toBe(422);
+    expect(r.body).toContain("another root than the one held: two logs under one name");
+    const larger = witnessOver("fork-larger");
+    expect((await larger.w.add(fromA.req, fromA.treeHead, NOTARY)).status).toBe(200);
+    await grow(b.store, 54, 56);
+    // B has no tree head of 8 leaves of A's log: its best is a proof from its own 8 leaves.
+    const bigger = await push(b.notary, 8);
+    const r2 = await larger.w.add(bigger.req, bigger.treeHead, NOTARY);
+    expect(r2.status).toBe(422);
+    expect(r2.body).toContain("does not extend the checkpoint of 8 leaves held");
+    expect(larger.counts.at(-1)).toEqual([NOTARY, "inconsistent"]);
+    for (const s of [a.store, b.store]) await s.close();
+    sameSize.store.close();
+    larger.store.close();
+  });
+
+  test("only the log pushes its checkpoints; other logs, forged and malformed checkpoints are refused through the route", async () => {
+    const { store, notary } = await log("route", 2);
+    const { w, store: ws, counts } = witnessOver("route");
+    const c = await push(notary, 0);
+    const route = witnessRoutes({ listener: {} as ListenerConfig, witness: w });
+    const post = (
+      body: string,
+      o: { treeHead?: string; peer?: string; method?: string; path?: string } = {},
+    ) => {
+      const { Readable } = require("node:stream") as typeof import("node:stream");
+      return route(
+        {
+          method: o.method ?? "POST",
+          path: o.path ?? "/.svc/witness/add-checkpoint",
+          headers:
+            o.treeHead === undefined ? { "svc-tree-head": c.treeHead } : { "svc-tree-head": o.treeHead },
+          body: Readable.from([Buffer.from(body)]),
+          peer: o.peer === "" ? undefined : { uri: o.peer ?? NOTARY },
+          log: createLogger({ level: "error", encoder: "json" }),
+        } as unknown as ProxyRequest,
+        async () => ({ status: 404, headers: {}, body: "next" }),
+      );
+    };
+    const body = addCheckpointBody(0, [], c.req.note);
+    const other = await post(body, { peer: WITNESS_B });
+    expect({ status: other.status, body: String(other.body) }).toMatchObject({ status: 403 });
+    expect(String(other.body)).toContain(`${WITNESS_B} may not push the checkpoints of ${NOTARY}`);
+    expect((await post(body, { peer: "" })).status).toBe(403);
+    expect((await post(body, { treeHead: "" })).status).toBe(400);
+    // A checkpoint whose size was changed no longer carries the notary's signature.
+    const forged = c.req.note.replace(/\n4\n/, "\n5\n");
+    const f = await post(addCheckpointBody(0, [], forged));
+    expect(f.status).toBe(403);
+    expect(String(f.body)).toContain("checkpoint verification failed");
+    for (const bad of [
+      "old 0\n",
+      "old x\n\n" + c.req.note,
+      "old 01\n\n",
+      `old 0\nnot-a-hash\n\n${c.req.note}`,
+    ]) {
+      const r = await post(bad);
+      expect({ bad, status: r.status }).toEqual({ bad, status: 400 });
+    }
+    expect((await post(Buffer.from([0xff, 0xfe]).toString("latin1"))).status).toBe(400);
+    expect((await post(body, { method: "GET" })).status).toBe(405);
+    expect((await post(body, { path: "/other" })).body).toBe("next");
+    // A log this witness does not follow: 404, counted under "unknown".
+    const stranger = witnessOver("route-stranger", wb);
+    const strangerRoute = new Witness({
+      store: stranger.store,
+      source: wb.source,
+      logs: [WITNESS_A],
+      log: createLogger({ level: "error", encoder: "json" }),
+      count: (l, r) => void stranger.counts.push([l, r]),
+    });
+    expect((await strangerRoute.add(c.req, c.treeHead, NOTARY)).status).toBe(404);
+    expect(stranger.counts).toEqual([["unknown", "unknown_log"]]);
+    // Accepted: then GET serves the held checkpoint cosigned now.
+    expect((await post(body)).status).toBe(200);
+    const got = await route(
+      {
+        method: "GET",
+        path: `/.svc/witness/checkpoint?origin=${encodeURIComponent(checkpointOrigin(NOTARY))}`,
+        headers: {},
+        log: createLogger({ level: "error", encoder: "json" }),
+      } as unknown as ProxyRequest,
+      async () => ({ status: 404, headers: {}, body: "next" }),
+    );
+    expect(got.status).toBe(200);
+    expect(String(got.body)).toStartWith(c.req.note);
+    expect(String(got.body)).toContain(`— ${checkpointOrigin(WITNESS_A)} `);
+    expect((await verifyCosignature(String(got.headers["svc-cosignature"]), id.bundles)).claims.size).toBe(4);
+    expect(counts.map((x) => x[1])).toEqual(["forbidden", "invalid", "cosigned"]);
+    await store.close();
+    ws.close();
+    stranger.store.close();
+  });
+
+  test("the add-checkpoint body is read strictly", () => {
+    const note = "example.org/notary\n1\nAAAA\n\n— x y\n";
+    const h = new Uint8Array(32).fill(7);
+    expect(parseAddCheckpoint(addCheckpointBody(3, [h, h], note))).toEqual({ old: 3, proof: [h, h], note });
+    for (const bad of [
+      "",
+      "old 3",
+      "old 3\n",
+      "old -1\n\nx",
+      "old 3 \n\nx",
+      `old 3\n${"A".repeat(43)}\n\nx`,
+    ]) {
+      expect(() => parseAddCheckpoint(bad)).toThrow("add-checkpoint:");
+    }
+    const long = `old 3\n${Array(64).fill(Buffer.from(h).toString("base64")).join("\n")}\n\n${note}`;
+    expect(() => parseAddCheckpoint(long)).toThrow("more than 63 proof hashes");
+  });
+});
+
+describe("the witness policy", () => {
+  test("counts the listed witnesses that cosigned this tree head of this log; others, and cosignatures of another head or log, do not count", async () => {
+    const { store, notary } = await log("policy", 2);
+    const c = await notary.checkpoint(ORIGIN);
+    const head = await verifyTreeHead(c.treeHead, id.bundles);
+    const root = new Uint8Array(Buffer.from(head.claims.root, "base64url"));
+    const sign = (who: NotaryIdentity, o: { log?: string; size?: number } = {}) =>
+      signCosignature(
+        who.svid.id.uri,
+        o.log ?? NOTARY,
+        o.size ?? head.claims.size,
+        root,
+        svidSigner(who.svid.keyPem, who.svid.chain),
+      );
+    const [a, b] = [await sign(wa), await sign(wb)];
+    const policy = { witnesses: [WITNESS_A, WITNESS_B], threshold: 2 };
+    expect(await checkWitnessed(head, [a, b], policy, id.bundles)).toEqual([WITNESS_A, WITNESS_B]);
+    expect(await checkWitnessed(head, [a], { ...policy, threshold: 1 }, id.bundles)).toEqual([WITNESS_A]);
+    const fails = async (list: unknown, message: string, p = policy) => {
+      const e = await svcErrorOf(checkWitnessed(head, list, p, id.bundles));
+      expect(e.code).toBe("receipt");
+      expect(e.message).toContain(message);
+    };
+    await fails([a], "is cosigned by spiffe://example.org/ns/edge/sa/witness-a of the witnesses");
+    await fails([a, a], "is cosigned by spiffe://example.org/ns/edge/sa/witness-a of the witnesses");
+    await fails(undefined, "is cosigned by none");
+    await fails([a, await sign(wb, { size: 3 })], "cosigned 3 leaves");
+    await fails([a, await sign(wb, { log: WITNESS_A })], `cosigned the log of ${WITNESS_A}`);
+    // The notary's own tree head is no cosignature; nor is a witness outside the policy.
+    await fails([a, c.treeHead], "cosignature verification failed");
+    await fails([a, await sign(id)], "is cosigned by spiffe://example.org/ns/edge/sa/witness-a of");
+    await fails("x", "not a list of JWS strings");
+    await fails(Array(33).fill(a), "more than 32 cosignatures");
+    await store.close();
+  });
+});
