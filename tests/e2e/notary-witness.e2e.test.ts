@@ -1,0 +1,260 @@
+import { Database } from "bun:sqlite";
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { chownSync, copyFileSync, rmSync } from "node:fs";
+import { createServer, type Server } from "node:http";
+import { join } from "node:path";
+import { compiled } from "../support/compiled.ts";
+import { metricValue } from "../support/metrics.ts";
+import { waitForPort } from "../support/net.ts";
+import { type Proc, ROOT, runToEnd, stopAll } from "../support/proc.ts";
+import { waitUntil } from "../support/wait.ts";
+import { exactId, svcProxyAs, useTestbed, workload, workloadHome } from "./support.ts";
+import { freePort } from "./testbed/process.ts";
+import { asWorkload } from "./testbed/spire.ts";
+
+/**
+ * Witnesses end to end (docs/notary.md, "Witnesses"), all real processes on SPIRE identities: a notarizing
+ * proxy (pod web-0, notary + openai + notary-query) pushing its checkpoints to two witnesses (svc-proxy's
+ * witness role as pods intruder-0 and stale-0), and `svc curl` with a witness policy of 2. The notary's
+ * database is cut (restored from an old backup) and the notary restarted: both witnesses refuse its next
+ * checkpoint, log and count it, and svc curl refuses its receipts (exit 3). After the operators forget the
+ * cut log, a second database under the notary's SPIFFE ID (a fork) is caught the same way.
+ */
+const testbed = useTestbed();
+let upstream: Server;
+const ports = { api: 0, client: 0, fork: 0, metrics: 0, wa: 0, wb: 0, waMetrics: 0, wbMetrics: 0 };
+let home: { dir: string; kubeconfig: string };
+let db: string;
+let startNotary: (database: string, port: number, metrics?: number) => Proc;
+let notary: Proc;
+const witnesses: Record<"wa" | "wb", { proc: Proc; as: string; db: string }> = {} as never;
+
+const COMPLETION = JSON.stringify({
+  id: "chatcmpl-1",
+  object: "chat.completion",
+  created: 1_700_000_000,
+  model: "test-model",
+  choices: [{ index: 0, finish_reason: "stop", message: { role: "assistant", content: "ok" } }],
+});
+const chat = (content: string) =>
+  JSON.stringify({ model: "test-model", messages: [{ role: "user", content }] });
+
+beforeAll(async () => {
+  const tb = testbed();
+  const upstreamPort = await freePort();
+  upstream = createServer((req, res) => {
+    req.resume();
+    req.on("end", () => {
+      res.writeHead(200, { "content-type": "application/json" });
+      res.end(COMPLETION);
+    });
+  });
+  await new Promise<void>((r) => upstream.listen(upstreamPort, "127.0.0.1", () => r()));
+  for (const k of Object.keys(ports)) ports[k as keyof typeof ports] = await freePort();
+  const web = workload(tb, "web");
+  svcProxyAs(tb, "api", {
+    listeners: [
+      {
+        name: "in",
+        address: `127.0.0.1:${ports.api}`,
+        mode: "server",
+        target: { url: `http://127.0.0.1:${upstreamPort}` },
+        source: { spiffe_ids: [exactId(web.spiffeId)] },
+      },
+    ],
+  });
+  for (const [key, as] of [
+    ["wa", "intruder"],
+    ["wb", "stale"],
+  ] as const) {
+    const dir = workloadHome(tb, as, `witness-${key}-e2e`).dir;
+    const file = join(dir, "witness.db");
+    for (const suffix of ["", "-wal", "-shm"]) rmSync(`${file}${suffix}`, { force: true });
+    witnesses[key] = {
+      as,
+      db: file,
+      proc: svcProxyAs(tb, as, {
+        metricsAddr: `127.0.0.1:${ports[key === "wa" ? "waMetrics" : "wbMetrics"]}`,
+        witness: { database: file, logs: [{ spiffe_id: web.spiffeId }] },
+        listeners: [
+          {
+            name: "witness",
+            address: `127.0.0.1:${ports[key]}`,
+            mode: "server",
+            // Nothing but the witness routes is served here.
+            target: { url: "http://127.0.0.1:9" },
+            source: { spiffe_ids: [exactId(web.spiffeId)] },
+            middlewares: [{ type: "witness" }],
+          },
+        ],
+      }),
+    };
+  }
+  home = workloadHome(tb, "web", "notary-witness-e2e");
+  db = join(home.dir, "notary.db");
+  for (const name of ["notary.db", "fork.db"])
+    for (const suffix of ["", "-wal", "-shm"]) rmSync(join(home.dir, `${name}${suffix}`), { force: true });
+  startNotary = (database, port, metrics) =>
+    svcProxyAs(
+      tb,
+      "web",
+      {
+        ...(metrics ? { metricsAddr: `127.0.0.1:${metrics}` } : {}),
+        notary: {
+          enable: true,
+          database: { path: database },
+          witnesses: [
+            { spiffe_id: workload(tb, "intruder").spiffeId, url: `https://127.0.0.1:${ports.wa}` },
+            { spiffe_id: workload(tb, "stale").spiffeId, url: `https://127.0.0.1:${ports.wb}` },
+          ],
+          push_interval: "50ms",
+        },
+        listeners: [
+          {
+            name: "to-api",
+            address: `127.0.0.1:${port}`,
+            mode: "client",
+            target: {
+              url: `https://127.0.0.1:${ports.api}`,
+              spiffe_ids: [exactId(workload(tb, "api").spiffeId)],
+            },
+            middlewares: [{ type: "notary-query" }, { type: "openai" }],
+          },
+        ],
+      },
+      { KUBECONFIG: home.kubeconfig },
+    );
+  notary = startNotary(db, ports.client, ports.metrics);
+  for (const p of Object.values(ports)) if (p !== ports.fork) await waitForPort(p, 60_000);
+}, 120_000);
+
+afterAll(async () => {
+  await stopAll();
+  upstream.close();
+});
+
+/** Runs svc as workload `as` (web: it fetches bundles from the agent) and collects its output. */
+async function svc(args: string[], as = "web") {
+  const tb = testbed();
+  const r = await runToEnd(asWorkload(workload(tb, as), [compiled("svc"), ...args]), {
+    cwd: ROOT,
+    env: { ...process.env, HOME: home.dir, SPIFFE_ENDPOINT_SOCKET: `unix://${tb.spire.agentSocket}` },
+  });
+  return { code: r.code, stdout: r.out, stderr: r.err };
+}
+
+/** svc curl -n signRequest through the notary on `port`, with the witness policy (both witnesses) or without. */
+function signed(content: string, port: number, policy = true) {
+  const tb = testbed();
+  return svc([
+    "curl",
+    "-n",
+    "signRequest",
+    ...(policy
+      ? ["--witness", workload(tb, "intruder").spiffeId, "--witness", workload(tb, "stale").spiffeId]
+      : []),
+    "-d",
+    chat(content),
+    `http://127.0.0.1:${port}/v1/chat/completions`,
+  ]);
+}
+
+/** The witness metric for the notary's log and `result` on a witness's metrics port. */
+function witnessCount(port: number, result: string) {
+  const web = workload(testbed(), "web").spiffeId;
+  return metricValue(port, `svc_proxy_witness_checkpoints_total{log="${web}",result="${result}"}`);
+}
+
+describe("the notary log, witnessed", () => {
+  test("svc curl with a witness policy of 2 verifies a receipt whose tree head both witnesses cosigned", async () => {
+    const r = await signed("first", ports.client);
+    expect(r.stderr).toContain("cosigned by");
+    expect(r.code).toBe(0);
+    const tb = testbed();
+    for (const w of ["intruder", "stale"]) expect(r.stderr).toContain(workload(tb, w).spiffeId);
+    expect(
+      await metricValue(
+        ports.metrics,
+        `svc_proxy_notary_witness_pushes_total{witness="${workload(tb, "intruder").spiffeId}",result="cosigned"}`,
+      ),
+    ).toBeGreaterThan(0);
+    // A threshold above the witnesses named is a usage error.
+    const bad = await svc([
+      "curl",
+      "-n",
+      "signRequest",
+      "--witness",
+      workload(tb, "intruder").spiffeId,
+      "--witness-threshold",
+      "2",
+      `http://127.0.0.1:${ports.client}/v1/chat/completions`,
+    ]);
+    expect(bad.code).toBe(1);
+    expect(bad.stderr).toContain("--witness-threshold");
+  });
+
+  test("a cut log (the database restored from an old backup, the notary restarted): both witnesses refuse its next checkpoint, log and count it; svc curl with the policy refuses its receipts (exit 3)", async () => {
+    const backup = join(home.dir, "backup.db");
+    rmSync(backup, { force: true });
+    const d = new Database(db, { readonly: true });
+    d.run(`VACUUM INTO '${backup}'`);
+    d.close();
+    chownSync(backup, workload(testbed(), "web").uid, workload(testbed(), "web").uid);
+    // The log grows past the backup, and the witnesses hold that.
+    for (const m of ["second", "third"]) expect((await signed(m, ports.client)).code).toBe(0);
+    await notary.stop("SIGTERM");
+    for (const suffix of ["-wal", "-shm"]) rmSync(`${db}${suffix}`, { force: true });
+    copyFileSync(backup, db);
+    chownSync(db, workload(testbed(), "web").uid, workload(testbed(), "web").uid);
+    notary = startNotary(db, ports.client, ports.metrics);
+    // The restarted notary pushes the log as it is at start: smaller than what the witnesses hold.
+    for (const port of [ports.waMetrics, ports.wbMetrics])
+      await waitUntil("a witness counting the cut", async () => (await witnessCount(port, "cut")) === 1);
+    for (const w of Object.values(witnesses))
+      expect(w.proc.stderr()).toContain(
+        '"msg":"witness: checkpoint refused; the log is refused until an operator acts"',
+      );
+    await waitForPort(ports.client, 60_000);
+    const r = await signed("after the cut", ports.client);
+    expect(r.code).toBe(3);
+    expect(r.stderr).toContain("witness check failed");
+    // Without the policy the receipt verifies: it is the witnesses that catch the cut.
+    expect((await signed("no policy", ports.client, false)).code).toBe(0);
+    expect(notary.stderr()).toContain('"msg":"notary: a witness refused the checkpoint"');
+    // Each witness kept the evidence.
+    for (const w of Object.values(witnesses)) {
+      const listed = await svc(["notary", "witness", "--database", w.db, "-o", "json"], w.as);
+      expect(listed.code).toBe(0);
+      const doc = JSON.parse(listed.stdout);
+      expect(doc.logs[0].refused).toContain("it lost records");
+      expect(doc.evidence).toHaveLength(1);
+    }
+  }, 180_000);
+
+  test("after the operators forget the cut log, a second database under the notary's SPIFFE ID (a fork) is refused the same way", async () => {
+    const web = workload(testbed(), "web").spiffeId;
+    for (const w of Object.values(witnesses))
+      expect((await svc(["notary", "witness", "--database", w.db, "--forget", web], w.as)).code).toBe(0);
+    // The cut log is taken as new: its receipts are witnessed again.
+    expect((await signed("accepted again", ports.client)).code).toBe(0);
+    const fork = startNotary(join(home.dir, "fork.db"), ports.fork);
+    await waitForPort(ports.fork, 60_000);
+    const before = await Promise.all(
+      [ports.waMetrics, ports.wbMetrics].map(
+        async (p) => (await witnessCount(p, "cut")) + (await witnessCount(p, "inconsistent")),
+      ),
+    );
+    const r = await signed("from the fork", ports.fork);
+    expect(r.code).toBe(3);
+    expect(r.stderr).toContain("witness check failed");
+    const after = await Promise.all(
+      [ports.waMetrics, ports.wbMetrics].map(
+        async (p) => (await witnessCount(p, "cut")) + (await witnessCount(p, "inconsistent")),
+      ),
+    );
+    expect(after.map((n, i) => n - (before[i] as number))).toEqual([1, 1]);
+    // The witnesses now refuse the log whichever database it comes from.
+    expect((await signed("honest again", ports.client)).code).toBe(3);
+    await fork.stop();
+  }, 180_000);
+});
