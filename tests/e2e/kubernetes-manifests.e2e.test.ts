@@ -15,7 +15,7 @@ import { NODE } from "./testbed/kube.ts";
  * kube-scheduler places its pod on the kwok node, and it runs.
  */
 const testbed = useTestbed();
-const BASES = ["sidecar", "grpc", "central", "central-postgres", "spire"];
+const BASES = ["sidecar", "grpc", "central", "central-postgres", "witness", "spire"];
 const dir = (base: string) => join(ROOT, "deploy/kubernetes", base);
 let kubectl: (args: string[], input?: string) => { code: number; out: string; err: string };
 let work: string;
@@ -37,11 +37,9 @@ beforeAll(() => {
     return { code: r.exitCode, out: r.stdout.toString(), err: r.stderr.toString() };
   };
   // A namespaced object is checked against its namespace, which a dry run does not create (svc-system
-  // is the test bed's already, from deploy/admission).
-  kubectl(
-    ["apply", "-f", "-"],
-    stringify({ apiVersion: "v1", kind: "Namespace", metadata: { name: "svc-example" } }),
-  );
+  // is the test bed's already, from deploy/admission; svc-example and svc-witness are made here).
+  for (const name of ["svc-example", "svc-witness"])
+    kubectl(["apply", "-f", "-"], stringify({ apiVersion: "v1", kind: "Namespace", metadata: { name } }));
   // The central base applied for real, into a namespace of its own.
   overlay = join(work, "central-overlay");
   mkdirSync(overlay, { recursive: true });
@@ -58,7 +56,8 @@ beforeAll(() => {
 
 afterAll(() => {
   kubectl(["delete", "-k", overlay, "--ignore-not-found", "--wait=true", "--timeout=60s"]);
-  kubectl(["delete", "namespace", "svc-example", "--ignore-not-found", "--wait=true", "--timeout=60s"]);
+  for (const name of ["svc-example", "svc-witness"])
+    kubectl(["delete", "namespace", name, "--ignore-not-found", "--wait=true", "--timeout=60s"]);
   kubectl(["delete", "pv", "svc-central-notary-e2e", "--ignore-not-found"]);
 });
 
@@ -108,6 +107,7 @@ describe("deploy/kubernetes", () => {
     "grpc",
     "central",
     "central-postgres",
+    "witness",
   ])("%s: the svc-proxy configuration passes -check", (base) => {
     const cm = rendered(base).find((o) => o.kind === "ConfigMap");
     let config = cm?.data?.["config.yaml"] as string;
@@ -129,7 +129,7 @@ describe("deploy/kubernetes", () => {
   });
 
   test("the pods run as 65532 on a read-only root, without privilege escalation or capabilities", () => {
-    for (const base of ["sidecar", "central", "central-postgres"]) {
+    for (const base of ["sidecar", "central", "central-postgres", "witness"]) {
       const deployment = rendered(base).find((o) => o.kind === "Deployment") as unknown as {
         spec: { template: { metadata: { annotations: Record<string, string> }; spec: PodSpec } };
       };
