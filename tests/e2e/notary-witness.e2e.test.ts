@@ -18,7 +18,9 @@ import { asWorkload } from "./testbed/spire.ts";
  * witness role as pods intruder-0 and stale-0), and `svc curl` with a witness policy of 2. The notary's
  * database is cut (restored from an old backup) and the notary restarted: both witnesses refuse its next
  * checkpoint, log and count it, and svc curl refuses its receipts (exit 3). After the operators forget the
- * cut log, a second database under the notary's SPIFFE ID (a fork) is caught the same way.
+ * cut log, a second database under the notary's SPIFFE ID (a fork) is caught the same way. Last, faults
+ * that are no one's fraud: a witness killed with SIGKILL again and again while the notary pushes, and
+ * one down for a while. The tests run in order, each on the state the one before left.
  */
 const testbed = useTestbed();
 let upstream: Server;
@@ -27,7 +29,7 @@ let home: { dir: string; kubeconfig: string };
 let db: string;
 let startNotary: (database: string, port: number, metrics?: number) => Proc;
 let notary: Proc;
-const witnesses: Record<"wa" | "wb", { proc: Proc; as: string; db: string }> = {} as never;
+const witnesses: Record<"wa" | "wb", { proc: Proc; as: string; db: string; start: () => Proc }> = {} as never;
 
 const COMPLETION = JSON.stringify({
   id: "chatcmpl-1",
@@ -70,10 +72,8 @@ beforeAll(async () => {
     const dir = workloadHome(tb, as, `witness-${key}-e2e`).dir;
     const file = join(dir, "witness.db");
     for (const suffix of ["", "-wal", "-shm"]) rmSync(`${file}${suffix}`, { force: true });
-    witnesses[key] = {
-      as,
-      db: file,
-      proc: svcProxyAs(tb, as, {
+    const start = () =>
+      svcProxyAs(tb, as, {
         metricsAddr: `127.0.0.1:${ports[key === "wa" ? "waMetrics" : "wbMetrics"]}`,
         witness: { database: file, logs: [{ spiffe_id: web.spiffeId }] },
         listeners: [
@@ -87,8 +87,8 @@ beforeAll(async () => {
             middlewares: [{ type: "witness" }],
           },
         ],
-      }),
-    };
+      });
+    witnesses[key] = { as, db: file, start, proc: start() };
   }
   home = workloadHome(tb, "web", "notary-witness-e2e");
   db = join(home.dir, "notary.db");
@@ -257,4 +257,95 @@ describe("the notary log, witnessed", () => {
     expect((await signed("honest again", ports.client)).code).toBe(3);
     await fork.stop();
   }, 180_000);
+
+  test("witness A killed with SIGKILL eight times while the notary pushes, witness B down for a while: nothing cosigned that the log does not hold, nothing refused, and both cosign again", async () => {
+    const tb = testbed();
+    const web = workload(tb, "web").spiffeId;
+    for (const w of Object.values(witnesses))
+      expect((await svc(["notary", "witness", "--database", w.db, "--forget", web], w.as)).code).toBe(0);
+    // Requests go on through the notary while witness A is killed.
+    let loading = true;
+    let sent = 0;
+    const load = (async () => {
+      while (loading) {
+        const r = await fetch(`http://127.0.0.1:${ports.client}/v1/chat/completions`, {
+          method: "POST",
+          headers: { "content-type": "application/json", "svc-notarization-level": "signRequest" },
+          body: chat(`load ${sent}`),
+        });
+        await r.arrayBuffer();
+        expect(r.status).toBe(200);
+        sent++;
+      }
+    })();
+    const cosigned = (port: number) => witnessCount(port, "cosigned");
+    for (let kill = 0; kill < 8; kill++) {
+      const before = await cosigned(ports.waMetrics);
+      await waitUntil("witness A cosigning", async () => (await cosigned(ports.waMetrics)) > before + 2);
+      witnesses.wa.proc.proc.kill("SIGKILL");
+      await witnesses.wa.proc.exited;
+      witnesses.wa.proc = witnesses.wa.start();
+      await waitForPort(ports.waMetrics, 60_000);
+    }
+    await waitUntil(
+      "witness A cosigning after its last restart",
+      async () => (await cosigned(ports.waMetrics)) > 2,
+    );
+    // Witness B unreachable: a policy of both fails, one of A alone passes; B back, both pass again.
+    await witnesses.wb.proc.stop("SIGTERM");
+    const both = await signed("B is down", ports.client);
+    expect(both.code).toBe(3);
+    expect(both.stderr).toContain("witness check failed");
+    const onlyA = await svc([
+      "curl",
+      "-n",
+      "signRequest",
+      "--witness",
+      workload(tb, "intruder").spiffeId,
+      "-d",
+      chat("A alone"),
+      `http://127.0.0.1:${ports.client}/v1/chat/completions`,
+    ]);
+    expect(onlyA.code).toBe(0);
+    witnesses.wb.proc = witnesses.wb.start();
+    await waitForPort(ports.wb, 60_000);
+    const back = await signed("B is back", ports.client);
+    expect({ code: back.code, stderr: back.code === 0 ? "" : back.stderr }).toEqual({ code: 0, stderr: "" });
+    loading = false;
+    await load;
+    expect(sent).toBeGreaterThan(0);
+    // Nothing refused: no new evidence, no log refused.
+    for (const w of Object.values(witnesses)) {
+      const doc = JSON.parse(
+        (await svc(["notary", "witness", "--database", w.db, "-o", "json"], w.as)).stdout,
+      );
+      expect(doc.logs[0].refused).toBeUndefined();
+      expect(doc.evidence).toHaveLength(2);
+    }
+    // Every cosignature the notary kept is of a tree head of its log: that size, that root.
+    const d = new Database(db, { readonly: true });
+    const heads = new Map(
+      (d.query("SELECT size, root FROM tree_heads").all() as { size: number; root: Uint8Array }[]).map(
+        (h) => [h.size, Buffer.from(h.root).toString("base64url")],
+      ),
+    );
+    const rows = d.query("SELECT size, witness, jws FROM cosignatures").all() as {
+      size: number;
+      witness: string;
+      jws: string;
+    }[];
+    d.close();
+    expect(rows.length).toBeGreaterThan(8);
+    for (const r of rows) {
+      const claims = JSON.parse(Buffer.from(r.jws.split(".")[1] as string, "base64url").toString());
+      expect({ size: claims.size, root: claims.root }).toEqual({ size: r.size, root: heads.get(r.size) });
+    }
+    // And what each witness holds is a tree head of the log.
+    for (const w of Object.values(witnesses)) {
+      const held = new Database(w.db, { readonly: true });
+      const row = held.query("SELECT size, root FROM logs").get() as { size: number; root: Uint8Array };
+      held.close();
+      expect(Buffer.from(row.root).toString("base64url")).toBe(heads.get(row.size) as string);
+    }
+  }, 300_000);
 });
