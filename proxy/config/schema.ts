@@ -129,7 +129,7 @@ export const Config = v.object({
         v.array(Peer, (i) => `expected a list of witnesses, got ${got(i.input)}`),
         [],
       ),
-      push_interval: duration("1s"),
+      push_interval: duration("10s"),
     }),
     {},
   ),

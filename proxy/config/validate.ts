@@ -68,7 +68,7 @@ export function validateConfig(raw: unknown): { config: ProxyConfig; warnings: s
   const database = parts.notary ? notaryDatabase(parts.notary.database, notaryEnabled, problem) : undefined;
   const pushes = parts.notary
     ? notaryWitnesses(parts.notary, problem)
-    : { witnesses: [], pushIntervalMs: 1000 };
+    : { witnesses: [], pushIntervalMs: 10_000 };
   const witness = parts.witness ? witnessConfig(parts.witness, problem) : undefined;
   const roles = { notary: notaryEnabled, witness: witness !== undefined };
   requiredSections(doc, listed, roles, problem);

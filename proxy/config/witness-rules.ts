@@ -52,7 +52,7 @@ export function notaryWitnesses(
     return p?.url ? [{ spiffeId: p.spiffeId, url: p.url }] : [];
   });
   if (n.witnesses.length > 0 && !n.enable) problem("notary.witnesses", "needs notary.enable: true");
-  return { witnesses, pushIntervalMs: durationMs(n.push_interval, "1s", "notary.push_interval", problem) };
+  return { witnesses, pushIntervalMs: durationMs(n.push_interval, "10s", "notary.push_interval", problem) };
 }
 
 export function witnessConfig(w: NonNullable<ConfigInput["witness"]>, problem: Problem): WitnessConfig {

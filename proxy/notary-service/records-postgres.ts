@@ -15,6 +15,7 @@ import {
   type Exchange,
   exchangeFromRow,
   headFrontier,
+  KEPT_COSIGNATURES,
   type LoggedRecord,
   type NotaryStore,
   receiptFromRow,
@@ -439,6 +440,10 @@ export class PostgresNotaryStore implements NotaryStore {
       (sql) => sql`INSERT INTO cosignatures (size, witness, jws, created_at)
         VALUES (${size}, ${witness}, ${jws}, ${Date.now()})
         ON CONFLICT (size, witness) DO UPDATE SET jws = excluded.jws, created_at = excluded.created_at`,
+    );
+    await this.read(
+      (sql) => sql`DELETE FROM cosignatures WHERE witness = ${witness} AND size NOT IN
+        (SELECT size FROM cosignatures WHERE witness = ${witness} ORDER BY size DESC LIMIT ${KEPT_COSIGNATURES})`,
     );
   }
 

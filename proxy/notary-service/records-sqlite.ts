@@ -15,6 +15,7 @@ import {
   type Exchange,
   exchangeFromRow,
   headFrontier,
+  KEPT_COSIGNATURES,
   type LoggedRecord,
   type NotaryStore,
   receiptFromRow,
@@ -369,6 +370,12 @@ export class SqliteNotaryStore implements NotaryStore {
          ON CONFLICT (size, witness) DO UPDATE SET jws = excluded.jws, created_at = excluded.created_at`,
       )
       .run(size, witness, jws, Date.now());
+    this.db
+      .query(
+        `DELETE FROM cosignatures WHERE witness = ? AND size NOT IN
+           (SELECT size FROM cosignatures WHERE witness = ? ORDER BY size DESC LIMIT ${KEPT_COSIGNATURES})`,
+      )
+      .run(witness, witness);
   }
 
   async cosignedHead(

@@ -8,6 +8,9 @@ import { SvcError } from "../../lib/errors.ts";
 import { type LeafKind, leafData } from "../../lib/notary-objects/log.ts";
 import { decodeFrontier, type Frontier, frontierFits, type Hash } from "../../lib/notary-objects/merkle.ts";
 
+/** Cosignatures kept per witness (the newest). */
+export const KEPT_COSIGNATURES = 64;
+
 export interface Exchange {
   requestId: string;
   statementId: string;
@@ -84,7 +87,10 @@ export interface NotaryStore {
   /** Keeps a signed tree head; one of the same size already kept wins. */
   putTreeHead(head: TreeHeadRow): Promise<void>;
 
-  /** Keeps a witness's cosignature of the kept tree head of `size` leaves (the newest per witness wins). */
+  /**
+   * Keeps a witness's cosignature of the kept tree head of `size` leaves, and that witness's newest
+   * KEPT_COSIGNATURES only: the newest cosigned head covers every older receipt.
+   */
   putCosignature(size: number, witness: string, jws: string): Promise<void>;
   /**
    * The newest kept tree head that covers leaf `index` and is cosigned by at least `witnesses` witnesses,

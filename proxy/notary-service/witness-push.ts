@@ -44,6 +44,7 @@ export class WitnessPusher {
   /** The size each witness holds, as it last said. */
   private readonly held = new Map<string, number>();
   private running: Promise<void> | undefined;
+  private queued: Promise<void> | undefined;
   private timer: ReturnType<typeof setTimeout> | undefined;
   private readonly backoff = new Backoff(1000, 60_000);
   private closed = false;
@@ -59,14 +60,22 @@ export class WitnessPusher {
     }, delayMs);
   }
 
-  /** Resolves when a round that started after this call has ended: the log as it is now was pushed. */
-  async flush(): Promise<void> {
-    while (this.running) await this.running;
-    if (this.closed) return;
-    this.running = this.round().finally(() => {
-      this.running = undefined;
+  /**
+   * Resolves when a round that started after this call has ended: the log as it is now was pushed.
+   * Callers that come while a round waits to start share it.
+   */
+  flush(): Promise<void> {
+    if (this.queued) return this.queued;
+    const after = this.running ?? Promise.resolve();
+    this.queued = after.then(async () => {
+      this.queued = undefined;
+      if (this.closed) return;
+      this.running = this.round().finally(() => {
+        this.running = undefined;
+      });
+      await this.running;
     });
-    await this.running;
+    return this.queued;
   }
 
   close(): void {
@@ -77,6 +86,9 @@ export class WitnessPusher {
   private async round(): Promise<void> {
     let checkpoint: Checkpoint;
     try {
+      // Every witness holds the log as it is: nothing to sign (each checkpoint keeps a tree head).
+      const size = (await this.d.notary.store.head()).size;
+      if (this.d.witnesses.every((w) => this.held.get(w.spiffeId) === size)) return;
       checkpoint = await this.sign();
     } catch (e) {
       // An empty log has nothing to push; a notary that refuses or cannot sign says so in its own log.
@@ -103,7 +115,7 @@ export class WitnessPusher {
     let old = this.held.get(w.spiffeId) ?? 0;
     const result = await (async (): Promise<PushResult> => {
       for (let attempt = 0; attempt < 3; attempt++) {
-        if (old === c.size && attempt === 0 && this.held.has(w.spiffeId)) return "cosigned";
+        if (attempt === 0 && this.held.get(w.spiffeId) === c.size) return "cosigned";
         const res = await exchange(new URL(ADD_CHECKPOINT_PATH, w.url), {
           method: "POST",
           headers: { "content-type": "text/plain; charset=utf-8", "svc-tree-head": c.treeHead },

@@ -11,6 +11,7 @@ import { PostgresNotaryStore } from "../../proxy/notary-service/records-postgres
 import { tempDir } from "../support/dev-api.ts";
 import { svcErrorOf } from "../support/errors.ts";
 import {
+  checkCosignatures,
   NOTARY,
   type NotaryIdentity,
   notaryIdentity,
@@ -96,6 +97,13 @@ describe("the notary on PostgreSQL", () => {
       expect((await verifyConsistencyProof(c, id.bundles)).to.claims.size).toBe(122);
     }
     await Promise.all([a.close(), b.close()]);
+  }, 60_000);
+
+  test("cosignatures: the newest cosigned head over a receipt, with its cosignatures; a witness's newest 64 kept", async () => {
+    await pg.createDatabase("cosignatures");
+    const store = await open("cosignatures");
+    await checkCosignatures(store);
+    await store.close();
   }, 60_000);
 
   test("a receipt edited in the database is reported by the consistency check", async () => {

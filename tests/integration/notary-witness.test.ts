@@ -17,6 +17,7 @@ import { Witness, type WitnessResult } from "../../proxy/witness/witness.ts";
 import { tempDir } from "../support/dev-api.ts";
 import { svcErrorOf } from "../support/errors.ts";
 import {
+  checkCosignatures,
   NOTARY,
   type NotaryIdentity,
   notaryIdentity,
@@ -253,7 +254,7 @@ describe("a witness of the notary log", () => {
     expect(String(f.body)).toContain("checkpoint verification failed");
     for (const bad of [
       "old 0\n",
-      "old x\n\n" + c.req.note,
+      `old x\n\n${c.req.note}`,
       "old 01\n\n",
       `old 0\nnot-a-hash\n\n${c.req.note}`,
     ]) {
@@ -311,6 +312,14 @@ describe("a witness of the notary log", () => {
     }
     const long = `old 3\n${Array(64).fill(Buffer.from(h).toString("base64")).join("\n")}\n\n${note}`;
     expect(() => parseAddCheckpoint(long)).toThrow("more than 63 proof hashes");
+  });
+});
+
+describe("cosignatures kept by the notary", () => {
+  test("the newest cosigned head over a receipt, with its cosignatures; a witness's newest 64 kept (SQLite)", async () => {
+    const store = SqliteNotaryStore.open(join(dir, "cosignatures.db"));
+    await checkCosignatures(store);
+    await store.close();
   });
 });
 

@@ -1,3 +1,4 @@
+import { expect } from "bun:test";
 import { DevCa } from "../../lib/dev/ca.ts";
 import { bodyDigest } from "../../lib/notary-objects/ids.ts";
 import { svidSigner } from "../../lib/notary-objects/jws.ts";
@@ -95,4 +96,34 @@ export function queryNotary(notary: Notary, path: string, method = "GET"): Promi
     { path, method, log: createLogger({ level: "error", encoder: "json" }) } as ProxyRequest,
     async () => ({ status: 404, headers: {}, body: "next" }),
   );
+}
+
+/**
+ * What either store does with cosignatures (notary.witnesses): the newest kept tree head over a leaf with
+ * enough of them, and a witness's newest KEPT_COSIGNATURES kept only. Tree heads of 1 to 70 leaves are
+ * kept, witness A cosigns them all, witness B the first five.
+ */
+export async function checkCosignatures(store: NotaryStore): Promise<void> {
+  const root = new Uint8Array(32);
+  for (let size = 1; size <= 70; size++) {
+    await store.putTreeHead({ size, root, jws: `head-${size}` });
+    await store.putCosignature(size, "A", `a-${size}`);
+    if (size <= 5) await store.putCosignature(size, "B", `b-${size}`);
+  }
+  const found = await store.cosignedHead(0, 1);
+  expect({ size: found?.head.size, jws: found?.head.jws, cosignatures: found?.cosignatures }).toEqual({
+    size: 70,
+    jws: "head-70",
+    cosignatures: ["a-70"],
+  });
+  expect((await store.cosignedHead(69, 1))?.head.size).toBe(70);
+  // A head covers leaf 70 only with 71 leaves or more.
+  expect(await store.cosignedHead(70, 1)).toBeUndefined();
+  // A keeps its newest 64 (7 to 70): no head has both A's and B's now.
+  expect(await store.cosignedHead(0, 2)).toBeUndefined();
+  await store.putCosignature(70, "B", "b-70");
+  expect((await store.cosignedHead(0, 2))?.cosignatures).toEqual(["a-70", "b-70"]);
+  // Cosigned again (after a rotation): the newer cosignature replaces the older.
+  await store.putCosignature(70, "B", "b-70-again");
+  expect((await store.cosignedHead(0, 2))?.cosignatures).toEqual(["a-70", "b-70-again"]);
 }

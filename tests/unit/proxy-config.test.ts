@@ -34,7 +34,7 @@ describe("proxy configuration: defaults (docs/proxy-configuration.md)", () => {
       enable: false,
       database: undefined,
       witnesses: [],
-      pushIntervalMs: 1000,
+      pushIntervalMs: 10_000,
     });
     expect(config.witness).toBeUndefined();
     const l = config.listeners[0];
