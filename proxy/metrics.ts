@@ -90,7 +90,7 @@ export class ProxyMetrics {
   private readonly witnessCheckpoints = counter(
     this.registry,
     "svc_proxy_witness_checkpoints_total",
-    "Checkpoints the witness was given (pushed or polled): log=the notary's SPIFFE ID (unknown for a log it does not follow), result=cosigned, stale (409: another size held), invalid, unknown_log, forbidden (pushed by another than the log), cut, inconsistent, refused (a log refused since a cut or inconsistency)",
+    "Checkpoints the witness was given (pushed or polled): log=the notary's SPIFFE ID (unknown for a log it does not follow), result=cosigned, stale (409: another size held), old (400: a smaller checkpoint signed before the one held), invalid, unknown_log, forbidden (pushed by another than the log), cut, inconsistent, refused (a log refused since a cut or inconsistency)",
     ["log", "result"],
   );
   private readonly witnessPushes = counter(

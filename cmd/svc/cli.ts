@@ -32,7 +32,12 @@ export function repeated(rawArgs: string[], names: string[]): string[] {
     if (a === "--") break;
     const eq = names.find((n) => a.startsWith(`${n}=`));
     if (eq) out.push(a.slice(eq.length + 1));
-    else if (names.includes(a) && i + 1 < rawArgs.length) out.push(rawArgs[++i] as string);
+    else if (names.includes(a)) {
+      // A flag at the end with nothing after it is an error, never a value silently dropped.
+      if (i + 1 >= rawArgs.length || rawArgs[i + 1] === "--")
+        throw new SvcError("usage", `${a} needs a value (see --help)`);
+      out.push(rawArgs[++i] as string);
+    }
   }
   return out;
 }

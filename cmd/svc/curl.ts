@@ -159,6 +159,8 @@ export default defineCommand({
         "--notary-id: an empty pattern would match every issuer; give a SPIFFE ID pattern such as ^spiffe://example.org/ns/svc-system/sa/notary$",
       );
     const policy = witnessPolicy(rawArgs, a["witness-threshold"]);
+    if (policy && !validate)
+      throw usage("--witness needs --validate=true: it checks the receipt's place in the witnessed log");
     if (policy && level !== "signRequest")
       throw usage("--witness needs -n signRequest: witnesses cosign the log a receipt is in");
     // An invalid pattern is an error naming the flag, exit status 1 like any usage error.

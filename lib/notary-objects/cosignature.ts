@@ -34,6 +34,9 @@ const CLAIMS = v.object({
   root: v.pipe(v.string(), v.regex(/^[A-Za-z0-9_-]{43}$/, "is not a base64url SHA-256 hash")),
 });
 
+/** How far a witness's clock may be behind the notary's. */
+const CLOCK_SKEW_S = 300;
+
 /** At most this many cosignatures are read with one tree head. */
 export const MAX_COSIGNATURES = 32;
 
@@ -108,9 +111,16 @@ export async function checkWitnessed(
     }
     const by = c.issuer.uri;
     if (!policy.witnesses.includes(by)) continue;
-    if (c.log !== head.issuer.uri) notes.push(`${by} cosigned the log of ${c.log}, not ${head.issuer.uri}`);
+    if (by === head.issuer.uri)
+      notes.push(`${by} signed the tree head: a notary is no witness of its own log`);
+    else if (c.log !== head.issuer.uri)
+      notes.push(`${by} cosigned the log of ${c.log}, not ${head.issuer.uri}`);
     else if (c.claims.size !== head.claims.size || c.claims.root !== head.claims.root)
       notes.push(`${by} cosigned ${c.claims.size} leaves with root ${c.claims.root}, not this tree head`);
+    // A cosignature comes after the head it cosigns: one dated before it could be made with a key long
+    // expired (a chain is checked at the signature's own iat).
+    else if (c.claims.iat + CLOCK_SKEW_S < head.claims.iat)
+      notes.push(`${by}'s cosignature is dated ${c.claims.iat}, before the tree head (${head.claims.iat})`);
     else cosigned.add(by);
   }
   if (cosigned.size < policy.threshold)

@@ -402,6 +402,11 @@ function checkMiddlewares(
       problem(`${path}.type`, "notary-query needs notary.enable: true");
     if (m.type === "witness" && !roles.witness)
       problem(`${path}.type`, "witness needs the witness section (its database and the logs it follows)");
+    if (m.type === "witness" && l.mode === "client")
+      problem(
+        `${path}.type`,
+        "witness takes pushes over SPIFFE mTLS: put it on a server or central listener, not a client one",
+      );
     if (m.type === "buffer") {
       if (m.storage["max-bytes"] === 0) m.storage["max-bytes"] = DEFAULT_BUFFER_MAX_BYTES;
       if (m.storage.type === "sqlite") {

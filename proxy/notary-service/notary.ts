@@ -45,7 +45,7 @@ export interface NotaryDeps {
   /** Counts an operation (metrics): result is "ok" or an error code. */
   count?: (operation: "statement" | "log" | "receipt", result: string) => void;
   /** The pushes to the notary's witnesses (witness-push.ts): told when the log grows. */
-  witnesses?: { poke(): void; flush(): Promise<void> };
+  witnesses?: { count: number; poke(): void; flush(): Promise<void> };
 }
 
 /** How long an inclusion proof asked with `?witnessed=N` waits for a round of pushes to the witnesses. */
@@ -297,6 +297,12 @@ export class Notary {
     });
     if (!found) return undefined;
     const { index, receipt } = found;
+    const pushedTo = this.d.witnesses?.count ?? 0;
+    if (witnessed > pushedTo)
+      throw new SvcError(
+        "usage",
+        `no tree head can be cosigned by ${witnessed} witnesses: this notary pushes to ${pushedTo} (notary.witnesses)`,
+      );
     let cosignatures: string[] | undefined;
     let head: TreeHeadRow | undefined;
     if (witnessed > 0) {
@@ -305,7 +311,7 @@ export class Notary {
       if (!cosigned)
         throw new SvcError(
           "usage",
-          `no tree head that covers receipt ${receiptId} is cosigned by ${witnessed} witness${witnessed > 1 ? "es" : ""} yet (${this.d.witnesses ? "the witnesses did not cosign within the wait; the notary's log says why" : "this notary pushes to no witnesses: notary.witnesses"})`,
+          `no tree head that covers receipt ${receiptId} is cosigned by ${witnessed} witness${witnessed > 1 ? "es" : ""} yet (they did not cosign within the wait; the notary's log says why)`,
         );
       ({ head, cosignatures } = cosigned);
     }

@@ -452,9 +452,10 @@ export class PostgresNotaryStore implements NotaryStore {
     witnesses: number,
   ): Promise<{ head: TreeHeadRow; cosignatures: string[] } | undefined> {
     const [h] = await this.read(
-      (sql) => sql`SELECT t.size, t.root, t.jws FROM tree_heads t WHERE t.size > ${index}
-        AND (SELECT count(*) FROM cosignatures c WHERE c.size = t.size) >= ${Math.max(witnesses, 1)}
-        ORDER BY t.size DESC LIMIT 1`,
+      // From the cosignatures (a few per witness), not the tree heads (one per push round).
+      (sql) => sql`SELECT t.size, t.root, t.jws FROM tree_heads t WHERE t.size =
+        (SELECT size FROM cosignatures WHERE size > ${index} GROUP BY size
+         HAVING count(*) >= ${Math.max(witnesses, 1)} ORDER BY size DESC LIMIT 1)`,
     );
     if (!h) return undefined;
     const rows = await this.read(

@@ -382,11 +382,12 @@ export class SqliteNotaryStore implements NotaryStore {
     index: number,
     witnesses: number,
   ): Promise<{ head: TreeHeadRow; cosignatures: string[] } | undefined> {
+    // From the cosignatures (a few per witness), not the tree heads (one per push round).
     const head = this.db
       .query(
-        `SELECT t.size, t.root, t.jws FROM tree_heads t WHERE t.size > ?
-           AND (SELECT count(*) FROM cosignatures c WHERE c.size = t.size) >= ?
-         ORDER BY t.size DESC LIMIT 1`,
+        `SELECT t.size, t.root, t.jws FROM tree_heads t WHERE t.size =
+           (SELECT size FROM cosignatures WHERE size > ? GROUP BY size HAVING count(*) >= ?
+            ORDER BY size DESC LIMIT 1)`,
       )
       .get(index, Math.max(witnesses, 1)) as TreeHeadRow | null;
     if (!head) return undefined;

@@ -67,7 +67,13 @@ export async function startNotary(
     log,
     ...(count ? { count } : {}),
     ...(pushes?.witnesses.length
-      ? { witnesses: { poke: () => pusher?.poke(), flush: async () => pusher?.flush() } }
+      ? {
+          witnesses: {
+            count: pushes.witnesses.length,
+            poke: () => pusher?.poke(),
+            flush: async () => pusher?.flush(),
+          },
+        }
       : {}),
   });
   if (pushes?.witnesses.length) {

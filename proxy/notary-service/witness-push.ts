@@ -8,6 +8,7 @@
  * checked (the witness's SPIFFE ID, this log, this size and root) and kept with the tree head, for
  * inclusion proofs asked with `?witnessed=N`.
  */
+import { isSvcError } from "../../lib/errors.ts";
 import { ADD_CHECKPOINT_PATH, addCheckpointBody } from "../../lib/notary-objects/add-checkpoint.ts";
 import { verifyCosignature } from "../../lib/notary-objects/cosignature.ts";
 import type { Hash } from "../../lib/notary-objects/merkle.ts";
@@ -36,6 +37,12 @@ interface Checkpoint {
   size: number;
   root: string;
 }
+
+/**
+ * How long one push may take: a witness that does not answer holds up the round (rounds never overlap),
+ * and an inclusion proof asked with ?witnessed=N waits at most 10 s for a round.
+ */
+const PUSH_DEADLINE_MS = 5_000;
 
 /** The largest answer a witness gives: a few signature lines, or a size. */
 const MAX_ANSWER = 64 * 1024;
@@ -123,7 +130,8 @@ export class WitnessPusher {
           source: this.d.source,
           authorize: authorizeExactly(w.spiffeId),
           maxBodyBytes: MAX_ANSWER,
-          deadlineMs: 30_000,
+          timeoutMs: PUSH_DEADLINE_MS,
+          deadlineMs: PUSH_DEADLINE_MS,
         });
         const text = new TextDecoder().decode(res.body).trim();
         if (res.status === 409 && /^(0|[1-9][0-9]{0,15})$/.test(text)) {
@@ -162,8 +170,9 @@ export class WitnessPusher {
   }
 
   /**
-   * The consistency proof from `old` leaves to `size`; none from 0, or when the log cannot give one (it no
-   * longer has the tree head the witness holds, or is smaller): the witness then refuses, as it should.
+   * The consistency proof from `old` leaves to `size`; none from 0, or when the log does not have a tree
+   * head of `old` leaves (it was cut or forked: the witness then refuses, as it should). Any other failure
+   * (the database unreachable) ends the push, to be tried again: an empty proof would look like a fork.
    */
   private async proof(old: number, size: number): Promise<Hash[]> {
     if (old === 0 || old >= size) return [];
@@ -171,10 +180,11 @@ export class WitnessPusher {
       const p = await this.d.notary.consistency(old, size, this.self());
       return p.path.map((h) => new Uint8Array(Buffer.from(h, "base64url")));
     } catch (e) {
+      if (!isSvcError(e, "usage")) throw e;
       this.d.log.error("notary: the log cannot prove it extends the checkpoint a witness holds", {
         from: old,
         to: size,
-        reason: (e as Error).message,
+        reason: e.message,
       });
       return [];
     }

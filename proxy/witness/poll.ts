@@ -100,5 +100,6 @@ async function pollOnce(
       });
     else throw new Error(`the consistency route answered ${p.status}: ${p.text.slice(0, 200).trim()}`);
   }
-  await witness.add({ old, proof, note: c.text }, treeHead);
+  // The checkpoint must be the polled log's own: another log's, handed over by this one, is refused.
+  await witness.add({ old, proof, note: c.text }, treeHead, logId);
 }

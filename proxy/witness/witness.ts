@@ -10,7 +10,7 @@ import type { AddCheckpoint } from "../../lib/notary-objects/add-checkpoint.ts";
 import { checkpointOrigin, noteSignature, verifyCheckpoint } from "../../lib/notary-objects/checkpoint.ts";
 import { signCosignature } from "../../lib/notary-objects/cosignature.ts";
 import { type SvidSigner, svidSigner } from "../../lib/notary-objects/jws.ts";
-import { verifyConsistency } from "../../lib/notary-objects/merkle.ts";
+import { equalHashes, verifyConsistency } from "../../lib/notary-objects/merkle.ts";
 import type { SvidSource } from "../../lib/spiffe/x509-source.ts";
 import type { X509Svid } from "../../lib/spiffe/x509svid.ts";
 import type { Logger } from "../log.ts";
@@ -20,6 +20,7 @@ import type { HeldCheckpoint, WitnessStore } from "./store.ts";
 export type WitnessResult =
   | "cosigned"
   | "stale"
+  | "old"
   | "invalid"
   | "unknown_log"
   | "forbidden"
@@ -62,10 +63,10 @@ export class Witness {
 
   /**
    * A checkpoint `note` of a log with its JWS tree head, sent as `req` says (the size the sender believes
-   * is held, and the consistency proof from it). `pusher` is the SPIFFE ID of the caller that pushed it
-   * (undefined when the witness polled the log itself): only the log pushes its own checkpoints.
+   * is held, and the consistency proof from it). `from` is the SPIFFE ID it came from: the caller that
+   * pushed it, or the log the witness polled. Only the log gives its own checkpoints.
    */
-  async add(req: AddCheckpoint, treeHead: string, pusher?: string): Promise<AddOutcome> {
+  async add(req: AddCheckpoint, treeHead: string, from: string): Promise<AddOutcome> {
     let c: Awaited<ReturnType<typeof verifyCheckpoint>>;
     try {
       c = await verifyCheckpoint(req.note, treeHead, this.d.source.bundles());
@@ -75,12 +76,12 @@ export class Witness {
     const logId = c.head.issuer.uri;
     if (!this.logs.has(logId))
       return this.outcome(logId, 404, "unknown_log", `this witness does not follow the log of ${logId}`);
-    if (pusher !== undefined && pusher !== logId)
+    if (from !== logId)
       return this.outcome(
         logId,
         403,
         "forbidden",
-        `${pusher} may not push the checkpoints of ${logId}: only the log itself does`,
+        `${from} may not give the checkpoints of ${logId}: only the log itself does`,
       );
     const root = new Uint8Array(Buffer.from(c.root, "base64url"));
     const sent = {
@@ -99,25 +100,40 @@ export class Witness {
       if (held?.refused) return { result: as("refused", held.refused) };
       if (req.old !== (held?.size ?? 0)) return { result: as("stale") };
       if (!held) return { accept, result: as("cosigned") };
+      if (c.size === held.size)
+        return equalHashes(root, held.root)
+          ? { result: as("cosigned") }
+          : refuse(
+              "inconsistent",
+              `the log signed a checkpoint of ${c.size} leaves with another root than the one held: two logs under one name (forked), or rewritten`,
+            );
       if (c.size < held.size)
-        return refuse(
-          "cut",
-          `the log signed a checkpoint of ${c.size} leaves after one of ${held.size}: it lost records (cut, or restored from an old backup)`,
-        );
+        // Signed no earlier than the larger one held: the log went back. Signed before it: an old
+        // checkpoint sent again, which proves nothing (and is not cosigned).
+        return c.head.claims.iat >= iatOf(held.treeHead)
+          ? refuse(
+              "cut",
+              `the log signed a checkpoint of ${c.size} leaves after one of ${held.size}: it lost records (cut, or restored from an old backup)`,
+            )
+          : { result: as("old") };
       if (!verifyConsistency(held.size, c.size, req.proof, held.root, root))
         return refuse(
           "inconsistent",
-          c.size === held.size
-            ? `the log signed a checkpoint of ${c.size} leaves with another root than the one held: two logs under one name (forked), or rewritten`
-            : `the log of ${c.size} leaves does not extend the checkpoint of ${held.size} leaves held (the consistency proof does not verify): forked or rewritten`,
+          `the log of ${c.size} leaves does not extend the checkpoint of ${held.size} leaves held (the consistency proof does not verify): forked or rewritten`,
         );
-      // The same checkpoint again is cosigned again; a larger one is held from now on.
-      return c.size === held.size ? { result: as("cosigned") } : { accept, result: as("cosigned") };
+      return { accept, result: as("cosigned") };
     });
     const fields = { log: logId, size: c.size, held: verdict.held?.size ?? 0 };
     switch (verdict.result) {
       case "stale":
         return this.outcome(logId, 409, "stale", `${verdict.held?.size ?? 0}\n`, "text/x.tlog.size");
+      case "old":
+        return this.outcome(
+          logId,
+          400,
+          "old",
+          `the checkpoint of ${c.size} leaves is older than the one of ${verdict.held?.size} leaves held`,
+        );
       case "refused":
         this.d.log.warn("witness: checkpoint refused: the log is refused until an operator acts", {
           ...fields,
@@ -159,7 +175,8 @@ export class Witness {
     origin: string,
   ): Promise<(HeldCheckpoint & { cosigned: string; cosignature: string }) | undefined> {
     const held = this.d.store.held(origin);
-    if (!held) return undefined;
+    // Only logs it follows: one dropped from witness.logs is not vouched for any more.
+    if (!held || !this.logs.has(`spiffe://${origin}`)) return undefined;
     const text = held.note.slice(0, held.note.lastIndexOf("\n\n") + 1);
     const c = await this.cosign(`spiffe://${origin}`, text, held.size, held.root);
     return { ...held, cosigned: `${held.note}${c.line}`, cosignature: c.jws };
@@ -190,4 +207,9 @@ export class Witness {
     this.d.count?.(this.logs.has(log) ? log : "unknown", result);
     return { status, result, body: body.endsWith("\n") ? body : `${body}\n`, contentType };
   }
+}
+
+/** The `iat` of a tree head the witness verified when it took it. */
+function iatOf(jws: string): number {
+  return JSON.parse(Buffer.from(jws.split(".")[1] ?? "", "base64url").toString()).iat as number;
 }

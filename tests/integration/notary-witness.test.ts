@@ -2,20 +2,24 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { copyFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { addCheckpointBody, parseAddCheckpoint } from "../../lib/notary-objects/add-checkpoint.ts";
-import { checkpointOrigin } from "../../lib/notary-objects/checkpoint.ts";
+import { checkpointOrigin, checkpointText, signCheckpoint } from "../../lib/notary-objects/checkpoint.ts";
 import { checkWitnessed, signCosignature, verifyCosignature } from "../../lib/notary-objects/cosignature.ts";
 import { svidSigner } from "../../lib/notary-objects/jws.ts";
-import { verifyTreeHead } from "../../lib/notary-objects/log.ts";
+import type { InclusionProof } from "../../lib/notary-objects/log.ts";
+import { signTreeHead, verifyTreeHead } from "../../lib/notary-objects/log.ts";
 import type { ListenerConfig } from "../../proxy/config/types.ts";
+import { startHttpListener } from "../../proxy/http/full/listener.ts";
 import type { ProxyRequest } from "../../proxy/http/types.ts";
 import { createLogger } from "../../proxy/log.ts";
 import { witness as witnessRoutes } from "../../proxy/middleware/witness.ts";
-import type { Notary } from "../../proxy/notary-service/notary.ts";
+import { Notary } from "../../proxy/notary-service/notary.ts";
 import { SqliteNotaryStore } from "../../proxy/notary-service/records-sqlite.ts";
+import { WitnessPusher } from "../../proxy/notary-service/witness-push.ts";
 import { WitnessStore } from "../../proxy/witness/store.ts";
 import { Witness, type WitnessResult } from "../../proxy/witness/witness.ts";
 import { tempDir } from "../support/dev-api.ts";
 import { svcErrorOf } from "../support/errors.ts";
+import { freePort } from "../support/net.ts";
 import {
   checkCosignatures,
   NOTARY,
@@ -23,6 +27,7 @@ import {
   notaryIdentity,
   notaryOver,
   ORIGIN,
+  queryNotary,
   receiptFor,
   workloadIdentity,
 } from "../support/notary-fixtures.ts";
@@ -64,6 +69,12 @@ async function grow(store: SqliteNotaryStore, from: number, to: number) {
   }
 }
 
+/** The ID of the newest receipt in `store`'s log. */
+async function lastReceipt(store: SqliteNotaryStore): Promise<string | undefined> {
+  const leaves = await store.leaves(0, 1_000_000);
+  return leaves.filter((l) => l.kind === "receipt").at(-1)?.ref;
+}
+
 /** A witness over its own file, its log lines and counts collected. */
 function witnessOver(name: string, who = wa) {
   const lines: { level: string; msg: string; [k: string]: unknown }[] = [];
@@ -78,6 +89,23 @@ function witnessOver(name: string, who = wa) {
   });
   return { w, store, lines, counts };
 }
+
+/** A checkpoint of the notary's log (`size` leaves, base64url `root`) signed `seconds` from now. */
+async function checkpointAt(size: number, root: string, seconds: number) {
+  const hash = new Uint8Array(Buffer.from(root, "base64url"));
+  const name = checkpointOrigin(NOTARY);
+  const signer = svidSigner(id.svid.keyPem, id.svid.chain);
+  return {
+    note: signCheckpoint(checkpointText(name, size, hash), name, signer.key),
+    treeHead: await signTreeHead(NOTARY, ORIGIN, size, hash, signer, new Date(Date.now() + seconds * 1000)),
+  };
+}
+
+/** What a witness holds of the notary's log: its size, and why it refuses it. */
+const w_held = (store: WitnessStore) => {
+  const h = store.held(checkpointOrigin(NOTARY));
+  return { size: h?.size, refused: h?.refused };
+};
 
 /** The notary's checkpoint now, with the consistency proof from `old` leaves. */
 async function push(notary: Notary, old: number) {
@@ -102,7 +130,7 @@ const svc = (...args: string[]) => {
 describe("a witness of the notary log", () => {
   test("cosigns the first checkpoint and each larger one that extends it; a stale old size is a 409 naming the size held", async () => {
     const { store, notary } = await log("grows", 3);
-    const { w, counts } = witnessOver("grows");
+    const { w, counts, store: ws } = witnessOver("grows");
     const first = await push(notary, 0);
     const one = await w.add(first.req, first.treeHead, NOTARY);
     expect(one.status).toBe(200);
@@ -127,7 +155,30 @@ describe("a witness of the notary log", () => {
       body: "10\n",
       type: "text/x.tlog.size",
     });
-    expect(counts.map((c) => c[1])).toEqual(["cosigned", "cosigned", "cosigned", "stale"]);
+    // The same checkpoint with a proof it does not need is cosigned; the larger one held stays.
+    const junk = [new Uint8Array(32).fill(1)];
+    expect((await w.add({ ...second.req, old: 10, proof: junk }, second.treeHead, NOTARY)).status).toBe(200);
+    // An older, smaller checkpoint sent again proves nothing: refused, and the log is not. (Older: the
+    // one held is dated ten minutes on.)
+    await grow(store, 5, 6);
+    const third = await push(notary, 10);
+    const later = await checkpointAt(12, (await verifyTreeHead(third.treeHead, id.bundles)).claims.root, 600);
+    expect((await w.add({ ...third.req, note: later.note }, later.treeHead, NOTARY)).status).toBe(200);
+    const replayed = await w.add({ ...first.req, old: 12 }, first.treeHead, NOTARY);
+    expect({ status: replayed.status, body: replayed.body }).toEqual({
+      status: 400,
+      body: "the checkpoint of 6 leaves is older than the one of 12 leaves held\n",
+    });
+    expect(w_held(ws)).toEqual({ size: 12, refused: undefined });
+    expect(counts.map((c) => c[1])).toEqual([
+      "cosigned",
+      "cosigned",
+      "cosigned",
+      "stale",
+      "cosigned",
+      "cosigned",
+      "old",
+    ]);
     await store.close();
   });
 
@@ -244,7 +295,7 @@ describe("a witness of the notary log", () => {
     const body = addCheckpointBody(0, [], c.req.note);
     const other = await post(body, { peer: WITNESS_B });
     expect({ status: other.status, body: String(other.body) }).toMatchObject({ status: 403 });
-    expect(String(other.body)).toContain(`${WITNESS_B} may not push the checkpoints of ${NOTARY}`);
+    expect(String(other.body)).toContain(`${WITNESS_B} may not give the checkpoints of ${NOTARY}`);
     expect((await post(body, { peer: "" })).status).toBe(403);
     expect((await post(body, { treeHead: "" })).status).toBe(400);
     // A checkpoint whose size was changed no longer carries the notary's signature.
@@ -277,16 +328,30 @@ describe("a witness of the notary log", () => {
     expect(stranger.counts).toEqual([["unknown", "unknown_log"]]);
     // Accepted: then GET serves the held checkpoint cosigned now.
     expect((await post(body)).status).toBe(200);
-    const got = await route(
-      {
-        method: "GET",
-        path: `/.svc/witness/checkpoint?origin=${encodeURIComponent(checkpointOrigin(NOTARY))}`,
-        headers: {},
-        log: createLogger({ level: "error", encoder: "json" }),
-      } as unknown as ProxyRequest,
-      async () => ({ status: 404, headers: {}, body: "next" }),
-    );
+    const get = (origin: string, r = route) =>
+      r(
+        {
+          method: "GET",
+          path: `/.svc/witness/checkpoint?origin=${encodeURIComponent(origin)}`,
+          headers: {},
+          log: createLogger({ level: "error", encoder: "json" }),
+        } as unknown as ProxyRequest,
+        async () => ({ status: 404, headers: {}, body: "next" }),
+      );
+    const got = await get(checkpointOrigin(NOTARY));
     expect(got.status).toBe(200);
+    // A witness that no longer follows the log does not vouch for what it held of it.
+    const dropped = new Witness({
+      store: ws,
+      source: wa.source,
+      logs: [WITNESS_B],
+      log: createLogger({ level: "error", encoder: "json" }),
+    });
+    const unfollowed = await get(
+      checkpointOrigin(NOTARY),
+      witnessRoutes({ listener: {} as ListenerConfig, witness: dropped }),
+    );
+    expect(unfollowed.status).toBe(404);
     expect(String(got.body)).toStartWith(c.req.note);
     expect(String(got.body)).toContain(`— ${checkpointOrigin(WITNESS_A)} `);
     expect((await verifyCosignature(String(got.headers["svc-cosignature"]), id.bundles)).claims.size).toBe(4);
@@ -294,6 +359,44 @@ describe("a witness of the notary log", () => {
     await store.close();
     ws.close();
     stranger.store.close();
+  });
+
+  test("an inclusion proof asked with ?witnessed=N from a notary that pushes to fewer witnesses is refused at once", async () => {
+    const { store, notary } = await log("witnessed-bound", 0);
+    const { x, receipt: r0 } = await receiptFor(id, 0);
+    await store.logExchange(x, r0);
+    const receipt = r0.id;
+    const r = await queryNotary(notary, `/.svc/receipt/${receipt}/proof?witnessed=1`);
+    expect(r.status).toBe(404);
+    expect(String(r.body)).toContain("no tree head can be cosigned by 1 witnesses: this notary pushes to 0");
+    for (const q of ["witnessed=x", "witnessed=33", "witnessed=1&witnessed=2", "witnessed=01"])
+      expect((await queryNotary(notary, `/.svc/receipt/${receipt}/proof?${q}`)).status).toBe(400);
+    await store.close();
+  });
+
+  test("svc curl --witness: a flag without its value, a threshold without witnesses, or with --validate=false are usage errors", () => {
+    const curl = (...args: string[]) => {
+      const p = Bun.spawnSync([BUN, "cmd/svc.ts", "curl", ...args], { cwd: ROOT });
+      return { code: p.exitCode, err: p.stderr.toString() };
+    };
+    const url = "http://127.0.0.1:1/";
+    for (const [args, message] of [
+      [["-n", "signRequest", url, "--witness"], "--witness needs a value"],
+      [["-n", "signRequest", url, "--witness-threshold", "1"], "--witness-threshold goes with --witness"],
+      [
+        ["-n", "signRequest", "--validate=false", "--witness", WITNESS_A, url],
+        "--witness needs --validate=true",
+      ],
+      [["--witness", WITNESS_A, url], "--witness needs -n signRequest"],
+      [["-n", "signRequest", "--witness", "spiffe://Example.org/w", url], "--witness"],
+      [["-n", "signRequest", "--witness", WITNESS_A, "--witness", WITNESS_A, url], "is given twice"],
+      [["-n", "signRequest", "--witness", WITNESS_A, "--witness-threshold", "2", url], "from 1 to 1"],
+      [["-n", "signRequest", "--witness", WITNESS_A, "--witness-threshold", "0", url], "from 1 to 1"],
+    ] as const) {
+      const r = curl(...args);
+      expect({ args, code: r.code }).toEqual({ args, code: 1 });
+      expect(r.err).toContain(message);
+    }
   });
 
   test("the add-checkpoint body is read strictly", () => {
@@ -315,6 +418,90 @@ describe("a witness of the notary log", () => {
   });
 });
 
+describe("the notary pushing to a witness over SPIFFE mTLS", () => {
+  test("pushes the log as it grows and keeps the cosignatures; a database that fails under a push ends that push, and no witness refuses the log", async () => {
+    const { store } = await log("pushed", 2);
+    const { w, store: ws } = witnessOver("pushed");
+    const port = await freePort();
+    const listener = await startHttpListener(
+      {
+        name: "witness",
+        address: { host: "127.0.0.1", port },
+        mode: "server",
+        protocol: "http",
+        target: new URL("http://127.0.0.1:9"),
+        callerMtls: true,
+        targetMtls: false,
+        sourceIds: [],
+        targetIds: [],
+        timeouts: { readMs: 15_000, writeMs: 60_000, idleMs: 120_000, handshakeMs: 10_000 },
+        disableKeepalive: false,
+        http2: false,
+        middlewares: [{ type: "witness" }],
+        buffer: undefined,
+      },
+      { source: wa.source, log: createLogger({ level: "error", encoder: "json" }), witness: w },
+    );
+    const lines: { level: string; msg: string }[] = [];
+    // The notary's reads of its log fail while `failing` is set, as a database that went away would.
+    let failing = false;
+    const flaky = new Proxy(store, {
+      get(target, name, receiver) {
+        const v = Reflect.get(target, name, receiver);
+        if (name !== "node" || typeof v !== "function") return typeof v === "function" ? v.bind(target) : v;
+        return (...args: unknown[]) => {
+          if (failing) return Promise.reject(new Error("connection to the database lost"));
+          return v.apply(target, args);
+        };
+      },
+    });
+    const pushing = new Notary({
+      store: flaky,
+      source: id.source,
+      jwtSvid: async () => "",
+      getPod: async () => undefined,
+      log: createLogger({ level: "error", encoder: "json" }),
+      witnesses: { count: 1, poke: () => {}, flush: () => pusher.flush() },
+    });
+    const pushed: string[] = [];
+    const pusher: WitnessPusher = new WitnessPusher({
+      notary: pushing,
+      witnesses: [{ spiffeId: WITNESS_A, url: new URL(`https://127.0.0.1:${port}`) }],
+      source: id.source,
+      log: createLogger({ level: "debug", encoder: "json", write: (l) => void lines.push(JSON.parse(l)) }),
+      intervalMs: 10_000,
+      count: (_w, r) => void pushed.push(r),
+    });
+    try {
+      await pusher.flush();
+      expect(w_held(ws)).toEqual({ size: 4, refused: undefined });
+      expect((await store.cosignedHead(0, 1))?.head.size).toBe(4);
+      // Nothing new: a second round signs and sends nothing.
+      await pusher.flush();
+      expect(pushed).toEqual(["cosigned"]);
+      await grow(store, 2, 4);
+      failing = true;
+      await pusher.flush();
+      expect(pushed.at(-1)).toBe("failed");
+      expect(lines.some((l) => l.msg === "notary: cannot push the checkpoint to a witness")).toBe(true);
+      expect(w_held(ws)).toEqual({ size: 4, refused: undefined });
+      failing = false;
+      // Callers waiting at once share one round.
+      await Promise.all([pusher.flush(), pusher.flush(), pusher.flush()]);
+      expect(pushed).toEqual(["cosigned", "failed", "cosigned"]);
+      expect(w_held(ws)).toEqual({ size: 8, refused: undefined });
+      const proof = (await pushing.proof((await lastReceipt(store)) as string, ORIGIN, 1)) as InclusionProof;
+      expect(proof.treeSize).toBe(8);
+      expect(proof.cosignatures).toHaveLength(1);
+    } finally {
+      pusher.close();
+      await listener.close(0);
+      await store.close();
+      ws.close();
+    }
+  });
+});
+
 describe("cosignatures kept by the notary", () => {
   test("the newest cosigned head over a receipt, with its cosignatures; a witness's newest 64 kept (SQLite)", async () => {
     const store = SqliteNotaryStore.open(join(dir, "cosignatures.db"));
@@ -329,13 +516,14 @@ describe("the witness policy", () => {
     const c = await notary.checkpoint(ORIGIN);
     const head = await verifyTreeHead(c.treeHead, id.bundles);
     const root = new Uint8Array(Buffer.from(head.claims.root, "base64url"));
-    const sign = (who: NotaryIdentity, o: { log?: string; size?: number } = {}) =>
+    const sign = (who: NotaryIdentity, o: { log?: string; size?: number; at?: Date } = {}) =>
       signCosignature(
         who.svid.id.uri,
         o.log ?? NOTARY,
         o.size ?? head.claims.size,
         root,
         svidSigner(who.svid.keyPem, who.svid.chain),
+        o.at,
       );
     const [a, b] = [await sign(wa), await sign(wb)];
     const policy = { witnesses: [WITNESS_A, WITNESS_B], threshold: 2 };
@@ -355,6 +543,20 @@ describe("the witness policy", () => {
     await fails([a, c.treeHead], "cosignature verification failed");
     await fails([a, await sign(id)], "is cosigned by spiffe://example.org/ns/edge/sa/witness-a of");
     await fails("x", "not a list of JWS strings");
+    // The notary cosigning its own log, listed as a witness, does not count.
+    await fails([a, await sign(id)], "a notary is no witness of its own log", {
+      witnesses: [WITNESS_A, NOTARY],
+      threshold: 2,
+    });
+    // Cosignatures dated before the tree head (as ones made with keys that expired since would be).
+    const signer = svidSigner(id.svid.keyPem, id.svid.chain);
+    const later = await verifyTreeHead(
+      await signTreeHead(NOTARY, ORIGIN, head.claims.size, root, signer, new Date(Date.now() + 600_000)),
+      id.bundles,
+    );
+    const e = await svcErrorOf(checkWitnessed(later, [a, b], policy, id.bundles));
+    expect(e.message).toContain("cosignature is dated");
+    expect(e.message).toContain("before the tree head");
     await fails(Array(33).fill(a), "more than 32 cosignatures");
     await store.close();
   });

@@ -168,6 +168,7 @@ describe("proxy configuration: every error at once, with path, value and what is
         "notary.witnesses: needs notary.enable: true",
         'notary.push_interval: invalid duration "soon": use a Go duration such as 500ms, 30s, 2m or 1h30m',
         "listeners[0].middlewares[0].type: witness needs the witness section (its database and the logs it follows)",
+        "listeners[0].middlewares[0].type: witness takes pushes over SPIFFE mTLS: put it on a server or central listener, not a client one",
       ],
     ],
     [
