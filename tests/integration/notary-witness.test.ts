@@ -15,6 +15,7 @@ import { witness as witnessRoutes } from "../../proxy/middleware/witness.ts";
 import { Notary } from "../../proxy/notary-service/notary.ts";
 import { SqliteNotaryStore } from "../../proxy/notary-service/records-sqlite.ts";
 import { WitnessPusher } from "../../proxy/notary-service/witness-push.ts";
+import { startPolling } from "../../proxy/witness/poll.ts";
 import { WitnessStore } from "../../proxy/witness/store.ts";
 import { Witness, type WitnessResult } from "../../proxy/witness/witness.ts";
 import { tempDir } from "../support/dev-api.ts";
@@ -32,6 +33,7 @@ import {
   workloadIdentity,
 } from "../support/notary-fixtures.ts";
 import { BUN, ROOT } from "../support/proc.ts";
+import { waitUntil } from "../support/wait.ts";
 
 /**
  * The witness (docs/notary.md, "Witnesses") over real notary logs (SQLite) and its own SQLite file: it
@@ -499,6 +501,89 @@ describe("the notary pushing to a witness over SPIFFE mTLS", () => {
       await store.close();
       ws.close();
     }
+  });
+});
+
+describe("a witness polling a notary over SPIFFE mTLS", () => {
+  /** A notary-query listener over mTLS as `tls` (the identity callers see), answering from `notary`. */
+  async function queryListener(notary: Notary, tls: NotaryIdentity) {
+    const port = await freePort();
+    const listener = await startHttpListener(
+      {
+        name: "query",
+        address: { host: "127.0.0.1", port },
+        mode: "server",
+        protocol: "http",
+        target: new URL("http://127.0.0.1:9"),
+        callerMtls: true,
+        targetMtls: false,
+        sourceIds: [],
+        targetIds: [],
+        timeouts: { readMs: 15_000, writeMs: 60_000, idleMs: 120_000, handshakeMs: 10_000 },
+        disableKeepalive: false,
+        http2: false,
+        middlewares: [{ type: "notary-query" }],
+        buffer: undefined,
+      },
+      { source: tls.source, log: createLogger({ level: "error", encoder: "json" }), notary },
+    );
+    return { url: new URL(`https://127.0.0.1:${port}`), close: () => listener.close(0) };
+  }
+
+  test("takes the notary's checkpoints as its log grows; a checkpoint of another log handed over by the one polled is refused", async () => {
+    const { store, notary } = await log("polled", 2);
+    const { w, store: ws, counts } = witnessOver("polled", wb);
+    const served = await queryListener(notary, id);
+    const lines: { msg: string }[] = [];
+    const polling = startPolling(
+      w,
+      ws,
+      [{ spiffeId: NOTARY, url: served.url }],
+      wb.source,
+      20,
+      createLogger({ level: "debug", encoder: "json", write: (l) => void lines.push(JSON.parse(l)) }),
+    );
+    try {
+      await waitUntil("the first checkpoint taken", () => w_held(ws).size === 4, 10_000);
+      await grow(store, 2, 5);
+      await waitUntil("the grown log taken", () => w_held(ws).size === 10, 10_000);
+      expect(counts.filter((c) => c[1] !== "cosigned")).toEqual([]);
+    } finally {
+      polling.close();
+      await served.close();
+    }
+    // A listener with the notary's identity whose answers are another followed log's (signed by witness A).
+    const other = await log("other-log", 3);
+    const lying = await queryListener(notaryOver(other.store, wa), id);
+    const follows = new Witness({
+      store: ws,
+      source: wb.source,
+      logs: [NOTARY, WITNESS_A],
+      log: createLogger({ level: "error", encoder: "json" }),
+      count: (l, r) => void counts.push([l, r]),
+    });
+    const lied = startPolling(
+      follows,
+      ws,
+      [{ spiffeId: NOTARY, url: lying.url }],
+      wb.source,
+      20,
+      createLogger({ level: "error", encoder: "json" }),
+    );
+    try {
+      await waitUntil(
+        "the other log's checkpoint refused",
+        () => counts.some((c) => c[1] === "forbidden"),
+        10_000,
+      );
+      expect(ws.held(checkpointOrigin(WITNESS_A))).toBeUndefined();
+      expect(w_held(ws)).toEqual({ size: 10, refused: undefined });
+    } finally {
+      lied.close();
+      await lying.close();
+    }
+    for (const s of [store, other.store]) await s.close();
+    ws.close();
   });
 });
 
