@@ -112,7 +112,9 @@ describe("checkpoints", () => {
       ["extension line", `${text}\nextra\n\n${sig}`, "the text has 4 lines"],
       [
         "signature",
-        `${text}\n\n${sig.replace(/.(=*\n)$/, (m, end) => (m[0] === "A" ? "B" : "A") + end)}`,
+        // A character well inside the signature: the last one before padding may carry unused bits,
+        // and changing those makes the line's base64 malformed instead.
+        `${text}\n\n${flipAt(sig, sig.lastIndexOf(" ") + 20)}`,
         "does not verify",
       ],
       ["no signature", `${text}\n\n`, "is not"],
@@ -148,3 +150,6 @@ describe("checkpoints", () => {
     await empty.close();
   });
 });
+
+/** `s` with the character at `i` changed (A to B, anything else to A). */
+const flipAt = (s: string, i: number) => `${s.slice(0, i)}${s[i] === "A" ? "B" : "A"}${s.slice(i + 1)}`;
