@@ -1,10 +1,10 @@
 import { Database } from "bun:sqlite";
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { createServer, type Server } from "node:http";
+import type { Server } from "node:http";
 import { join } from "node:path";
 import { waitForPort } from "../support/net.ts";
 import { type Proc, stopAll } from "../support/proc.ts";
-import { exactId, svcProxyAs, useTestbed, workload, workloadHome } from "./support.ts";
+import { exactId, modelBehindApi, svcProxyAs, useTestbed, workload, workloadHome } from "./support.ts";
 import { freePort } from "./testbed/process.ts";
 
 /**
@@ -19,39 +19,12 @@ let db: string;
 let startNotary: () => Proc;
 let notary: Proc;
 
-const COMPLETION = JSON.stringify({
-  id: "chatcmpl-1",
-  object: "chat.completion",
-  created: 1_700_000_000,
-  model: "test-model",
-  choices: [{ index: 0, finish_reason: "stop", message: { role: "assistant", content: "ok" } }],
-});
-
 beforeAll(async () => {
   const tb = testbed();
-  const upstreamPort = await freePort();
-  upstream = createServer((req, res) => {
-    req.resume();
-    req.on("end", () => {
-      res.writeHead(200, { "content-type": "application/json" });
-      res.end(COMPLETION);
-    });
-  });
-  await new Promise<void>((r) => upstream.listen(upstreamPort, "127.0.0.1", () => r()));
   for (const k of Object.keys(ports)) ports[k as keyof typeof ports] = await freePort();
   const home = workloadHome(tb, "web", "notary-kill-e2e");
   db = join(home.dir, "notary.db");
-  svcProxyAs(tb, "api", {
-    listeners: [
-      {
-        name: "in",
-        address: `127.0.0.1:${ports.api}`,
-        mode: "server",
-        target: { url: `http://127.0.0.1:${upstreamPort}` },
-        source: { spiffe_ids: [exactId(workload(tb, "web").spiffeId)] },
-      },
-    ],
-  });
+  upstream = await modelBehindApi(tb, ports.api);
   startNotary = () =>
     svcProxyAs(
       tb,

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { writeFileSync } from "node:fs";
-import { createServer, type Server } from "node:http";
+import type { Server } from "node:http";
 import { join } from "node:path";
 import { type InclusionProof, verifyReceiptInclusion } from "../../lib/notary-objects/log.ts";
 import { verifyReceipt } from "../../lib/notary-objects/receipt.ts";
@@ -12,7 +12,7 @@ import { waitForPort } from "../support/net.ts";
 import { type Postgres, startPostgres } from "../support/postgres.ts";
 import { type Proc, ROOT, stopAll } from "../support/proc.ts";
 import { waitUntil } from "../support/wait.ts";
-import { exactId, svcProxyAs, useTestbed, workload, workloadHome } from "./support.ts";
+import { exactId, modelBehindApi, svcProxyAs, useTestbed, workload, workloadHome } from "./support.ts";
 import { freePort } from "./testbed/process.ts";
 import { asWorkload } from "./testbed/spire.ts";
 
@@ -31,45 +31,18 @@ let replicas: Record<"a" | "b", Proc>;
 let startReplica: (r: "a" | "b") => Proc;
 let bundle: ReturnType<typeof loadBundleFile>;
 
-const COMPLETION = JSON.stringify({
-  id: "chatcmpl-1",
-  object: "chat.completion",
-  created: 1_700_000_000,
-  model: "test-model",
-  choices: [{ index: 0, finish_reason: "stop", message: { role: "assistant", content: "ok" } }],
-});
-
 beforeAll(async () => {
   const tb = testbed();
   bundle = loadBundleFile(tb.spire.bundleFile);
   pg = await startPostgres(join(tb.dir, "notary-replicas"));
   await pg.createDatabase("notary");
-  const upstreamPort = await freePort();
-  upstream = createServer((req, res) => {
-    req.resume();
-    req.on("end", () => {
-      res.writeHead(200, { "content-type": req.url?.startsWith("/v1/") ? "application/json" : "text/plain" });
-      res.end(req.url?.startsWith("/v1/") ? COMPLETION : "plain\n");
-    });
-  });
-  await new Promise<void>((r) => upstream.listen(upstreamPort, "127.0.0.1", () => r()));
   for (const k of Object.keys(ports)) ports[k as keyof typeof ports] = await freePort();
   const web = workload(tb, "web");
   const home = workloadHome(tb, "web", "notary-replicas-e2e");
   const passwordFile = join(home.dir, "pg-password");
   writeFileSync(passwordFile, `${pg.password}\n`, { mode: 0o600 });
   Bun.spawnSync(["chown", String(web.uid), passwordFile]);
-  svcProxyAs(tb, "api", {
-    listeners: [
-      {
-        name: "in",
-        address: `127.0.0.1:${ports.api}`,
-        mode: "server",
-        target: { url: `http://127.0.0.1:${upstreamPort}` },
-        source: { spiffe_ids: [exactId(web.spiffeId)] },
-      },
-    ],
-  });
+  upstream = await modelBehindApi(tb, ports.api);
   startReplica = (r) =>
     svcProxyAs(
       tb,

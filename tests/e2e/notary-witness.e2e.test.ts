@@ -1,14 +1,14 @@
 import { Database } from "bun:sqlite";
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { chownSync, copyFileSync, rmSync } from "node:fs";
-import { createServer, type Server } from "node:http";
+import type { Server } from "node:http";
 import { join } from "node:path";
 import { compiled } from "../support/compiled.ts";
 import { metricValue } from "../support/metrics.ts";
 import { waitForPort } from "../support/net.ts";
 import { type Proc, ROOT, runToEnd, stopAll } from "../support/proc.ts";
 import { waitUntil } from "../support/wait.ts";
-import { exactId, svcProxyAs, useTestbed, workload, workloadHome } from "./support.ts";
+import { exactId, modelBehindApi, svcProxyAs, useTestbed, workload, workloadHome } from "./support.ts";
 import { freePort } from "./testbed/process.ts";
 import { asWorkload } from "./testbed/spire.ts";
 
@@ -31,40 +31,14 @@ let startNotary: (database: string, port: number, metrics?: number) => Proc;
 let notary: Proc;
 const witnesses: Record<"wa" | "wb", { proc: Proc; as: string; db: string; start: () => Proc }> = {} as never;
 
-const COMPLETION = JSON.stringify({
-  id: "chatcmpl-1",
-  object: "chat.completion",
-  created: 1_700_000_000,
-  model: "test-model",
-  choices: [{ index: 0, finish_reason: "stop", message: { role: "assistant", content: "ok" } }],
-});
 const chat = (content: string) =>
   JSON.stringify({ model: "test-model", messages: [{ role: "user", content }] });
 
 beforeAll(async () => {
   const tb = testbed();
-  const upstreamPort = await freePort();
-  upstream = createServer((req, res) => {
-    req.resume();
-    req.on("end", () => {
-      res.writeHead(200, { "content-type": "application/json" });
-      res.end(COMPLETION);
-    });
-  });
-  await new Promise<void>((r) => upstream.listen(upstreamPort, "127.0.0.1", () => r()));
   for (const k of Object.keys(ports)) ports[k as keyof typeof ports] = await freePort();
   const web = workload(tb, "web");
-  svcProxyAs(tb, "api", {
-    listeners: [
-      {
-        name: "in",
-        address: `127.0.0.1:${ports.api}`,
-        mode: "server",
-        target: { url: `http://127.0.0.1:${upstreamPort}` },
-        source: { spiffe_ids: [exactId(web.spiffeId)] },
-      },
-    ],
-  });
+  upstream = await modelBehindApi(tb, ports.api);
   for (const [key, as] of [
     ["wa", "intruder"],
     ["wb", "stale"],

@@ -1,5 +1,7 @@
 import { afterAll, beforeAll } from "bun:test";
 import { chownSync, copyFileSync, mkdirSync, readFileSync, statSync } from "node:fs";
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import { COMPARTMENT_LABEL } from "../../lib/kube/mls.ts";
 import { BUN, type Proc, spawnProc } from "../support/proc.ts";
@@ -187,3 +189,39 @@ export const marked = (
   metadata: { name, labels: { [COMPARTMENT_LABEL]: compartment } },
   ...rest,
 });
+
+/** The one answer of modelBehindApi's model: a chat completion as an OpenAI-compatible server writes it. */
+export const COMPLETION = JSON.stringify({
+  id: "chatcmpl-1",
+  object: "chat.completion",
+  created: 1_700_000_000,
+  model: "test-model",
+  choices: [{ index: 0, finish_reason: "stop", message: { role: "assistant", content: "ok" } }],
+});
+
+/**
+ * A model (COMPLETION to every /v1/ request, "plain" to others) behind pod api-0's server proxy on
+ * `apiPort`, which admits only pod web-0: what a notarizing client proxy as web-0 calls. Returns the model.
+ */
+export async function modelBehindApi(tb: Testbed, apiPort: number): Promise<Server> {
+  const model = createServer((req, res) => {
+    req.resume();
+    req.on("end", () => {
+      res.writeHead(200, { "content-type": req.url?.startsWith("/v1/") ? "application/json" : "text/plain" });
+      res.end(req.url?.startsWith("/v1/") ? COMPLETION : "plain\n");
+    });
+  });
+  await new Promise<void>((r) => model.listen(0, "127.0.0.1", () => r()));
+  svcProxyAs(tb, "api", {
+    listeners: [
+      {
+        name: "in",
+        address: `127.0.0.1:${apiPort}`,
+        mode: "server",
+        target: { url: `http://127.0.0.1:${(model.address() as AddressInfo).port}` },
+        source: { spiffe_ids: [exactId(workload(tb, "web").spiffeId)] },
+      },
+    ],
+  });
+  return model;
+}

@@ -10,6 +10,7 @@ import { signTreeHead, verifyTreeHead } from "../../lib/notary-objects/log.ts";
 import type { ListenerConfig } from "../../proxy/config/types.ts";
 import { startHttpListener } from "../../proxy/http/full/listener.ts";
 import type { ProxyRequest } from "../../proxy/http/types.ts";
+import type { ListenerDeps } from "../../proxy/listener.ts";
 import { createLogger } from "../../proxy/log.ts";
 import { witness as witnessRoutes } from "../../proxy/middleware/witness.ts";
 import { Notary } from "../../proxy/notary-service/notary.ts";
@@ -69,6 +70,31 @@ async function grow(store: SqliteNotaryStore, from: number, to: number) {
     const { x, receipt } = await receiptFor(id, i);
     await store.logExchange(x, receipt);
   }
+}
+
+/** A server-mode HTTP listener over SPIFFE mTLS on loopback with `middlewares` (no target behind them). */
+async function serverListener(middlewares: ListenerConfig["middlewares"], deps: ListenerDeps, port?: number) {
+  port ??= await freePort();
+  const listener = await startHttpListener(
+    {
+      name: "in",
+      address: { host: "127.0.0.1", port },
+      mode: "server",
+      protocol: "http",
+      target: new URL("http://127.0.0.1:9"),
+      callerMtls: true,
+      targetMtls: false,
+      sourceIds: [],
+      targetIds: [],
+      timeouts: { readMs: 15_000, writeMs: 60_000, idleMs: 120_000, handshakeMs: 10_000 },
+      disableKeepalive: false,
+      http2: false,
+      middlewares,
+      buffer: undefined,
+    },
+    deps,
+  );
+  return { url: new URL(`https://127.0.0.1:${port}`), close: () => listener.close(0) };
 }
 
 /** The ID of the newest receipt in `store`'s log. */
@@ -424,26 +450,11 @@ describe("the notary pushing to a witness over SPIFFE mTLS", () => {
   test("pushes the log as it grows and keeps the cosignatures; a database that fails under a push ends that push, and no witness refuses the log", async () => {
     const { store } = await log("pushed", 2);
     const { w, store: ws } = witnessOver("pushed");
-    const port = await freePort();
-    const listener = await startHttpListener(
-      {
-        name: "witness",
-        address: { host: "127.0.0.1", port },
-        mode: "server",
-        protocol: "http",
-        target: new URL("http://127.0.0.1:9"),
-        callerMtls: true,
-        targetMtls: false,
-        sourceIds: [],
-        targetIds: [],
-        timeouts: { readMs: 15_000, writeMs: 60_000, idleMs: 120_000, handshakeMs: 10_000 },
-        disableKeepalive: false,
-        http2: false,
-        middlewares: [{ type: "witness" }],
-        buffer: undefined,
-      },
-      { source: wa.source, log: createLogger({ level: "error", encoder: "json" }), witness: w },
-    );
+    const listener = await serverListener([{ type: "witness" }], {
+      source: wa.source,
+      log: createLogger({ level: "error", encoder: "json" }),
+      witness: w,
+    });
     const lines: { level: string; msg: string }[] = [];
     // The notary's reads of its log fail while `failing` is set, as a database that went away would.
     let failing = false;
@@ -468,7 +479,7 @@ describe("the notary pushing to a witness over SPIFFE mTLS", () => {
     const pushed: string[] = [];
     const pusher: WitnessPusher = new WitnessPusher({
       notary: pushing,
-      witnesses: [{ spiffeId: WITNESS_A, url: new URL(`https://127.0.0.1:${port}`) }],
+      witnesses: [{ spiffeId: WITNESS_A, url: listener.url }],
       source: id.source,
       log: createLogger({ level: "debug", encoder: "json", write: (l) => void lines.push(JSON.parse(l)) }),
       intervalMs: 10_000,
@@ -497,7 +508,7 @@ describe("the notary pushing to a witness over SPIFFE mTLS", () => {
       expect(proof.cosignatures).toHaveLength(1);
     } finally {
       pusher.close();
-      await listener.close(0);
+      await listener.close();
       await store.close();
       ws.close();
     }
@@ -506,34 +517,17 @@ describe("the notary pushing to a witness over SPIFFE mTLS", () => {
 
 describe("a witness polling a notary over SPIFFE mTLS", () => {
   /** A notary-query listener over mTLS as `tls` (the identity callers see), answering from `notary`. */
-  async function queryListener(notary: Notary, tls: NotaryIdentity) {
-    const port = await freePort();
-    const listener = await startHttpListener(
-      {
-        name: "query",
-        address: { host: "127.0.0.1", port },
-        mode: "server",
-        protocol: "http",
-        target: new URL("http://127.0.0.1:9"),
-        callerMtls: true,
-        targetMtls: false,
-        sourceIds: [],
-        targetIds: [],
-        timeouts: { readMs: 15_000, writeMs: 60_000, idleMs: 120_000, handshakeMs: 10_000 },
-        disableKeepalive: false,
-        http2: false,
-        middlewares: [{ type: "notary-query" }],
-        buffer: undefined,
-      },
+  const queryListener = (notary: Notary, tls: NotaryIdentity, port?: number) =>
+    serverListener(
+      [{ type: "notary-query" }],
       { source: tls.source, log: createLogger({ level: "error", encoder: "json" }), notary },
+      port,
     );
-    return { url: new URL(`https://127.0.0.1:${port}`), close: () => listener.close(0) };
-  }
 
-  test("takes the notary's checkpoints as its log grows; a checkpoint of another log handed over by the one polled is refused", async () => {
+  test("takes the notary's checkpoints as its log grows, and again after the notary was unreachable; a checkpoint of another log handed over by the one polled is refused", async () => {
     const { store, notary } = await log("polled", 2);
     const { w, store: ws, counts } = witnessOver("polled", wb);
-    const served = await queryListener(notary, id);
+    let served = await queryListener(notary, id);
     const lines: { msg: string }[] = [];
     const polling = startPolling(
       w,
@@ -547,6 +541,16 @@ describe("a witness polling a notary over SPIFFE mTLS", () => {
       await waitUntil("the first checkpoint taken", () => w_held(ws).size === 4, 10_000);
       await grow(store, 2, 5);
       await waitUntil("the grown log taken", () => w_held(ws).size === 10, 10_000);
+      // The notary unreachable for a while: said, and its checkpoints taken again once it is back.
+      await served.close();
+      await grow(store, 5, 6);
+      await waitUntil(
+        "the outage said",
+        () => lines.some((l) => l.msg === "witness: cannot poll the log"),
+        10_000,
+      );
+      served = await queryListener(notary, id, Number(served.url.port));
+      await waitUntil("the log taken after the outage", () => w_held(ws).size === 12, 10_000);
       expect(counts.filter((c) => c[1] !== "cosigned")).toEqual([]);
     } finally {
       polling.close();
@@ -577,7 +581,7 @@ describe("a witness polling a notary over SPIFFE mTLS", () => {
         10_000,
       );
       expect(ws.held(checkpointOrigin(WITNESS_A))).toBeUndefined();
-      expect(w_held(ws)).toEqual({ size: 10, refused: undefined });
+      expect(w_held(ws)).toEqual({ size: 12, refused: undefined });
     } finally {
       lied.close();
       await lying.close();
