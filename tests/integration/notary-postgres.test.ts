@@ -1,13 +1,19 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { rmSync } from "node:fs";
+import { join } from "node:path";
 import { bodyDigest } from "../../lib/notary-objects/ids.ts";
 import {
   type InclusionProof,
   verifyConsistencyProof,
   verifyReceiptInclusion,
 } from "../../lib/notary-objects/log.ts";
+import { createLogger } from "../../proxy/log.ts";
 import { checkLog } from "../../proxy/notary-service/log-check.ts";
+import type { Notary } from "../../proxy/notary-service/notary.ts";
 import { PostgresNotaryStore } from "../../proxy/notary-service/records-postgres.ts";
+import { WitnessPusher } from "../../proxy/notary-service/witness-push.ts";
+import { WitnessStore } from "../../proxy/witness/store.ts";
+import { Witness } from "../../proxy/witness/witness.ts";
 import { tempDir } from "../support/dev-api.ts";
 import { svcErrorOf } from "../support/errors.ts";
 import {
@@ -18,9 +24,11 @@ import {
   notaryOver,
   ORIGIN,
   receiptFor,
+  workloadIdentity,
 } from "../support/notary-fixtures.ts";
 import { type Postgres, startPostgres } from "../support/postgres.ts";
 import { BUN, spawnProc, stopAll } from "../support/proc.ts";
+import { serverListener } from "../support/server-listener.ts";
 
 /**
  * The notary store on a real PostgreSQL server: replicas (separate pools, and separate processes)
@@ -104,6 +112,85 @@ describe("the notary on PostgreSQL", () => {
     const store = await open("cosignatures");
     await checkCosignatures(store);
     await store.close();
+  }, 60_000);
+
+  test("two replicas pushing one log to a witness at once: the witness holds the one log, refuses nothing, and both replicas keep cosignatures", async () => {
+    await pg.createDatabase("pushing");
+    const [a, b] = await Promise.all([open("pushing"), open("pushing")]);
+    const wa = await workloadIdentity(id.ca, "spiffe://example.org/ns/edge/sa/witness-a");
+    const results: string[] = [];
+    const witness = new Witness({
+      store: WitnessStore.open(join(dir, "pushing.witness.db")),
+      source: wa.source,
+      logs: [NOTARY],
+      log: createLogger({ level: "error", encoder: "json" }),
+      count: (_l, r) => void results.push(r),
+    });
+    const listener = await serverListener([{ type: "witness" }], {
+      source: wa.source,
+      log: createLogger({ level: "error", encoder: "json" }),
+      witness,
+    });
+    // While `race` is set, replica b's next checkpoint is overtaken: once it is signed, replica a
+    // appends a record and pushes the larger log before b's push goes out.
+    let race = false;
+    const overtaken = (notary: Notary) =>
+      new Proxy(notary, {
+        get(target, name, receiver) {
+          const v = Reflect.get(target, name, receiver);
+          if (typeof v !== "function") return v;
+          if (name !== "checkpoint") return v.bind(target);
+          return async (...args: unknown[]) => {
+            const c = await v.apply(target, args);
+            if (race) {
+              race = false;
+              const { x, receipt } = await receiptFor(id, 100);
+              await a.logExchange(x, receipt);
+              await pushers[0]?.flush();
+            }
+            return c;
+          };
+        },
+      });
+    const pushers: WitnessPusher[] = [a, b].map((store) => {
+      const notary = store === b ? overtaken(notaryOver(store, id)) : notaryOver(store, id);
+      return new WitnessPusher({
+        notary,
+        witnesses: [{ spiffeId: wa.svid.id.uri, url: listener.url }],
+        source: id.source,
+        log: createLogger({ level: "error", encoder: "json" }),
+        intervalMs: 10_000,
+      });
+    });
+    try {
+      for (let round = 0; round < 8; round++) {
+        await Promise.all(
+          [a, b].map(async (store, r) => {
+            const { x, receipt } = await receiptFor(id, round * 2 + r);
+            await store.logExchange(x, receipt);
+          }),
+        );
+        await Promise.all(pushers.map((p) => p.flush()));
+      }
+      // Replica b's checkpoint overtaken by a's larger one: told the size held, b signs the log as it
+      // is now and pushes that, never its smaller checkpoint (which the witness would take for a cut).
+      const { x, receipt } = await receiptFor(id, 99);
+      await b.logExchange(x, receipt);
+      race = true;
+      await pushers[1]?.flush();
+      expect(race).toBe(false);
+      // Each replica once more: both end at the log's size.
+      for (const p of pushers) await p.flush();
+      expect(results.filter((r) => !["cosigned", "stale"].includes(r))).toEqual([]);
+      expect(results).toContain("stale");
+      const size = (await a.head()).size;
+      expect(size).toBe(36);
+      for (const store of [a, b]) expect((await store.cosignedHead(0, 1))?.head.size).toBe(size);
+    } finally {
+      for (const p of pushers) p.close();
+      await listener.close();
+      await Promise.all([a.close(), b.close()]);
+    }
   }, 60_000);
 
   test("a receipt edited in the database is reported by the consistency check", async () => {

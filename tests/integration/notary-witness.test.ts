@@ -8,9 +8,7 @@ import { svidSigner } from "../../lib/notary-objects/jws.ts";
 import type { InclusionProof } from "../../lib/notary-objects/log.ts";
 import { signTreeHead, verifyTreeHead } from "../../lib/notary-objects/log.ts";
 import type { ListenerConfig } from "../../proxy/config/types.ts";
-import { startHttpListener } from "../../proxy/http/full/listener.ts";
 import type { ProxyRequest } from "../../proxy/http/types.ts";
-import type { ListenerDeps } from "../../proxy/listener.ts";
 import { createLogger } from "../../proxy/log.ts";
 import { witness as witnessRoutes } from "../../proxy/middleware/witness.ts";
 import { Notary } from "../../proxy/notary-service/notary.ts";
@@ -21,7 +19,6 @@ import { WitnessStore } from "../../proxy/witness/store.ts";
 import { Witness, type WitnessResult } from "../../proxy/witness/witness.ts";
 import { tempDir } from "../support/dev-api.ts";
 import { svcErrorOf } from "../support/errors.ts";
-import { freePort } from "../support/net.ts";
 import {
   checkCosignatures,
   NOTARY,
@@ -34,6 +31,7 @@ import {
   workloadIdentity,
 } from "../support/notary-fixtures.ts";
 import { BUN, ROOT } from "../support/proc.ts";
+import { serverListener } from "../support/server-listener.ts";
 import { waitUntil } from "../support/wait.ts";
 
 /**
@@ -70,31 +68,6 @@ async function grow(store: SqliteNotaryStore, from: number, to: number) {
     const { x, receipt } = await receiptFor(id, i);
     await store.logExchange(x, receipt);
   }
-}
-
-/** A server-mode HTTP listener over SPIFFE mTLS on loopback with `middlewares` (no target behind them). */
-async function serverListener(middlewares: ListenerConfig["middlewares"], deps: ListenerDeps, port?: number) {
-  port ??= await freePort();
-  const listener = await startHttpListener(
-    {
-      name: "in",
-      address: { host: "127.0.0.1", port },
-      mode: "server",
-      protocol: "http",
-      target: new URL("http://127.0.0.1:9"),
-      callerMtls: true,
-      targetMtls: false,
-      sourceIds: [],
-      targetIds: [],
-      timeouts: { readMs: 15_000, writeMs: 60_000, idleMs: 120_000, handshakeMs: 10_000 },
-      disableKeepalive: false,
-      http2: false,
-      middlewares,
-      buffer: undefined,
-    },
-    deps,
-  );
-  return { url: new URL(`https://127.0.0.1:${port}`), close: () => listener.close(0) };
 }
 
 /** The ID of the newest receipt in `store`'s log. */
