@@ -135,7 +135,7 @@ export class Witness {
           `the checkpoint of ${c.size} leaves is older than the one of ${verdict.held?.size} leaves held`,
         );
       case "refused":
-        this.d.log.warn("witness: checkpoint refused: the log is refused until an operator acts", {
+        this.d.log.warn("witness: a checkpoint of a refused log, not taken", {
           ...fields,
           reason: verdict.reason,
           since: verdict.held?.refusedAt?.toISOString(),
