@@ -14,8 +14,7 @@ import { repeated } from "./cli.ts";
 export const witnessArgs = {
   witness: {
     type: "string",
-    description:
-      "SPIFFE ID of a witness whose cosignature of the receipt's tree head counts (repeatable); the proof is then asked for with ?witnessed=N",
+    description: "SPIFFE ID of a witness whose cosignature of the receipt's tree head counts (repeatable)",
   },
   "witness-threshold": {
     type: "string",
