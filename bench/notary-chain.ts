@@ -73,3 +73,21 @@ export function notaryChain(name: string) {
     },
   };
 }
+
+const CHAT = JSON.stringify({ model: "m", messages: [{ role: "user", content: "hello" }] });
+
+/**
+ * One chat completion through the client proxy on `port`, at notarization `level` (none when undefined):
+ * throws unless it is answered 200 with a statement (and a receipt at signRequest).
+ */
+export async function notarizedCall(port: number, level?: string): Promise<void> {
+  const r = await fetch(`http://127.0.0.1:${port}/v1/chat/completions`, {
+    method: "POST",
+    headers: { "content-type": "application/json", ...(level ? { "svc-notarization-level": level } : {}) },
+    body: CHAT,
+  });
+  await r.arrayBuffer();
+  if (r.status !== 200) throw new Error(`status ${r.status}`);
+  if (level && !r.headers.get("svc-workload-id")) throw new Error("no statement");
+  if (level === "signRequest" && !r.headers.get("svc-receipt-id")) throw new Error("no receipt");
+}

@@ -30,7 +30,7 @@ import {
   receiptFor,
   workloadIdentity,
 } from "../tests/support/notary-fixtures.ts";
-import { notaryChain } from "./notary-chain.ts";
+import { notarizedCall, notaryChain } from "./notary-chain.ts";
 import { cpuUs, median, range } from "./stats.ts";
 import { report } from "./support.ts";
 
@@ -196,17 +196,7 @@ async function chain(): Promise<void> {
     }
     for (const p of [serverPort, ...witnesses.map((w) => w.port), ...setups.map((s) => s.port)])
       await waitForPort(p, 60_000);
-    const body = JSON.stringify({ model: "m", messages: [{ role: "user", content: "hello" }] });
-    const call = (port: number) =>
-      fetch(`http://127.0.0.1:${port}/v1/chat/completions`, {
-        method: "POST",
-        headers: { "content-type": "application/json", "svc-notarization-level": "signRequest" },
-        body,
-      }).then(async (r) => {
-        await r.arrayBuffer();
-        if (r.status !== 200 || !r.headers.get("svc-receipt-id"))
-          throw new Error(`status ${r.status}, or no receipt`);
-      });
+    const call = (port: number) => notarizedCall(port, "signRequest");
     for (const s of setups) for (let i = 0; i < 200; i++) await call(s.port);
     const witnessCpu = () => witnesses.reduce((sum, w) => sum + cpuUs(w.pid), 0);
     for (let round = 0; round < ROUNDS; round++)

@@ -14,7 +14,7 @@
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { freePort, waitForPort } from "../tests/support/net.ts";
-import { notaryChain } from "./notary-chain.ts";
+import { notarizedCall, notaryChain } from "./notary-chain.ts";
 import { cpuUs, median, range } from "./stats.ts";
 import { ROOT } from "./support.ts";
 
@@ -42,21 +42,8 @@ const client = (port: number, notary: boolean) =>
       },
     ],
   });
-const body = JSON.stringify({ model: "m", messages: [{ role: "user", content: "hello" }] });
 const measure = async (port: number, level?: string) => {
-  const call = () =>
-    fetch(`http://127.0.0.1:${port}/v1/chat/completions`, {
-      method: "POST",
-      headers: {
-        "content-type": "application/json",
-        ...(level ? { "svc-notarization-level": level } : {}),
-      },
-      body,
-    }).then(async (r) => {
-      await r.arrayBuffer();
-      if (r.status !== 200) throw new Error(`status ${r.status}`);
-      if (level && !r.headers.get("svc-workload-id")) throw new Error("no statement");
-    });
+  const call = () => notarizedCall(port, level);
   for (let i = 0; i < 200; i++) await call(); // warm-up (and the first statement)
   const ms: number[] = [];
   for (let i = 0; i < N; i++) {

@@ -189,8 +189,8 @@ export default defineCommand({
       : undefined;
     try {
       const bundles = source?.bundles();
-      /** A notary object fetched from notary-query on the server's origin; undefined when it is not there. */
-      const fetchObject = async (path: string, field: string) => {
+      /** A notary-query route on the server's origin: its status and body. */
+      const query = async (path: string) => {
         log.debug("fetching", { path });
         const r = await exchange(new URL(path, url), {
           method: "GET",
@@ -199,7 +199,12 @@ export default defineCommand({
           maxBodyBytes: STATEMENT_LIMIT,
           deadlineMs: 30_000,
         });
-        return r.status === 200 ? (JSON.parse(new TextDecoder().decode(r.body))[field] as string) : undefined;
+        return { status: r.status, text: new TextDecoder().decode(r.body) };
+      };
+      /** A notary object fetched from notary-query; undefined when it is not there. */
+      const fetchObject = async (path: string, field: string) => {
+        const r = await query(path);
+        return r.status === 200 ? (JSON.parse(r.text)[field] as string) : undefined;
       };
       const checkHead = async (head: Pick<ExchangeResponse, "headers" | "peer">) => {
         if (!validate || !bundles) return undefined;
@@ -292,18 +297,11 @@ export default defineCommand({
             if (!a.silent) say("svc curl", "success", `receipt ${n.receipt.id} verified`);
             if (policy) {
               const path = `/.svc/receipt/${n.receipt.id}/proof?witnessed=${policy.threshold}`;
-              const r = await exchange(new URL(path, url), {
-                method: "GET",
-                headers: {},
-                ...(source ? { source } : {}),
-                maxBodyBytes: STATEMENT_LIMIT,
-                deadlineMs: 30_000,
-              });
-              const text = new TextDecoder().decode(r.body);
-              if (r.status !== 200)
+              const { status, text } = await query(path);
+              if (status !== 200)
                 throw new SvcError(
                   "receipt",
-                  `witness check failed: the notary gave no inclusion proof of receipt ${n.receipt.id} cosigned by ${policy.threshold} witnesses (${r.status}: ${text.trim().slice(0, 300)})`,
+                  `witness check failed: the notary gave no inclusion proof of receipt ${n.receipt.id} cosigned by ${policy.threshold} witnesses (${status}: ${text.trim().slice(0, 300)})`,
                 );
               inLog = await checkInLog(n.receipt.jws, n.receipt.id, text, bundles, policy, path);
               if (!a.silent) say("svc curl", "success", inLogText(inLog).trim());
