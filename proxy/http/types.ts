@@ -53,6 +53,12 @@ export interface Upstream {
   chain: readonly Uint8Array[];
 }
 
+/**
+ * Ends a streamed answer for its caller's sake (it read nothing for timeouts.idle): the listener then does
+ * not log the cut as the target's failure. Whoever ends the answer logs why.
+ */
+export class CallerStalled extends Error {}
+
 export type Handler = (req: ProxyRequest) => Promise<ProxyResponse>;
 /** `next` passes the request on; the first middleware in the configuration sees the request first. */
 export type Middleware = (req: ProxyRequest, next: Handler) => Promise<ProxyResponse>;

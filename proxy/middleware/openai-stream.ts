@@ -23,7 +23,7 @@ import {
   type StreamRecord,
 } from "../../lib/notary-objects/chat-stream.ts";
 import { type Level, STREAM_HEADER } from "../../lib/notary-objects/levels.ts";
-import type { ProxyRequest, ProxyResponse } from "../http/types.ts";
+import { CallerStalled, type ProxyRequest, type ProxyResponse } from "../http/types.ts";
 import type { ListenerEvents } from "../listener.ts";
 import { recordExchange } from "../notary-service/notarize-exchange.ts";
 import type { Notary } from "../notary-service/notary.ts";
@@ -251,7 +251,7 @@ export function streamAnswer(o: StreamOptions): ProxyResponse {
       const reason = `the caller read nothing for ${o.idleMs} ms (timeouts.idle)`;
       if (ended) log.warn("openai: answer cut off", { reason, end: ended });
       else finish("stalled", "", reason);
-      out.destroy(new Error(reason));
+      out.destroy(new CallerStalled(reason));
     }, o.idleMs);
   }
   const received = (piece: Buffer) => {

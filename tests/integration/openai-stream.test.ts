@@ -9,7 +9,7 @@ import { writeKubeconfig } from "../support/kubeconfig.ts";
 import { metricValue } from "../support/metrics.ts";
 import { freePort } from "../support/net.ts";
 import { BUN, type Proc, runToEnd, stopAll } from "../support/proc.ts";
-import { startSvcProxy, waitForLog } from "../support/proxy.ts";
+import { logLines, startSvcProxy, waitForLog } from "../support/proxy.ts";
 import { waitUntil } from "../support/wait.ts";
 
 /**
@@ -486,6 +486,12 @@ describe("targets that misbehave end that stream, with an error event, a log lin
     expect(line.level).toBe("warn");
     await waitUntil("the target's answer released", () => seen.includes("target: flood closed"), 10_000);
     expect(seen).not.toContain("target: flood sent whole");
+    // The caller's doing, said once by the middleware: not logged as the target's failure.
+    expect(
+      logLines(proxy).filter(
+        (l) => l.msg === "upstream failure" && String(l.reason).includes("read nothing"),
+      ),
+    ).toEqual([]);
     sock.destroy();
   });
 

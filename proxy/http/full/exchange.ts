@@ -15,7 +15,14 @@ import type { Logger } from "../../log.ts";
 import { requestTimedOut, targetTimedOut } from "../../timeouts.ts";
 import { CALLER_CLOSED } from "../cancelled.ts";
 import { namedBy, REQUEST_ID_HEADER, requestId } from "../headers.ts";
-import { type Handler, isBuffered, type ProxyRequest, type ProxyResponse, proxyResponse } from "../types.ts";
+import {
+  CallerStalled,
+  type Handler,
+  isBuffered,
+  type ProxyRequest,
+  type ProxyResponse,
+  proxyResponse,
+} from "../types.ts";
 import type { Connections } from "./connections.ts";
 import { send } from "./send.ts";
 
@@ -194,7 +201,9 @@ export async function serveExchange(
       broken = true;
     });
   send(res, response, bytesOut, (e) => {
-    // A caller that went away mid-answer was logged above; only a target that broke off is a failure.
-    if (!gone) reqLog.warn("upstream failure", { failure: "response-interrupted", reason: e.message });
+    // A caller that went away mid-answer was logged above, and one that read nothing by whoever cut its
+    // answer off; only a target that broke off is a failure.
+    if (!gone && !(e instanceof CallerStalled))
+      reqLog.warn("upstream failure", { failure: "response-interrupted", reason: e.message });
   });
 }
