@@ -296,7 +296,12 @@ export default defineCommand({
             );
             if (!a.silent) say("svc curl", "success", `receipt ${n.receipt.id} verified`);
             if (policy) {
-              const path = `/.svc/receipt/${n.receipt.id}/proof?witnessed=${policy.threshold}`;
+              // The notary is told which witnesses count: it serves a tree head enough of them cosigned.
+              const params = new URLSearchParams([
+                ["witnessed", String(policy.threshold)],
+                ...policy.witnesses.map((w): [string, string] => ["witness", w]),
+              ]);
+              const path = `/.svc/receipt/${n.receipt.id}/proof?${params}`;
               const { status, text } = await query(path);
               if (status !== 200)
                 throw new SvcError(

@@ -1,7 +1,8 @@
 /**
  * The notary query routes (docs/notary.md, "Query routes"): GET /.svc/workload/{id}, /.svc/certificate/{id},
  * /.svc/receipt/{id}, /.svc/receipt/{id}/proof (the receipt's inclusion proof in the notary log, with
- * a signed tree head; with ?witnessed=N, one that N witnesses cosigned, with their cosignatures), and /.svc/stream/{id} (the receipt of the stream a caller was told the ID of in
+ * a signed tree head; with ?witnessed=N[&witness=ID…], one that N (of those) witnesses cosigned, with their
+ * cosignatures), and /.svc/stream/{id} (the receipt of the stream a caller was told the ID of in
  * Svc-Stream-ID), /.svc/log/consistency?from=N&to=M (the log's consistency proof between two sizes,
  * with a signed tree head of each) and /.svc/log/checkpoint (the log now as a C2SP checkpoint), answered
  * from the notary database (docs/notary.md shows the bodies).
@@ -11,8 +12,10 @@ import { isSvcError } from "../../lib/errors.ts";
 import { MAX_COSIGNATURES } from "../../lib/notary-objects/cosignature.ts";
 import { isContentId } from "../../lib/notary-objects/ids.ts";
 import { derToPem } from "../../lib/spiffe/cert.ts";
+import { parseSpiffeId } from "../../lib/spiffe/id.ts";
 import { type Middleware, type ProxyResponse, proxyResponse } from "../http/types.ts";
 import type { Logger } from "../log.ts";
+import type { Witnessed } from "../notary-service/store.ts";
 import type { MiddlewareContext } from "./context.ts";
 
 const ROUTE = /^\/\.svc\/(workload|certificate|receipt|stream)\/([^/?]*)(\/proof)?(\?.*)?$/;
@@ -46,7 +49,7 @@ export function notaryQuery(ctx: MiddlewareContext): Middleware {
       string | undefined,
       string | undefined,
     ];
-    const witnessed = proof ? witnessedParam(new URLSearchParams(query?.slice(1) ?? "")) : 0;
+    const witnessed = proof ? witnessedParam(new URLSearchParams(query?.slice(1) ?? "")) : { count: 0 };
     if (typeof witnessed === "string") return proxyResponse(400, `notary-query: ${witnessed}`);
     if (proof && kind !== "receipt")
       return proxyResponse(
@@ -142,14 +145,27 @@ async function checkpoint(
   });
 }
 
-/** `witnessed=N` of an inclusion proof: how many witnesses must have cosigned its tree head (0 to 32). */
-function witnessedParam(query: URLSearchParams): number | string {
+/**
+ * `witnessed=N` of an inclusion proof: how many witnesses must have cosigned its tree head (0 to 32), and
+ * `witness=ID` (repeatable): which of them count (any when none is named).
+ */
+function witnessedParam(query: URLSearchParams): Witnessed | string {
   const values = query.getAll("witnessed");
-  if (values.length === 0) return 0;
+  const by = query.getAll("witness");
+  if (values.length === 0)
+    return by.length ? "witness=… goes with witnessed=N: how many of them must have cosigned" : { count: 0 };
   const v = values[0] as string;
   if (values.length > 1 || !/^(0|[1-9][0-9]?)$/.test(v) || Number(v) > MAX_COSIGNATURES)
     return `witnessed=${JSON.stringify(values.join(","))} is not one number of witnesses from 0 to ${MAX_COSIGNATURES}`;
-  return Number(v);
+  if (by.length > MAX_COSIGNATURES) return `more than ${MAX_COSIGNATURES} witness=… parameters`;
+  for (const id of by) {
+    try {
+      parseSpiffeId(id);
+    } catch (e) {
+      return `witness=${JSON.stringify(id)}: ${(e as Error).message}`;
+    }
+  }
+  return { count: Number(v), ...(by.length ? { by } : {}) };
 }
 
 type Store = NonNullable<MiddlewareContext["notary"]>["store"];

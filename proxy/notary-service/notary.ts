@@ -31,7 +31,7 @@ import type { SvidSource } from "../../lib/spiffe/x509-source.ts";
 import type { X509Svid } from "../../lib/spiffe/x509svid.ts";
 import type { Upstream } from "../http/types.ts";
 import type { Logger } from "../log.ts";
-import type { NotaryStore, TreeHeadRow } from "./store.ts";
+import type { NotaryStore, TreeHeadRow, Witnessed } from "./store.ts";
 
 export interface NotaryDeps {
   store: NotaryStore;
@@ -286,7 +286,11 @@ export class Notary {
    * at least that many witnesses cosigned, with their cosignatures (after a round of pushes, when none
    * is yet). The proof is checked before it is served; undefined when there is no such receipt.
    */
-  async proof(receiptId: string, origin: string, witnessed = 0): Promise<InclusionProof | undefined> {
+  async proof(
+    receiptId: string,
+    origin: string,
+    witnessed: Witnessed = { count: 0 },
+  ): Promise<InclusionProof | undefined> {
     const store = this.d.store;
     const found = await this.stored("make an inclusion proof", async () => {
       const [index, receipt] = await Promise.all([
@@ -298,20 +302,20 @@ export class Notary {
     if (!found) return undefined;
     const { index, receipt } = found;
     const pushedTo = this.d.witnesses?.count ?? 0;
-    if (witnessed > pushedTo)
+    if (witnessed.count > pushedTo)
       throw new SvcError(
         "usage",
-        `no tree head can be cosigned by ${witnessed} witnesses: this notary pushes to ${pushedTo} (notary.witnesses)`,
+        `no tree head can be cosigned by ${witnessed.count} witnesses: this notary pushes to ${pushedTo} (notary.witnesses)`,
       );
     let cosignatures: string[] | undefined;
     let head: TreeHeadRow | undefined;
-    if (witnessed > 0) {
+    if (witnessed.count > 0) {
       const cosigned =
         (await this.cosignedHead(index, witnessed)) ?? (await this.afterPush(index, witnessed));
       if (!cosigned)
         throw new SvcError(
           "usage",
-          `no tree head that covers receipt ${receiptId} is cosigned by ${witnessed} witness${witnessed > 1 ? "es" : ""} yet (they did not cosign within the wait; the notary's log says why)`,
+          `no tree head that covers receipt ${receiptId} is cosigned by ${witnessed.count} witness${witnessed.count > 1 ? "es" : ""}${witnessed.by ? ` of ${witnessed.by.join(", ")}` : ""} yet (they did not cosign within the wait; the notary's log says why)`,
         );
       ({ head, cosignatures } = cosigned);
     }
@@ -346,7 +350,7 @@ export class Notary {
   }
 
   /** The newest kept tree head over leaf `index` with `witnessed` cosignatures, if it verifies now. */
-  private async cosignedHead(index: number, witnessed: number) {
+  private async cosignedHead(index: number, witnessed: Witnessed) {
     const found = await this.stored("find a cosigned tree head", () =>
       this.d.store.cosignedHead(index, witnessed),
     );
@@ -354,7 +358,7 @@ export class Notary {
   }
 
   /** cosignedHead after a round of pushes to the witnesses (at most WITNESS_WAIT_MS). */
-  private async afterPush(index: number, witnessed: number) {
+  private async afterPush(index: number, witnessed: Witnessed) {
     const pushes = this.d.witnesses;
     if (!pushes) return undefined;
     let timer: ReturnType<typeof setTimeout> | undefined;

@@ -24,6 +24,7 @@ import {
   type StoredReceipt,
   statementFromRow,
   type TreeHeadRow,
+  type Witnessed,
 } from "./store.ts";
 
 const MIGRATION_LOCK = 0x5_7c_0a_21;
@@ -449,13 +450,15 @@ export class PostgresNotaryStore implements NotaryStore {
 
   async cosignedHead(
     index: number,
-    witnesses: number,
+    need: Witnessed,
   ): Promise<{ head: TreeHeadRow; cosignatures: string[] } | undefined> {
+    const by = need.by ? JSON.stringify(need.by) : null;
     const [h] = await this.read(
       // From the cosignatures (a few per witness), not the tree heads (one per push round).
       (sql) => sql`SELECT t.size, t.root, t.jws FROM tree_heads t WHERE t.size =
-        (SELECT size FROM cosignatures WHERE size > ${index} GROUP BY size
-         HAVING count(*) >= ${Math.max(witnesses, 1)} ORDER BY size DESC LIMIT 1)`,
+        (SELECT size FROM cosignatures WHERE size > ${index}
+           AND (${by}::text IS NULL OR witness IN (SELECT jsonb_array_elements_text(${by}::text::jsonb)))
+         GROUP BY size HAVING count(*) >= ${Math.max(need.count, 1)} ORDER BY size DESC LIMIT 1)`,
     );
     if (!h) return undefined;
     const rows = await this.read(

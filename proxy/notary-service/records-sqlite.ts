@@ -24,6 +24,7 @@ import {
   type StoredReceipt,
   statementFromRow,
   type TreeHeadRow,
+  type Witnessed,
 } from "./store.ts";
 
 const MIGRATIONS: ((db: Database) => void)[] = [
@@ -380,16 +381,18 @@ export class SqliteNotaryStore implements NotaryStore {
 
   async cosignedHead(
     index: number,
-    witnesses: number,
+    need: Witnessed,
   ): Promise<{ head: TreeHeadRow; cosignatures: string[] } | undefined> {
     // From the cosignatures (a few per witness), not the tree heads (one per push round).
+    const by = need.by ? JSON.stringify(need.by) : null;
     const head = this.db
       .query(
         `SELECT t.size, t.root, t.jws FROM tree_heads t WHERE t.size =
-           (SELECT size FROM cosignatures WHERE size > ? GROUP BY size HAVING count(*) >= ?
-            ORDER BY size DESC LIMIT 1)`,
+           (SELECT size FROM cosignatures WHERE size > ?
+              AND (? IS NULL OR witness IN (SELECT value FROM json_each(?)))
+            GROUP BY size HAVING count(*) >= ? ORDER BY size DESC LIMIT 1)`,
       )
-      .get(index, Math.max(witnesses, 1)) as TreeHeadRow | null;
+      .get(index, by, by, Math.max(need.count, 1)) as TreeHeadRow | null;
     if (!head) return undefined;
     const rows = this.db
       .query("SELECT jws FROM cosignatures WHERE size = ? ORDER BY witness")

@@ -8,6 +8,12 @@ import { SvcError } from "../../lib/errors.ts";
 import { type LeafKind, leafData } from "../../lib/notary-objects/log.ts";
 import { decodeFrontier, type Frontier, frontierFits, type Hash } from "../../lib/notary-objects/merkle.ts";
 
+/** How many witnesses must have cosigned a tree head, and which count (any when `by` is not given). */
+export interface Witnessed {
+  count: number;
+  by?: readonly string[];
+}
+
 /** Cosignatures kept per witness (the newest). */
 export const KEPT_COSIGNATURES = 64;
 
@@ -93,12 +99,12 @@ export interface NotaryStore {
    */
   putCosignature(size: number, witness: string, jws: string): Promise<void>;
   /**
-   * The newest kept tree head that covers leaf `index` and is cosigned by at least `witnesses` witnesses,
-   * with its cosignatures.
+   * The newest kept tree head that covers leaf `index` and is cosigned by at least `need.count`
+   * witnesses (of `need.by`, when given), with its cosignatures.
    */
   cosignedHead(
     index: number,
-    witnesses: number,
+    need: Witnessed,
   ): Promise<{ head: TreeHeadRow; cosignatures: string[] } | undefined>;
 
   /** For the consistency check: leaves from `from` in order, at most `limit`. */

@@ -185,7 +185,7 @@ describe("the notary on PostgreSQL", () => {
       expect(results).toContain("stale");
       const size = (await a.head()).size;
       expect(size).toBe(36);
-      for (const store of [a, b]) expect((await store.cosignedHead(0, 1))?.head.size).toBe(size);
+      for (const store of [a, b]) expect((await store.cosignedHead(0, { count: 1 }))?.head.size).toBe(size);
     } finally {
       for (const p of pushers) p.close();
       await listener.close();

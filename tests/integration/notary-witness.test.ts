@@ -370,8 +370,21 @@ describe("a witness of the notary log", () => {
     const r = await queryNotary(notary, `/.svc/receipt/${receipt}/proof?witnessed=1`);
     expect(r.status).toBe(404);
     expect(String(r.body)).toContain("no tree head can be cosigned by 1 witnesses: this notary pushes to 0");
-    for (const q of ["witnessed=x", "witnessed=33", "witnessed=1&witnessed=2", "witnessed=01"])
-      expect((await queryNotary(notary, `/.svc/receipt/${receipt}/proof?${q}`)).status).toBe(400);
+    for (const q of [
+      "witnessed=x",
+      "witnessed=33",
+      "witnessed=1&witnessed=2",
+      "witnessed=01",
+      "witness=spiffe%3A%2F%2Fexample.org%2Fw",
+      "witnessed=1&witness=example.org%2Fw",
+    ])
+      expect({
+        q,
+        status: (await queryNotary(notary, `/.svc/receipt/${receipt}/proof?${q}`)).status,
+      }).toEqual({
+        q,
+        status: 400,
+      });
     await store.close();
   });
 
@@ -461,7 +474,7 @@ describe("the notary pushing to a witness over SPIFFE mTLS", () => {
     try {
       await pusher.flush();
       expect(w_held(ws)).toEqual({ size: 4, refused: undefined });
-      expect((await store.cosignedHead(0, 1))?.head.size).toBe(4);
+      expect((await store.cosignedHead(0, { count: 1 }))?.head.size).toBe(4);
       // Nothing new: a second round signs and sends nothing.
       await pusher.flush();
       expect(pushed).toEqual(["cosigned"]);
@@ -476,9 +489,16 @@ describe("the notary pushing to a witness over SPIFFE mTLS", () => {
       await Promise.all([pusher.flush(), pusher.flush(), pusher.flush()]);
       expect(pushed).toEqual(["cosigned", "failed", "cosigned"]);
       expect(w_held(ws)).toEqual({ size: 8, refused: undefined });
-      const proof = (await pushing.proof((await lastReceipt(store)) as string, ORIGIN, 1)) as InclusionProof;
+      const proof = (await pushing.proof((await lastReceipt(store)) as string, ORIGIN, {
+        count: 1,
+      })) as InclusionProof;
       expect(proof.treeSize).toBe(8);
       expect(proof.cosignatures).toHaveLength(1);
+      // A witness that never cosigned, named as the one that counts: no proof.
+      const e = await svcErrorOf(
+        pushing.proof((await lastReceipt(store)) as string, ORIGIN, { count: 1, by: [WITNESS_B] }),
+      );
+      expect(e.message).toContain(`is cosigned by 1 witness of ${WITNESS_B} yet`);
     } finally {
       pusher.close();
       await listener.close();

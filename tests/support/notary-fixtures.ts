@@ -110,20 +110,25 @@ export async function checkCosignatures(store: NotaryStore): Promise<void> {
     await store.putCosignature(size, "A", `a-${size}`);
     if (size <= 5) await store.putCosignature(size, "B", `b-${size}`);
   }
-  const found = await store.cosignedHead(0, 1);
+  const found = await store.cosignedHead(0, { count: 1 });
   expect({ size: found?.head.size, jws: found?.head.jws, cosignatures: found?.cosignatures }).toEqual({
     size: 70,
     jws: "head-70",
     cosignatures: ["a-70"],
   });
-  expect((await store.cosignedHead(69, 1))?.head.size).toBe(70);
+  expect((await store.cosignedHead(69, { count: 1 }))?.head.size).toBe(70);
   // A head covers leaf 70 only with 71 leaves or more.
-  expect(await store.cosignedHead(70, 1)).toBeUndefined();
-  // A keeps its newest 64 (7 to 70): no head has both A's and B's now.
-  expect(await store.cosignedHead(0, 2)).toBeUndefined();
+  expect(await store.cosignedHead(70, { count: 1 })).toBeUndefined();
+  // A keeps its newest 64 (7 to 70): no head has both A's and B's now; B alone cosigned 5.
+  expect(await store.cosignedHead(0, { count: 2 })).toBeUndefined();
+  expect((await store.cosignedHead(0, { count: 1, by: ["B"] }))?.head.size).toBe(5);
   await store.putCosignature(70, "B", "b-70");
-  expect((await store.cosignedHead(0, 2))?.cosignatures).toEqual(["a-70", "b-70"]);
+  expect((await store.cosignedHead(0, { count: 2 }))?.cosignatures).toEqual(["a-70", "b-70"]);
+  // Only the witnesses named count: B last cosigned at 70; C, never.
+  expect((await store.cosignedHead(0, { count: 1, by: ["B"] }))?.head.size).toBe(70);
+  expect(await store.cosignedHead(0, { count: 1, by: ["C"] })).toBeUndefined();
+  expect(await store.cosignedHead(0, { count: 2, by: ["A", "C"] })).toBeUndefined();
   // Cosigned again (after a rotation): the newer cosignature replaces the older.
   await store.putCosignature(70, "B", "b-70-again");
-  expect((await store.cosignedHead(0, 2))?.cosignatures).toEqual(["a-70", "b-70-again"]);
+  expect((await store.cosignedHead(0, { count: 2 }))?.cosignatures).toEqual(["a-70", "b-70-again"]);
 }
