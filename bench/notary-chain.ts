@@ -59,6 +59,18 @@ export function notaryChain(name: string) {
     procs.push(p);
     return p;
   };
+  /** Pod api-0's server proxy on `port`, in front of the upstream: what the client proxies call. */
+  const server = (port: number): Subprocess =>
+    proxy(api, {
+      listeners: [
+        {
+          name: "s",
+          address: `127.0.0.1:${port}`,
+          mode: "server",
+          target: { url: `http://127.0.0.1:${upstream.port}` },
+        },
+      ],
+    });
   return {
     tb,
     web,
@@ -66,6 +78,7 @@ export function notaryChain(name: string) {
     work,
     upstream,
     proxy,
+    server,
     async stop() {
       for (const p of procs) p.kill("SIGTERM");
       await Promise.all(procs.map((p) => p.exited));

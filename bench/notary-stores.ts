@@ -27,7 +27,7 @@ const { values: o } = parseArgs({
 const ROUNDS = Number(o.rounds);
 const N = Number(o.requests);
 const CALLERS = Number(o.callers);
-const { tb, web, api, work, upstream, proxy, stop } = notaryChain("bench-notary-stores");
+const { tb, web, work, proxy, server, stop } = notaryChain("bench-notary-stores");
 const pg = await startPostgres(join(tb.dir, "bench-postgres"));
 await pg.createDatabase("notary");
 writeFileSync(join(work, "pg-password"), pg.password, { mode: 0o600 });
@@ -82,16 +82,7 @@ const client = async (database?: object): Promise<{ port: number; pid: number }>
 };
 
 try {
-  const server = proxy(api, {
-    listeners: [
-      {
-        name: "s",
-        address: `127.0.0.1:${serverPort}`,
-        mode: "server",
-        target: { url: `http://127.0.0.1:${upstream.port}` },
-      },
-    ],
-  });
+  const serving = server(serverPort);
   const pgDb = { url: pg.url("notary"), password_file: join(work, "pg-password"), pool_size: 10 };
   const plain = await client();
   const sqlite = await client({ path: join(work, "notary.db") });
@@ -133,7 +124,7 @@ try {
 
   const measure = async (s: Setup) => {
     const ms: number[] = [];
-    const cpu0 = [...s.pids, server.pid].map(cpuOf).reduce((a, b) => a + b, 0);
+    const cpu0 = [...s.pids, serving.pid].map(cpuOf).reduce((a, b) => a + b, 0);
     const db0 = s.postgres ? postgresCpu() : 0;
     let next = 0;
     const t0 = performance.now();
@@ -147,7 +138,7 @@ try {
       }),
     );
     const seconds = (performance.now() - t0) / 1000;
-    const cpu = [...s.pids, server.pid].map(cpuOf).reduce((a, b) => a + b, 0) - cpu0;
+    const cpu = [...s.pids, serving.pid].map(cpuOf).reduce((a, b) => a + b, 0) - cpu0;
     const db = s.postgres ? postgresCpu() - db0 : 0;
     ms.sort((a, b) => a - b);
     const q = (p: number) => ms[Math.min(ms.length - 1, Math.floor(p * ms.length))] as number;

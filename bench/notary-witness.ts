@@ -125,19 +125,10 @@ async function cosign(): Promise<void> {
 
 /** Part 2: notarized latency without and with pushes to two witnesses. */
 async function chain(): Promise<void> {
-  const { tb, web, api, work, upstream, proxy, stop } = notaryChain("bench-notary-witness");
+  const { tb, web, work, proxy, server, stop } = notaryChain("bench-notary-witness");
   try {
     const serverPort = await freePort();
-    proxy(api, {
-      listeners: [
-        {
-          name: "s",
-          address: `127.0.0.1:${serverPort}`,
-          mode: "server",
-          target: { url: `http://127.0.0.1:${upstream.port}` },
-        },
-      ],
-    });
+    server(serverPort);
     const witnesses = await Promise.all(
       (["intruder", "stale"] as const).map(async (as) => {
         const w = tb.spire.workloads[as];

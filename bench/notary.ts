@@ -27,7 +27,7 @@ const { values: o } = parseArgs({
   },
 });
 const N = Number(o.requests);
-const { web, api, work, upstream, proxy, stop } = notaryChain("bench-notary");
+const { web, work, proxy, server, stop } = notaryChain("bench-notary");
 const [serverPort, plainPort, notaryPort] = [await freePort(), await freePort(), await freePort()];
 const client = (port: number, notary: boolean) =>
   proxy(web, {
@@ -57,16 +57,7 @@ const measure = async (port: number, level?: string) => {
 };
 
 try {
-  proxy(api, {
-    listeners: [
-      {
-        name: "s",
-        address: `127.0.0.1:${serverPort}`,
-        mode: "server",
-        target: { url: `http://127.0.0.1:${upstream.port}` },
-      },
-    ],
-  });
+  server(serverPort);
   client(plainPort, false);
   client(notaryPort, true);
   for (const p of [serverPort, plainPort, notaryPort]) await waitForPort(p, 60_000);
