@@ -34,8 +34,8 @@ const CLAIMS = v.object({
   root: v.pipe(v.string(), v.regex(/^[A-Za-z0-9_-]{43}$/, "is not a base64url SHA-256 hash")),
 });
 
-/** How far a witness's clock may be behind the notary's. */
-const CLOCK_SKEW_S = 300;
+/** How far a witness's clock and a notary's may differ, either way. */
+export const CLOCK_SKEW_S = 300;
 
 /** At most this many cosignatures are read with one tree head. */
 export const MAX_COSIGNATURES = 32;

@@ -3,6 +3,7 @@
  * (notary.witnesses) and the witness role (witness): SPIFFE IDs that parse, https:// URLs (SPIFFE mTLS),
  * no one listed twice, a database file whose directory exists.
  */
+import { MAX_COSIGNATURES } from "../../lib/notary-objects/cosignature.ts";
 import { parseSpiffeId } from "../../lib/spiffe/id.ts";
 import { writableParent } from "./files.ts";
 import { durationMs } from "./rules.ts";
@@ -52,6 +53,11 @@ export function notaryWitnesses(
     return p?.url ? [{ spiffeId: p.spiffeId, url: p.url }] : [];
   });
   if (n.witnesses.length > 0 && !n.enable) problem("notary.witnesses", "needs notary.enable: true");
+  if (n.witnesses.length > MAX_COSIGNATURES)
+    problem(
+      "notary.witnesses",
+      `${n.witnesses.length} witnesses: at most ${MAX_COSIGNATURES} (a verifier reads no more cosignatures with one tree head)`,
+    );
   return { witnesses, pushIntervalMs: durationMs(n.push_interval, "10s", "notary.push_interval", problem) };
 }
 

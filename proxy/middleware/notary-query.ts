@@ -158,6 +158,9 @@ function witnessedParam(query: URLSearchParams): Witnessed | string {
   if (values.length > 1 || !/^(0|[1-9][0-9]?)$/.test(v) || Number(v) > MAX_COSIGNATURES)
     return `witnessed=${JSON.stringify(values.join(","))} is not one number of witnesses from 0 to ${MAX_COSIGNATURES}`;
   if (by.length > MAX_COSIGNATURES) return `more than ${MAX_COSIGNATURES} witness=… parameters`;
+  if (new Set(by).size !== by.length) return "a witness=… is given twice";
+  if (by.length > 0 && Number(v) > by.length)
+    return `witnessed=${v} is more than the ${by.length} witness=… named`;
   for (const id of by) {
     try {
       parseSpiffeId(id);

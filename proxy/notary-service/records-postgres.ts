@@ -444,7 +444,8 @@ export class PostgresNotaryStore implements NotaryStore {
     );
     await this.read(
       (sql) => sql`DELETE FROM cosignatures WHERE witness = ${witness} AND size NOT IN
-        (SELECT size FROM cosignatures WHERE witness = ${witness} ORDER BY size DESC LIMIT ${KEPT_COSIGNATURES})`,
+        (SELECT size FROM cosignatures WHERE witness = ${witness}
+         ORDER BY created_at DESC, size DESC LIMIT ${KEPT_COSIGNATURES})`,
     );
   }
 
@@ -456,13 +457,15 @@ export class PostgresNotaryStore implements NotaryStore {
     const [h] = await this.read(
       // From the cosignatures (a few per witness), not the tree heads (one per push round).
       (sql) => sql`SELECT t.size, t.root, t.jws FROM tree_heads t WHERE t.size =
-        (SELECT size FROM cosignatures WHERE size > ${index}
+        (SELECT size FROM cosignatures WHERE size > ${index} AND size IN (SELECT size FROM tree_heads)
            AND (${by}::text IS NULL OR witness IN (SELECT jsonb_array_elements_text(${by}::text::jsonb)))
          GROUP BY size HAVING count(*) >= ${Math.max(need.count, 1)} ORDER BY size DESC LIMIT 1)`,
     );
     if (!h) return undefined;
     const rows = await this.read(
-      (sql) => sql`SELECT jws FROM cosignatures WHERE size = ${h.size} ORDER BY witness`,
+      (sql) => sql`SELECT jws FROM cosignatures WHERE size = ${h.size}
+        AND (${by}::text IS NULL OR witness IN (SELECT jsonb_array_elements_text(${by}::text::jsonb)))
+        ORDER BY witness`,
     );
     return {
       head: { size: Number(h.size), root: h.root as Hash, jws: h.jws as string },

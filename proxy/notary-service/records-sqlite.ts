@@ -374,7 +374,7 @@ export class SqliteNotaryStore implements NotaryStore {
     this.db
       .query(
         `DELETE FROM cosignatures WHERE witness = ? AND size NOT IN
-           (SELECT size FROM cosignatures WHERE witness = ? ORDER BY size DESC LIMIT ${KEPT_COSIGNATURES})`,
+           (SELECT size FROM cosignatures WHERE witness = ? ORDER BY created_at DESC, size DESC LIMIT ${KEPT_COSIGNATURES})`,
       )
       .run(witness, witness);
   }
@@ -388,15 +388,18 @@ export class SqliteNotaryStore implements NotaryStore {
     const head = this.db
       .query(
         `SELECT t.size, t.root, t.jws FROM tree_heads t WHERE t.size =
-           (SELECT size FROM cosignatures WHERE size > ?
+           (SELECT size FROM cosignatures WHERE size > ? AND size IN (SELECT size FROM tree_heads)
               AND (? IS NULL OR witness IN (SELECT value FROM json_each(?)))
             GROUP BY size HAVING count(*) >= ? ORDER BY size DESC LIMIT 1)`,
       )
       .get(index, by, by, Math.max(need.count, 1)) as TreeHeadRow | null;
     if (!head) return undefined;
     const rows = this.db
-      .query("SELECT jws FROM cosignatures WHERE size = ? ORDER BY witness")
-      .all(head.size) as { jws: string }[];
+      .query(
+        `SELECT jws FROM cosignatures WHERE size = ?
+           AND (? IS NULL OR witness IN (SELECT value FROM json_each(?))) ORDER BY witness`,
+      )
+      .all(head.size, by, by) as { jws: string }[];
     return { head, cosignatures: rows.map((r) => r.jws) };
   }
 

@@ -94,13 +94,14 @@ export interface NotaryStore {
   putTreeHead(head: TreeHeadRow): Promise<void>;
 
   /**
-   * Keeps a witness's cosignature of the kept tree head of `size` leaves, and that witness's newest
-   * KEPT_COSIGNATURES only: the newest cosigned head covers every older receipt.
+   * Keeps a witness's cosignature of the kept tree head of `size` leaves, and that witness's
+   * KEPT_COSIGNATURES most recent only: the newest cosigned head covers every older receipt (and after a
+   * cut, the cosignatures of the log as it is now are the ones kept).
    */
   putCosignature(size: number, witness: string, jws: string): Promise<void>;
   /**
    * The newest kept tree head that covers leaf `index` and is cosigned by at least `need.count`
-   * witnesses (of `need.by`, when given), with its cosignatures.
+   * witnesses (of `need.by`, when given), with its cosignatures (theirs).
    */
   cosignedHead(
     index: number,

@@ -10,7 +10,7 @@
  */
 import { isSvcError } from "../../lib/errors.ts";
 import { ADD_CHECKPOINT_PATH, addCheckpointBody } from "../../lib/notary-objects/add-checkpoint.ts";
-import { verifyCosignature } from "../../lib/notary-objects/cosignature.ts";
+import { CLOCK_SKEW_S, verifyCosignature } from "../../lib/notary-objects/cosignature.ts";
 import type { Hash } from "../../lib/notary-objects/merkle.ts";
 import { authorizeExactly } from "../../lib/spiffe/authorizer.ts";
 import { Backoff } from "../../lib/spiffe/backoff.ts";
@@ -204,6 +204,14 @@ export class WitnessPusher {
       throw new Error(
         `the witness's cosignature is by ${cs.issuer.uri} of ${cs.log} at ${cs.claims.size} leaves, not of this checkpoint`,
       );
+    // Verifiers do not count a cosignature dated well before its tree head: say so where it can be fixed.
+    const headIat = JSON.parse(Buffer.from(c.treeHead.split(".")[1] ?? "", "base64url").toString()).iat;
+    if (cs.claims.iat + CLOCK_SKEW_S < headIat)
+      this.d.log.warn("notary: a witness's clock is behind: its cosignatures will not count", {
+        witness: w.spiffeId,
+        cosigned_at: cs.claims.iat,
+        signed_at: headIat,
+      });
     await this.d.notary.store.putCosignature(c.size, w.spiffeId, jws);
   }
 }

@@ -78,12 +78,14 @@ async function pollOnce(
     });
     return { ...r, text: new TextDecoder().decode(r.body) };
   };
+  // What is held is read first: a push that lands while the log is asked then makes this a 409 (the
+  // witness holds another size), never a smaller checkpoint measured against the larger one pushed.
+  const old = store.held(checkpointOrigin(logId))?.size ?? 0;
   const c = await get("/.svc/log/checkpoint", MAX_NOTE_BYTES);
   const treeHead = c.headers["svc-tree-head"];
   if (c.status !== 200 || typeof treeHead !== "string")
     throw new Error(`the checkpoint route answered ${c.status}: ${c.text.slice(0, 200).trim()}`);
   const size = Number(c.text.split("\n")[1]);
-  const old = store.held(checkpointOrigin(logId))?.size ?? 0;
   let proof: Uint8Array[] = [];
   if (old > 0 && Number.isSafeInteger(size) && size > old) {
     const p = await get(`/.svc/log/consistency?from=${old}&to=${size}`, MAX_PROOF_BYTES);

@@ -8,7 +8,7 @@
  */
 import type { AddCheckpoint } from "../../lib/notary-objects/add-checkpoint.ts";
 import { checkpointOrigin, noteSignature, verifyCheckpoint } from "../../lib/notary-objects/checkpoint.ts";
-import { signCosignature } from "../../lib/notary-objects/cosignature.ts";
+import { CLOCK_SKEW_S, signCosignature } from "../../lib/notary-objects/cosignature.ts";
 import { type SvidSigner, svidSigner } from "../../lib/notary-objects/jws.ts";
 import { equalHashes, verifyConsistency } from "../../lib/notary-objects/merkle.ts";
 import type { SvidSource } from "../../lib/spiffe/x509-source.ts";
@@ -73,6 +73,14 @@ export class Witness {
     } catch (e) {
       return this.outcome("unknown", 403, "invalid", (e as Error).message);
     }
+    // A tree head dated ahead of this witness's clock would make every later one look older than it.
+    if (c.head.claims.iat > Date.now() / 1000 + CLOCK_SKEW_S)
+      return this.outcome(
+        c.head.issuer.uri,
+        403,
+        "invalid",
+        `the tree head is dated ${new Date(c.head.claims.iat * 1000).toISOString()}, ahead of this witness's clock by more than ${CLOCK_SKEW_S} s`,
+      );
     const logId = c.head.issuer.uri;
     if (!this.logs.has(logId))
       return this.outcome(logId, 404, "unknown_log", `this witness does not follow the log of ${logId}`);
@@ -128,6 +136,7 @@ export class Witness {
       case "stale":
         return this.outcome(logId, 409, "stale", `${verdict.held?.size ?? 0}\n`, "text/x.tlog.size");
       case "old":
+        this.d.log.warn("witness: an older checkpoint sent again, not taken", fields);
         return this.outcome(
           logId,
           400,

@@ -10,6 +10,7 @@ import { signTreeHead, verifyTreeHead } from "../../lib/notary-objects/log.ts";
 import type { ListenerConfig } from "../../proxy/config/types.ts";
 import type { ProxyRequest } from "../../proxy/http/types.ts";
 import { createLogger } from "../../proxy/log.ts";
+import { registerMiddleware } from "../../proxy/middleware/chain.ts";
 import { witness as witnessRoutes } from "../../proxy/middleware/witness.ts";
 import { Notary } from "../../proxy/notary-service/notary.ts";
 import { SqliteNotaryStore } from "../../proxy/notary-service/records-sqlite.ts";
@@ -160,10 +161,17 @@ describe("a witness of the notary log", () => {
     const junk = [new Uint8Array(32).fill(1)];
     expect((await w.add({ ...second.req, old: 10, proof: junk }, second.treeHead, NOTARY)).status).toBe(200);
     // An older, smaller checkpoint sent again proves nothing: refused, and the log is not. (Older: the
-    // one held is dated ten minutes on.)
+    // one held is dated two minutes on.)
     await grow(store, 5, 6);
     const third = await push(notary, 10);
-    const later = await checkpointAt(12, (await verifyTreeHead(third.treeHead, id.bundles)).claims.root, 600);
+    const root12 = (await verifyTreeHead(third.treeHead, id.bundles)).claims.root;
+    // Dated ahead of the witness's clock by more than 5 minutes: refused, as it would make every later
+    // checkpoint look older than it.
+    const ahead = await checkpointAt(12, root12, 600);
+    const early = await w.add({ ...third.req, note: ahead.note }, ahead.treeHead, NOTARY);
+    expect(early.status).toBe(403);
+    expect(early.body).toContain("ahead of this witness's clock");
+    const later = await checkpointAt(12, root12, 120);
     expect((await w.add({ ...third.req, note: later.note }, later.treeHead, NOTARY)).status).toBe(200);
     const replayed = await w.add({ ...first.req, old: 12 }, first.treeHead, NOTARY);
     expect({ status: replayed.status, body: replayed.body }).toEqual({
@@ -177,6 +185,7 @@ describe("a witness of the notary log", () => {
       "cosigned",
       "stale",
       "cosigned",
+      "invalid",
       "cosigned",
       "old",
     ]);
@@ -377,6 +386,8 @@ describe("a witness of the notary log", () => {
       "witnessed=01",
       "witness=spiffe%3A%2F%2Fexample.org%2Fw",
       "witnessed=1&witness=example.org%2Fw",
+      "witnessed=2&witness=spiffe%3A%2F%2Fexample.org%2Fw",
+      "witnessed=1&witness=spiffe%3A%2F%2Fexample.org%2Fw&witness=spiffe%3A%2F%2Fexample.org%2Fw",
     ])
       expect({
         q,
@@ -581,6 +592,50 @@ describe("a witness polling a notary over SPIFFE mTLS", () => {
     }
     for (const s of [store, other.store]) await s.close();
     ws.close();
+  });
+});
+
+describe("a witness that both polls and takes pushes", () => {
+  test("a push that lands while the witness polls makes the polled checkpoint stale, never a cut", async () => {
+    const { store, notary } = await log("race", 2);
+    const { w, store: ws, counts } = witnessOver("race", wb);
+    const first = await push(notary, 0);
+    expect((await w.add(first.req, first.treeHead, NOTARY)).status).toBe(200);
+    // The notary-query listener answers the poll with the checkpoint of the log as it was, after the
+    // log grew and its larger checkpoint was pushed to the same witness (in the same second).
+    let raced = false;
+    registerMiddleware("test-push-meanwhile", () => async (req, next) => {
+      const res = await next(req);
+      if (!raced && req.path === "/.svc/log/checkpoint") {
+        raced = true;
+        await grow(store, 2, 4);
+        const larger = await push(notary, 4);
+        expect((await w.add(larger.req, larger.treeHead, NOTARY)).status).toBe(200);
+      }
+      return res;
+    });
+    const served = await serverListener(
+      [{ type: "test-push-meanwhile" }, { type: "notary-query" }] as unknown as ListenerConfig["middlewares"],
+      { source: id.source, log: createLogger({ level: "error", encoder: "json" }), notary },
+    );
+    const polling = startPolling(
+      w,
+      ws,
+      [{ spiffeId: NOTARY, url: served.url }],
+      wb.source,
+      20,
+      createLogger({ level: "error", encoder: "json" }),
+    );
+    try {
+      await waitUntil("the raced poll answered", () => counts.length >= 3, 10_000);
+      expect(counts.slice(0, 3).map((c) => c[1])).toEqual(["cosigned", "cosigned", "stale"]);
+      expect(w_held(ws)).toEqual({ size: 8, refused: undefined });
+    } finally {
+      polling.close();
+      await served.close();
+      await store.close();
+      ws.close();
+    }
   });
 });
 

@@ -128,6 +128,11 @@ export async function checkCosignatures(store: NotaryStore): Promise<void> {
   expect((await store.cosignedHead(0, { count: 1, by: ["B"] }))?.head.size).toBe(70);
   expect(await store.cosignedHead(0, { count: 1, by: ["C"] })).toBeUndefined();
   expect(await store.cosignedHead(0, { count: 2, by: ["A", "C"] })).toBeUndefined();
+  // A cosignature of a size no tree head is kept for (cut from the database) is passed over.
+  await store.putCosignature(80, "A", "a-80");
+  expect((await store.cosignedHead(0, { count: 1 }))?.head.size).toBe(70);
+  // Only the named witnesses' cosignatures come with the head.
+  expect((await store.cosignedHead(0, { count: 1, by: ["B"] }))?.cosignatures).toEqual(["b-70"]);
   // Cosigned again (after a rotation): the newer cosignature replaces the older.
   await store.putCosignature(70, "B", "b-70-again");
   expect((await store.cosignedHead(0, { count: 2 }))?.cosignatures).toEqual(["a-70", "b-70-again"]);

@@ -172,6 +172,25 @@ describe("proxy configuration: every error at once, with path, value and what is
       ],
     ],
     [
+      "at most 32 witnesses (a verifier reads no more cosignatures with one tree head)",
+      base(
+        {},
+        {
+          notary: {
+            enable: true,
+            database: { path: "/tmp/notary.db" },
+            witnesses: Array.from({ length: 33 }, (_, i) => ({
+              spiffe_id: `spiffe://example.org/w${i}`,
+              url: "https://w:8443",
+            })),
+          },
+        },
+      ),
+      [
+        "notary.witnesses: 33 witnesses: at most 32 (a verifier reads no more cosignatures with one tree head)",
+      ],
+    ],
+    [
       "the witness section: a database whose directory exists, at least one log",
       base({}, { witness: { database: "/no/such/dir/w.db", logs: [] } }),
       [
