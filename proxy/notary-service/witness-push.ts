@@ -48,8 +48,8 @@ const PUSH_DEADLINE_MS = 5_000;
 const MAX_ANSWER = 64 * 1024;
 
 export class WitnessPusher {
-  /** The size each witness holds, as it last said. */
-  private readonly held = new Map<string, number>();
+  /** The checkpoint each witness holds (size, base64url root), as it last cosigned. */
+  private readonly held = new Map<string, { size: number; root: string }>();
   private running: Promise<void> | undefined;
   private queued: Promise<void> | undefined;
   private timer: ReturnType<typeof setTimeout> | undefined;
@@ -93,9 +93,11 @@ export class WitnessPusher {
   private async round(): Promise<void> {
     let checkpoint: Checkpoint;
     try {
-      // Every witness holds the log as it is: nothing to sign (each checkpoint keeps a tree head).
-      const size = (await this.d.notary.store.head()).size;
-      if (this.d.witnesses.every((w) => this.held.get(w.spiffeId) === size)) return;
+      // Every witness holds the log as it is, root and all: nothing to sign (each checkpoint keeps a
+      // tree head). A log regrown to a held size under another root is pushed: that is a fork to see.
+      const now = await this.d.notary.store.head();
+      const root = Buffer.from(now.root).toString("base64url");
+      if (this.d.witnesses.every((w) => holds(this.held.get(w.spiffeId), now.size, root))) return;
       checkpoint = await this.sign();
     } catch (e) {
       // An empty log has nothing to push; a notary that refuses or cannot sign says so in its own log.
@@ -119,9 +121,9 @@ export class WitnessPusher {
 
   private async push(w: WitnessPeer, first: Checkpoint): Promise<PushResult> {
     // This witness holds the log as it is already (another did not): nothing to send or count.
-    if (this.held.get(w.spiffeId) === first.size) return "cosigned";
+    if (holds(this.held.get(w.spiffeId), first.size, first.root)) return "cosigned";
     let c = first;
-    let old = this.held.get(w.spiffeId) ?? 0;
+    let old = this.held.get(w.spiffeId)?.size ?? 0;
     const result = await (async (): Promise<PushResult> => {
       for (let attempt = 0; attempt < 3; attempt++) {
         const res = await exchange(new URL(ADD_CHECKPOINT_PATH, w.url), {
@@ -151,7 +153,7 @@ export class WitnessPusher {
           return refused ? "refused" : "failed";
         }
         await this.keep(w, c, res.headers["svc-cosignature"]);
-        this.held.set(w.spiffeId, c.size);
+        this.held.set(w.spiffeId, { size: c.size, root: c.root });
         return "cosigned";
       }
       this.d.log.warn("notary: a witness holds another size after three pushes", {
@@ -215,3 +217,6 @@ export class WitnessPusher {
     await this.d.notary.store.putCosignature(c.size, w.spiffeId, jws);
   }
 }
+
+const holds = (held: { size: number; root: string } | undefined, size: number, root: string) =>
+  held?.size === size && held.root === root;

@@ -82,8 +82,7 @@ export class Witness {
         `the tree head is dated ${new Date(c.head.claims.iat * 1000).toISOString()}, ahead of this witness's clock by more than ${CLOCK_SKEW_S} s`,
       );
     const logId = c.head.issuer.uri;
-    if (!this.logs.has(logId))
-      return this.outcome(logId, 404, "unknown_log", `this witness does not follow the log of ${logId}`);
+    // Before the logs followed are looked at: no one but a log learns whether it is followed.
     if (from !== logId)
       return this.outcome(
         logId,
@@ -91,6 +90,8 @@ export class Witness {
         "forbidden",
         `${from} may not give the checkpoints of ${logId}: only the log itself does`,
       );
+    if (!this.logs.has(logId))
+      return this.outcome(logId, 404, "unknown_log", `this witness does not follow the log of ${logId}`);
     const root = new Uint8Array(Buffer.from(c.root, "base64url"));
     const sent = {
       oldSize: req.old,
