@@ -117,16 +117,18 @@ async function svc(args: string[], as = "web") {
   return { code: r.code, stdout: r.out, stderr: r.err };
 }
 
-/** svc curl -n signRequest through the notary on `port`, with the witness policy (both witnesses) or without. */
-function signed(content: string, port: number, policy = true) {
+/**
+ * svc curl -n signRequest through the notary on `port`, with the witness policy of the workloads named
+ * (both witnesses by default; none: no policy) and any `extra` flags.
+ */
+function signed(content: string, port: number, witnesses = ["intruder", "stale"], extra: string[] = []) {
   const tb = testbed();
   return svc([
     "curl",
     "-n",
     "signRequest",
-    ...(policy
-      ? ["--witness", workload(tb, "intruder").spiffeId, "--witness", workload(tb, "stale").spiffeId]
-      : []),
+    ...witnesses.flatMap((w) => ["--witness", workload(tb, w).spiffeId]),
+    ...extra,
     "-d",
     chat(content),
     `http://127.0.0.1:${port}/v1/chat/completions`,
@@ -153,16 +155,7 @@ describe("the notary log, witnessed", () => {
       ),
     ).toBeGreaterThan(0);
     // A threshold above the witnesses named is a usage error.
-    const bad = await svc([
-      "curl",
-      "-n",
-      "signRequest",
-      "--witness",
-      workload(tb, "intruder").spiffeId,
-      "--witness-threshold",
-      "2",
-      `http://127.0.0.1:${ports.client}/v1/chat/completions`,
-    ]);
+    const bad = await signed("threshold", ports.client, ["intruder"], ["--witness-threshold", "2"]);
     expect(bad.code).toBe(1);
     expect(bad.stderr).toContain("--witness-threshold");
   });
@@ -193,7 +186,7 @@ describe("the notary log, witnessed", () => {
     expect(r.code).toBe(3);
     expect(r.stderr).toContain("witness check failed");
     // Without the policy the receipt verifies: it is the witnesses that catch the cut.
-    expect((await signed("no policy", ports.client, false)).code).toBe(0);
+    expect((await signed("no policy", ports.client, [])).code).toBe(0);
     expect(notary.stderr()).toContain('"msg":"notary: a witness refused the checkpoint"');
     // Each witness kept the evidence.
     for (const w of Object.values(witnesses)) {
@@ -270,16 +263,7 @@ describe("the notary log, witnessed", () => {
     const both = await signed("B is down", ports.client);
     expect(both.code).toBe(3);
     expect(both.stderr).toContain("witness check failed");
-    const onlyA = await svc([
-      "curl",
-      "-n",
-      "signRequest",
-      "--witness",
-      workload(tb, "intruder").spiffeId,
-      "-d",
-      chat("A alone"),
-      `http://127.0.0.1:${ports.client}/v1/chat/completions`,
-    ]);
+    const onlyA = await signed("A alone", ports.client, ["intruder"]);
     expect(onlyA.code).toBe(0);
     witnesses.wb.proc = witnesses.wb.start();
     await waitForPort(ports.wb, 60_000);

@@ -12,6 +12,7 @@ import { registerMiddleware } from "../../proxy/middleware/chain.ts";
 import type { Notary } from "../../proxy/notary-service/notary.ts";
 import { SqliteNotaryStore } from "../../proxy/notary-service/records-sqlite.ts";
 import { freePort } from "../support/net.ts";
+import { listenerConfig } from "../support/server-listener.ts";
 
 /**
  * The middleware chain as later middlewares will use it: one that awaits before passing the request on
@@ -45,25 +46,17 @@ beforeAll(async () => {
       return res;
     });
   }
-  config = {
+  config = listenerConfig({
     name: "chain",
     address: { host: "127.0.0.1", port: await freePort() },
     mode: "client",
-    protocol: "http",
     target: new URL(`http://127.0.0.1:${upstreamPort}`),
-    callerMtls: false,
-    targetMtls: false,
-    sourceIds: [],
-    targetIds: [],
-    timeouts: { readMs: 15_000, writeMs: 60_000, idleMs: 120_000, handshakeMs: 10_000 },
-    disableKeepalive: false,
-    http2: false,
     middlewares: [
       { type: "test-first" },
       { type: "test-second" },
     ] as unknown as ListenerConfig["middlewares"],
-    buffer: undefined,
-  };
+  });
+
   // No SPIFFE identity is used on a plaintext client-mode hop.
   listener = await startHttpListener(config, {
     source: {} as SvidSource,
