@@ -71,6 +71,27 @@ export function notaryChain(name: string) {
         },
       ],
     });
+  /**
+   * Pod web-0's client proxy on `port` (openai middleware) calling the server proxy on `serverPort`,
+   * with `notary` as its notary section (none when undefined).
+   */
+  const client = (port: number, serverPort: number, notary?: object, command?: string[]): Subprocess =>
+    proxy(
+      web,
+      {
+        ...(notary ? { notary } : {}),
+        listeners: [
+          {
+            name: "c",
+            address: `127.0.0.1:${port}`,
+            mode: "client",
+            target: { url: `https://127.0.0.1:${serverPort}` },
+            middlewares: [{ type: "openai" }],
+          },
+        ],
+      },
+      command,
+    );
   return {
     tb,
     web,
@@ -79,6 +100,7 @@ export function notaryChain(name: string) {
     upstream,
     proxy,
     server,
+    client,
     async stop() {
       for (const p of procs) p.kill("SIGTERM");
       await Promise.all(procs.map((p) => p.exited));

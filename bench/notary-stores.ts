@@ -27,7 +27,7 @@ const { values: o } = parseArgs({
 const ROUNDS = Number(o.rounds);
 const N = Number(o.requests);
 const CALLERS = Number(o.callers);
-const { tb, web, work, proxy, server, stop } = notaryChain("bench-notary-stores");
+const { tb, web, work, server, client: startClient, stop } = notaryChain("bench-notary-stores");
 const pg = await startPostgres(join(tb.dir, "bench-postgres"));
 await pg.createDatabase("notary");
 writeFileSync(join(work, "pg-password"), pg.password, { mode: 0o600 });
@@ -66,18 +66,7 @@ interface Setup {
 const serverPort = await freePort();
 const client = async (database?: object): Promise<{ port: number; pid: number }> => {
   const port = await freePort();
-  const p = proxy(web, {
-    ...(database ? { notary: { enable: true, database } } : {}),
-    listeners: [
-      {
-        name: "c",
-        address: `127.0.0.1:${port}`,
-        mode: "client",
-        target: { url: `https://127.0.0.1:${serverPort}` },
-        middlewares: [{ type: "openai" }],
-      },
-    ],
-  });
+  const p = startClient(port, serverPort, database ? { enable: true, database } : undefined);
   return { port, pid: p.pid };
 };
 

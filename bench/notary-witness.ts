@@ -125,7 +125,7 @@ async function cosign(): Promise<void> {
 
 /** Part 2: notarized latency without and with pushes to two witnesses. */
 async function chain(): Promise<void> {
-  const { tb, web, work, proxy, server, stop } = notaryChain("bench-notary-witness");
+  const { tb, web, work, proxy, server, client, stop } = notaryChain("bench-notary-witness");
   try {
     const serverPort = await freePort();
     server(serverPort);
@@ -168,21 +168,10 @@ async function chain(): Promise<void> {
     }));
     for (const s of setups) {
       s.port = await freePort();
-      s.pid = proxy(web, {
-        notary: {
-          enable: true,
-          database: { path: join(work, s.db) },
-          witnesses: s.witnesses.map((w) => ({ spiffe_id: w.spiffeId, url: `https://127.0.0.1:${w.port}` })),
-        },
-        listeners: [
-          {
-            name: "c",
-            address: `127.0.0.1:${s.port}`,
-            mode: "client",
-            target: { url: `https://127.0.0.1:${serverPort}` },
-            middlewares: [{ type: "openai" }],
-          },
-        ],
+      s.pid = client(s.port, serverPort, {
+        enable: true,
+        database: { path: join(work, s.db) },
+        witnesses: s.witnesses.map((w) => ({ spiffe_id: w.spiffeId, url: `https://127.0.0.1:${w.port}` })),
       }).pid;
     }
     for (const p of [serverPort, ...witnesses.map((w) => w.port), ...setups.map((s) => s.port)])

@@ -27,21 +27,8 @@ const { values: o } = parseArgs({
   },
 });
 const N = Number(o.requests);
-const { web, work, proxy, server, stop } = notaryChain("bench-notary");
+const { work, server, client, stop } = notaryChain("bench-notary");
 const [serverPort, plainPort, notaryPort] = [await freePort(), await freePort(), await freePort()];
-const client = (port: number, notary: boolean) =>
-  proxy(web, {
-    ...(notary ? { notary: { enable: true, database: { path: join(work, "notary.db") } } } : {}),
-    listeners: [
-      {
-        name: "c",
-        address: `127.0.0.1:${port}`,
-        mode: "client",
-        target: { url: `https://127.0.0.1:${serverPort}` },
-        middlewares: [{ type: "openai" }],
-      },
-    ],
-  });
 const measure = async (port: number, level?: string) => {
   const call = () => notarizedCall(port, level);
   for (let i = 0; i < 200; i++) await call(); // warm-up (and the first statement)
@@ -58,8 +45,8 @@ const measure = async (port: number, level?: string) => {
 
 try {
   server(serverPort);
-  client(plainPort, false);
-  client(notaryPort, true);
+  client(plainPort, serverPort);
+  client(notaryPort, serverPort, { enable: true, database: { path: join(work, "notary.db") } });
   for (const p of [serverPort, plainPort, notaryPort]) await waitForPort(p, 60_000);
 
   const rows: [string, { p50: number; p99: number }][] = [];
@@ -95,22 +82,7 @@ async function compare(baseline: string): Promise<string[]> {
   ].map((s) => ({ ...s, port: 0, pid: 0, p50: [] as number[], p99: [] as number[], cpu: [] as number[] }));
   for (const s of setups) {
     s.port = await freePort();
-    s.pid = proxy(
-      web,
-      {
-        notary: { enable: true, database: { path: join(work, s.db) } },
-        listeners: [
-          {
-            name: "c",
-            address: `127.0.0.1:${s.port}`,
-            mode: "client",
-            target: { url: `https://127.0.0.1:${serverPort}` },
-            middlewares: [{ type: "openai" }],
-          },
-        ],
-      },
-      s.command,
-    ).pid;
+    s.pid = client(s.port, serverPort, { enable: true, database: { path: join(work, s.db) } }, s.command).pid;
     await waitForPort(s.port, 60_000);
   }
   for (let round = 0; round < Number(o.rounds); round++)
