@@ -10,7 +10,7 @@ import { type ErrorCode, SvcError } from "../errors.ts";
 import type { BundleSource } from "../spiffe/bundle.ts";
 import { type Cert, derToPem } from "../spiffe/cert.ts";
 import type { SpiffeId } from "../spiffe/id.ts";
-import { verifyX509Svid } from "../spiffe/x509svid.ts";
+import { verifyX509Svid, type X509Svid } from "../spiffe/x509svid.ts";
 
 export interface SvidSigner {
   key: KeyObject;
@@ -21,6 +21,26 @@ export interface SvidSigner {
 /** A signer for an SVID's key and chain. */
 export function svidSigner(keyPem: string, chain: readonly Cert[]): SvidSigner {
   return { key: createPrivateKey(keyPem), chain };
+}
+
+const signers = new WeakMap<X509Svid, SvidSigner>();
+
+/** The signer of an SVID, made once per SVID (each rotation brings a new one). */
+export function signerFor(svid: X509Svid): SvidSigner {
+  let s = signers.get(svid);
+  if (!s) {
+    s = svidSigner(svid.keyPem, svid.chain);
+    signers.set(svid, s);
+  }
+  return s;
+}
+
+/**
+ * The claims of a compact JWS without checking anything: for what the caller signed or verified itself
+ * already (verifyJws checks the rest). Throws on a JWS whose payload is not JSON.
+ */
+export function unverifiedClaims<T>(jws: string): T {
+  return JSON.parse(Buffer.from(jws.trim().split(".")[1] ?? "", "base64url").toString()) as T;
 }
 
 export function algorithmFor(key: KeyObject): string {

@@ -8,7 +8,7 @@
 import * as v from "valibot";
 import { SvcError } from "../errors.ts";
 import type { BundleSource } from "../spiffe/bundle.ts";
-import { type SvidSigner, signJws, type VerifiedJws, verifyJws } from "./jws.ts";
+import { type SvidSigner, signJws, unverifiedClaims, type VerifiedJws, verifyJws } from "./jws.ts";
 import { EMPTY_ROOT, type Hash, leafHash, verifyConsistency, verifyInclusion } from "./merkle.ts";
 
 export type LeafKind = "certificate" | "statement" | "exchange" | "receipt";
@@ -91,7 +91,7 @@ export async function verifyTreeHead(
 
 function receiptIssuer(jws: string): string {
   try {
-    const iss = JSON.parse(Buffer.from(jws.trim().split(".")[1] ?? "", "base64url").toString()).iss;
+    const iss = unverifiedClaims<{ iss?: unknown }>(jws).iss;
     if (typeof iss === "string") return iss;
   } catch {}
   throw new SvcError("receipt", "inclusion proof verification failed: the receipt names no issuer (iss)");

@@ -2,7 +2,7 @@ import { isSvcError, SvcError } from "../../lib/errors.ts";
 import type { Pod } from "../../lib/kube/pods.ts";
 import { checkpointOrigin, checkpointText, signCheckpoint } from "../../lib/notary-objects/checkpoint.ts";
 import { contentId } from "../../lib/notary-objects/ids.ts";
-import { type SvidSigner, svidSigner } from "../../lib/notary-objects/jws.ts";
+import { signerFor, unverifiedClaims } from "../../lib/notary-objects/jws.ts";
 import type { Level } from "../../lib/notary-objects/levels.ts";
 import {
   b64u,
@@ -66,7 +66,6 @@ interface Cached {
 export class Notary {
   private readonly statements = new Map<string, Cached>();
   private readonly building = new Map<string, Promise<SignedObject>>();
-  private readonly signers = new WeakMap<X509Svid, SvidSigner>();
   private readonly verifiedHeads = new WeakMap<BundleSet, Set<string>>();
   private readonly revalidateMs: number;
 
@@ -166,12 +165,7 @@ export class Notary {
     } catch (e) {
       throw new SvcError("notary", `no JWT-SVID from the Workload API for ${aud}: ${(e as Error).message}`);
     }
-    const statement = await signStatement(
-      svid.id.uri,
-      origin,
-      { ...facts, issuerJwtSvid },
-      this.signer(svid),
-    );
+    const statement = await signStatement(svid.id.uri, origin, { ...facts, issuerJwtSvid }, signerFor(svid));
     const leaf = parseCert(upstream.chain[0] as Uint8Array);
     await this.stored("store the statement", async () => {
       await this.d.store.putCertificate(facts.certificateID, leaf.der, upstream.id.uri, leaf.notAfter);
@@ -259,14 +253,7 @@ export class Notary {
       return undefined;
     }
     const svid = this.d.source.getX509Svid();
-    const receipt = await signReceipt(
-      svid.id.uri,
-      origin,
-      statementId,
-      requestId,
-      exchange,
-      this.signer(svid),
-    );
+    const receipt = await signReceipt(svid.id.uri, origin, statementId, requestId, exchange, signerFor(svid));
     const stream = exchange.response.stream;
     await this.stored("store the receipt", () =>
       this.d.store.logExchange(entry, {
@@ -320,15 +307,12 @@ export class Notary {
       ({ head, cosignatures } = cosigned);
     }
     return this.stored("make an inclusion proof", async () => {
-      if (!head) {
-        const latest = await store.latestTreeHead();
-        // One that does not verify now (forged in the database, or signed under an authority since
-        // rotated out of the bundle) is replaced by a new one rather than served.
-        head = latest && latest.size > index && (await this.verifies(latest.jws)) ? latest : undefined;
-      }
+      const latest = head ? undefined : await store.latestTreeHead();
+      // One that does not verify now (forged in the database, or signed under an authority since
+      // rotated out of the bundle) is replaced by a new one rather than served.
+      if (!head && latest && latest.size > index && (await this.verifies(latest.jws))) head = latest;
       if (!head) {
         const now = await store.head();
-        const latest = await store.latestTreeHead();
         const kept = latest?.size === now.size ? latest : await store.treeHead(now.size);
         head = { ...now, jws: await this.signedHead(kept, now.size, now.root, origin) };
       }
@@ -429,7 +413,9 @@ export class Notary {
    * is). A tree head of this size is kept, so that a consistency proof can start from it later. Throws
    * SvcError("usage") when the log is empty.
    */
-  async checkpoint(origin: string): Promise<{ note: string; treeHead: string }> {
+  async checkpoint(
+    origin: string,
+  ): Promise<{ note: string; treeHead: string; size: number; root: Hash; signedAt: number }> {
     const store = this.d.store;
     const now = await this.stored("read the log's head", () => store.head());
     if (now.size === 0) throw new SvcError("usage", "the log is empty: there is no checkpoint to sign");
@@ -437,9 +423,12 @@ export class Notary {
       // Kept unless one of this size is (the first kept wins): a consistency proof can start there.
       const svid = this.d.source.getX509Svid();
       const name = checkpointOrigin(svid.id.uri);
+      const treeHead = await this.signHead(svid, now.size, now.root, origin, true);
       return {
-        note: signCheckpoint(checkpointText(name, now.size, now.root), name, this.signer(svid).key),
-        treeHead: await this.signHead(svid, now.size, now.root, origin, true),
+        note: signCheckpoint(checkpointText(name, now.size, now.root), name, signerFor(svid).key),
+        treeHead,
+        ...now,
+        signedAt: unverifiedClaims<{ iat: number }>(treeHead).iat,
       };
     });
   }
@@ -473,7 +462,7 @@ export class Notary {
     origin: string,
     keep: boolean,
   ): Promise<string> {
-    const jws = await signTreeHead(svid.id.uri, origin, size, root, this.signer(svid));
+    const jws = await signTreeHead(svid.id.uri, origin, size, root, signerFor(svid));
     if (keep) await this.d.store.putTreeHead({ size, root, jws });
     this.d.log.info("notary: tree head signed", { size, root: b64u(root) });
     return jws;
@@ -499,15 +488,6 @@ export class Notary {
     }
     known.add(jws);
     return true;
-  }
-
-  private signer(svid: X509Svid): SvidSigner {
-    let s = this.signers.get(svid);
-    if (!s) {
-      s = svidSigner(svid.keyPem, svid.chain);
-      this.signers.set(svid, s);
-    }
-    return s;
   }
 }
 

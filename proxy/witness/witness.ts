@@ -9,10 +9,9 @@
 import type { AddCheckpoint } from "../../lib/notary-objects/add-checkpoint.ts";
 import { checkpointOrigin, noteSignature, verifyCheckpoint } from "../../lib/notary-objects/checkpoint.ts";
 import { CLOCK_SKEW_S, signCosignature } from "../../lib/notary-objects/cosignature.ts";
-import { type SvidSigner, svidSigner } from "../../lib/notary-objects/jws.ts";
+import { signerFor, unverifiedClaims } from "../../lib/notary-objects/jws.ts";
 import { equalHashes, verifyConsistency } from "../../lib/notary-objects/merkle.ts";
 import type { SvidSource } from "../../lib/spiffe/x509-source.ts";
-import type { X509Svid } from "../../lib/spiffe/x509svid.ts";
 import type { Logger } from "../log.ts";
 import type { HeldCheckpoint, WitnessStore } from "./store.ts";
 
@@ -29,7 +28,7 @@ export type WitnessResult =
   | "refused";
 
 /** What add() answers: an HTTP status, a body, and the cosignature when it cosigned. */
-export interface AddOutcome {
+interface AddOutcome {
   status: number;
   result: WitnessResult;
   /** The cosignature line(s) for 200, the held size for 409, else the reason. */
@@ -55,7 +54,6 @@ export interface WitnessDeps {
 
 export class Witness {
   private readonly logs: Set<string>;
-  private readonly signers = new WeakMap<X509Svid, SvidSigner>();
 
   constructor(private readonly d: WitnessDeps) {
     this.logs = new Set(d.logs);
@@ -119,7 +117,7 @@ export class Witness {
       if (c.size < held.size)
         // Signed no earlier than the larger one held: the log went back. Signed before it: an old
         // checkpoint sent again, which proves nothing (and is not cosigned).
-        return c.head.claims.iat >= iatOf(held.treeHead)
+        return c.head.claims.iat >= unverifiedClaims<{ iat: number }>(held.treeHead).iat
           ? refuse(
               "cut",
               `the log signed a checkpoint of ${c.size} leaves after one of ${held.size}: it lost records (cut, or restored from an old backup)`,
@@ -195,11 +193,7 @@ export class Witness {
   /** A cosignature of `text` (size, root) with the witness's SVID now: a note line and a JWS. */
   private async cosign(logId: string, text: string, size: number, root: Uint8Array) {
     const svid = this.d.source.getX509Svid();
-    let signer = this.signers.get(svid);
-    if (!signer) {
-      signer = svidSigner(svid.keyPem, svid.chain);
-      this.signers.set(svid, signer);
-    }
+    const signer = signerFor(svid);
     return {
       line: noteSignature(text, checkpointOrigin(svid.id.uri), signer.key),
       jws: await signCosignature(svid.id.uri, logId, size, root, signer),
@@ -217,9 +211,4 @@ export class Witness {
     this.d.count?.(this.logs.has(log) ? log : "unknown", result);
     return { status, result, body: body.endsWith("\n") ? body : `${body}\n`, contentType };
   }
-}
-
-/** The `iat` of a tree head the witness verified when it took it. */
-function iatOf(jws: string): number {
-  return JSON.parse(Buffer.from(jws.split(".")[1] ?? "", "base64url").toString()).iat as number;
 }
