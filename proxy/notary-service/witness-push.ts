@@ -8,11 +8,11 @@
  * checked (the witness's SPIFFE ID, this log, this size and root) and kept with the tree head, for
  * inclusion proofs asked with `?witnessed=N`.
  */
-import { isSvcError } from "../../lib/errors.ts";
 import { ADD_CHECKPOINT_PATH, addCheckpointBody } from "../../lib/notary-objects/add-checkpoint.ts";
 import { CLOCK_SKEW_S, verifyCosignature } from "../../lib/notary-objects/cosignature.ts";
-import type { Hash } from "../../lib/notary-objects/merkle.ts";
-import { authorizeExactly } from "../../lib/spiffe/authorizer.ts";
+import { b64u } from "../../lib/notary-objects/log.ts";
+import { consistencyPath, type Hash } from "../../lib/notary-objects/merkle.ts";
+import { type Authorizer, authorizeExactly } from "../../lib/spiffe/authorizer.ts";
 import { Backoff } from "../../lib/spiffe/backoff.ts";
 import type { SvidSource } from "../../lib/spiffe/x509-source.ts";
 import { exchange } from "../../lib/tls/exchange.ts";
@@ -20,7 +20,7 @@ import type { WitnessPeer } from "../config/types.ts";
 import type { Logger } from "../log.ts";
 import type { Notary } from "./notary.ts";
 
-export type PushResult = "cosigned" | "refused" | "failed";
+type PushResult = "cosigned" | "refused" | "failed";
 
 export interface PusherDeps {
   notary: Notary;
@@ -31,11 +31,13 @@ export interface PusherDeps {
   count?: (witness: string, result: PushResult) => void;
 }
 
+/** A checkpoint as signed by the notary, its root in base64url (as cosignatures carry it). */
 interface Checkpoint {
   note: string;
   treeHead: string;
   size: number;
   root: string;
+  signedAt: number;
 }
 
 /**
@@ -56,7 +58,12 @@ export class WitnessPusher {
   private readonly backoff = new Backoff(1000, 60_000);
   private closed = false;
 
-  constructor(private readonly d: PusherDeps) {}
+  /** Each witness must answer as itself. */
+  private readonly authorizers: Map<string, Authorizer>;
+
+  constructor(private readonly d: PusherDeps) {
+    this.authorizers = new Map(d.witnesses.map((w) => [w.spiffeId, authorizeExactly(w.spiffeId)]));
+  }
 
   /** The log grew: a round starts within intervalMs, or after the one running. */
   poke(delayMs = this.d.intervalMs): void {
@@ -96,7 +103,7 @@ export class WitnessPusher {
       // Every witness holds the log as it is, root and all: nothing to sign (each checkpoint keeps a
       // tree head). A log regrown to a held size under another root is pushed: that is a fork to see.
       const now = await this.d.notary.store.head();
-      const root = Buffer.from(now.root).toString("base64url");
+      const root = b64u(now.root);
       if (this.d.witnesses.every((w) => holds(this.held.get(w.spiffeId), now.size, root))) return;
       checkpoint = await this.sign();
     } catch (e) {
@@ -111,8 +118,7 @@ export class WitnessPusher {
 
   private async sign(): Promise<Checkpoint> {
     const c = await this.d.notary.checkpoint(this.self());
-    const [, size, root] = c.note.split("\n");
-    return { ...c, size: Number(size), root: Buffer.from(root as string, "base64").toString("base64url") };
+    return { ...c, root: b64u(c.root) };
   }
 
   private self(): string {
@@ -131,7 +137,7 @@ export class WitnessPusher {
           headers: { "content-type": "text/plain; charset=utf-8", "svc-tree-head": c.treeHead },
           body: new TextEncoder().encode(addCheckpointBody(old, await this.proof(old, c.size), c.note)),
           source: this.d.source,
-          authorize: authorizeExactly(w.spiffeId),
+          authorize: this.authorizers.get(w.spiffeId),
           maxBodyBytes: MAX_ANSWER,
           timeoutMs: PUSH_DEADLINE_MS,
           deadlineMs: PUSH_DEADLINE_MS,
@@ -173,24 +179,15 @@ export class WitnessPusher {
   }
 
   /**
-   * The consistency proof from `old` leaves to `size`; none from 0, or when the log does not have a tree
-   * head of `old` leaves (it was cut or forked: the witness then refuses, as it should). Any other failure
-   * (the database unreachable) ends the push, to be tried again: an empty proof would look like a fork.
+   * The consistency proof from `old` leaves to `size`, from the log's stored subtrees (none from 0, or when
+   * the log is smaller than what the witness holds: the cut it must see). A log that is not the one the
+   * witness held makes a proof that does not verify there, and is refused for it. A store that fails
+   * ends the push, to be tried again.
    */
-  private async proof(old: number, size: number): Promise<Hash[]> {
-    if (old === 0 || old >= size) return [];
-    try {
-      const p = await this.d.notary.consistency(old, size, this.self());
-      return p.path.map((h) => new Uint8Array(Buffer.from(h, "base64url")));
-    } catch (e) {
-      if (!isSvcError(e, "usage")) throw e;
-      this.d.log.error("notary: the log cannot prove it extends the checkpoint a witness holds", {
-        from: old,
-        to: size,
-        reason: e.message,
-      });
-      return [];
-    }
+  private proof(old: number, size: number): Promise<Hash[]> {
+    if (old === 0 || old >= size) return Promise.resolve([]);
+    const store = this.d.notary.store;
+    return consistencyPath((level, index) => store.node(level, index), old, size);
   }
 
   /** Checks a witness's cosignature and keeps it with the tree head it cosigns. */
@@ -207,12 +204,11 @@ export class WitnessPusher {
         `the witness's cosignature is by ${cs.issuer.uri} of ${cs.log} at ${cs.claims.size} leaves, not of this checkpoint`,
       );
     // Verifiers do not count a cosignature dated well before its tree head: say so where it can be fixed.
-    const headIat = JSON.parse(Buffer.from(c.treeHead.split(".")[1] ?? "", "base64url").toString()).iat;
-    if (cs.claims.iat + CLOCK_SKEW_S < headIat)
+    if (cs.claims.iat + CLOCK_SKEW_S < c.signedAt)
       this.d.log.warn("notary: a witness's clock is behind: its cosignatures will not count", {
         witness: w.spiffeId,
         cosigned_at: cs.claims.iat,
-        signed_at: headIat,
+        signed_at: c.signedAt,
       });
     await this.d.notary.store.putCosignature(c.size, w.spiffeId, jws);
   }

@@ -7,6 +7,7 @@ import { checkWitnessed, signCosignature, verifyCosignature } from "../../lib/no
 import { svidSigner } from "../../lib/notary-objects/jws.ts";
 import type { InclusionProof } from "../../lib/notary-objects/log.ts";
 import { signTreeHead, verifyTreeHead } from "../../lib/notary-objects/log.ts";
+import { consistencyPath } from "../../lib/notary-objects/merkle.ts";
 import type { ListenerConfig } from "../../proxy/config/types.ts";
 import type { ProxyRequest } from "../../proxy/http/types.ts";
 import { createLogger } from "../../proxy/log.ts";
@@ -113,14 +114,9 @@ const w_held = (store: WitnessStore) => {
 async function push(notary: Notary, old: number) {
   const c = await notary.checkpoint(ORIGIN);
   const size = Number(c.note.split("\n")[1]);
-  // As the notary's pusher: no proof when the log cannot give one (it has no tree head of `old` leaves).
+  // As the notary's pusher: the path from the log's own subtrees; none from 0 or to a smaller log.
   const proof =
-    old > 0 && old < size
-      ? await notary.consistency(old, size, ORIGIN).then(
-          (p) => p.path.map((h) => new Uint8Array(Buffer.from(h, "base64url"))),
-          () => [],
-        )
-      : [];
+    old > 0 && old < size ? await consistencyPath((l, i) => notary.store.node(l, i), old, size) : [];
   return { req: { old, proof, note: c.note }, treeHead: c.treeHead, size };
 }
 
