@@ -12,11 +12,11 @@ import { type BodyDigest, bodyDigest } from "./ids.ts";
 /** The largest single event (its lines and an unfinished line), in characters. */
 export const EVENT_LIMIT = 1024 * 1024;
 /** A chunk's `choices[].index` and `tool_calls[].index` are below this. */
-export const MAX_INDEX = 128;
+const MAX_INDEX = 128;
 /** The data of the event that ends an OpenAI stream. */
 export const DONE = "[DONE]";
 
-export interface SseHandlers {
+interface SseHandlers {
   event(e: EventSourceMessage): void;
   comment?(text: string): void;
 }
@@ -112,7 +112,7 @@ const escapeChar = (c: string) => `\\u${c.charCodeAt(0).toString(16).padStart(4,
 export const commentText = (text: string) => `: ${text.replace(/[^\x20-\x7e]/g, "")}\n\n`;
 
 /** Objects and arrays nested this deep are refused: JSON.stringify, which digests use, exhausts the stack far below what JSON.parse reads. */
-export const MAX_NESTING = 64;
+const MAX_NESTING = 64;
 
 /** Whether `value` nests objects and arrays MAX_NESTING deep or more (checked without recursion). */
 function nestsTooDeep(value: unknown): boolean {

@@ -15,7 +15,7 @@ import { type TreeHeadClaims, verifyTreeHead } from "./log.ts";
 import type { Hash } from "./merkle.ts";
 
 /** Signatures past this many, or a note past this size, are refused (the format asks for at least 16). */
-export const MAX_SIGNATURES = 32;
+const MAX_SIGNATURES = 32;
 export const MAX_NOTE_BYTES = 64 * 1024;
 
 /** The origin line and key name of the notary with this SPIFFE ID. */

@@ -12,11 +12,11 @@ import { type SvidSigner, signJws, type VerifiedJws, verifyJws } from "./jws.ts"
 import { b64u, type TreeHeadClaims } from "./log.ts";
 import type { Hash } from "./merkle.ts";
 
-export const COSIGNATURE_TYP = "svc-cosignature+jws";
+const COSIGNATURE_TYP = "svc-cosignature+jws";
 /** A cosignature's audience is the log it is about: the notary's SPIFFE ID and this suffix. */
 const LOG_SUFFIX = "/log";
 
-export interface CosignatureClaims {
+interface CosignatureClaims {
   /** The witness. */
   iss: string;
   /** `<the notary's SPIFFE ID>/log`. */

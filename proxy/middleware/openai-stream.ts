@@ -30,7 +30,7 @@ import type { Notary } from "../notary-service/notary.ts";
 import { applyModel, CHUNK_MODEL, ERROR_MODEL } from "./openai-model.ts";
 
 /** How a stream ended: the label of svc_proxy_openai_streams_total and the receipt's `stream.end`. */
-export type StreamEnd =
+type StreamEnd =
   | "done"
   | "closed"
   | "caller_gone"
@@ -50,7 +50,7 @@ export interface StreamNotarization {
   headers: Record<string, string>;
 }
 
-export interface StreamOptions {
+interface StreamOptions {
   req: ProxyRequest;
   /** The target's answer: 200, text/event-stream. */
   res: ProxyResponse & { body: Readable };

@@ -39,7 +39,7 @@ export interface HeldCheckpoint {
 }
 
 /** A checkpoint the witness refused: what it held, and what it was sent. */
-export interface Evidence {
+interface Evidence {
   id: number;
   origin: string;
   receivedAt: Date;
