@@ -109,16 +109,9 @@ async function consistency(
   origin: string,
   log: Logger,
 ): Promise<ProxyResponse> {
-  const size = (name: string, required: boolean): number | undefined | string => {
-    const values = query.getAll(name);
-    if (values.length === 0) return required ? `${name} is required: a number of leaves` : undefined;
-    const v = values[0] as string;
-    if (values.length > 1 || !/^(0|[1-9][0-9]{0,14})$/.test(v))
-      return `${name}=${JSON.stringify(values.join(","))} is not one number of leaves (0 or more, decimal)`;
-    return Number(v);
-  };
-  const from = size("from", true);
-  const to = size("to", false);
+  const leaves = "leaves (0 or more, decimal)";
+  const from = oneNumber(query, "from", MAX_LEAVES, leaves) ?? "from is required: a number of leaves";
+  const to = oneNumber(query, "to", MAX_LEAVES, leaves);
   for (const v of [from, to]) if (typeof v === "string") return proxyResponse(400, `notary-query: ${v}`);
   return answered(log, "consistency proof", async () =>
     json(await notary.consistency(from as number, to as number | undefined, origin)),
@@ -150,17 +143,14 @@ async function checkpoint(
  * `witness=ID` (repeatable): which of them count (any when none is named).
  */
 function witnessedParam(query: URLSearchParams): Witnessed | string {
-  const values = query.getAll("witnessed");
+  const v = oneNumber(query, "witnessed", MAX_COSIGNATURES, `witnesses from 0 to ${MAX_COSIGNATURES}`);
   const by = query.getAll("witness");
-  if (values.length === 0)
+  if (v === undefined)
     return by.length ? "witness=… goes with witnessed=N: how many of them must have cosigned" : { count: 0 };
-  const v = values[0] as string;
-  if (values.length > 1 || !/^(0|[1-9][0-9]?)$/.test(v) || Number(v) > MAX_COSIGNATURES)
-    return `witnessed=${JSON.stringify(values.join(","))} is not one number of witnesses from 0 to ${MAX_COSIGNATURES}`;
+  if (typeof v === "string") return v;
   if (by.length > MAX_COSIGNATURES) return `more than ${MAX_COSIGNATURES} witness=… parameters`;
   if (new Set(by).size !== by.length) return "a witness=… is given twice";
-  if (by.length > 0 && Number(v) > by.length)
-    return `witnessed=${v} is more than the ${by.length} witness=… named`;
+  if (by.length > 0 && v > by.length) return `witnessed=${v} is more than the ${by.length} witness=… named`;
   for (const id of by) {
     try {
       parseSpiffeId(id);
@@ -168,7 +158,28 @@ function witnessedParam(query: URLSearchParams): Witnessed | string {
       return `witness=${JSON.stringify(id)}: ${(e as Error).message}`;
     }
   }
-  return { count: Number(v), ...(by.length ? { by } : {}) };
+  return { count: v, ...(by.length ? { by } : {}) };
+}
+
+/** The largest number of leaves a query may name (fifteen digits). */
+const MAX_LEAVES = 999_999_999_999_999;
+
+/**
+ * The one decimal value of `name` in `query`, from 0 to `max`: undefined when it is not given, else the
+ * 400's reason (given twice, not decimal, too large), saying it is not one number of `what`.
+ */
+function oneNumber(
+  query: URLSearchParams,
+  name: string,
+  max: number,
+  what: string,
+): number | undefined | string {
+  const values = query.getAll(name);
+  if (values.length === 0) return undefined;
+  const v = values[0] as string;
+  if (values.length > 1 || !/^(0|[1-9][0-9]{0,15})$/.test(v) || Number(v) > max)
+    return `${name}=${JSON.stringify(values.join(","))} is not one number of ${what}`;
+  return Number(v);
 }
 
 type Store = NonNullable<MiddlewareContext["notary"]>["store"];
