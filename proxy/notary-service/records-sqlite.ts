@@ -10,6 +10,7 @@ import { dirname } from "node:path";
 import { SvcError } from "../../lib/errors.ts";
 import type { LeafKind } from "../../lib/notary-objects/log.ts";
 import { append, encodeFrontier, type Hash, leafHash, rootOf } from "../../lib/notary-objects/merkle.ts";
+import { type Migration, migrate, newerSchema, schemaVersion } from "../../lib/sqlite-schema.ts";
 import {
   certificateFromRow,
   type Exchange,
@@ -27,7 +28,7 @@ import {
   type Witnessed,
 } from "./store.ts";
 
-const MIGRATIONS: ((db: Database) => void)[] = [
+const MIGRATIONS: Migration[] = [
   (db) =>
     db.run(`CREATE TABLE certificates (
      id TEXT PRIMARY KEY, der BLOB NOT NULL, spiffe_id TEXT NOT NULL, not_after INTEGER NOT NULL,
@@ -164,7 +165,7 @@ export class SqliteNotaryStore implements NotaryStore {
     } catch (e) {
       throw new SvcError("usage", `${path}: cannot open it as a notary database: ${(e as Error).message}`);
     }
-    const version = (db.query("PRAGMA user_version").get() as { user_version: number }).user_version;
+    const version = schemaVersion(db);
     if (version !== MIGRATIONS.length) {
       db.close();
       throw new SvcError(
@@ -179,18 +180,11 @@ export class SqliteNotaryStore implements NotaryStore {
   static readonly VERSION = MIGRATIONS.length;
 
   private migrate(path: string): void {
-    const version = (this.db.query("PRAGMA user_version").get() as { user_version: number }).user_version;
-    if (version > MIGRATIONS.length)
-      throw new SvcError(
-        "usage",
-        `notary.database.path: ${path} has schema version ${version}, newer than this build's ${MIGRATIONS.length}; use a newer svc-proxy`,
-      );
-    for (let v = version; v < MIGRATIONS.length; v++) {
-      this.db.transaction(() => {
-        (MIGRATIONS[v] as (db: Database) => void)(this.db);
-        this.db.run(`PRAGMA user_version = ${v + 1}`);
-      })();
-    }
+    const version = schemaVersion(this.db);
+    const newer = newerSchema(version, MIGRATIONS);
+    if (newer)
+      throw new SvcError("usage", `notary.database.path: ${path} has ${newer}; use a newer svc-proxy`);
+    migrate(this.db, MIGRATIONS, version);
   }
 
   async putCertificate(id: string, der: Uint8Array, spiffeId: string, notAfter: Date): Promise<void> {

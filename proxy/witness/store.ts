@@ -9,6 +9,7 @@ import { existsSync } from "node:fs";
 import { dirname } from "node:path";
 import { SvcError } from "../../lib/errors.ts";
 import type { Hash } from "../../lib/notary-objects/merkle.ts";
+import { migrate, newerSchema, schemaVersion } from "../../lib/sqlite-schema.ts";
 
 /** PRAGMA application_id of a witness file ("svcW"): a database of another program is refused. */
 const APPLICATION_ID = 0x73766357;
@@ -87,16 +88,12 @@ export class WitnessStore {
       db.run("PRAGMA journal_mode = WAL");
       db.run("PRAGMA synchronous = FULL");
       db.run("PRAGMA busy_timeout = 5000");
-      const version = (db.query("PRAGMA user_version").get() as { user_version: number }).user_version;
+      const version = schemaVersion(db);
       const app = (db.query("PRAGMA application_id").get() as { application_id: number }).application_id;
       if (version > 0 && app !== APPLICATION_ID) throw new Error("it is not a witness database");
-      if (version > MIGRATIONS.length)
-        throw new Error(`schema version ${version} is newer than this build's ${MIGRATIONS.length}`);
-      for (let v = version; v < MIGRATIONS.length; v++)
-        db.transaction(() => {
-          db.run(MIGRATIONS[v] as string);
-          db.run(`PRAGMA user_version = ${v + 1}`);
-        })();
+      const newer = newerSchema(version, MIGRATIONS);
+      if (newer) throw new Error(`${newer}; use a newer svc-proxy`);
+      migrate(db, MIGRATIONS, version);
     } catch (e) {
       throw new SvcError(
         "usage",

@@ -1,3 +1,4 @@
+import { Database } from "bun:sqlite";
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { copyFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
@@ -249,6 +250,18 @@ describe("a witness of the notary log", () => {
     expect(svc("--database", join(dir, "nothing.db")).err).toContain("no such file");
     again.store.close();
     for (const s of [honest.store, cut.store]) await s.close();
+    // Files the witness must not take over: another program's database, and one of a newer build.
+    const other = new Database(join(dir, "other.db"));
+    other.run("CREATE TABLE t (x INTEGER); PRAGMA user_version = 1");
+    other.close();
+    expect(svc("--database", join(dir, "other.db")).err).toContain("it is not a witness database");
+    copyFileSync(join(dir, "cut.witness.db"), join(dir, "newer.witness.db"));
+    const newer = new Database(join(dir, "newer.witness.db"));
+    newer.run("PRAGMA user_version = 2");
+    newer.close();
+    const newerRefused = svc("--database", join(dir, "newer.witness.db"));
+    expect(newerRefused.code).not.toBe(0);
+    expect(newerRefused.err).toContain("schema version 2, newer than this build's 1; use a newer svc-proxy");
   });
 
   test("a forked log (a second database under the notary's SPIFFE ID) is refused: the same size with another root, and a larger log that does not extend the one held", async () => {

@@ -1,6 +1,7 @@
 import { Database, type Statement } from "bun:sqlite";
 import type { Packet } from "mqtt-packet";
 import { SvcError } from "../../../lib/errors.ts";
+import { migrate, newerSchema, schemaVersion } from "../../../lib/sqlite-schema.ts";
 import type { Logger } from "../../log.ts";
 import type { MqttVersion } from "../codec.ts";
 import { PacketReader } from "../reader.ts";
@@ -148,7 +149,7 @@ export class SqliteStore implements BufferStore {
           .map((r) => r.quick_check)
           .join("; ")}); it is left as it is: move it away to start with an empty buffer`,
       );
-    const version = (this.db.query("PRAGMA user_version").get() as { user_version: number }).user_version;
+    const version = schemaVersion(this.db);
     const app = (this.db.query("PRAGMA application_id").get() as { application_id: number }).application_id;
     const tables = (this.db.query("SELECT count(*) AS n FROM sqlite_master").get() as { n: number }).n;
     // A buffer's file carries its application_id from its first schema on; an empty file carries none.
@@ -162,10 +163,11 @@ export class SqliteStore implements BufferStore {
         "usage",
         `${field}: ${this.path} has schema version ${version}, which no svc-proxy writes; it is left as it is`,
       );
-    if (version > MIGRATIONS.length)
+    const newer = newerSchema(version, MIGRATIONS);
+    if (newer)
       throw new SvcError(
         "usage",
-        `${field}: ${this.path} has schema version ${version}, newer than this build's ${MIGRATIONS.length}; use a newer svc-proxy (the file is left as it is)`,
+        `${field}: ${this.path} has ${newer}; use a newer svc-proxy (the file is left as it is)`,
       );
     return version;
   }
@@ -176,11 +178,7 @@ export class SqliteStore implements BufferStore {
     this.db.run("PRAGMA synchronous = FULL");
     this.db.run("BEGIN EXCLUSIVE");
     this.db.run("COMMIT");
-    for (let v = version; v < MIGRATIONS.length; v++)
-      this.db.transaction(() => {
-        this.db.run(MIGRATIONS[v] as string);
-        this.db.run(`PRAGMA user_version = ${v + 1}`);
-      })();
+    migrate(this.db, MIGRATIONS, version);
   }
 
   /** Every session and message the file holds, each checked (a message decoded); throws at the first bad one. */
