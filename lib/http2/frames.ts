@@ -391,9 +391,16 @@ export class HeaderBlock implements Octets {
 }
 
 /**
+ * The most frames a header block may take: a block of the largest size allowed fits in fewer when its
+ * frames are full (128 KiB in 8 of 16,384 octets). nghttp2 allows 8 CONTINUATION frames.
+ */
+export const MAX_BLOCK_FRAMES = 32;
+
+/**
  * Collects header blocks (section 4.3): a HEADERS frame without END_HEADERS must be followed by
  * CONTINUATION frames of the same stream, and by nothing else, up to one with END_HEADERS. A block longer
- * than `maxBlock` octets is refused (a CONTINUATION flood) before it is all read.
+ * than `maxBlock` octets, or in more than MAX_BLOCK_FRAMES frames (empty or tiny CONTINUATION frames, each
+ * of which costs the reader more than its octets), is refused (a CONTINUATION flood) before it is all read.
  */
 export class HeaderBlocks {
   private stream = 0;
@@ -458,6 +465,8 @@ export class HeaderBlocks {
 
   private add(part: Uint8Array): void {
     this.count(part.length);
+    if (this.parts.length >= MAX_BLOCK_FRAMES)
+      throw new H2Error(ERROR.ENHANCE_YOUR_CALM, `a header block in more than ${MAX_BLOCK_FRAMES} frames`);
     this.parts.push(part);
   }
 
@@ -594,12 +603,15 @@ export function checkPriority(f: Frame): void {
     throw new H2Error(ERROR.PROTOCOL_ERROR, "a stream that depends on itself", f.stream);
 }
 
-/** Checks a DATA frame (section 6.1): on a stream, its padding shorter than its payload. */
-export function checkData(f: Frame): void {
+/**
+ * Checks a DATA frame (section 6.1): on a stream, its padding shorter than its payload. Returns the length
+ * of its data, without the padding.
+ */
+export function checkData(f: Frame): number {
   if (f.stream === 0) throw new H2Error(ERROR.PROTOCOL_ERROR, "DATA on stream 0");
-  if (f.flags & FLAG.PADDED) {
-    const pad = f.payload[0];
-    if (pad === undefined || pad >= f.payload.length)
-      throw new H2Error(ERROR.PROTOCOL_ERROR, "DATA padding as long as its payload");
-  }
+  if (!(f.flags & FLAG.PADDED)) return f.length;
+  const pad = f.payload[0];
+  if (pad === undefined || pad >= f.payload.length)
+    throw new H2Error(ERROR.PROTOCOL_ERROR, "DATA padding as long as its payload");
+  return f.length - 1 - pad;
 }

@@ -3,7 +3,10 @@
  * HTTP/2 relay applies it, and the same for what the target answers (responses and trailers). HTTP/2
  * has its own rules first (RFC 9113 section 8.2 and 8.3): names and values of the characters allowed
  * (invalidField), pseudo-header fields only the four a request has, each once, before the others, and
- * :method, :scheme and :path present; connection-specific fields (Connection, Keep-Alive, Proxy-Connection,
+ * :method, :scheme and :path present; :method a token and :path in origin form (or `*` for OPTIONS), as
+ * the HTTP/1.1 relay reads a request line; :scheme http or https; :authority without userinfo, and a Host
+ * that names the same; Content-Length values as the HTTP/1.1 relay reads them (the relay holds the body
+ * to that length); connection-specific fields (Connection, Keep-Alive, Proxy-Connection,
  * Transfer-Encoding, Upgrade) and a TE other than "trailers" make a request malformed, which the relay
  * refuses (a stream error, PROTOCOL_ERROR). Then the policy every path applies: a caller's Svc-Peer-ID in
  * any spelling never passes, nor do the other hop-by-hop fields; `te: trailers` is kept (gRPC needs it);
@@ -19,8 +22,13 @@ import {
   passesOn,
   REQUEST_ID_HEADER,
 } from "./headers.ts";
+import { requestLineAllows } from "./wire/request-framer.ts";
+import { type Fields, framing } from "./wire/wire.ts";
 
 const REQUEST_PSEUDO: ReadonlySet<string> = new Set([":method", ":scheme", ":authority", ":path"]);
+
+/** An authority of a URI (RFC 3986 section 3.2) without userinfo: host, and a port after a colon. */
+const AUTHORITY = /^[\w\-.~!$&'()*+,;=:[\]%]+$/;
 
 /**
  * Why a field breaks RFC 9113 section 8.2.1, which makes its message malformed, or undefined: a name must
@@ -66,12 +74,14 @@ export interface H2Additions {
 export function callerH2Fields(
   fields: readonly HeaderField[],
   add: H2Additions,
-): { fields: HeaderField[]; requestId: HeaderField } | { malformed: string } {
+): { fields: HeaderField[]; requestId: HeaderField; contentLength: number } | { malformed: string } {
   const out: HeaderField[] = [];
   const pseudo = new Map<string, string>();
   let regular = false;
   let prior: string | undefined;
   let requestId: HeaderField | undefined;
+  let host: string | undefined;
+  const lengths: Fields = [];
   for (const f of fields) {
     const name = f.name;
     const invalid = invalidField(name, f.value);
@@ -92,16 +102,45 @@ export function callerH2Fields(
       continue;
     }
     if (name === FORWARDED_FOR_HEADER) prior = prior === undefined ? f.value : `${prior}, ${f.value}`;
+    else if (name === "content-length") lengths.push([name, f.value]);
+    else if (name === "host") {
+      if (host !== undefined) return { malformed: "host twice" };
+      host = f.value;
+    }
     if (name === REQUEST_ID_HEADER) requestId ??= f;
     else if (passesOn(name, NO_TOKENS, true)) out.push(f);
   }
   const method = pseudo.get(":method");
   if (method === undefined) return { malformed: "no :method" };
   if (method === "CONNECT") return { malformed: "CONNECT is not supported by this listener" };
-  if (!pseudo.get(":scheme") || !pseudo.get(":path")) return { malformed: "no :scheme or no :path" };
+  const scheme = pseudo.get(":scheme");
+  const path = pseudo.get(":path");
+  if (!scheme || !path) return { malformed: "no :scheme or no :path" };
+  if (scheme !== "http" && scheme !== "https")
+    return { malformed: `:scheme ${JSON.stringify(scheme)} (http or https)` };
+  // Origin form, or * for OPTIONS (section 8.3.1); method and characters as an HTTP/1.1 request line.
+  if (!(path[0] === "/" || (path === "*" && method === "OPTIONS")) || !requestLineAllows(method, path))
+    return {
+      malformed: `:method ${JSON.stringify(method)} with :path ${JSON.stringify(path)} (a token, and a path starting with / in visible characters, or * for OPTIONS)`,
+    };
+  const authority = pseudo.get(":authority");
+  if (authority !== undefined) {
+    if (!AUTHORITY.test(authority))
+      return { malformed: `:authority ${JSON.stringify(authority)} (host[:port], without userinfo)` };
+    if (host !== undefined && host.toLowerCase() !== authority.toLowerCase())
+      return {
+        malformed: `host ${JSON.stringify(host)} differs from :authority ${JSON.stringify(authority)}`,
+      };
+  }
+  let contentLength = -1;
+  if (lengths.length > 0) {
+    const f = framing(lengths, { kind: "close" });
+    if ("error" in f) return { malformed: f.error };
+    contentLength = f.kind === "fixed" ? f.length : 0;
+  }
   if (add.peer) out.push({ name: PEER_ID_HEADER, value: add.peer });
   out.push({ name: FORWARDED_FOR_HEADER, value: forwardedFor(prior, add.remoteAddress) });
-  return { fields: out, requestId: requestId ?? add.newRequestId() };
+  return { fields: out, requestId: requestId ?? add.newRequestId(), contentLength };
 }
 
 /**

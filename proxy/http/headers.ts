@@ -22,6 +22,7 @@ const HOP_BY_HOP_NAMES = [
   "keep-alive",
   "proxy-connection",
   "proxy-authenticate",
+  "proxy-authentication-info",
   "proxy-authorization",
   "te",
   "trailer",

@@ -237,3 +237,23 @@ test("CONTINUATION frames that never end a header block: the proxy stops reading
   expect(await served()).toBe("ok");
   expect(proxy.proc.exitCode).toBeNull();
 });
+
+test("empty CONTINUATION frames that never end a header block: refused by their count, not left to grow", async () => {
+  // Empty frames add nothing to the block's size; each still costs the proxy its bookkeeping. 200,000 of
+  // them (1.8 MB) would be held until the idle timeout if only octets were counted.
+  const before = await endedCount("protocol_error");
+  await flood(
+    (function* () {
+      yield frame(1, 0, 1, GET);
+      yield* repeat(200_000, () => [frame(9, 0, 1, Buffer.alloc(0))]);
+    })(),
+    false,
+  );
+  const line = await waitForLog(proxy, "caller HTTP/2 connection ended", 10_000, {
+    detail: "a header block in more than 32 frames",
+  });
+  expect(line).toMatchObject({ level: "warn", reason: "protocol_error" });
+  expect(await endedCount("protocol_error")).toBe(before + 1);
+  expect(await served()).toBe("ok");
+  expect(proxy.proc.exitCode).toBeNull();
+});

@@ -6,7 +6,6 @@ import {
   ERROR,
   FLAG,
   FRAME,
-  type Frame,
   FrameReader,
   headerFrames,
   readSettings,
@@ -14,8 +13,9 @@ import {
   SETTING,
   settingsFrame,
 } from "../../lib/http2/frames.ts";
-import { type HeaderField, HpackDecoder, HpackEncoder } from "../../lib/http2/hpack.ts";
+import { type HeaderField, HpackEncoder } from "../../lib/http2/hpack.ts";
 import { type DevApi, startProdApis, tempDir } from "../support/dev-api.ts";
+import { RawCaller } from "../support/h2-raw-caller.ts";
 import { startHttp2Pair } from "../support/http2-pair.ts";
 import { stopAll } from "../support/proc.ts";
 import { waitUntil } from "../support/wait.ts";
@@ -92,115 +92,13 @@ afterAll(async () => {
   await stopAll();
 });
 
-/** A caller writing raw frames and reading the proxy's, with header blocks decoded. */
 /** A HEADERS frame's priority (PRIORITY flag) that makes stream 1 depend on itself, weight 16. */
 const ON_ITSELF = Buffer.from([0, 0, 0, 1, 16]);
-
-class RawCaller {
-  readonly frames: Frame[] = [];
-  readonly headers = new Map<number, HeaderField[][]>();
-  closed = false;
-  private readonly socket: net.Socket;
-  private readonly reader = new FrameReader(16_384);
-  private readonly decoder = new HpackDecoder();
-  readonly encoder: HpackEncoder;
-
-  /** `literalNames`: fields the caller never indexes (sent as literals not indexed, as a gRPC ID is). */
-  constructor(settings: [number, number][] = [], port = clientPort, literalNames: string[] = []) {
-    this.encoder = new HpackEncoder({ literalNames: new Set(literalNames) });
-    this.socket = net.connect(port, "127.0.0.1");
-    this.socket.on("error", () => {});
-    this.socket.on("close", () => {
-      this.closed = true;
-    });
-    this.socket.on("data", (d: Buffer) => {
-      for (const f of this.reader.push(d)) {
-        this.frames.push(f);
-        if (f.type === FRAME.HEADERS) {
-          const list = this.headers.get(f.stream) ?? [];
-          list.push(this.decoder.decode(f.payload));
-          this.headers.set(f.stream, list);
-        }
-      }
-    });
-    const payload = Buffer.alloc(settings.length * 6);
-    settings.forEach(([id, value], i) => {
-      payload.writeUInt16BE(id, i * 6);
-      payload.writeUInt32BE(value, i * 6 + 2);
-    });
-    this.socket.write("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
-    this.write(FRAME.SETTINGS, 0, 0, payload);
-  }
-
-  write(type: number, flags: number, stream: number, payload: Uint8Array): void {
-    this.socket.write(RawCaller.bytes(type, flags, stream, payload));
-  }
-
-  /** A frame's bytes. */
-  static bytes(type: number, flags: number, stream: number, payload: Uint8Array): Buffer {
-    const head = Buffer.alloc(9);
-    head.writeUIntBE(payload.length, 0, 3);
-    head[3] = type;
-    head[4] = flags;
-    head.writeUInt32BE(stream, 5);
-    return Buffer.concat([head, payload]);
-  }
-
-  /** Frames written together, in one write (so that the proxy reads them in one chunk). */
-  together(frames: Buffer[]): void {
-    this.socket.write(Buffer.concat(frames));
-  }
-
-  /** A request's HEADERS frame (one frame, END_HEADERS), with END_STREAM unless `open`. */
-  requestFrame(
-    stream: number,
-    fields: HeaderField[],
-    open = false,
-    flags = 0,
-    prefix = Buffer.alloc(0),
-  ): Buffer {
-    const block = this.encoder.encode([
-      { name: ":method", value: "GET" },
-      { name: ":scheme", value: "http" },
-      { name: ":authority", value: "x" },
-      ...fields,
-    ]);
-    const all = FLAG.END_HEADERS | (open ? 0 : FLAG.END_STREAM) | flags;
-    return RawCaller.bytes(FRAME.HEADERS, all, stream, Buffer.concat([prefix, block]));
-  }
-
-  /** A request's HEADERS (one frame, END_HEADERS), with END_STREAM unless `open`. */
-  request(stream: number, fields: HeaderField[], open = false): void {
-    this.socket.write(this.requestFrame(stream, fields, open));
-  }
-
-  async frame(what: string, match: (f: Frame) => boolean): Promise<Frame> {
-    await waitUntil(what, () => this.frames.some(match), 10_000);
-    return this.frames.find(match) as Frame;
-  }
-
-  /** The status the proxy or target answered on `stream`. */
-  async status(stream: number): Promise<string> {
-    await waitUntil(`the answer on stream ${stream}`, () => this.headers.has(stream), 10_000);
-    return this.headers.get(stream)?.[0]?.find((f) => f.name === ":status")?.value ?? "";
-  }
-
-  rst(stream: number): Promise<number> {
-    return this.frame(
-      `RST_STREAM on ${stream}`,
-      (f) => f.type === FRAME.RST_STREAM && f.stream === stream,
-    ).then((f) => Buffer.from(f.payload).readUInt32BE(0));
-  }
-
-  close(): void {
-    this.socket.destroy();
-  }
-}
 
 describe("SETTINGS pass end to end", () => {
   test("the caller's initial window reaches the target, the target's window and stream limit the caller", async () => {
     targetSettings = undefined;
-    const c = new RawCaller([[SETTING.INITIAL_WINDOW_SIZE, 1_000_000]]);
+    const c = new RawCaller(clientPort, [[SETTING.INITIAL_WINDOW_SIZE, 1_000_000]]);
     await waitUntil(
       "the target's view of the caller's window",
       () => targetSettings?.initialWindowSize === 1_000_000,
@@ -234,7 +132,7 @@ describe("SETTINGS pass end to end", () => {
 
 describe("per stream, the connection going on", () => {
   test("a stream the target resets is reset for the caller with the target's code", async () => {
-    const c = new RawCaller([], resettingPort);
+    const c = new RawCaller(resettingPort);
     c.request(1, [{ name: ":path", value: "/" }]);
     expect(await c.status(1)).toBe("200");
     expect(await c.rst(1)).toBe(ERROR.INTERNAL_ERROR);
@@ -244,7 +142,7 @@ describe("per stream, the connection going on", () => {
   });
 
   test("a request with a connection-specific field is malformed: RST_STREAM PROTOCOL_ERROR", async () => {
-    const c = new RawCaller();
+    const c = new RawCaller(clientPort);
     c.request(1, [
       { name: ":path", value: "/" },
       { name: "connection", value: "close" },
@@ -258,7 +156,7 @@ describe("per stream, the connection going on", () => {
   test("a field value with CR LF (or an ID with one, after calls served from the cache) is malformed", async () => {
     // A value with CR LF would be two fields to an HTTP/1.1 hop behind the target (RFC 9113 8.2.1). The
     // caller sends its IDs as literals not indexed, so that alike heads are served from the cache.
-    const c = new RawCaller([], clientPort, ["x-request-id"]);
+    const c = new RawCaller(clientPort, [], ["x-request-id"]);
     c.request(1, [
       { name: ":path", value: "/" },
       { name: "x-a", value: "1\r\nsvc-peer-id: spiffe://example.org/forged" },
@@ -281,7 +179,7 @@ describe("per stream, the connection going on", () => {
   });
 
   test("a stream error does not drop the frames read with it: the next stream in the same chunk is served", async () => {
-    const c = new RawCaller();
+    const c = new RawCaller(clientPort);
     // Stream 1 depends on itself (a stream error); stream 3, in the same write, adds to the caller's
     // HPACK table, which stream 5 then indexes: all of it must be read.
     c.together([
@@ -302,7 +200,7 @@ describe("per stream, the connection going on", () => {
   });
 
   test("a stream that depends on itself is ended at once: its DATA after it is dropped, not an idle stream's", async () => {
-    const c = new RawCaller();
+    const c = new RawCaller(clientPort);
     c.together([
       c.requestFrame(1, [{ name: ":path", value: "/" }], true, FLAG.PRIORITY, ON_ITSELF),
       RawCaller.bytes(FRAME.DATA, FLAG.END_STREAM, 1, Buffer.from("late")),
@@ -317,7 +215,7 @@ describe("per stream, the connection going on", () => {
   });
 
   test("a caller's Svc-Peer-ID never reaches the target", async () => {
-    const c = new RawCaller();
+    const c = new RawCaller(clientPort);
     c.request(1, [
       { name: ":path", value: "/" },
       { name: "svc-peer-id", value: "spiffe://example.org/forged" },
@@ -333,7 +231,7 @@ describe("per stream, the connection going on", () => {
   test("request IDs through both hops: the caller's kept wherever it is in the block, else a new one per call", async () => {
     // Alike requests are served from each hop's request head cache after the first ones
     // (proxy/http/h2relay/request-cache.ts); each must still carry its own ID.
-    const c = new RawCaller();
+    const c = new RawCaller(clientPort);
     let stream = -1;
     /** One request on the next stream: the X-Request-Id the target saw. */
     const seen = async (fields: HeaderField[]): Promise<string> => {
@@ -356,7 +254,7 @@ describe("per stream, the connection going on", () => {
   });
 
   test("an HPACK bomb (one large table entry named 20 times) is refused with 431 while decoding", async () => {
-    const c = new RawCaller();
+    const c = new RawCaller(clientPort);
     // Stream 1 puts a 4,000-octet value in the table; stream 3 names it 20 times, 80,000 octets decoded
     // from a block of about 20.
     c.request(1, [
@@ -373,7 +271,7 @@ describe("per stream, the connection going on", () => {
   });
 
   test("streams beyond the limit of 100 are refused (REFUSED_STREAM), the others served", async () => {
-    const c = new RawCaller();
+    const c = new RawCaller(clientPort);
     for (let i = 0; i < 101; i++) c.request(2 * i + 1, [{ name: ":path", value: "/hold" }], true);
     expect(await c.rst(201)).toBe(ERROR.REFUSED_STREAM);
     c.close();

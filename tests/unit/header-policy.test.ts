@@ -88,6 +88,7 @@ const requests: Row[] = [
     "Keep-Alive",
     "Proxy-Connection",
     "Proxy-Authenticate",
+    "Proxy-Authentication-Info",
     "Proxy-Authorization",
     "Trailer",
     "Upgrade",
@@ -413,7 +414,8 @@ test("connectionTokens: one reading of Connection for every path", () => {
 });
 
 describe("HTTP/2 callers: RFC 9113's own rules come first (h2-fields.ts)", () => {
-  const base = [
+  type Field = { name: string; value: string };
+  const base: [Field, Field, Field, Field] = [
     { name: ":method", value: "POST" },
     { name: ":scheme", value: "https" },
     { name: ":path", value: "/svc.Echo/Say" },
@@ -425,7 +427,7 @@ describe("HTTP/2 callers: RFC 9113's own rules come first (h2-fields.ts)", () =>
       newRequestId: () => ({ name: "x-request-id", value: NEW_ID }),
       remoteAddress: REMOTE,
     });
-  test.each([
+  test.each<[string, Field[], string]>([
     ["a name in upper case", [...base, { name: "X-A", value: "1" }], "not in lower case"],
     [
       "a pseudo-header after a regular field",
@@ -460,9 +462,72 @@ describe("HTTP/2 callers: RFC 9113's own rules come first (h2-fields.ts)", () =>
       ],
       "CONNECT",
     ],
+    ...[
+      ["a :path without its slash", "POST", "svc.Echo/Say"],
+      ["* for a method other than OPTIONS", "GET", "*"],
+      ["a :path in absolute form", "GET", "http://other/x"],
+      ["a :path with a space", "GET", "/a b"],
+      ["a :path with a control character", "GET", "/a\u0001b"],
+      ["a :path with DEL", "GET", "/a\u007fb"],
+      ["a :method with a space", "G T", "/"],
+      ["a :method with a slash", "GET/", "/"],
+    ].map(([what, method, path]): [string, Field[], string] => [
+      what as string,
+      [
+        { name: ":method", value: method as string },
+        base[1],
+        { name: ":path", value: path as string },
+        base[3],
+      ],
+      ":path",
+    ]),
+    [
+      "a :scheme other than http or https",
+      [base[0], { name: ":scheme", value: "ftp" }, ...base.slice(2)],
+      ":scheme",
+    ],
+    [
+      "an :authority with userinfo",
+      [...base.slice(0, 3), { name: ":authority", value: "user:pw@api" }],
+      "userinfo",
+    ],
+    ["an :authority with a path", [...base.slice(0, 3), { name: ":authority", value: "api/x" }], "userinfo"],
+    ["a host other than :authority", [...base, { name: "host", value: "other" }], "differs from :authority"],
+    [
+      "host twice",
+      [...base.slice(0, 3), { name: "host", value: "a" }, { name: "host", value: "b" }],
+      "host twice",
+    ],
+    [
+      "a content-length that is no number",
+      [...base, { name: "content-length", value: "5x" }],
+      "Content-Length",
+    ],
+    [
+      "content-length values that differ",
+      [...base, { name: "content-length", value: "5" }, { name: "content-length", value: "6" }],
+      "Content-Length",
+    ],
   ])("%s is malformed", (_, fields, why) => {
     const r = check(fields as { name: string; value: string }[]);
     expect("malformed" in r ? r.malformed : r).toContain(why);
+  });
+  test("the target forms RFC 9113 allows pass: OPTIONS *, a query, octets past ASCII; a host like :authority; the content length is read", () => {
+    const ok = (fields: { name: string; value: string }[]) => {
+      const r = check(fields);
+      if ("malformed" in r) throw new Error(r.malformed);
+      return r;
+    };
+    ok([{ name: ":method", value: "OPTIONS" }, base[1], { name: ":path", value: "*" }, base[3]]);
+    ok([base[0], base[1], { name: ":path", value: "/a?b=c&d=%20#x\u00e9" }, base[3]]);
+    ok([base[0], base[1], base[2], { name: ":authority", value: "[::1]:8443" }]);
+    ok([base[0], base[1], base[2], { name: "host", value: "api.example:80" }]);
+    expect(ok([...base, { name: "host", value: "API" }]).contentLength).toBe(-1);
+    expect(ok([...base, { name: "content-length", value: "0" }]).contentLength).toBe(0);
+    expect(
+      ok([...base, { name: "content-length", value: "12" }, { name: "content-length", value: "12" }])
+        .contentLength,
+    ).toBe(12);
   });
   test("values with inner spaces, tabs and any other octet pass; an empty value passes", () => {
     const r = check([...base, { name: "x-a", value: "a\tb c\u00ff\u0001" }, { name: "x-b", value: "" }]);
@@ -496,6 +561,7 @@ describe("HTTP/2 callers: RFC 9113's own rules come first (h2-fields.ts)", () =>
     ]);
     expect(r).toEqual({
       requestId: { name: "x-request-id", value: "id-from-the-caller" },
+      contentLength: -1,
       fields: [
         ...base,
         { name: "te", value: "trailers" },

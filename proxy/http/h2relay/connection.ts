@@ -88,6 +88,7 @@ const MAX_SKIPPED = 64;
 const MAX_FRAME = 16_384;
 /** Fields whose values differ in every message: sent as literals, so that they do not crowd the table. */
 const UNIQUE_PER_MESSAGE: ReadonlySet<string> = new Set([REQUEST_ID_HEADER]);
+const SHORT_BODY = "a request ended short of its content-length";
 
 interface Stream {
   id: number;
@@ -99,6 +100,8 @@ interface Stream {
   status: number;
   bytesIn: number;
   bytesOut: number;
+  /** What is left of the request's Content-Length (-1: none given); DATA beyond it, or short of it, is malformed. */
+  bodyLeft: number;
   /** The caller ended its side (END_STREAM). */
   callerEnded: boolean;
   /** The target ended its side (END_STREAM). */
@@ -161,6 +164,8 @@ export class H2Relay {
   private callerPaused = false;
   private targetPaused = false;
   private lastActive = Date.now();
+  /** When the caller's open header block must have ended (while callerBlocks.open). */
+  private blockDeadline = 0;
   /** When the caller's verified certificate chain, or the target connection's, stops being valid. */
   private validUntil: number;
   /**
@@ -249,18 +254,37 @@ export class H2Relay {
       this.callerHeaders(block);
       return;
     }
-    if (f.type === FRAME.HEADERS || f.type === FRAME.CONTINUATION) return;
+    if (f.type === FRAME.HEADERS) {
+      // A head is a request's: the block must end within timeouts.read, like the rest of the request.
+      this.blockDeadline = this.now + this.ctx.timeouts.readMs;
+      this.deadline = Math.min(this.deadline, this.blockDeadline);
+      return;
+    }
+    if (f.type === FRAME.CONTINUATION) return;
     switch (f.type) {
       case FRAME.DATA: {
-        checkData(f);
+        const n = checkData(f);
         const s = this.streams.get(f.stream);
         if (!s || s.callerEnded) {
           this.strayFromCaller(f);
           return;
         }
+        const end = (f.flags & FLAG.END_STREAM) !== 0;
+        if (s.bodyLeft >= 0) {
+          s.bodyLeft -= n;
+          if (s.bodyLeft < 0 || (end && s.bodyLeft > 0)) {
+            // Not passed on (section 8.1.1): the credit it took is returned, the stream reset both ways.
+            if (f.length > 0) this.sendCaller(windowUpdate(0, f.length));
+            throw new H2Error(
+              ERROR.PROTOCOL_ERROR,
+              "DATA that does not match the request's content-length",
+              s.id,
+            );
+          }
+        }
         s.bytesIn += f.length;
         this.passToTarget(f);
-        if (f.flags & FLAG.END_STREAM) this.callerEnded(s);
+        if (end) this.callerEnded(s);
         return;
       }
       case FRAME.RST_STREAM: {
@@ -318,9 +342,12 @@ export class H2Relay {
     }
   }
 
-  /** A frame on a stream the caller never opened (section 5.1: idle) is a connection error. */
+  /**
+   * A frame on a stream the caller never opened (section 5.1: idle) is a connection error: above its last
+   * stream, or even (a server's, and the proxy opens none toward the caller).
+   */
   private idleStream(f: Frame): void {
-    if (f.stream > this.lastStream)
+    if (f.stream > this.lastStream || f.stream % 2 === 0)
       throw new H2Error(ERROR.PROTOCOL_ERROR, `frame type ${f.type} on idle stream ${f.stream}`);
   }
 
@@ -368,6 +395,7 @@ export class H2Relay {
         throw new H2Error(ERROR.PROTOCOL_ERROR, "a stream that depends on itself", id);
       if (open.callerEnded) throw new H2Error(ERROR.STREAM_CLOSED, "HEADERS after END_STREAM", id);
       if (!endStream) throw new H2Error(ERROR.PROTOCOL_ERROR, "a second header block without END_STREAM", id);
+      if (open.bodyLeft > 0) throw new H2Error(ERROR.PROTOCOL_ERROR, SHORT_BODY, id);
       const all = kept ? [...kept.decoded, ...(kept.last ? [kept.last] : [])] : fields;
       const t =
         tooLarge || !all ? { malformed: "trailers over the size allowed" } : trailerH2Fields(all, true);
@@ -412,6 +440,7 @@ export class H2Relay {
       status: 0,
       bytesIn: 0,
       bytesOut: 0,
+      bodyLeft: -1,
       callerEnded: false,
       targetEnded: false,
       deadline: this.now + this.ctx.timeouts.readMs,
@@ -430,21 +459,28 @@ export class H2Relay {
     if (kept) {
       request = kept.kept;
       requestId = kept.requestId ?? this.newRequestId();
+      if (endStream && request.contentLength > 0) {
+        this.malformedRequest(id, endStream, SHORT_BODY);
+        return;
+      }
     } else {
       const policy = callerH2Fields(fields as readonly HeaderField[], {
         peer: this.peer?.id.uri,
         newRequestId: this.newRequestId,
         remoteAddress: this.socket.remoteAddress,
       });
-      if ("malformed" in policy) {
-        this.ctx.log.debug("request refused", { status: 400, reason: policy.malformed, stream: id });
-        this.ctx.events?.request(400, 0, 0, 0);
-        this.dropCaller(id, endStream);
-        this.sendCaller(rstStream(id, ERROR.PROTOCOL_ERROR));
+      // Refused before it is encoded: the target's table must not change for a block it never gets.
+      if ("malformed" in policy || (endStream && policy.contentLength > 0)) {
+        this.malformedRequest(id, endStream, "malformed" in policy ? policy.malformed : SHORT_BODY);
         return;
       }
       const encoderBefore = this.toTarget.changes;
-      request = { out: this.toTarget.encode(policy.fields), method: "", path: "" };
+      request = {
+        out: this.toTarget.encode(policy.fields),
+        method: "",
+        path: "",
+        contentLength: policy.contentLength,
+      };
       if (this.ctx.debug)
         for (const f of policy.fields)
           if (f.name === ":method") request.method = f.value;
@@ -456,6 +492,7 @@ export class H2Relay {
     s.requestId = requestId.value;
     s.method = request.method;
     s.path = request.path;
+    s.bodyLeft = request.contentLength;
     this.streams.set(id, s);
     this.lastForwarded = id;
     this.lastActive = this.now;
@@ -470,6 +507,14 @@ export class H2Relay {
       this.toTarget.encodeLiteral(requestId),
     );
     if (endStream) this.callerEnded(s);
+  }
+
+  /** A request the policy refuses (RST_STREAM PROTOCOL_ERROR, counted as 400): the target never sees it. */
+  private malformedRequest(id: number, endStream: boolean, reason: string): void {
+    this.ctx.log.debug("request refused", { status: 400, reason, stream: id });
+    this.ctx.events?.request(400, 0, 0, 0);
+    this.dropCaller(id, endStream);
+    this.sendCaller(rstStream(id, ERROR.PROTOCOL_ERROR));
   }
 
   /** The X-Request-Id of a request that came without one. */
@@ -622,12 +667,16 @@ export class H2Relay {
       case FRAME.RST_STREAM: {
         const code = readRstStream(f);
         if (this.dropFromTarget.delete(f.stream)) return;
-        this.passToCaller(f);
         const s = this.streams.get(f.stream);
-        if (!s) return;
+        if (!s) return; // a stream over for the caller already: a second reset would be an error there
+        this.passToCaller(f);
         this.remember(this.dropFromCaller, f.stream);
         this.ctx.log.debug("stream reset by the target", { request_id: s.requestId, code });
         this.end(s, s.status || 502);
+        // A caller can make a target reset its streams (a WINDOW_UPDATE past 2^31-1, say) and open new
+        // ones while the target's work for them goes on: a reset before the answer ended counts as the
+        // caller's own. One after it (NO_ERROR, the request no longer needed) does not.
+        if (!s.targetEnded) this.countReset();
         return;
       }
       case FRAME.WINDOW_UPDATE:
@@ -919,12 +968,15 @@ export class H2Relay {
     this.endBoth(err.code);
   }
 
-  /** One more stream reset at the target for the caller (rapid reset, or its errors on open streams). */
+  /**
+   * One more stream reset before its end, for the caller: by the caller (rapid reset), by the proxy for
+   * its errors on open streams, or by the target (what the caller sent may have made it).
+   */
   private countReset(): void {
     if (!this.resets.take())
       this.abuse(
         "rapid_reset",
-        `more than ${RESET_BURST} streams reset by the caller or for its errors (${RESET_RATE} a second)`,
+        `more than ${RESET_BURST} streams reset before their end, by the caller, for its errors or by the target (${RESET_RATE} a second)`,
       );
   }
 
@@ -952,8 +1004,9 @@ export class H2Relay {
     }
     this.sendTarget(goAway(0, ERROR.NO_ERROR));
     this.targetOut?.flush();
-    this.target?.end();
+    // Closing first: the target's close may be reported at once, and must not answer the caller again.
     this.closeSoon(code === ERROR.ENHANCE_YOUR_CALM);
+    this.target?.end();
   }
 
   /**
@@ -971,8 +1024,8 @@ export class H2Relay {
 
   private closeWhenDone(): void {
     if (this.streams.size === 0) {
-      this.target?.end();
       this.closeSoon();
+      this.target?.end();
     }
   }
 
@@ -996,7 +1049,17 @@ export class H2Relay {
       this.flushBoth();
       return;
     }
-    let next = Number.POSITIVE_INFINITY;
+    if (this.callerBlocks.open && now >= this.blockDeadline) {
+      // The table it was to be decoded with cannot be used without the rest: the connection ends.
+      this.ctx.log.debug("caller HTTP/2 connection closed", {
+        reason: `a header block not ended within ${this.ctx.timeouts.readMs} ms`,
+        remote: this.socket.remoteAddress,
+      });
+      this.endBoth(ERROR.PROTOCOL_ERROR);
+      this.flushBoth();
+      return;
+    }
+    let next = this.callerBlocks.open ? this.blockDeadline : Number.POSITIVE_INFINITY;
     for (const s of [...this.streams.values()]) {
       if (now < s.deadline) {
         next = Math.min(next, s.deadline);
@@ -1007,7 +1070,19 @@ export class H2Relay {
         : requestTimedOut(this.ctx.timeouts);
       this.sendTarget(rstStream(s.id, ERROR.CANCEL));
       this.remember(this.dropFromTarget, s.id);
-      this.answer(s, t.status, t.message, s.callerEnded);
+      if (s.status === 0) {
+        this.answer(s, t.status, t.message, s.callerEnded);
+        continue;
+      }
+      // The response has begun, so only a reset can end it (RFC 9113 section 8.1): NO_ERROR when the
+      // target had answered in full and the request was never finished, CANCEL when the answer was cut.
+      this.ctx.log.debug("stream reset after its response began", {
+        request_id: s.requestId,
+        reason: t.message,
+      });
+      this.sendCaller(rstStream(s.id, s.targetEnded ? ERROR.NO_ERROR : ERROR.CANCEL));
+      this.dropCaller(s.id, s.callerEnded);
+      this.end(s, s.status);
     }
     if (this.streams.size === 0) {
       if (now >= this.idleDeadline()) {

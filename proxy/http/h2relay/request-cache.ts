@@ -28,6 +28,8 @@ export interface KeptRequest {
   out: Uint8Array;
   method: string;
   path: string;
+  /** The request's Content-Length (-1: none). */
+  contentLength: number;
 }
 
 /**
@@ -99,7 +101,7 @@ export class RequestCache {
 
   /** The answer for a block served from the cache: one object, valid until the next look-up. */
   private readonly hit: Extract<Lookup, { kept: KeptRequest }> = {
-    kept: { out: new Uint8Array(0), method: "", path: "" },
+    kept: { out: new Uint8Array(0), method: "", path: "", contentLength: -1 },
     requestId: undefined,
     decoded: [],
     last: undefined,

@@ -73,6 +73,10 @@ export type FramerEvent = Event<RequestHead> | BodyEvent;
 const REQUEST_LINE =
   /^([!#$%&'*+\-.^_`|~0-9A-Za-z]+) ((?:\/|https?:\/\/)[\x21-\x7e\x80-\xff]*|[\w.\-[\]:]+:\d{1,5}|\*) (HTTP\/1\.[01])$/;
 
+/** Whether a request line of `method` and `target` is one this reader accepts (the HTTP/2 relay's rule too). */
+export const requestLineAllows = (method: string, target: string): boolean =>
+  REQUEST_LINE.test(`${method} ${target} HTTP/1.1`);
+
 export class RequestFramer extends MessageFramer<RequestHead> {
   private readonly parts = emptyParts();
 
