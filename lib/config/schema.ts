@@ -3,26 +3,34 @@
  * values are kept as written and compared case-insensitively.
  */
 import * as v from "valibot";
+import { MAX_LABEL_VALUE, PART_SYNTAX } from "../kube/mls.ts";
 
 const text = (what: string) =>
   v.pipe(v.string(`${what} must be a string`), v.nonEmpty(`${what} must not be empty`));
 
 /**
- * What each part of a compartment may be: what a compartment label `<COUNTRY>-<SENSITIVITY>-<COMPARTMENT>`
- * can carry and the cluster's rules read (lib/kube/clearance.ts), any case. One rule for the file, `svc
- * context create` and the SVC_* variables.
+ * What each part of a compartment may be: the grammar the cluster's rules read (lib/kube/mls.ts
+ * PART_SYNTAX). One rule for the file, `svc context create` and the SVC_* variables. A compartment is at
+ * most as long as leaves its label (`US-TS-…`) within a label value's 63 characters.
  */
-export const PARTS = {
-  country: { pattern: /^[A-Za-z]{2,3}$/, allowed: "2 or 3 letters, such as US, UK, AUS" },
-  sensitivity: { pattern: /^(TS|S|C|U)$/i, allowed: "U, C, S or TS" },
-  compartment: { pattern: /^[A-Za-z0-9]+$/, allowed: "letters and digits" },
+const MAX_COMPARTMENT = MAX_LABEL_VALUE - "USA-TS-".length;
+const PARTS = {
+  country: { syntax: PART_SYNTAX.country, allowed: "2 or 3 letters, such as US, UK, AUS" },
+  sensitivity: { syntax: PART_SYNTAX.sensitivity, allowed: "U, C, S or TS" },
+  compartment: {
+    syntax: PART_SYNTAX.compartment,
+    allowed: `letters and digits, with _ . - between them, at most ${MAX_COMPARTMENT} characters`,
+  },
 } as const;
 export type Part = keyof typeof PARTS;
+const PATTERNS = Object.fromEntries(
+  Object.entries(PARTS).map(([part, { syntax }]) => [part, new RegExp(`^(?:${syntax})$`)]),
+) as Record<Part, RegExp>;
 
 /** Why `value` cannot be that part of a compartment, or undefined when it can. */
 export function partProblem(part: Part, value: string): string | undefined {
-  const { pattern, allowed } = PARTS[part];
-  return pattern.test(value) ? undefined : `${JSON.stringify(value)} is not a ${part} (allowed: ${allowed})`;
+  const fits = PATTERNS[part].test(value) && (part !== "compartment" || value.length <= MAX_COMPARTMENT);
+  return fits ? undefined : `${JSON.stringify(value)} is not a ${part} (allowed: ${PARTS[part].allowed})`;
 }
 
 const part = (name: Part) =>

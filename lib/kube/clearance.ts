@@ -12,6 +12,7 @@ import {
   type Compartment,
   LEVEL_ANNOTATION,
   type Marks,
+  PART_SYNTAX,
 } from "./mls.ts";
 
 export const SENSITIVITY_ORDER = ["u", "c", "s", "ts"] as const;
@@ -23,7 +24,10 @@ export interface Clearances {
   compartments: string[];
 }
 
-const LABEL = /^([A-Za-z]{2,3})-(TS|S|C|U|ts|s|c|u)-([A-Za-z0-9](?:[A-Za-z0-9_.-]*[A-Za-z0-9])?)$/;
+const { country: COUNTRY, sensitivity: SENSITIVITY, compartment: COMPARTMENT } = PART_SYNTAX;
+const LABEL = new RegExp(`^(${COUNTRY})-(${SENSITIVITY})-(${COMPARTMENT})$`);
+const LEVEL_NOTE = new RegExp(`^(${COUNTRY}):(${SENSITIVITY})$`);
+const COMPARTMENT_NOTE = new RegExp(`^(${COUNTRY}):(${COMPARTMENT})$`);
 
 /** `US-TS-ALPHA` → its parts (lower case); undefined when the value does not have that shape. */
 export function parseCompartmentLabel(value: string): Compartment | undefined {
@@ -71,14 +75,14 @@ export function spokenGroups(reason: string): string[] | undefined {
  * undefined when the value has another shape.
  */
 export function parseLevelNote(value: string): Partial<Compartment> | undefined {
-  const m = /^([A-Za-z]{2,3}):(TS|S|C|U|ts|s|c|u)$/.exec(value);
+  const m = LEVEL_NOTE.exec(value);
   return m
     ? { country: (m[1] as string).toLowerCase(), sensitivity: (m[2] as string).toLowerCase() }
     : undefined;
 }
 
 export function parseCompartmentNote(value: string): Partial<Compartment> | undefined {
-  const m = /^([A-Za-z]{2,3}):([A-Za-z0-9](?:[A-Za-z0-9_.-]*[A-Za-z0-9])?)$/.exec(value);
+  const m = COMPARTMENT_NOTE.exec(value);
   return m
     ? { country: (m[1] as string).toLowerCase(), compartment: (m[2] as string).toLowerCase() }
     : undefined;

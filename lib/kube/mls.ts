@@ -15,6 +15,21 @@ export const COMPARTMENT_ANNOTATION = `${MLS_ANNOTATION_PREFIX}compartment`;
 export const isMarkLabel = (key: string) => key === COMPARTMENT_LABEL;
 export const isMarkAnnotation = (key: string) => key.startsWith(MLS_ANNOTATION_PREFIX);
 
+/**
+ * The grammar of each part, as regular expression source (any case is read as lower case): what a label
+ * value can carry (letters, digits, and `_ . -` inside). The cluster's admission policy
+ * (deploy/admission/base/policy.yaml) spells the same in its CEL; tests/unit/compartment-marks.test.ts
+ * holds the two to each other.
+ */
+export const PART_SYNTAX = {
+  country: "[A-Za-z]{2,3}",
+  sensitivity: "TS|S|C|U|ts|s|c|u",
+  compartment: "[A-Za-z0-9](?:[A-Za-z0-9_.-]*[A-Za-z0-9])?",
+} as const;
+
+/** The longest label value Kubernetes takes: a compartment label `US-TS-…` must fit it. */
+export const MAX_LABEL_VALUE = 63;
+
 /** A compartment's three parts. */
 export interface Compartment {
   country: string;

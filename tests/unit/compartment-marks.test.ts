@@ -1,5 +1,9 @@
 import { describe, expect, test } from "bun:test";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
 import { readLine } from "../../cmd/svc/line.ts";
+import { partProblem } from "../../lib/config/schema.ts";
+import { parseCompartmentLabel } from "../../lib/kube/clearance.ts";
 import {
   changedMarks,
   foreignCompartments,
@@ -8,6 +12,7 @@ import {
   marksOf,
   parsePatch,
 } from "../../lib/kube/marks.ts";
+import { PART_SYNTAX } from "../../lib/kube/mls.ts";
 import { isNodeRef, podSelector, podTargets } from "../../lib/kube/pod-targets.ts";
 
 const CUR = "US-TS-ALPHA";
@@ -166,5 +171,36 @@ describe("what pod commands reach", () => {
     expect(podSelector({ kind: "Service", spec: {} })).toBeUndefined();
     expect(podSelector({ kind: "Deployment", spec: { selector: {} } })).toBeUndefined();
     expect(podSelector({ kind: "CronJob", spec: {} })).toBeUndefined();
+  });
+});
+
+describe("one grammar of a compartment's parts: svc's configuration, its parsers and the cluster's policy", () => {
+  const policy = readFileSync(join(import.meta.dir, "../../deploy/admission/base/policy.yaml"), "utf8");
+  test("the policy's CEL spells each part as PART_SYNTAX does", () => {
+    // The CEL writes the compartment's optional tail as a plain group, RE2 has no (?:…).
+    const cel = (s: string) => s.replaceAll("(?:", "(");
+    const { country, sensitivity, compartment } = PART_SYNTAX;
+    expect(policy).toContain(`compartment=${cel(country)}-(${sensitivity})-${cel(compartment)}$`);
+    expect(policy).toContain(`level=${cel(country)}:(${sensitivity})$`);
+    expect(policy).toContain(`compartment=${cel(country)}:${cel(compartment)}$`);
+  });
+  test.each([
+    ["RED-TEAM", true],
+    ["a.b_c", true],
+    ["X", true],
+    ["x".repeat(56), true],
+    ["x".repeat(57), false],
+    ["-lead", false],
+    ["trail.", false],
+    ["sp ace", false],
+    ["é", false],
+  ])("compartment %p: configurable %p, and a label of it read back alike", (value, ok) => {
+    expect(partProblem("compartment", value) === undefined).toBe(ok);
+    if (ok) expect(parseCompartmentLabel(`US-TS-${value}`)?.compartment).toBe(value.toLowerCase());
+    else if (value.length < 57) expect(parseCompartmentLabel(`US-TS-${value}`)).toBeUndefined();
+  });
+  test("sensitivities in one case, as the policy reads them", () => {
+    for (const s of ["TS", "ts", "S", "u"]) expect(partProblem("sensitivity", s)).toBeUndefined();
+    for (const s of ["Ts", "TOPSECRET", ""]) expect(partProblem("sensitivity", s)).toBeDefined();
   });
 });
