@@ -14,6 +14,19 @@ export function schemaVersion(db: Database): number {
 }
 
 /**
+ * Whether the file at schema `version` belongs to another program. A store's file carries its
+ * `applicationId` (PRAGMA application_id) from its first migration on, so a file at schema 0 must be
+ * empty: no tables and no application id. A store that never set one (`applicationId` undefined) can only
+ * tell that much.
+ */
+export function foreignFile(db: Database, version: number, applicationId?: number): boolean {
+  const app = (db.query("PRAGMA application_id").get() as { application_id: number }).application_id;
+  if (version !== 0) return applicationId !== undefined && app !== applicationId;
+  const tables = (db.query("SELECT count(*) AS n FROM sqlite_master").get() as { n: number }).n;
+  return tables > 0 || app !== 0;
+}
+
+/**
  * Why this build must not write a file at schema `version` (written by a newer build), or undefined when
  * the migrations can bring it up to date.
  */

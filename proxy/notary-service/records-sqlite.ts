@@ -10,7 +10,7 @@ import { dirname } from "node:path";
 import { SvcError } from "../../lib/errors.ts";
 import type { LeafKind } from "../../lib/notary-objects/log.ts";
 import { append, encodeFrontier, type Hash, leafHash, rootOf } from "../../lib/notary-objects/merkle.ts";
-import { type Migration, migrate, newerSchema, schemaVersion } from "../../lib/sqlite-schema.ts";
+import { foreignFile, type Migration, migrate, newerSchema, schemaVersion } from "../../lib/sqlite-schema.ts";
 import {
   certificateFromRow,
   type Exchange,
@@ -141,21 +141,31 @@ export class SqliteNotaryStore implements NotaryStore {
         `notary.database.path: the directory ${dirname(path)} of ${path} does not exist; create it first`,
       );
     let db: Database;
+    let version: number;
     try {
       db = new Database(path, { create: true, strict: true });
-      db.run("PRAGMA journal_mode = WAL");
-      db.run("PRAGMA synchronous = NORMAL");
       db.run("PRAGMA busy_timeout = 5000");
-      db.run("PRAGMA foreign_keys = ON");
+      version = schemaVersion(db); // a file that is no database fails here, unchanged
     } catch (e) {
       throw new SvcError(
         "usage",
         `notary.database.path: cannot open ${path} as a database: ${(e as Error).message}`,
       );
     }
-    const store = new SqliteNotaryStore(db, path);
-    store.migrate(path);
-    return store;
+    if (foreignFile(db, version))
+      throw new SvcError(
+        "usage",
+        `notary.database.path: ${path} is a database of another program (tables, but no notary schema); it is left as it is`,
+      );
+    const newer = newerSchema(version, MIGRATIONS);
+    if (newer)
+      throw new SvcError("usage", `notary.database.path: ${path} has ${newer}; use a newer svc-proxy`);
+    // From here on the file is the notary's to write (WAL is kept in the file).
+    db.run("PRAGMA journal_mode = WAL");
+    db.run("PRAGMA synchronous = NORMAL");
+    db.run("PRAGMA foreign_keys = ON");
+    migrate(db, MIGRATIONS, version);
+    return new SqliteNotaryStore(db, path);
   }
 
   private static openReadonly(path: string): SqliteNotaryStore {
@@ -178,14 +188,6 @@ export class SqliteNotaryStore implements NotaryStore {
 
   /** The schema version this build writes. */
   static readonly VERSION = MIGRATIONS.length;
-
-  private migrate(path: string): void {
-    const version = schemaVersion(this.db);
-    const newer = newerSchema(version, MIGRATIONS);
-    if (newer)
-      throw new SvcError("usage", `notary.database.path: ${path} has ${newer}; use a newer svc-proxy`);
-    migrate(this.db, MIGRATIONS, version);
-  }
 
   async putCertificate(id: string, der: Uint8Array, spiffeId: string, notAfter: Date): Promise<void> {
     this.db.transaction(() => {

@@ -9,7 +9,7 @@ import { existsSync } from "node:fs";
 import { dirname } from "node:path";
 import { SvcError } from "../../lib/errors.ts";
 import type { Hash } from "../../lib/notary-objects/merkle.ts";
-import { migrate, newerSchema, schemaVersion } from "../../lib/sqlite-schema.ts";
+import { foreignFile, migrate, newerSchema, schemaVersion } from "../../lib/sqlite-schema.ts";
 
 /** PRAGMA application_id of a witness file ("svcW"): a database of another program is refused. */
 const APPLICATION_ID = 0x73766357;
@@ -85,14 +85,14 @@ export class WitnessStore {
     let db: Database;
     try {
       db = new Database(path, { create: true, strict: true });
-      db.run("PRAGMA journal_mode = WAL");
-      db.run("PRAGMA synchronous = FULL");
       db.run("PRAGMA busy_timeout = 5000");
+      // Checked before anything is written, so that a file refused is left as it is.
       const version = schemaVersion(db);
-      const app = (db.query("PRAGMA application_id").get() as { application_id: number }).application_id;
-      if (version > 0 && app !== APPLICATION_ID) throw new Error("it is not a witness database");
+      if (foreignFile(db, version, APPLICATION_ID)) throw new Error("it is not a witness database");
       const newer = newerSchema(version, MIGRATIONS);
       if (newer) throw new Error(`${newer}; use a newer svc-proxy`);
+      db.run("PRAGMA journal_mode = WAL");
+      db.run("PRAGMA synchronous = FULL");
       migrate(db, MIGRATIONS, version);
     } catch (e) {
       throw new SvcError(

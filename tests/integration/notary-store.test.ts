@@ -1,5 +1,5 @@
 import { afterAll, describe, expect, test } from "bun:test";
-import { rmSync } from "node:fs";
+import { readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { SqliteNotaryStore } from "../../proxy/notary-service/records-sqlite.ts";
 import { tempDir } from "../support/dev-api.ts";
@@ -43,6 +43,27 @@ describe("notary database", () => {
     db.run(`PRAGMA user_version = ${SqliteNotaryStore.VERSION + 1}`);
     db.close();
     expect(() => SqliteNotaryStore.open(path)).toThrow(/newer than this build's/);
+  });
+
+  test("another program's database (tables, schema 0) and a file that is no database are refused and left as they are", () => {
+    const { Database } = require("bun:sqlite") as typeof import("bun:sqlite");
+    const path = join(dir, "someone-elses.db");
+    const other = new Database(path);
+    other.run("CREATE TABLE accounts (id INTEGER PRIMARY KEY, balance INTEGER)");
+    other.close();
+    const before = readFileSync(path);
+    expect(() => SqliteNotaryStore.open(path)).toThrow(
+      /notary.database.path: .*someone-elses.db is a database of another program .*; it is left as it is/,
+    );
+    expect(readFileSync(path).equals(before)).toBe(true);
+    const text = join(dir, "notes.txt");
+    writeFileSync(
+      text,
+      "not a database at all, but long enough to be read as a header by SQLite.\n".repeat(20),
+    );
+    expect(() => SqliteNotaryStore.open(text)).toThrow(
+      /notary.database.path: cannot open .*notes.txt as a database/,
+    );
   });
 
   test("reopening keeps the data and the WAL journal mode", async () => {

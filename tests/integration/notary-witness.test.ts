@@ -1,6 +1,6 @@
 import { Database } from "bun:sqlite";
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { copyFileSync, rmSync } from "node:fs";
+import { copyFileSync, readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { addCheckpointBody, parseAddCheckpoint } from "../../lib/notary-objects/add-checkpoint.ts";
 import { checkpointOrigin, checkpointText, signCheckpoint } from "../../lib/notary-objects/checkpoint.ts";
@@ -255,6 +255,13 @@ describe("a witness of the notary log", () => {
     other.run("CREATE TABLE t (x INTEGER); PRAGMA user_version = 1");
     other.close();
     expect(svc("--database", join(dir, "other.db")).err).toContain("it is not a witness database");
+    // One at schema 0, as any SQLite file starts, is refused too, and not written to.
+    const zero = new Database(join(dir, "other-zero.db"));
+    zero.run("CREATE TABLE t (x INTEGER)");
+    zero.close();
+    const before = readFileSync(join(dir, "other-zero.db"));
+    expect(svc("--database", join(dir, "other-zero.db")).err).toContain("it is not a witness database");
+    expect(readFileSync(join(dir, "other-zero.db")).equals(before)).toBe(true);
     copyFileSync(join(dir, "cut.witness.db"), join(dir, "newer.witness.db"));
     const newer = new Database(join(dir, "newer.witness.db"));
     newer.run("PRAGMA user_version = 2");

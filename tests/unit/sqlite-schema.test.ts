@@ -1,6 +1,6 @@
 import { Database } from "bun:sqlite";
 import { describe, expect, test } from "bun:test";
-import { type Migration, migrate, newerSchema, schemaVersion } from "../../lib/sqlite-schema.ts";
+import { foreignFile, type Migration, migrate, newerSchema, schemaVersion } from "../../lib/sqlite-schema.ts";
 
 /** The schema rule every svc-proxy SQLite file follows (lib/sqlite-schema.ts), on in-memory databases. */
 const tables = (db: Database) =>
@@ -52,5 +52,21 @@ describe("numbered migrations in PRAGMA user_version", () => {
   test("a file of a newer build is named, one this build can upgrade is not", () => {
     expect(newerSchema(4, STEPS)).toBe("schema version 4, newer than this build's 3");
     for (const v of [0, 1, 3]) expect(newerSchema(v, STEPS)).toBeUndefined();
+  });
+
+  test("another program's file: tables or an application id at schema 0, or another application id after", () => {
+    const db = new Database(":memory:");
+    expect(foreignFile(db, 0, 7)).toBe(false);
+    db.run("PRAGMA application_id = 9");
+    expect(foreignFile(db, 0, 7)).toBe(true);
+    db.run("PRAGMA application_id = 0");
+    db.run("CREATE TABLE t (x INTEGER)");
+    expect(foreignFile(db, 0, 7)).toBe(true);
+    expect(foreignFile(db, 0)).toBe(true);
+    db.run("PRAGMA application_id = 7");
+    expect(foreignFile(db, 1, 7)).toBe(false);
+    expect(foreignFile(db, 1, 8)).toBe(true);
+    // A store without an application id can tell only a file at schema 0.
+    expect(foreignFile(db, 1)).toBe(false);
   });
 });

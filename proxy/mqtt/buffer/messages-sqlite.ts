@@ -1,7 +1,7 @@
 import { Database, type Statement } from "bun:sqlite";
 import type { Packet } from "mqtt-packet";
 import { SvcError } from "../../../lib/errors.ts";
-import { migrate, newerSchema, schemaVersion } from "../../../lib/sqlite-schema.ts";
+import { foreignFile, migrate, newerSchema, schemaVersion } from "../../../lib/sqlite-schema.ts";
 import type { Logger } from "../../log.ts";
 import type { MqttVersion } from "../codec.ts";
 import { PacketReader } from "../reader.ts";
@@ -150,10 +150,7 @@ export class SqliteStore implements BufferStore {
           .join("; ")}); it is left as it is: move it away to start with an empty buffer`,
       );
     const version = schemaVersion(this.db);
-    const app = (this.db.query("PRAGMA application_id").get() as { application_id: number }).application_id;
-    const tables = (this.db.query("SELECT count(*) AS n FROM sqlite_master").get() as { n: number }).n;
-    // A buffer's file carries its application_id from its first schema on; an empty file carries none.
-    if (version === 0 ? tables > 0 || app !== 0 : app !== APPLICATION_ID)
+    if (foreignFile(this.db, version, APPLICATION_ID))
       throw new SvcError(
         "usage",
         `${field}: ${this.path} is a database of another program, not an svc-proxy buffer; it is left as it is (give the buffer a file of its own)`,
