@@ -2,7 +2,8 @@
  * What each of a listener's four timeouts bounds and what it answers when it runs out, written once for
  * every protocol and path (docs/proxy-configuration.md, "Timeouts: which applies where"):
  *
- * - `handshake`: a caller's TLS handshake (server and central listeners), refused under `handshake`;
+ * - `handshake`: a caller's TLS handshake (server and central listeners), refused under `handshake`; and
+ *   the connection to the target with its handshake (the relays, HTTP/2 targets, TCP and MQTT);
  * - `read`: an HTTP request, head and body, from its first byte: `408`;
  * - `write`: an HTTP target's answer, from the end of the request: `504` (for an open-ended stream, its
  *   head only: http/types.ts `open`);

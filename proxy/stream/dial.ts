@@ -19,9 +19,9 @@ export interface Dialled {
 
 export type Dialer = () => Promise<Dialled>;
 
-const CONNECT_TIMEOUT_MS = 10_000;
-
 export function targetDialer(l: ListenerConfig, deps: ListenerDeps): Dialer {
+  // A connection to the target and its TLS handshake are bounded by the listener's `handshake`.
+  const connectMs = l.timeouts.handshakeMs;
   const host = l.target.hostname.replace(/^\[|\]$/g, "");
   const port = Number(l.target.port);
   const where = `${host}:${port}`;
@@ -38,7 +38,7 @@ export function targetDialer(l: ListenerConfig, deps: ListenerDeps): Dialer {
           port,
           policy,
           allowHalfOpen: true,
-          timeoutMs: CONNECT_TIMEOUT_MS,
+          timeoutMs: connectMs,
           ...(net.isIP(host) ? {} : { servername: host }),
         });
         return { socket, upstream: { id: peer.id, chain: presentedChain(socket) } };
@@ -52,8 +52,8 @@ export function targetDialer(l: ListenerConfig, deps: ListenerDeps): Dialer {
       const socket = net.connect({ host, port, allowHalfOpen: true });
       const timer = setTimeout(() => {
         socket.destroy();
-        reject(new SvcError("network", `target ${where} did not accept within ${CONNECT_TIMEOUT_MS} ms`));
-      }, CONNECT_TIMEOUT_MS);
+        reject(new SvcError("network", `target ${where} did not accept within ${connectMs} ms`));
+      }, connectMs);
       socket.once("connect", () => {
         clearTimeout(timer);
         resolve({ socket });

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { connect } from "node:net";
+import { type AddressInfo, connect, createServer, type Server, type Socket } from "node:net";
 import { type DevApi, onlyProd as only, startProdApis, tempDir } from "../support/dev-api.ts";
 import { freePort } from "../support/net.ts";
 import { type Proc, stopAll } from "../support/proc.ts";
@@ -17,11 +17,21 @@ let proxy: Proc;
 let metrics: number;
 const ports: Record<string, number> = {};
 const KINDS = ["relay", "full", "tcp", "mqtt"] as const;
+/** A target that takes connections and never answers a TLS hello. */
+let stalled: Server;
+const held: Socket[] = [];
 
 beforeAll(async () => {
   apis = await startProdApis(dir, ["api"]);
-  for (const k of KINDS) ports[k] = await freePort();
+  for (const k of [...KINDS, "relay-out", "tcp-out"]) ports[k] = await freePort();
   metrics = await freePort();
+  stalled = createServer((s) => {
+    s.on("error", () => {});
+    held.push(s);
+  });
+  await new Promise<void>((r) => stalled.listen(0, "127.0.0.1", () => r()));
+  const stalledPort = (stalled.address() as AddressInfo).port;
+  const outward = { mode: "client", timeouts: { handshake: "300ms" } };
   const common = {
     mode: "server",
     source: { spiffe_ids: only("web") },
@@ -58,10 +68,27 @@ beforeAll(async () => {
         target: { url: "mqtt://127.0.0.1:9" },
         ...common,
       },
+      {
+        name: "relay-out",
+        address: `127.0.0.1:${ports["relay-out"]}`,
+        target: { url: `https://127.0.0.1:${stalledPort}`, spiffe_ids: only("web") },
+        ...outward,
+      },
+      {
+        name: "tcp-out",
+        protocol: "tcp",
+        address: `127.0.0.1:${ports["tcp-out"]}`,
+        target: { url: `tls://127.0.0.1:${stalledPort}`, spiffe_ids: only("web") },
+        ...outward,
+      },
     ],
   });
 });
-afterAll(stopAll);
+afterAll(async () => {
+  for (const s of held) s.destroy();
+  stalled.close();
+  await stopAll();
+});
 
 /** Opens a TCP connection, sends `bytes` (not a TLS hello), and resolves when the proxy closes it. */
 const silentCaller = (port: number, bytes = "") =>
@@ -93,6 +120,16 @@ describe("timeouts.handshake", () => {
       expect(text).toMatch(
         new RegExp(`svc_proxy_denied_total\\{listener="${k}",side="source",reason="handshake"\\} [1-9]`),
       );
+  });
+
+  test("a target that never completes the handshake is given up after it too: 502 on the HTTP relay, the caller closed on TCP", async () => {
+    const res = await fetch(`http://127.0.0.1:${ports["relay-out"]}/`);
+    expect(res.status).toBe(502);
+    expect(await res.text()).toContain("300 ms");
+    expect(await silentCaller(ports["tcp-out"] as number)).toBe("closed");
+    await waitUntil("the TCP listener's upstream failure, naming the timeout", () =>
+      logLines(proxy).some((l) => l.listener === "tcp-out" && JSON.stringify(l).includes("after 300 ms")),
+    );
   });
 
   test("a half-sent hello is cut off as well", async () => {

@@ -48,7 +48,12 @@ export async function startRelayListener(l: ListenerConfig, deps: ListenerDeps):
   // HTTP/1.1 callers of an HTTP/1.1 target.
   const pool = l.http2
     ? undefined
-    : new UpstreamPool({ target: l.target, keepAlive: !l.disableKeepalive, ...spiffe });
+    : new UpstreamPool({
+        target: l.target,
+        keepAlive: !l.disableKeepalive,
+        dialMs: l.timeouts.handshakeMs,
+        ...spiffe,
+      });
   const ctx: RelayContext | undefined = pool && {
     target: l.target,
     pool,

@@ -55,12 +55,13 @@ export class UpstreamConn {
   }
 }
 
-const DIAL_TIMEOUT_MS = 10_000;
 const POOL_IDLE_MS = 30_000;
 const MAX_IDLE = 256;
 
 export interface UpstreamOptions extends TargetOptions {
   keepAlive: boolean;
+  /** How long a connection to the target (and its TLS handshake) may take: the listener's `handshake`. */
+  dialMs: number;
 }
 
 export class UpstreamPool {
@@ -100,8 +101,8 @@ export class UpstreamPool {
     conn.owner = owner;
     conn.generation = this.target.generation;
     conn.timer = setTimeout(
-      () => this.fail(conn, new SvcError("network", `connect timed out after ${DIAL_TIMEOUT_MS} ms`)),
-      DIAL_TIMEOUT_MS,
+      () => this.fail(conn, new SvcError("network", `connect timed out after ${this.o.dialMs} ms`)),
+      this.o.dialMs,
     );
     conn.validUntil = this.target.svidUntil();
     Bun.connect<UpstreamConn>({
