@@ -36,3 +36,13 @@ export class SvcError extends Error {
 export function isSvcError(e: unknown, code?: ErrorCode): e is SvcError {
   return e instanceof SvcError && (code === undefined || e.code === code);
 }
+
+/** The codes of a peer that failed the SPIFFE checks: refused, as opposed to unreachable or failed. */
+const PEER_REFUSALS: ReadonlySet<ErrorCode> = new Set([
+  "unauthorized_peer",
+  "untrusted_peer",
+  "invalid_svid",
+]);
+
+/** Whether `e` says a peer was refused by the SPIFFE checks (counted as denied, not as a failure). */
+export const isPeerRefusal = (e: unknown): e is SvcError => isSvcError(e) && PEER_REFUSALS.has(e.code);

@@ -44,7 +44,10 @@ export const targetAuthorizer = (l: ListenerConfig): Authorizer =>
 export interface ListenerEvents {
   /** A finished HTTP exchange; the byte counts are of the request and response bodies. */
   request(status: number, seconds: number, requestBytes: number, responseBytes: number): void;
-  /** `reason` is a short code (unauthorized_peer, untrusted_peer, invalid_svid, handshake). */
+  /**
+   * `reason` is a short code: a peer refused by the SPIFFE checks (lib/errors.ts isPeerRefusal), a
+   * caller's `handshake`, or a target the notary refused (`pod_mismatch`, …).
+   */
   denied(side: "source" | "target", reason: string): void;
   connection(): void;
   /** A TCP or MQTT connection ended by a fault (malformed, error, target_unreachable). */

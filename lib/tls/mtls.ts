@@ -146,10 +146,8 @@ export function connectMtls(o: MtlsConnectOptions): Promise<{ socket: tls.TLSSoc
     const timer = setTimeout(() => {
       socket.destroy();
       reject(
-        new SvcError(
-          "untrusted_peer",
-          `TLS handshake with ${o.host}:${o.port} timed out after ${o.timeoutMs} ms`,
-        ),
+        // A peer that stalls is unreachable, not refused: it has shown no certificate to judge.
+        new SvcError("network", `TLS handshake with ${o.host}:${o.port} timed out after ${o.timeoutMs} ms`),
       );
     }, o.timeoutMs ?? 10_000);
     socket.once("secureConnect", () => {

@@ -1,4 +1,4 @@
-import { isSvcError } from "../../lib/errors.ts";
+import { isPeerRefusal, isSvcError } from "../../lib/errors.ts";
 import { type ProxyResponse, proxyResponse } from "./types.ts";
 
 /**
@@ -8,11 +8,14 @@ import { type ProxyResponse, proxyResponse } from "./types.ts";
 export function upstreamFailure(target: URL, e: Error): ProxyResponse {
   const tls = target.protocol === "https:";
   const where = target.origin;
-  if (isSvcError(e))
+  if (isPeerRefusal(e))
     return {
       ...proxyResponse(502, `upstream ${where} refused: ${e.message}`, "target-refused"),
       failureCode: e.code,
     };
+  // The proxy's own errors on the way: a connection that timed out, no SVID to present.
+  if (isSvcError(e, "network"))
+    return proxyResponse(502, `upstream ${where} unreachable (${e.message})`, "target-unreachable");
   const code = (e as NodeJS.ErrnoException).code;
   if (e.name === "AbortError") return proxyResponse(502, `request to ${where} aborted`, "target-failed");
   // Over TLS 1.3 a server that refuses our client certificate can only reset the connection.

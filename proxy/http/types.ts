@@ -34,7 +34,7 @@ export interface ProxyResponse {
   body: Readable | string | Uint8Array;
   /** Set on responses the proxy made because the target could not be used. */
   failure?: "target-refused" | "target-unreachable" | "target-failed";
-  /** For target-refused: the error code (unauthorized_peer, untrusted_peer, invalid_svid). */
+  /** For target-refused: the error code (a peer refusal, lib/errors.ts isPeerRefusal, or the notary's). */
   failureCode?: string;
   /** The authenticated upstream workload, when the target was reached over SPIFFE mTLS. */
   upstream?: Upstream;

@@ -5,6 +5,7 @@
  * refused. The end of each connection is logged at debug level with its byte counts.
  */
 import type { Socket } from "node:net";
+import { isPeerRefusal } from "../../lib/errors.ts";
 import type { VerifiedPeer } from "../../lib/spiffe/x509svid.ts";
 import type { ListenerDeps } from "../listener.ts";
 import type { Logger } from "../log.ts";
@@ -15,8 +16,6 @@ export interface Carried {
   toCaller: number;
   reason?: string;
 }
-
-const REFUSALS = new Set(["unauthorized_peer", "untrusted_peer", "invalid_svid"]);
 
 export function serveCaller(
   caller: Socket,
@@ -49,7 +48,7 @@ export function serveCaller(
     },
     (e: Error & { code?: string }) => {
       caller.destroy();
-      if (e.code && REFUSALS.has(e.code)) deps.events?.denied("target", e.code);
+      if (isPeerRefusal(e)) deps.events?.denied("target", e.code);
       else deps.events?.failed("target_unreachable");
       connLog.warn("target failed", { reason: e.message });
     },
