@@ -295,6 +295,27 @@ describe("pipelining and framing", () => {
     }
   });
 
+  test("a HEAD answer's Content-Length is passed on when the proxy can read it, dropped when it cannot, on either road", async () => {
+    // As received (nothing to remove), or rebuilt (a Keep-Alive field to remove). Over 15 digits: no
+    // length the proxy reads, dropped on both roads, not passed on by one and dropped by the other.
+    const target = await rawTarget((path) => {
+      const length = path.includes("long") ? "1234567890123456" : "5";
+      const extra = path.includes("rebuilt") ? "Keep-Alive: timeout=5\r\n" : "";
+      return `HTTP/1.1 200 OK\r\nContent-Length: ${length}\r\n${extra}\r\n`;
+    });
+    try {
+      const port = await plainRelay({ target: { url: `http://127.0.0.1:${target.port}` } });
+      for (const path of ["/short", "/short-rebuilt", "/long", "/long-rebuilt"]) {
+        const head = await exchange(port, `HEAD ${path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n`);
+        expect(head).toStartWith("HTTP/1.1 200");
+        const declared = /\r\ncontent-length: *(\d+)/i.exec(head)?.[1];
+        expect({ path, declared }).toEqual({ path, declared: path.includes("long") ? undefined : "5" });
+      }
+    } finally {
+      target.close();
+    }
+  });
+
   test("a 101 nobody asked for is a 502 to the caller, and the next caller is served", async () => {
     const target = await rawTarget((path, n) =>
       path === "/switch"

@@ -7,7 +7,7 @@ import { REQUEST_ID_HEADER, requestId } from "../headers.ts";
 import { proxyAnswer } from "../types.ts";
 import { type FramerEvent, RequestFramer, type RequestHead } from "../wire/request-framer.ts";
 import type { ResponseHead } from "../wire/response-framer.ts";
-import type { MessageSink } from "../wire/wire.ts";
+import { CONTENT_LENGTH, type MessageSink } from "../wire/wire.ts";
 import type { RelayContext } from "./context.ts";
 import {
   type BodyOut,
@@ -551,7 +551,7 @@ export class CallerConn implements UpstreamOwner {
 function declaredLength(x: Exchange, h: ResponseHead): BodyOut {
   if (x.head.method !== "HEAD" && h.status !== 304) return NO_BODY;
   for (const [name, value] of h.special)
-    if (name === "content-length" && /^\d{1,15}$/.test(value))
+    if (name === "content-length" && CONTENT_LENGTH.test(value))
       return { kind: "length", length: Number(value) };
   return NO_BODY;
 }

@@ -15,7 +15,7 @@ import {
 } from "../headers.ts";
 import type { RequestHead } from "../wire/request-framer.ts";
 import type { ResponseHead } from "../wire/response-framer.ts";
-import type { Fields, MessageHead } from "../wire/wire.ts";
+import { CONTENT_LENGTH, type Fields, type MessageHead } from "../wire/wire.ts";
 import type { Outbox } from "./outbox.ts";
 
 export type BodyOut = { kind: "none" } | { kind: "length"; length: number } | { kind: "chunked" };
@@ -63,7 +63,7 @@ function passable(special: Fields, version: string, keep: string): boolean {
   let lengths = 0;
   let codings = 0;
   for (const [name, value] of special) {
-    if (name === "content-length" && /^\d+$/.test(value)) lengths++;
+    if (name === "content-length" && CONTENT_LENGTH.test(value)) lengths++;
     else if (name === "transfer-encoding" && value.toLowerCase() === "chunked") codings++;
     else if (name !== keep) return false;
   }

@@ -189,6 +189,9 @@ export function allFields(text: string, from: number): Fields {
   return from < text.length ? (parseFields(text.slice(from).split("\r\n")) as Fields) : [];
 }
 
+/** A Content-Length value the proxy reads: digits, at most 15 (a length JavaScript holds exactly). */
+export const CONTENT_LENGTH = /^\d{1,15}$/;
+
 /**
  * Body framing from the fields (RFC 9112 section 6.3). `otherwise` is what a message with neither field
  * has: no body for a request, a close-delimited body for a response. Transfer-Encoding with
@@ -208,7 +211,7 @@ export function framing(fields: Fields, otherwise: Framing): Framing | { error: 
     }
   }
   if (count === 0) return otherwise;
-  if (count === 1 && single !== undefined && /^\d{1,15}$/.test(single)) {
+  if (count === 1 && single !== undefined && CONTENT_LENGTH.test(single)) {
     const length = Number(single);
     return length === 0 ? { kind: "none" } : { kind: "fixed", length };
   }
@@ -238,7 +241,7 @@ export function framing(fields: Fields, otherwise: Framing): Framing | { error: 
         .map((v) => v.trim()),
     );
     const [only] = values;
-    if (values.size !== 1 || !only || !/^\d{1,15}$/.test(only))
+    if (values.size !== 1 || !only || !CONTENT_LENGTH.test(only))
       return { error: `invalid Content-Length ${JSON.stringify(cl.join(", "))}`, status: 400 };
     const length = Number(only);
     return length === 0 ? { kind: "none" } : { kind: "fixed", length };
