@@ -4,6 +4,7 @@ import { SvcError } from "../../lib/errors.ts";
 import type { Notarization } from "../../lib/notary-objects/check.ts";
 import { isLevel, LEVEL_HEADER, LEVELS } from "../../lib/notary-objects/levels.ts";
 import { formatReceipt, formatStatement } from "../../lib/notary-objects/print.ts";
+import { MAX_NOTARIZED_RESPONSE } from "../../lib/notary-objects/receipt.ts";
 import { ENDPOINT_ENV, parseEndpoint, socketPath } from "../../lib/spiffe/address.ts";
 import { authorizeMatching } from "../../lib/spiffe/authorizer.ts";
 import type { ExchangeResponse } from "../../lib/tls/exchange.ts";
@@ -57,8 +58,6 @@ const args = {
   ...globalArgs,
 } as const;
 
-/** The largest response svc curl verifies: the notary's openai middleware notarizes none larger. */
-const RESPONSE_LIMIT = 64 * 1024 * 1024;
 /** The largest statement fetched from /.svc/workload/{id} (a pod's annotations are at most 256 KiB). */
 const STATEMENT_LIMIT = 4 * 1024 * 1024;
 
@@ -239,7 +238,7 @@ export default defineCommand({
         ...(body ? { body } : {}),
         ...(source ? { source } : {}),
         // The whole body is held until it is verified; a notary notarizes none larger.
-        ...(validate ? { maxBodyBytes: RESPONSE_LIMIT } : {}),
+        ...(validate ? { maxBodyBytes: MAX_NOTARIZED_RESPONSE } : {}),
         ...(live
           ? {
               onHead: async (head: Omit<ExchangeResponse, "body">) => {

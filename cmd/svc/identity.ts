@@ -11,6 +11,7 @@ import { activeContext } from "../../lib/config/resolve.ts";
 import { SvcError } from "../../lib/errors.ts";
 import { reviewArgs, selfAccessReview } from "../../lib/kube/access-review.ts";
 import {
+  CLEARANCE_PERMISSION,
   type Clearances,
   clearancesOf,
   describeClearances,
@@ -107,7 +108,7 @@ function clusterClearances(
 ): { cleared: Clearances; basis: string } {
   if (!serviceAccountOf(info.username ?? ""))
     return { cleared: clearancesOf(info.groups ?? []), basis: "from the cluster's groups" };
-  const review = selfAccessReview({ group: "svc.dev", resource: "compartmentclearances", verb: "get" });
+  const review = selfAccessReview(CLEARANCE_PERMISSION);
   const r = Bun.spawnSync([kubectl, ...withContext(reviewArgs("json"), target)], {
     stdin: new TextEncoder().encode(review),
     stdout: "pipe",

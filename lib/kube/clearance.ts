@@ -63,6 +63,22 @@ export function clearancesOf(groups: readonly string[]): Clearances {
  */
 export const SPEAKS_FOR = "svc-compartments speaks for: ";
 
+/**
+ * The two permissions of svc's own API group the cluster is asked about (docs/admission.md): overriding a
+ * compartment refusal (`svc --force`, and the webhook's override), and reading a service account's
+ * clearances.
+ */
+export const OVERRIDE_PERMISSION = {
+  group: "svc.dev",
+  resource: "compartmentoverrides",
+  verb: "force",
+} as const;
+export const CLEARANCE_PERMISSION = {
+  group: "svc.dev",
+  resource: "compartmentclearances",
+  verb: "get",
+} as const;
+
 /** The groups an allowed clearance answer's reason names; undefined when the reason has another shape. */
 export function spokenGroups(reason: string): string[] | undefined {
   if (!reason.startsWith(SPEAKS_FOR)) return undefined;

@@ -4,7 +4,7 @@
  * that size to the checkpoint's (one base64 hash per line), a blank line, then the checkpoint note.
  */
 import { SvcError } from "../errors.ts";
-import { MAX_NOTE_BYTES } from "./checkpoint.ts";
+import { MAX_NOTE_BYTES, treeSize } from "./checkpoint.ts";
 import type { Hash } from "./merkle.ts";
 
 /** The route on a listener with the witness middleware (tlog-witness's `<prefix>/add-checkpoint`). */
@@ -33,9 +33,10 @@ export function parseAddCheckpoint(body: string): AddCheckpoint {
   const split = body.indexOf("\n\n");
   if (split < 0) throw bad("no blank line between the old size and proof, and the checkpoint");
   const lines = body.slice(0, split).split("\n");
-  const m = /^old (0|[1-9][0-9]{0,15})$/.exec(lines[0] as string);
-  if (!m || !Number.isSafeInteger(Number(m[1])))
-    throw bad(`the first line ${JSON.stringify((lines[0] as string).slice(0, 40))} is not "old <size>"`);
+  const first = lines[0] as string;
+  const old = first.startsWith("old ") ? treeSize(first.slice(4)) : undefined;
+  if (old === undefined)
+    throw bad(`the first line ${JSON.stringify(first.slice(0, 40))} is not "old <size>"`);
   if (lines.length - 1 > MAX_PROOF) throw bad(`more than ${MAX_PROOF} proof hashes`);
   const proof = lines.slice(1).map((line, i) => {
     const h = Buffer.from(line, "base64");
@@ -43,5 +44,5 @@ export function parseAddCheckpoint(body: string): AddCheckpoint {
       throw bad(`proof line ${i + 1} is not a base64 SHA-256 hash`);
     return new Uint8Array(h);
   });
-  return { old: Number(m[1]), proof, note: body.slice(split + 2) };
+  return { old, proof, note: body.slice(split + 2) };
 }

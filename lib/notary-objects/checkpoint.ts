@@ -105,17 +105,27 @@ function parseNote(note: string): { text: string; signatures: NoteSignature[] } 
 }
 
 /** The three lines of a checkpoint's text (extension lines are refused: this log writes none). */
+/**
+ * A tree size written in decimal, as checkpoints, add-checkpoint requests, a witness's 409 and the query
+ * routes write it: digits without a leading zero, a safe integer; undefined for anything else.
+ */
+export function treeSize(text: string): number | undefined {
+  if (!/^(0|[1-9][0-9]{0,15})$/.test(text)) return undefined;
+  const n = Number(text);
+  return Number.isSafeInteger(n) ? n : undefined;
+}
+
 function parseText(text: string): { origin: string; size: number; root: string } {
   const lines = text.slice(0, -1).split("\n");
   if (lines.length !== 3) throw bad(`the text has ${lines.length} lines, not origin, size and root`);
   const [origin, size, root] = lines as [string, string, string];
   if (!origin) throw bad("the origin is empty");
-  if (!/^(0|[1-9][0-9]{0,15})$/.test(size) || !Number.isSafeInteger(Number(size)))
-    throw bad(`the size ${JSON.stringify(size)} is not a number of leaves`);
+  const leaves = treeSize(size);
+  if (leaves === undefined) throw bad(`the size ${JSON.stringify(size)} is not a number of leaves`);
   const hash = Buffer.from(root, "base64");
   if (hash.length !== 32 || hash.toString("base64") !== root)
     throw bad("the root is not a base64 SHA-256 hash");
-  return { origin, size: Number(size), root: hash.toString("base64url") };
+  return { origin, size: leaves, root: hash.toString("base64url") };
 }
 
 /**

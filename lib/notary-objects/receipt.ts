@@ -12,6 +12,11 @@ import { NOTARY_HEADERS } from "./levels.ts";
 import type { SignedObject } from "./statement.ts";
 
 export const RECEIPT_TYP = "svc-receipt+jws";
+/**
+ * The largest response a receipt covers: the openai middleware buffers and notarizes none larger, and svc
+ * curl reads none larger to check one.
+ */
+export const MAX_NOTARIZED_RESPONSE = 64 * 1024 * 1024;
 export const RECEIPT_AUDIENCE_SUFFIX = "/receipt";
 
 /**

@@ -14,7 +14,7 @@
  * speaks for (identity.ts), space-separated; one that speaks for none is denied with why. The resource
  * exists nowhere; the answer grants nothing else.
  */
-import { SPEAKS_FOR } from "../../lib/kube/clearance.ts";
+import { CLEARANCE_PERMISSION, SPEAKS_FOR } from "../../lib/kube/clearance.ts";
 import { accountUsername } from "../../lib/kube/service-account.ts";
 import { type AccessDeps, judge, type TargetKind } from "./access.ts";
 import { speaksFor } from "./identity.ts";
@@ -46,7 +46,7 @@ const READS: Record<string, { target: TargetKind; text: string; what: string }> 
 const VERBS = new Set(["get", "list", "watch"]);
 export const IMPERSONATE = "serviceaccounts/impersonate";
 const IMPERSONATION = { target: "serviceaccounts" as const, text: "impersonate", what: "service account" };
-export const CLEARANCE = "svc.dev/compartmentclearances";
+export const CLEARANCE = `${CLEARANCE_PERMISSION.group}/${CLEARANCE_PERMISSION.resource}`;
 
 /**
  * The "resource/subresource" of a review ("serviceaccounts/impersonate" for an impersonation), or undefined
@@ -56,10 +56,10 @@ export function guardedRead(spec: AccessReviewSpec | undefined): string | undefi
   const a = spec?.resourceAttributes;
   if (
     a &&
-    str(a.group) === "svc.dev" &&
-    str(a.resource) === "compartmentclearances" &&
+    str(a.group) === CLEARANCE_PERMISSION.group &&
+    str(a.resource) === CLEARANCE_PERMISSION.resource &&
     !str(a.subresource) &&
-    str(a.verb) === "get"
+    str(a.verb) === CLEARANCE_PERMISSION.verb
   )
     return CLEARANCE;
   if (!a || (str(a.group) ?? "") !== "") return undefined;

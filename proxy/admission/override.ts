@@ -2,6 +2,7 @@
  * Whether a requester may override a compartment refusal: `force` on compartmentoverrides.svc.dev in the
  * namespace, asked of the API server with a SubjectAccessReview; answers are kept for OVERRIDE_TTL_MS.
  */
+import { OVERRIDE_PERMISSION } from "../../lib/kube/clearance.ts";
 import type { KubeClient } from "../../lib/kube/client.ts";
 import type { UserInfo } from "./request.ts";
 
@@ -27,12 +28,7 @@ export class OverrideCheck {
           ...(user.uid ? { uid: user.uid } : {}),
           ...(user.groups ? { groups: user.groups } : {}),
           ...(user.extra ? { extra: user.extra } : {}),
-          resourceAttributes: {
-            group: "svc.dev",
-            resource: "compartmentoverrides",
-            verb: "force",
-            namespace,
-          },
+          resourceAttributes: { ...OVERRIDE_PERMISSION, namespace },
         },
       },
     });

@@ -9,6 +9,7 @@
  * Access is the listener's: whoever passed source.spiffe_ids. Other paths go on.
  */
 import { isSvcError } from "../../lib/errors.ts";
+import { treeSize } from "../../lib/notary-objects/checkpoint.ts";
 import { MAX_COSIGNATURES } from "../../lib/notary-objects/cosignature.ts";
 import { isContentId } from "../../lib/notary-objects/ids.ts";
 import { derToPem } from "../../lib/spiffe/cert.ts";
@@ -177,9 +178,10 @@ function oneNumber(
   const values = query.getAll(name);
   if (values.length === 0) return undefined;
   const v = values[0] as string;
-  if (values.length > 1 || !/^(0|[1-9][0-9]{0,15})$/.test(v) || Number(v) > max)
+  const n = treeSize(v);
+  if (values.length > 1 || n === undefined || n > max)
     return `${name}=${JSON.stringify(values.join(","))} is not one number of ${what}`;
-  return Number(v);
+  return n;
 }
 
 type Store = NonNullable<MiddlewareContext["notary"]>["store"];

@@ -8,6 +8,7 @@
 import { Readable } from "node:stream";
 import { isSvcError } from "../../lib/errors.ts";
 import { isLevel, LEVEL_HEADER, LEVELS, type Level } from "../../lib/notary-objects/levels.ts";
+import { MAX_NOTARIZED_RESPONSE } from "../../lib/notary-objects/receipt.ts";
 import type { MiddlewareInput } from "../config/schema.ts";
 import { readBody } from "../http/full/body.ts";
 import {
@@ -27,7 +28,7 @@ import { type StreamNotarization, streamAnswer } from "./openai-stream.ts";
 export const PATH = "/v1/chat/completions";
 export const REQUEST_LIMIT = 1024 * 1024;
 /** The whole response is buffered; this bounds the memory one response may take, and a stream's length. */
-export const RESPONSE_LIMIT = 64 * 1024 * 1024;
+export const RESPONSE_LIMIT = MAX_NOTARIZED_RESPONSE;
 
 export function openai(
   options: Extract<MiddlewareInput, { type: "openai" }>,

@@ -9,6 +9,7 @@
  * inclusion proofs asked with `?witnessed=N`.
  */
 import { ADD_CHECKPOINT_PATH, addCheckpointBody } from "../../lib/notary-objects/add-checkpoint.ts";
+import { treeSize } from "../../lib/notary-objects/checkpoint.ts";
 import { CLOCK_SKEW_S, verifyCosignature } from "../../lib/notary-objects/cosignature.ts";
 import { b64u } from "../../lib/notary-objects/log.ts";
 import { consistencyPath, type Hash } from "../../lib/notary-objects/merkle.ts";
@@ -143,8 +144,9 @@ export class WitnessPusher {
           deadlineMs: PUSH_DEADLINE_MS,
         });
         const text = new TextDecoder().decode(res.body).trim();
-        if (res.status === 409 && /^(0|[1-9][0-9]{0,15})$/.test(text)) {
-          old = Number(text);
+        const held = res.status === 409 ? treeSize(text) : undefined;
+        if (held !== undefined) {
+          old = held;
           // A replica of this notary may have pushed a larger checkpoint: sign the log as it is now.
           if (old > c.size) c = await this.sign();
           continue;

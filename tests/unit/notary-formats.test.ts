@@ -1,5 +1,6 @@
 import { beforeAll, describe, expect, test } from "bun:test";
 import { DevCa } from "../../lib/dev/ca.ts";
+import { treeSize } from "../../lib/notary-objects/checkpoint.ts";
 import { bodyDigest, contentId, isContentId } from "../../lib/notary-objects/ids.ts";
 import { type SvidSigner, signJws, svidSigner } from "../../lib/notary-objects/jws.ts";
 import { formatStatement } from "../../lib/notary-objects/print.ts";
@@ -61,6 +62,30 @@ describe("content IDs", () => {
     expect(isContentId(id)).toBe(true);
     expect(isContentId(`${id}=`)).toBe(false);
     expect(isContentId("../etc/passwd")).toBe(false);
+  });
+});
+
+describe("tree sizes in decimal (checkpoints, add-checkpoint, a witness's 409, the query routes)", () => {
+  test("digits without a leading zero, a safe integer; nothing else", () => {
+    for (const [text, n] of [
+      ["0", 0],
+      ["7", 7],
+      ["9007199254740991", 9007199254740991],
+    ] as const)
+      expect(treeSize(text)).toBe(n);
+    for (const text of [
+      "",
+      "01",
+      "+1",
+      " 1",
+      "1 ",
+      "1e3",
+      "0x10",
+      "-1",
+      "9007199254740992",
+      "99999999999999999",
+    ])
+      expect(treeSize(text)).toBeUndefined();
   });
 });
 

@@ -6,7 +6,7 @@
 import type { ActiveContext } from "../../../lib/config/resolve.ts";
 import { SvcError } from "../../../lib/errors.ts";
 import { reviewArgs, selfAccessReview } from "../../../lib/kube/access-review.ts";
-import { contextClearances, judgeMarks } from "../../../lib/kube/clearance.ts";
+import { contextClearances, judgeMarks, OVERRIDE_PERMISSION } from "../../../lib/kube/clearance.ts";
 import { type CommandLine, filenames, flagSet, flagValues, restWords } from "../../../lib/kube/grammar.ts";
 import { describeObject } from "../../../lib/kube/inject.ts";
 import type { KubeObject, Lookup } from "../../../lib/kube/lookup.ts";
@@ -78,9 +78,6 @@ function notCleared(
 /** An object as kubectl names it: `pod/web-0`, `configmap/settings`. */
 export const objectRef = (o: KubeObject) => `${(o.kind ?? "object").toLowerCase()}/${o.metadata?.name ?? ""}`;
 
-/** The override permission, asked of the cluster as a SelfSubjectAccessReview. */
-export const OVERRIDE_RESOURCE = "compartmentoverrides.svc.dev";
-
 /**
  * A compartment refusal, unless the user asked for `--force` and the cluster allows the override; then
  * a warning is printed and the caller records the command as forced.
@@ -90,17 +87,12 @@ export function refuseUnlessOverridden(g: GuardInput, refusal: string, warning: 
     throw new SvcError("compartment", `${refusal}; current compartment: ${g.active.label}`);
   // In the command's namespace when it names one, as the cluster's webhooks ask; else cluster-wide.
   const namespace = g.lookup.namedNamespace();
-  const review = selfAccessReview({
-    group: "svc.dev",
-    resource: "compartmentoverrides",
-    verb: "force",
-    ...(namespace ? { namespace } : {}),
-  });
+  const review = selfAccessReview({ ...OVERRIDE_PERMISSION, ...(namespace ? { namespace } : {}) });
   const can = g.lookup.run(reviewArgs("jsonpath={.status.allowed}"), null, review);
   if (can.out.trim() !== "true")
     throw new SvcError(
       "compartment",
-      `--force refused: you may not override compartments (the cluster must allow "force" on ${OVERRIDE_RESOURCE}; see docs/svc-guard.md); current compartment: ${g.active.label}`,
+      `--force refused: you may not override compartments (the cluster must allow "${OVERRIDE_PERMISSION.verb}" on ${OVERRIDE_PERMISSION.resource}.${OVERRIDE_PERMISSION.group}; see docs/svc-guard.md); current compartment: ${g.active.label}`,
     );
   say("svc", "warn", `--force: ${warning} from ${g.active.label}`);
 }

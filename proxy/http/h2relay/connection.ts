@@ -19,6 +19,7 @@ import {
   checkData,
   checkPing,
   checkPriority,
+  DEFAULT_MAX_FRAME_SIZE,
   dependsOnItself,
   ERROR,
   FLAG,
@@ -58,7 +59,7 @@ import { upstreamFailure } from "../failure.ts";
 import { budget, CONTROL_BURST, CONTROL_RATE, type H2Abuse, RESET_BURST, RESET_RATE } from "../h2-abuse.ts";
 import { callerH2Fields, targetH2Fields, trailerH2Fields } from "../h2-fields.ts";
 import { REQUEST_ID_HEADER } from "../headers.ts";
-import { Outbox } from "../relay/outbox.ts";
+import { HIGH_WATER, Outbox } from "../relay/outbox.ts";
 import { closedEarly } from "../relay/target.ts";
 import { proxyResponse } from "../types.ts";
 import { BlockCache } from "./block-cache.ts";
@@ -77,15 +78,14 @@ import {
   TARGET_SETTINGS,
 } from "./settings.ts";
 
-/** Bytes queued toward one side past which the other side is no longer read. */
-const HIGH_WATER = 256 * 1024;
 /** How long a closing connection may take to write what is left (a GOAWAY, final answers). */
 const CLOSE_GRACE_MS = 1000;
 /** Streams answered or ended by the proxy whose late frames are still recognised, per side. */
 const MAX_DROPPED = 1024;
 /** Runs of skipped stream identifiers remembered (see H2Relay.skipped). */
 const MAX_SKIPPED = 64;
-const MAX_FRAME = 16_384;
+/** The frame size the relay announces to both sides (the default), and splits header blocks to. */
+const MAX_FRAME = DEFAULT_MAX_FRAME_SIZE;
 /** Fields whose values differ in every message: sent as literals, so that they do not crowd the table. */
 const UNIQUE_PER_MESSAGE: ReadonlySet<string> = new Set([REQUEST_ID_HEADER]);
 const SHORT_BODY = "a request ended short of its content-length";

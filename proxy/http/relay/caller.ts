@@ -18,10 +18,9 @@ import {
   requestHead,
   responseHead,
 } from "./head.ts";
-import { Outbox } from "./outbox.ts";
+import { HIGH_WATER, Outbox } from "./outbox.ts";
 import type { UpstreamConn, UpstreamOwner } from "./upstream.ts";
 
-const HIGH_WATER = 256 * 1024;
 const END: FramerEvent = { type: "end" };
 const NO_BODY: BodyOut = { kind: "none" };
 const CHUNKED: BodyOut = { kind: "chunked" };

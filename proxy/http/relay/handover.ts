@@ -2,10 +2,7 @@ import { Duplex } from "node:stream";
 import type { Socket } from "bun";
 import type { VerifiedPeer } from "../../../lib/spiffe/x509svid.ts";
 import type { HandedOver } from "../full/listener.ts";
-import { Outbox } from "./outbox.ts";
-
-/** Bytes queued toward the caller past which the full path is asked to wait. */
-const HIGH_WATER = 256 * 1024;
+import { HIGH_WATER, Outbox } from "./outbox.ts";
 
 /**
  * An HTTP/1.1 caller of a relay listener whose target speaks HTTP/2: the relay accepted the connection

@@ -11,6 +11,8 @@ import { copyOf } from "../../../lib/bytes.ts";
  * buffer extends it, so a message passed on as received is written as the very buffer it arrived in, with
  * no copy; otherwise the pieces of a small message are copied into one new buffer (see flush for large ones).
  */
+/** Bytes queued in an outbox past which the side that fills it is no longer read (every relay). */
+export const HIGH_WATER = 256 * 1024;
 /** A message up to this size is copied into one buffer and written once. */
 const COPY_MAX = 16 * 1024;
 /** A piece this small is copied octet by octet: cheaper than a call into the runtime (bench/h2-hop-cost.ts). */
