@@ -4,6 +4,7 @@
  */
 import type { ArgsDef } from "citty";
 import { SvcError } from "../../lib/errors.ts";
+import { ENDPOINT_ENV } from "../../lib/spiffe/address.ts";
 
 export const DEFAULT_SPIFFE_SOCKET = "unix:///spiffe-workload-api/agent.sock";
 
@@ -28,7 +29,7 @@ export const globalArgs = {
 
 /** --spiffe-socket-path, then SPIFFE_ENDPOINT_SOCKET, then DEFAULT_SPIFFE_SOCKET (docs/svc-curl.md). */
 export function spiffeSocket(flag: string | undefined): string {
-  return flag || process.env.SPIFFE_ENDPOINT_SOCKET || DEFAULT_SPIFFE_SOCKET;
+  return flag || process.env[ENDPOINT_ENV] || DEFAULT_SPIFFE_SOCKET;
 }
 
 const LEVELS = ["debug", "info", "warn", "error"] as const;

@@ -193,10 +193,6 @@ export class DevWorkloadApi {
     this.socketInode = lstatSync(path).ino;
   }
 
-  get current(): readonly Issued[] {
-    return this.issued;
-  }
-
   async stop(): Promise<void> {
     if (this.timer) clearTimeout(this.timer);
     this.server.forceShutdown();

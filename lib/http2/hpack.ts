@@ -84,10 +84,6 @@ class DynamicTable {
     }
   }
 
-  get length(): number {
-    return this.names.length - this.first;
-  }
-
   /** Entry `i` (1 = newest), or undefined. */
   at(i: number): [string, string] | undefined {
     const k = this.names.length - i;

@@ -8,6 +8,7 @@
 import * as v from "valibot";
 import { SvcError } from "../errors.ts";
 import type { BundleSource } from "../spiffe/bundle.ts";
+import { B64U_SHA256 } from "./ids.ts";
 import { type SvidSigner, signJws, type VerifiedJws, verifyJws } from "./jws.ts";
 import { b64u, type TreeHeadClaims } from "./log.ts";
 import type { Hash } from "./merkle.ts";
@@ -31,7 +32,7 @@ const CLAIMS = v.object({
   aud: v.pipe(v.array(v.string()), v.length(1, "names exactly one log")),
   iat: v.number(),
   size: v.pipe(v.number(), v.safeInteger(), v.minValue(1)),
-  root: v.pipe(v.string(), v.regex(/^[A-Za-z0-9_-]{43}$/, "is not a base64url SHA-256 hash")),
+  root: v.pipe(v.string(), v.regex(B64U_SHA256, "is not a base64url SHA-256 hash")),
 });
 
 /** How far a witness's clock and a notary's may differ, either way. */

@@ -13,11 +13,12 @@ export function sha256Hex(bytes: string | Uint8Array): string {
   return createHash("sha256").update(bytes).digest("hex");
 }
 
-const ID = /^[A-Za-z0-9_-]{43}$/;
+/** The shape of a SHA-256 hash in base64url: content IDs, roots and proof hashes in JSON. */
+export const B64U_SHA256 = /^[A-Za-z0-9_-]{43}$/;
 
 /** Whether `text` has the shape of a content ID (43 base64url characters). */
 export function isContentId(text: string): boolean {
-  return ID.test(text);
+  return B64U_SHA256.test(text);
 }
 
 /** A body as a receipt records it: its length and SHA-256. */

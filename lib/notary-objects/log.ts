@@ -8,6 +8,7 @@
 import * as v from "valibot";
 import { SvcError } from "../errors.ts";
 import type { BundleSource } from "../spiffe/bundle.ts";
+import { B64U_SHA256 } from "./ids.ts";
 import { type SvidSigner, signJws, unverifiedClaims, type VerifiedJws, verifyJws } from "./jws.ts";
 import { EMPTY_ROOT, type Hash, leafHash, verifyConsistency, verifyInclusion } from "./merkle.ts";
 
@@ -46,7 +47,7 @@ const TREE_HEAD_CLAIMS = v.object({
 export const b64u = (h: Uint8Array) => Buffer.from(h).toString("base64url");
 
 function fromB64u(s: unknown, what: string, proof = "inclusion proof"): Hash {
-  if (typeof s !== "string" || !/^[A-Za-z0-9_-]{43}$/.test(s))
+  if (typeof s !== "string" || !B64U_SHA256.test(s))
     throw new SvcError("receipt", `${proof} verification failed: ${what} is not a base64url SHA-256 hash`);
   return new Uint8Array(Buffer.from(s, "base64url"));
 }

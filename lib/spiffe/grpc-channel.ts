@@ -6,6 +6,7 @@
  */
 import * as http2 from "node:http2";
 import * as net from "node:net";
+import { socketHost } from "../url-host.ts";
 
 export const STATUS_NAMES = [
   "OK",
@@ -85,7 +86,7 @@ export class GrpcChannel {
   private connect(): net.Socket {
     if (this.target.startsWith("unix:")) return net.connect(this.target.slice(5).replace(/^\/\/(?=\/)/, ""));
     const at = this.target.lastIndexOf(":");
-    const host = this.target.slice(0, at).replace(/^\[|\]$/g, "");
+    const host = socketHost(this.target.slice(0, at));
     return net.connect(Number(this.target.slice(at + 1)), host);
   }
 

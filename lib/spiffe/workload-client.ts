@@ -152,14 +152,6 @@ export class WorkloadApiClient {
     return this.watch("FetchX509SVID", x509SvidResponse.decode, h);
   }
 
-  watchX509Bundles(h: WatchHandlers<X509BundlesResponse>): Watch {
-    return this.watch("FetchX509Bundles", x509BundlesResponse.decode, h);
-  }
-
-  watchJwtBundles(h: WatchHandlers<JwtBundlesResponse>): Watch {
-    return this.watch("FetchJWTBundles", jwtBundlesResponse.decode, h);
-  }
-
   private async unary<Req, Res>(
     method: string,
     encode: (r: Req) => Uint8Array,

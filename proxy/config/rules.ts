@@ -8,6 +8,7 @@ import { resolve } from "node:path";
 import { parseDuration } from "../../lib/duration.ts";
 import { parseEndpoint } from "../../lib/spiffe/address.ts";
 import { compilePatterns } from "../../lib/spiffe/authorizer.ts";
+import { socketHost } from "../../lib/url-host.ts";
 import { exists, readable, writableParent } from "./files.ts";
 import type { Parts } from "./normalize.ts";
 import {
@@ -58,7 +59,7 @@ function parseHostPort(text: string): HostPort | undefined {
   if (!m) return undefined;
   const port = Number(m[2]);
   if (port > 65535) return undefined;
-  return { host: (m[1] as string).replace(/^\[|\]$/g, ""), port };
+  return { host: socketHost(m[1] as string), port };
 }
 
 const badAddress = (address: string) =>

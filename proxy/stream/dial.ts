@@ -7,6 +7,7 @@ import net, { type Socket } from "node:net";
 import { SvcError } from "../../lib/errors.ts";
 import { connectMtls } from "../../lib/tls/mtls.ts";
 import { presentedChain } from "../../lib/tls/peer.ts";
+import { socketHost } from "../../lib/url-host.ts";
 import type { ListenerConfig } from "../config/types.ts";
 import type { Upstream } from "../http/types.ts";
 import { type ListenerDeps, targetAuthorizer } from "../listener.ts";
@@ -22,7 +23,7 @@ export type Dialer = () => Promise<Dialled>;
 export function targetDialer(l: ListenerConfig, deps: ListenerDeps): Dialer {
   // A connection to the target and its TLS handshake are bounded by the listener's `handshake`.
   const connectMs = l.timeouts.handshakeMs;
-  const host = l.target.hostname.replace(/^\[|\]$/g, "");
+  const host = socketHost(l.target.hostname);
   const port = Number(l.target.port);
   const where = `${host}:${port}`;
   if (l.targetMtls) {

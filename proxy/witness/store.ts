@@ -160,12 +160,8 @@ export class WitnessStore {
     })();
   }
 
-  evidence(origin?: string): Evidence[] {
-    const rows = (
-      origin === undefined
-        ? this.db.query("SELECT * FROM evidence ORDER BY id").all()
-        : this.db.query("SELECT * FROM evidence WHERE origin = ? ORDER BY id").all(origin)
-    ) as Record<string, unknown>[];
+  evidence(): Evidence[] {
+    const rows = this.db.query("SELECT * FROM evidence ORDER BY id").all() as Record<string, unknown>[];
     return rows.map((r) => ({
       id: Number(r.id),
       origin: r.origin as string,

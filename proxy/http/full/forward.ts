@@ -7,6 +7,7 @@ import http from "node:http";
 import https from "node:https";
 import { isIP } from "node:net";
 import type { TLSSocket } from "node:tls";
+import { socketHost } from "../../../lib/url-host.ts";
 import { upstreamFailure } from "../failure.ts";
 import { endToEnd, requestFields } from "../headers.ts";
 import type { Handler, ProxyResponse, Upstream } from "../types.ts";
@@ -21,7 +22,7 @@ export interface ForwardOptions {
 export function forwarder(o: ForwardOptions): Handler {
   const tls = o.target.protocol === "https:";
   const port = Number(o.target.port) || (tls ? 443 : 80);
-  const host = o.target.hostname.replace(/^\[|\]$/g, "");
+  const host = socketHost(o.target.hostname);
   return (req) =>
     new Promise<ProxyResponse>((resolve) => {
       const headers = requestFields(req);

@@ -11,6 +11,7 @@ import { createH2Sessions, type H2Sessions } from "../../../lib/tls/h2-sessions.
 import { presentedChain } from "../../../lib/tls/peer.ts";
 import { createUpstreamAgent } from "../../../lib/tls/upstream-agent.ts";
 import { verifyPeerChain } from "../../../lib/tls/verified-chains.ts";
+import { socketHost } from "../../../lib/url-host.ts";
 import type { ListenerConfig } from "../../config/types.ts";
 import { type ListenerDeps, targetAuthorizer } from "../../listener.ts";
 import type { Handler, ProxyRequest, Upstream } from "../types.ts";
@@ -69,7 +70,7 @@ export function openTarget(l: ListenerConfig, deps: ListenerDeps): { forward: Ha
       : undefined;
     // An ordinary https:// target's certificate must name the configured host, never the caller's Host
     // header (Node takes the name to check from it when the target is an IP address).
-    const targetHost = l.target.hostname.replace(/^\[|\]$/g, "");
+    const targetHost = socketHost(l.target.hostname);
     const plainAgent =
       l.target.protocol === "https:"
         ? new https.Agent({

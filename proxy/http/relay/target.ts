@@ -9,6 +9,7 @@ import type { Socket } from "bun";
 import type { Authorizer } from "../../../lib/spiffe/authorizer.ts";
 import type { SvidSource } from "../../../lib/spiffe/x509-source.ts";
 import { type BunTlsFollower, followBunTls, verifyBunPeer } from "../../../lib/tls/bun-peer.ts";
+import { socketHost } from "../../../lib/url-host.ts";
 import type { Upstream as VerifiedUpstream } from "../types.ts";
 
 export interface TargetOptions {
@@ -47,7 +48,7 @@ export class RelayTarget {
     rotated: () => void = () => {},
   ) {
     this.tls = o.target.protocol === "https:";
-    this.host = o.target.hostname.replace(/^\[|\]$/g, "");
+    this.host = socketHost(o.target.hostname);
     this.port = Number(o.target.port) || (this.tls ? 443 : 80);
     this.servername = isIP(this.host) ? {} : { serverName: this.host };
     // Bun takes ALPN protocols in their wire form: each name after its length.

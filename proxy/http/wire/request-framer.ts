@@ -6,7 +6,6 @@ import {
   type Fields,
   type Framing,
   framing,
-  isToken,
   MessageFramer,
   MessageHead,
   type MessageSink,
@@ -121,8 +120,7 @@ export function readRequestText(
   const requestLine = eol < 0 ? text : text.slice(0, eol);
   if (requestLine.includes("\n")) return { status: 400, error: "bare LF line ending" };
   const rl = REQUEST_LINE.exec(requestLine);
-  if (!rl || !isToken(rl[1] as string))
-    return { status: 400, error: `invalid request line ${JSON.stringify(requestLine.slice(0, 100))}` };
+  if (!rl) return { status: 400, error: `invalid request line ${JSON.stringify(requestLine.slice(0, 100))}` };
   const from = eol < 0 ? text.length : eol + 2;
   const special = scanFields(text, from);
   if ("error" in special) return { status: 400, error: special.error };

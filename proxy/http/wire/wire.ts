@@ -130,8 +130,6 @@ export function parseFields(lines: string[]): Fields | { error: string } {
   return fields;
 }
 
-export const isToken = (s: string) => TOKEN.test(s);
-
 // A whole field section (each line ending in CRLF) checked in one pass: `token ":" value` lines whose
 // values hold visible characters, spaces and tabs only.
 const FIELD_SECTION = /^(?:[!#$%&'*+\-.^_`|~0-9A-Za-z]+:[\t\x20-\x7e\x80-\xff]*\r\n)*$/;
