@@ -17,9 +17,11 @@ export interface Logger {
   enabled(level: Level): boolean;
 }
 
+export const ENCODERS = ["json", "console"] as const;
+
 export interface LogOptions {
   level: Level;
-  encoder: "json" | "console";
+  encoder: (typeof ENCODERS)[number];
   stacktraceLevel?: Level;
   write?: (line: string) => void;
 }

@@ -3,6 +3,7 @@
  * (docs/proxy-configuration.md, "Flags").
  */
 import type { FlagSpec } from "../../proxy/flags.ts";
+import { ENCODERS, LEVELS } from "../../proxy/log.ts";
 
 export const FLAGS: FlagSpec[] = [
   {
@@ -22,14 +23,14 @@ export const FLAGS: FlagSpec[] = [
     kind: "string",
     usage: "Log level",
     default: "info",
-    values: ["debug", "info", "warn", "error"],
+    values: [...LEVELS],
   },
   {
     name: "zap-encoder",
     kind: "string",
     usage: "Log encoding",
     default: "json",
-    values: ["json", "console"],
+    values: [...ENCODERS],
   },
   { name: "zap-devel", kind: "bool", usage: "Development logging: console encoder, debug level" },
   {
@@ -37,7 +38,7 @@ export const FLAGS: FlagSpec[] = [
     kind: "string",
     usage: "Level at and above which stack traces are logged",
     default: "error",
-    values: ["debug", "info", "warn", "error"],
+    values: [...LEVELS],
   },
 ];
 

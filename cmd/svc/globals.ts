@@ -5,6 +5,7 @@
 import type { ArgsDef } from "citty";
 import { SvcError } from "../../lib/errors.ts";
 import { ENDPOINT_ENV } from "../../lib/spiffe/address.ts";
+import { LEVELS } from "../../proxy/log.ts";
 
 export const DEFAULT_SPIFFE_SOCKET = "unix:///spiffe-workload-api/agent.sock";
 
@@ -32,7 +33,6 @@ export function spiffeSocket(flag: string | undefined): string {
   return flag || process.env[ENDPOINT_ENV] || DEFAULT_SPIFFE_SOCKET;
 }
 
-const LEVELS = ["debug", "info", "warn", "error"] as const;
 type Level = (typeof LEVELS)[number];
 
 /** svc's own diagnostics on standard error, as the global flags ask for them. */

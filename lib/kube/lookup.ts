@@ -3,6 +3,7 @@ import type { CommandLine } from "./grammar.ts";
 import { type GlobalFlags, type Resolution, resolveKubeconfig } from "./kubeconfig.ts";
 import { contextFlags, type KubeTarget, withContext } from "./kubectl.ts";
 import { DATA_RESOURCES, listMetadata } from "./metadata.ts";
+import { inCompartment } from "./mls.ts";
 import { getPod } from "./pods.ts";
 import { coreTypeWord } from "./type-name.ts";
 
@@ -178,7 +179,7 @@ export class Lookup {
     if (r.code !== 0 && denied)
       throw new SvcError(
         "compartment",
-        `${denied[0]} (the cluster refused svc's read); current compartment: ${this.current}`,
+        inCompartment(`${denied[0]} (the cluster refused svc's read)`, this.current),
       );
     if (r.code !== 0)
       throw new SvcError(

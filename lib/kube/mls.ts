@@ -30,6 +30,10 @@ export const PART_SYNTAX = {
 /** The longest label value Kubernetes takes: a compartment label `US-TS-…` must fit it. */
 export const MAX_LABEL_VALUE = 63;
 
+/** How svc ends a compartment refusal or warning: with the compartment the user works in (its label). */
+export const inCompartment = (text: string, label: string): string =>
+  `${text}; current compartment: ${label}`;
+
 /** A compartment's three parts. */
 export interface Compartment {
   country: string;

@@ -2,7 +2,7 @@ import { isSvcError } from "../../../lib/errors.ts";
 import { compartmentOf } from "../../../lib/kube/clearance.ts";
 import { flagValue } from "../../../lib/kube/grammar.ts";
 import type { KubeObject } from "../../../lib/kube/lookup.ts";
-import { marksOfMeta } from "../../../lib/kube/mls.ts";
+import { inCompartment, marksOfMeta } from "../../../lib/kube/mls.ts";
 import { refuseRawIntoPods } from "../../../lib/kube/raw-path.ts";
 import { say } from "../../say.ts";
 import {
@@ -44,7 +44,10 @@ export async function guardDelete(g: GuardInput): Promise<Guarded> {
     say(
       "svc",
       "warn",
-      `deleting ${o.kind ?? "object"} ${o.metadata?.name ?? ""}${where}, which has no compartment marks; current compartment: ${g.active.label}`,
+      inCompartment(
+        `deleting ${o.kind ?? "object"} ${o.metadata?.name ?? ""}${where}, which has no compartment marks`,
+        g.active.label,
+      ),
     );
   }
   return {};

@@ -10,7 +10,7 @@ import { contextClearances, judgeMarks, OVERRIDE_PERMISSION } from "../../../lib
 import { type CommandLine, filenames, flagSet, flagValues, restWords } from "../../../lib/kube/grammar.ts";
 import { describeObject } from "../../../lib/kube/inject.ts";
 import type { KubeObject, Lookup } from "../../../lib/kube/lookup.ts";
-import { COMPARTMENT_LABEL, marksOfMeta } from "../../../lib/kube/mls.ts";
+import { COMPARTMENT_LABEL, inCompartment, marksOfMeta } from "../../../lib/kube/mls.ts";
 import { say } from "../../say.ts";
 
 export interface GuardInput {
@@ -84,7 +84,7 @@ export const objectRef = (o: KubeObject) => `${(o.kind ?? "object").toLowerCase(
  */
 export function refuseUnlessOverridden(g: GuardInput, refusal: string, warning: string): void {
   if (!flagSet(g.line, "force"))
-    throw new SvcError("compartment", `${refusal}; current compartment: ${g.active.label}`);
+    throw new SvcError("compartment", inCompartment(refusal, g.active.label));
   // In the command's namespace when it names one, as the cluster's webhooks ask; else cluster-wide.
   const namespace = g.lookup.namedNamespace();
   const review = selfAccessReview({ ...OVERRIDE_PERMISSION, ...(namespace ? { namespace } : {}) });
@@ -92,7 +92,10 @@ export function refuseUnlessOverridden(g: GuardInput, refusal: string, warning: 
   if (can.out.trim() !== "true")
     throw new SvcError(
       "compartment",
-      `--force refused: you may not override compartments (the cluster must allow "${OVERRIDE_PERMISSION.verb}" on ${OVERRIDE_PERMISSION.resource}.${OVERRIDE_PERMISSION.group}; see docs/svc-guard.md); current compartment: ${g.active.label}`,
+      inCompartment(
+        `--force refused: you may not override compartments (the cluster must allow "${OVERRIDE_PERMISSION.verb}" on ${OVERRIDE_PERMISSION.resource}.${OVERRIDE_PERMISSION.group}; see docs/svc-guard.md)`,
+        g.active.label,
+      ),
     );
   say("svc", "warn", `--force: ${warning} from ${g.active.label}`);
 }

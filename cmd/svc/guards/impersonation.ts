@@ -1,5 +1,6 @@
 import { SvcError } from "../../../lib/errors.ts";
 import { flagValue } from "../../../lib/kube/grammar.ts";
+import { inCompartment } from "../../../lib/kube/mls.ts";
 import { ACCOUNT_PREFIX, serviceAccountOf } from "../../../lib/kube/service-account.ts";
 import { type GuardInput, refuseForeign } from "./guard.ts";
 
@@ -29,7 +30,10 @@ export function guardImpersonation(g: GuardInput): boolean {
   if (!found)
     throw new SvcError(
       "compartment",
-      `Cannot impersonate service account ${account.namespace}/${account.name}: it does not exist, and one created later under its name could be another compartment's; current compartment: ${g.active.label}`,
+      inCompartment(
+        `Cannot impersonate service account ${account.namespace}/${account.name}: it does not exist, and one created later under its name could be another compartment's`,
+        g.active.label,
+      ),
     );
   return refuseForeign(me, [found], "impersonate");
 }

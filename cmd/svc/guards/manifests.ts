@@ -16,7 +16,7 @@ import { filenames, flagSet, flagValue, flagValues } from "../../../lib/kube/gra
 import { describeObject, injectMls } from "../../../lib/kube/inject.ts";
 import { parseObjects, readSources, toKubectlInput } from "../../../lib/kube/manifests.ts";
 import { changedMarks, foreignCompartments, marksOf } from "../../../lib/kube/marks.ts";
-import { COMPARTMENT_LABEL } from "../../../lib/kube/mls.ts";
+import { COMPARTMENT_LABEL, inCompartment } from "../../../lib/kube/mls.ts";
 import { type Guarded, type GuardInput, refuseUnlessOverridden, restWithout } from "./guard.ts";
 
 const SOURCE_FLAGS = ["filename", "kustomize", "recursive"];
@@ -44,7 +44,10 @@ export async function guardManifests(g: GuardInput): Promise<Guarded> {
   if (flagValue(g.line, "raw"))
     throw new SvcError(
       "compartment",
-      `svc ${command} --raw sends the file to a URL of your choice, which svc cannot check; use ${command} -f without --raw; current compartment: ${g.active.label}`,
+      inCompartment(
+        `svc ${command} --raw sends the file to a URL of your choice, which svc cannot check; use ${command} -f without --raw`,
+        g.active.label,
+      ),
     );
   if (command === "create" && flagSet(g.line, "edit"))
     refuseUnlessOverridden(

@@ -11,6 +11,7 @@ import { flagValue } from "../../../lib/kube/grammar.ts";
 import { describeObject } from "../../../lib/kube/inject.ts";
 import type { KubeObject } from "../../../lib/kube/lookup.ts";
 import { parseObjects, readSources } from "../../../lib/kube/manifests.ts";
+import { inCompartment } from "../../../lib/kube/mls.ts";
 import { isNodeRef, type PodRef, podSelector, podTargets } from "../../../lib/kube/pod-targets.ts";
 import { type Guarded, type GuardInput, refuseForeign, restWithout } from "./guard.ts";
 
@@ -147,7 +148,10 @@ export function guardProxy(g: GuardInput): Guarded {
   if (changed)
     throw new SvcError(
       "compartment",
-      `svc proxy keeps its filter of the ways into pods (${PROXY_REJECT}); --${changed} cannot be set through svc; current compartment: ${g.active.label}`,
+      inCompartment(
+        `svc proxy keeps its filter of the ways into pods (${PROXY_REJECT}); --${changed} cannot be set through svc`,
+        g.active.label,
+      ),
     );
   return { args: [...restWithout(g), `--reject-paths=${PROXY_REJECT}`] };
 }

@@ -231,7 +231,7 @@ export class CallerConn implements UpstreamOwner {
       started: performance.now(),
       bytesIn: 0,
       bytesOut: 0,
-      keepAlive: head.version === "HTTP/1.1" ? !named.has("close") : named.has("keep-alive"),
+      keepAlive: persists(head.version, named),
       headBytes: requestHead(head, named, requestBody, this.additions(id === callerId ? undefined : id)),
       requestBody,
       requestDone: false,
@@ -374,9 +374,7 @@ export class CallerConn implements UpstreamOwner {
     x.responseStarted = true;
     x.status = h.status;
     const upstreamNamed = namedByConnection(h.special);
-    x.reusable =
-      h.body.kind !== "close" &&
-      (h.version === "HTTP/1.1" ? !upstreamNamed.has("close") : upstreamNamed.has("keep-alive"));
+    x.reusable = h.body.kind !== "close" && persists(h.version, upstreamNamed);
     let body: BodyOut;
     if (h.body.kind === "fixed") body = { kind: "length", length: h.body.length };
     else if (h.body.kind === "chunked" || h.body.kind === "close") {
@@ -545,6 +543,13 @@ export class CallerConn implements UpstreamOwner {
       this.ctx.events?.request(x.status, (performance.now() - x.started) / 1000, x.bytesIn, x.bytesOut);
   }
 }
+
+/**
+ * Whether a connection stays open after a message (RFC 9112 section 9.3): HTTP/1.1 unless its Connection
+ * field says close, HTTP/1.0 only if it says keep-alive. `named`: the field's tokens.
+ */
+const persists = (version: string, named: ReadonlySet<string>): boolean =>
+  version === "HTTP/1.1" ? !named.has("close") : named.has("keep-alive");
 
 /** HEAD, 204 and 304 carry no body; the Content-Length the upstream declared is passed on. */
 function declaredLength(x: Exchange, h: ResponseHead): BodyOut {
