@@ -3,9 +3,15 @@ import type { CommandLine } from "./grammar.ts";
 import { type GlobalFlags, type Resolution, resolveKubeconfig } from "./kubeconfig.ts";
 import { contextFlags, type KubeTarget, withContext } from "./kubectl.ts";
 import { DATA_RESOURCES, listMetadata } from "./metadata.ts";
-import { inCompartment } from "./mls.ts";
+import { inCompartment, REFUSAL } from "./mls.ts";
 import { getPod } from "./pods.ts";
 import { coreTypeWord } from "./type-name.ts";
+
+/** The cluster's authorization webhook refusing a read (proxy/admission/access.ts), in kubectl's error. */
+const READ_REFUSED = new RegExp(
+  `Cannot read [^\\n]*? (${REFUSAL.foreign} \\([^)\\n]*\\)|${REFUSAL.unlabeled})`,
+);
+const UNREADABLE = new RegExp(`svc admission: [^\\n]*? ${REFUSAL.unreadable}`);
 
 /**
  * kubectl runs for svc's own checks, aimed at exactly the cluster target the user's command will use:
@@ -173,9 +179,7 @@ export class Lookup {
     const r = this.run(["get", ...words, "-o", "json"], namespace, stdin);
     // The cluster's authorization webhook refused the read itself (docs/admission.md, "Reads"): that is
     // the answer, another compartment's object.
-    const denied =
-      /Cannot read [^\n]*? (in another compartment \([^)\n]*\)|without a compartment label)/.exec(r.err) ??
-      /svc admission: [^\n]*? has compartment marks svc cannot read/.exec(r.err);
+    const denied = READ_REFUSED.exec(r.err) ?? UNREADABLE.exec(r.err);
     if (r.code !== 0 && denied)
       throw new SvcError(
         "compartment",

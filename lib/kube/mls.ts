@@ -30,6 +30,16 @@ export const PART_SYNTAX = {
 /** The longest label value Kubernetes takes: a compartment label `US-TS-…` must fit it. */
 export const MAX_LABEL_VALUE = 63;
 
+/**
+ * The phrases of the cluster webhook's refusals (proxy/admission/) that svc reads back from kubectl's
+ * errors (lookup.ts): one spelling for the writer and the reader.
+ */
+export const REFUSAL = {
+  unreadable: "has compartment marks svc cannot read",
+  foreign: "in another compartment",
+  unlabeled: "without a compartment label",
+} as const;
+
 /** How svc ends a compartment refusal or warning: with the compartment the user works in (its label). */
 export const inCompartment = (text: string, label: string): string =>
   `${text}; current compartment: ${label}`;

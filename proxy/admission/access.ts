@@ -10,7 +10,7 @@
  */
 import { clearancesOf, describeClearances, judgeMarks } from "../../lib/kube/clearance.ts";
 import { get } from "../../lib/kube/fields.ts";
-import { type Marks, marksOfMeta } from "../../lib/kube/mls.ts";
+import { type Marks, marksOfMeta, REFUSAL } from "../../lib/kube/mls.ts";
 import { type IdentityDeps, speaksFor } from "./identity.ts";
 import {
   type AdmissionRequest,
@@ -186,12 +186,12 @@ export async function judge(
   const clearances = clearancesOf(spoken.groups);
   const j = judgeMarks(clearances, marks);
   if (j.kind === "unreadable")
-    return override(`svc admission: ${target} has compartment marks svc cannot read: ${j.why}`, "refused");
+    return override(`svc admission: ${target} ${REFUSAL.unreadable}: ${j.why}`, "refused");
   if (j.kind === "unlabeled") {
     if (deps.unlabeled === "allow")
       return { allowed: true, decision: "unlabeled", message: `${target} has no compartment label` };
     return override(
-      `Cannot ${action.text} ${action.what} without a compartment label (${target} has no svc.io/compartment label; this cluster refuses unlabeled ${action.what === "pod" ? "pods" : "objects"})`,
+      `Cannot ${action.text} ${action.what} ${REFUSAL.unlabeled} (${target} has no svc.io/compartment label; this cluster refuses unlabeled ${action.what === "pod" ? "pods" : "objects"})`,
       "unlabeled",
     );
   }
@@ -199,7 +199,7 @@ export async function judge(
   if (j.kind === "cleared")
     return { allowed: true, decision: "allowed", message: `cleared for ${compartment}`, compartment };
   return override(
-    `Cannot ${action.text} ${action.what} in another compartment (${compartment}); you are cleared for ${describeClearances(clearances)}${spoken.because === "groups" ? "" : ` (${spoken.because})`} (missing: ${j.missing.join(", ")})`,
+    `Cannot ${action.text} ${action.what} ${REFUSAL.foreign} (${compartment}); you are cleared for ${describeClearances(clearances)}${spoken.because === "groups" ? "" : ` (${spoken.because})`} (missing: ${j.missing.join(", ")})`,
     "refused",
     compartment,
   );

@@ -22,7 +22,7 @@
  */
 import { compartmentOf, type MarkedAs, sameCompartment } from "../../lib/kube/clearance.ts";
 import { CACHED_KINDS } from "../../lib/kube/marks-cache.ts";
-import { COMPARTMENT_LABEL, type Marks, marksOfMeta } from "../../lib/kube/mls.ts";
+import { COMPARTMENT_LABEL, type Marks, marksOfMeta, REFUSAL } from "../../lib/kube/mls.ts";
 import {
   claimTemplates,
   groupOf,
@@ -121,8 +121,7 @@ export async function decideConsistency(req: AdmissionRequest, deps: Consistency
     unlabeledOnly &&= unlabeled;
   };
   // Marks it cannot read: nothing to compare with; refused, unless the requester holds the override.
-  if (own.kind === "unreadable")
-    return overridden(`${self} has compartment marks svc cannot read: ${own.why}`);
+  if (own.kind === "unreadable") return overridden(`${self} ${REFUSAL.unreadable}: ${own.why}`);
 
   const references: Reference[] = podSpec ? referencesOf(podSpec.spec) : [];
   const meta = object.metadata as { annotations?: Record<string, unknown> } | undefined;
@@ -142,8 +141,7 @@ export async function decideConsistency(req: AdmissionRequest, deps: Consistency
     const theirs = compartmentOf(found);
     const other = `${CACHED_KINDS[r.kind]} ${clip(namespace)}/${clip(r.name)}`;
     if (theirs.kind === "none") continue;
-    if (theirs.kind === "unreadable")
-      problem(`${other} (${r.via}) has compartment marks svc cannot read: ${theirs.why}`);
+    if (theirs.kind === "unreadable") problem(`${other} (${r.via}) ${REFUSAL.unreadable}: ${theirs.why}`);
     else if (own.kind === "none") {
       if (deps.unlabeled === "deny")
         problem(
@@ -261,8 +259,7 @@ export async function decideConsistency(req: AdmissionRequest, deps: Consistency
     const same =
       (own.kind === "none" && theirs.kind === "none") ||
       (own.kind === "marked" && theirs.kind === "marked" && sameCompartment(own.parts, theirs.parts));
-    if (theirs.kind === "unreadable")
-      problem(`${found.what} has compartment marks svc cannot read: ${theirs.why}`);
+    if (theirs.kind === "unreadable") problem(`${found.what} ${REFUSAL.unreadable}: ${theirs.why}`);
     else if (!same) problem(`${self} (${named(own)}) ${text(named(theirs))}`);
   }
 

@@ -13,6 +13,7 @@
  */
 import { compartmentOf } from "../../lib/kube/clearance.ts";
 import type { CachedKind, MarksEntry } from "../../lib/kube/marks-cache.ts";
+import { REFUSAL } from "../../lib/kube/mls.ts";
 import { ACCOUNT_PREFIX, serviceAccountOf } from "../../lib/kube/service-account.ts";
 import { clip, groupsOf, str, type UserInfo } from "./request.ts";
 
@@ -41,7 +42,7 @@ function oneExtra(user: UserInfo, key: string): string | undefined {
 function groupsOfMarks(entry: MarksEntry, what: string): SpokenFor & { marked: boolean } {
   const read = compartmentOf(entry);
   if (read.kind === "unreadable")
-    return { ...none(`${what} has compartment marks svc cannot read: ${read.why}`), marked: true };
+    return { ...none(`${what} ${REFUSAL.unreadable}: ${read.why}`), marked: true };
   if (read.kind === "none") return { ...none(`${what} has no compartment marks`), marked: false };
   const { country, sensitivity, compartment } = read.parts;
   return {
