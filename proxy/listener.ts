@@ -14,7 +14,7 @@ import type { Witness } from "./witness/witness.ts";
  * The reason a refused caller is counted and logged under: `handshake` when the TLS handshake itself
  * failed (no or an untrusted certificate, as the TLS stack judged it), otherwise the error's code.
  */
-export function refusalReason(e: { message: string; code: string }): string {
+function refusalReason(e: { message: string; code: string }): string {
   return e.message.startsWith("TLS handshake failed") ? "handshake" : e.code;
 }
 

@@ -3,7 +3,7 @@ import { SvcError } from "../../lib/errors.ts";
 import { exitWith } from "../exit.ts";
 
 /** citty accepts any flag; svc refuses unknown ones like kubectl does, naming the allowed ones. */
-export function rejectUnknownFlags(defined: ArgsDef, args: ParsedArgs<ArgsDef>): void {
+function rejectUnknownFlags(defined: ArgsDef, args: ParsedArgs<ArgsDef>): void {
   const known = new Set<string>(["_", "help", "h"]);
   for (const [name, def] of Object.entries(defined)) {
     known.add(name);

@@ -7,7 +7,7 @@ import { SvcError } from "../../lib/errors.ts";
 import { ENDPOINT_ENV } from "../../lib/spiffe/address.ts";
 import { LEVELS } from "../../proxy/log.ts";
 
-export const DEFAULT_SPIFFE_SOCKET = "unix:///spiffe-workload-api/agent.sock";
+const DEFAULT_SPIFFE_SOCKET = "unix:///spiffe-workload-api/agent.sock";
 
 export const globalArgs = {
   "log-level": {

@@ -90,14 +90,14 @@ export function spokenGroups(reason: string): string[] | undefined {
  * `mls.svc.dev/level` `<country>:<sensitivity>` and `mls.svc.dev/compartment` `<country>:<compartment>`;
  * undefined when the value has another shape.
  */
-export function parseLevelNote(value: string): Partial<Compartment> | undefined {
+function parseLevelNote(value: string): Partial<Compartment> | undefined {
   const m = LEVEL_NOTE.exec(value);
   return m
     ? { country: (m[1] as string).toLowerCase(), sensitivity: (m[2] as string).toLowerCase() }
     : undefined;
 }
 
-export function parseCompartmentNote(value: string): Partial<Compartment> | undefined {
+function parseCompartmentNote(value: string): Partial<Compartment> | undefined {
   const m = COMPARTMENT_NOTE.exec(value);
   return m
     ? { country: (m[1] as string).toLowerCase(), compartment: (m[2] as string).toLowerCase() }

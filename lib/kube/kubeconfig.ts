@@ -135,7 +135,7 @@ function load(files: string[], explicit: boolean): Merged | string {
 }
 
 /** The kubeconfig files kubectl reads: --kubeconfig, else the KUBECONFIG list, else ~/.kube/config. */
-export function kubeconfigFiles(
+function kubeconfigFiles(
   flag: string | undefined,
   env: Record<string, string | undefined>,
 ): { files: string[]; explicit: boolean } {

@@ -108,7 +108,7 @@ export function parseObjects(sources: Source[]): Record<string, unknown>[] {
   return objects;
 }
 
-export function flattenLists(o: Record<string, unknown>): Record<string, unknown>[] {
+function flattenLists(o: Record<string, unknown>): Record<string, unknown>[] {
   if (!Array.isArray(o.items)) return [o];
   return (o.items as unknown[]).flatMap((i) =>
     i !== null && typeof i === "object" && !Array.isArray(i)

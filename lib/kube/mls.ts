@@ -8,7 +8,7 @@
  * the webhook caches them (marks-cache.ts).
  */
 export const COMPARTMENT_LABEL = "svc.io/compartment";
-export const MLS_ANNOTATION_PREFIX = "mls.svc.dev/";
+const MLS_ANNOTATION_PREFIX = "mls.svc.dev/";
 export const LEVEL_ANNOTATION = `${MLS_ANNOTATION_PREFIX}level`;
 export const COMPARTMENT_ANNOTATION = `${MLS_ANNOTATION_PREFIX}compartment`;
 

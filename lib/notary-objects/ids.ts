@@ -9,7 +9,7 @@ export function contentId(bytes: string | Uint8Array): string {
 }
 
 /** SHA-256 as lowercase hex, the form body digests take inside receipts. */
-export function sha256Hex(bytes: string | Uint8Array): string {
+function sha256Hex(bytes: string | Uint8Array): string {
   return createHash("sha256").update(bytes).digest("hex");
 }
 

@@ -43,7 +43,7 @@ export function unverifiedClaims<T>(jws: string): T {
   return JSON.parse(Buffer.from(jws.trim().split(".")[1] ?? "", "base64url").toString()) as T;
 }
 
-export function algorithmFor(key: KeyObject): string {
+function algorithmFor(key: KeyObject): string {
   const d = key.asymmetricKeyDetails;
   switch (key.asymmetricKeyType) {
     case "ec":
@@ -60,7 +60,7 @@ export function algorithmFor(key: KeyObject): string {
   throw new SvcError("notary", `cannot sign with a ${key.asymmetricKeyType} ${d?.namedCurve ?? ""} key`);
 }
 
-export const ALGORITHMS = ["ES256", "ES384", "RS256", "PS256", "EdDSA"];
+const ALGORITHMS = ["ES256", "ES384", "RS256", "PS256", "EdDSA"];
 
 export async function signJws(claims: object, signer: SvidSigner, typ: string): Promise<string> {
   const key = signer.key;

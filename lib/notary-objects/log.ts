@@ -23,8 +23,8 @@ export function leafData(kind: LeafKind, record: Uint8Array | string): Uint8Arra
   return out;
 }
 
-export const TREE_HEAD_TYP = "svc-tree-head+jws";
-export const TREE_HEAD_AUDIENCE_SUFFIX = "/log";
+const TREE_HEAD_TYP = "svc-tree-head+jws";
+const TREE_HEAD_AUDIENCE_SUFFIX = "/log";
 
 export interface TreeHeadClaims {
   iss: string;

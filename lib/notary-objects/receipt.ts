@@ -11,13 +11,13 @@ import { type SvidSigner, signJws, type VerifiedJws, verifyJws } from "./jws.ts"
 import { NOTARY_HEADERS } from "./levels.ts";
 import type { SignedObject } from "./statement.ts";
 
-export const RECEIPT_TYP = "svc-receipt+jws";
+const RECEIPT_TYP = "svc-receipt+jws";
 /**
  * The largest response a receipt covers: the openai middleware buffers and notarizes none larger, and svc
  * curl reads none larger to check one.
  */
 export const MAX_NOTARIZED_RESPONSE = 64 * 1024 * 1024;
-export const RECEIPT_AUDIENCE_SUFFIX = "/receipt";
+const RECEIPT_AUDIENCE_SUFFIX = "/receipt";
 
 /**
  * `body` is always what the caller sent and received, so that a caller can check it. When a middleware

@@ -9,7 +9,7 @@ import { contentId } from "./ids.ts";
 import { type SvidSigner, signJws, type VerifiedJws, verifyJws } from "./jws.ts";
 
 export const STATEMENT_TYP = "svc-workload-statement+jws";
-export const STATEMENT_AUDIENCE_SUFFIX = "/workload-statement";
+const STATEMENT_AUDIENCE_SUFFIX = "/workload-statement";
 
 export interface WorkloadFacts {
   trustDomain: string;

@@ -8,7 +8,7 @@ import * as http2 from "node:http2";
 import * as net from "node:net";
 import { socketHost } from "../url-host.ts";
 
-export const STATUS_NAMES = [
+const STATUS_NAMES = [
   "OK",
   "CANCELLED",
   "UNKNOWN",

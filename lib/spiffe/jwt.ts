@@ -14,7 +14,7 @@ import {
 import { SvcError } from "../errors.ts";
 import { parseSpiffeId, parseTrustDomain, type SpiffeId } from "./id.ts";
 
-export const JWT_SVID_ALGORITHMS = [
+const JWT_SVID_ALGORITHMS = [
   "RS256",
   "RS384",
   "RS512",

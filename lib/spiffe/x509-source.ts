@@ -23,7 +23,7 @@ export interface X509Context {
  * Turns one X509SVIDResponse into an X509Context, or throws when the message breaks a rule (missing
  * mandatory field, unparsable SVID): the Workload API spec says to discard such a message.
  */
-export function toX509Context(res: X509SvidResponse): X509Context {
+function toX509Context(res: X509SvidResponse): X509Context {
   if (res.svids.length === 0)
     throw new SvcError("workload_api", "the Workload API sent an update with no X.509-SVID");
   const svids = res.svids.map((m, i) => {

@@ -11,7 +11,7 @@ export function presentedChain(socket: TLSSocket): Uint8Array[] {
 }
 
 /** The DER chain of a detailed peer certificate (as getPeerCertificate(true) and checkServerIdentity give it). */
-export function chainOf(peerCert: PeerCertificate | undefined): Uint8Array[] {
+function chainOf(peerCert: PeerCertificate | undefined): Uint8Array[] {
   const chain: Uint8Array[] = [];
   let cert = peerCert as (PeerCertificate & { issuerCertificate?: PeerCertificate }) | undefined;
   while (cert?.raw && chain.length < 10) {

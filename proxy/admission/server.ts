@@ -20,8 +20,8 @@ export interface AdmissionServerOptions extends Omit<Answering, "note"> {
   ready(): boolean;
 }
 
-export const REVIEW_PATH = "/validate";
-export const AUTHORIZE_PATH = "/authorize";
+const REVIEW_PATH = "/validate";
+const AUTHORIZE_PATH = "/authorize";
 /**
  * A review of a pod or workload update holds the object and the old object, each at most etcd's 1.5 MiB
  * (as protobuf; their JSON is larger), with the review around them. Larger bodies are answered 413 by Bun

@@ -7,7 +7,7 @@ import { readFileSync } from "node:fs";
 import { parse, YAMLParseError } from "yaml";
 import { SvcError } from "../../lib/errors.ts";
 
-export const CONFIG_ENV = "SVC_PROXY_CONFIG";
+const CONFIG_ENV = "SVC_PROXY_CONFIG";
 
 export interface ConfigSource {
   text: string;

@@ -22,11 +22,11 @@ const count = (fallback: number) =>
   );
 const patterns = v.optional(v.array(str("a SPIFFE ID pattern (Go regular expression)")), []);
 
-export const MODES = ["client", "server", "central"] as const;
-export const PROTOCOLS = ["http", "tcp", "mqtt"] as const;
-export const OVERFLOW_POLICIES = ["reject", "drop-oldest", "drop-newest"] as const;
-export const MIDDLEWARE_TYPES = ["notary-query", "witness", "openai", "dummy", "buffer"] as const;
-export const STORAGE_TYPES = ["in-memory", "sqlite"] as const;
+const MODES = ["client", "server", "central"] as const;
+const PROTOCOLS = ["http", "tcp", "mqtt"] as const;
+const OVERFLOW_POLICIES = ["reject", "drop-oldest", "drop-newest"] as const;
+const MIDDLEWARE_TYPES = ["notary-query", "witness", "openai", "dummy", "buffer"] as const;
+const STORAGE_TYPES = ["in-memory", "sqlite"] as const;
 
 export const DEFAULT_METRICS_ADDR = ":7600";
 /** handshake bounds the TLS handshake of every mTLS listener (HTTP, TCP and MQTT alike). */

@@ -26,7 +26,7 @@ import { applyModel, type FieldModel, MAX_DEPTH, REQUEST_MODEL, RESPONSE_MODEL }
 import { type StreamNotarization, streamAnswer } from "./openai-stream.ts";
 
 export const PATH = "/v1/chat/completions";
-export const REQUEST_LIMIT = 1024 * 1024;
+const REQUEST_LIMIT = 1024 * 1024;
 /** The whole response is buffered; this bounds the memory one response may take, and a stream's length. */
 export const RESPONSE_LIMIT = MAX_NOTARIZED_RESPONSE;
 

@@ -117,7 +117,7 @@ export interface NotaryStore {
 }
 
 /** An exchange's record bytes in the log: canonical JSON, bodies in base64. */
-export function exchangeRecord(id: number, x: Exchange): Uint8Array {
+function exchangeRecord(id: number, x: Exchange): Uint8Array {
   const b64 = (b: Uint8Array) => Buffer.from(b).toString("base64");
   return new TextEncoder().encode(
     JSON.stringify({

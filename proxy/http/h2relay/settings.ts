@@ -26,7 +26,7 @@ export const MAX_HEADER_LIST = 64 * 1024;
 /** The largest header block (encoded) read before it is refused, CONTINUATION frames included. */
 export const MAX_HEADER_BLOCK = 2 * MAX_HEADER_LIST;
 /** The largest initial stream window relayed from one side to the other. */
-export const MAX_RELAYED_WINDOW = 16 * 1024 * 1024;
+const MAX_RELAYED_WINDOW = 16 * 1024 * 1024;
 
 /** What the proxy announces to the caller first, before it knows the target's. */
 export const CALLER_SETTINGS: ReadonlyMap<number, number> = new Map([

@@ -29,7 +29,7 @@ export interface HeadParts {
 }
 
 /** No special fields: shared, never written to. */
-export const NO_FIELDS: Fields = Object.freeze([]) as unknown as Fields;
+const NO_FIELDS: Fields = Object.freeze([]) as unknown as Fields;
 
 const table = (chars: string, ...ranges: [number, number][]) => {
   const t = new Uint8Array(256);

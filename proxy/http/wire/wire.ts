@@ -115,7 +115,7 @@ const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
 const CONTROL = /[\x00-\x08\x0a-\x1f\x7f]/;
 
 /** Header field lines to fields; refuses obsolete folding, bare LF, and anything but `token ":" value`. */
-export function parseFields(lines: string[]): Fields | { error: string } {
+function parseFields(lines: string[]): Fields | { error: string } {
   const fields: Fields = [];
   for (const line of lines) {
     if (line.includes("\n")) return { error: "bare LF line ending" };
@@ -183,7 +183,7 @@ export class MessageHead {
 }
 
 /** Every field of a head whose section scanFields accepted, in received order, names as received. */
-export function allFields(text: string, from: number): Fields {
+function allFields(text: string, from: number): Fields {
   return from < text.length ? (parseFields(text.slice(from).split("\r\n")) as Fields) : [];
 }
 
