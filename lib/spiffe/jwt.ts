@@ -14,17 +14,7 @@ import {
 import { SvcError } from "../errors.ts";
 import { parseSpiffeId, parseTrustDomain, type SpiffeId } from "./id.ts";
 
-const JWT_SVID_ALGORITHMS = [
-  "RS256",
-  "RS384",
-  "RS512",
-  "ES256",
-  "ES384",
-  "ES512",
-  "PS256",
-  "PS384",
-  "PS512",
-];
+const JWT_SVID_ALGORITHMS = ["RS256", "RS384", "RS512", "ES256", "ES384", "ES512", "PS256", "PS384", "PS512"];
 
 /**
  * JWT authorities per trust domain. SPIFFE bundles mark keys `use: "jwt-svid"` (and X.509 authorities

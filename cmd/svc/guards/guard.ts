@@ -83,8 +83,7 @@ export const objectRef = (o: KubeObject) => `${(o.kind ?? "object").toLowerCase(
  * a warning is printed and the caller records the command as forced.
  */
 export function refuseUnlessOverridden(g: GuardInput, refusal: string, warning: string): void {
-  if (!flagSet(g.line, "force"))
-    throw new SvcError("compartment", inCompartment(refusal, g.active.label));
+  if (!flagSet(g.line, "force")) throw new SvcError("compartment", inCompartment(refusal, g.active.label));
   // In the command's namespace when it names one, as the cluster's webhooks ask; else cluster-wide.
   const namespace = g.lookup.namedNamespace();
   const review = selfAccessReview({ ...OVERRIDE_PERMISSION, ...(namespace ? { namespace } : {}) });
