@@ -4,6 +4,7 @@ import net from "node:net";
 import tls from "node:tls";
 import { X509Source } from "../../lib/spiffe/x509-source.ts";
 import { type DevApi, startProdApis, svidClientTls, tempDir } from "../support/dev-api.ts";
+import { RawCaller } from "../support/h2-raw-caller.ts";
 import { h2Get, startHttp2Pair, startOkHttp2Target } from "../support/http2-pair.ts";
 import { freePort } from "../support/net.ts";
 import { type Proc, stopAll } from "../support/proc.ts";
@@ -62,14 +63,7 @@ const served = (session = http2.connect(`http://127.0.0.1:${clientPort}`)) => h2
 /** How long a flood may take to be ended by the proxy, well below the test's own limit. */
 const FLOOD_MS = 15_000;
 
-const frame = (type: number, flags: number, stream: number, payload: Buffer) => {
-  const head = Buffer.alloc(9);
-  head.writeUIntBE(payload.length, 0, 3);
-  head[3] = type;
-  head[4] = flags;
-  head.writeUInt32BE(stream, 5);
-  return Buffer.concat([head, payload]);
-};
+const frame = RawCaller.bytes;
 /** :method GET, :path /, :scheme http, from the static table. */
 const GET = Buffer.from([0x82, 0x84, 0x86]);
 
