@@ -104,7 +104,6 @@ function parseNote(note: string): { text: string; signatures: NoteSignature[] } 
   return { text, signatures };
 }
 
-/** The three lines of a checkpoint's text (extension lines are refused: this log writes none). */
 /**
  * A tree size written in decimal, as checkpoints, add-checkpoint requests, a witness's 409 and the query
  * routes write it: digits without a leading zero, a safe integer; undefined for anything else.
@@ -115,6 +114,7 @@ export function treeSize(text: string): number | undefined {
   return Number.isSafeInteger(n) ? n : undefined;
 }
 
+/** The three lines of a checkpoint's text (extension lines are refused: this log writes none). */
 function parseText(text: string): { origin: string; size: number; root: string } {
   const lines = text.slice(0, -1).split("\n");
   if (lines.length !== 3) throw bad(`the text has ${lines.length} lines, not origin, size and root`);

@@ -13,7 +13,7 @@ export function upstreamFailure(target: URL, e: Error): ProxyResponse {
       ...proxyResponse(502, `upstream ${where} refused: ${e.message}`, "target-refused"),
       failureCode: e.code,
     };
-  // The proxy's own errors on the way: a connection that timed out, no SVID to present.
+  // The way to the target failed: a connection or handshake that timed out.
   if (isSvcError(e, "network"))
     return proxyResponse(502, `upstream ${where} unreachable (${e.message})`, "target-unreachable");
   const code = (e as NodeJS.ErrnoException).code;

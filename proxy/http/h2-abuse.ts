@@ -6,7 +6,8 @@
  *   with GOAWAY ENHANCE_YOUR_CALM.
  * - `rapid_reset`: streams the caller opens and resets before their answers end, beyond a budget of
  *   RESET_BURST refilled at RESET_RATE a second (nghttp2's defaults, which the full path's runtime
- *   applies): GOAWAY ENHANCE_YOUR_CALM.
+ *   applies): GOAWAY ENHANCE_YOUR_CALM. On the relay, streams reset for the caller's errors on them and
+ *   streams the target resets before it answered in full (but for REFUSED_STREAM) count too.
  * - `protocol_error`: a frame the proxy cannot accept, among them a header block continued without end by
  *   CONTINUATION frames.
  */

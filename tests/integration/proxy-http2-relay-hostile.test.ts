@@ -42,6 +42,8 @@ interface Seen {
   reset?: number;
 }
 const seen = new Map<string, Seen>();
+/** Streams the target was sent a frame on without ever being sent their head (idle there). */
+const idleAtTarget: number[] = [];
 
 const OK = [{ name: ":status", value: "200" }];
 
@@ -90,7 +92,9 @@ function startTarget(): Promise<number> {
             s.seen.ended = true;
             if (!/^\/(early|begin|reset)/.test(s.path)) answer(f.stream, "ok", true);
           }
-        } else if (f.type === FRAME.RST_STREAM && s) s.seen.reset = Buffer.from(f.payload).readUInt32BE(0);
+        } else if ((f.type === FRAME.RST_STREAM || f.type === FRAME.WINDOW_UPDATE) && f.stream !== 0 && !s)
+          idleAtTarget.push(f.stream);
+        else if (f.type === FRAME.RST_STREAM && s) s.seen.reset = Buffer.from(f.payload).readUInt32BE(0);
       }
     });
   });
@@ -199,6 +203,25 @@ describe("a request's body is held to its content-length (RFC 9113 section 8.1.1
     expect(seen.has("/cl-head-only")).toBe(false);
     c.close();
   });
+});
+
+test("a caller's reset or window update of a stream the proxy refused does not reach the target, where it would be idle", async () => {
+  const c = new RawCaller(port);
+  // Stream 1 held open at the target; stream 3 refused by the proxy (a head that ends the request short
+  // of its content-length), then cancelled by its caller at once, as a client may do.
+  c.together([post(c, 1, "/begin-held", [], true)]);
+  expect(await c.status(1)).toBe("200");
+  c.together([
+    post(c, 3, "/refused-then-reset", [{ name: "content-length", value: "3" }], true),
+    RawCaller.bytes(FRAME.WINDOW_UPDATE, 0, 3, Buffer.from([0, 0, 1, 0])),
+    RawCaller.bytes(FRAME.RST_STREAM, 0, 3, Buffer.from([0, 0, 0, ERROR.CANCEL])),
+    post(c, 5, "/after-refused", [], true),
+  ]);
+  expect(await c.rst(3)).toBe(ERROR.PROTOCOL_ERROR);
+  expect(await c.status(5)).toBe("200");
+  expect(idleAtTarget).not.toContain(3);
+  expect(c.frames.some((f) => f.type === FRAME.GOAWAY)).toBe(false);
+  c.close();
 });
 
 test("request targets RFC 9113 does not allow never reach the target", async () => {

@@ -15,6 +15,7 @@
  * caller's: when either ends, so does the other, after the streams that can finish have.
  */
 import type { Socket } from "bun";
+import { SvcError } from "../../../lib/errors.ts";
 import {
   checkData,
   checkPing,
@@ -292,6 +293,9 @@ export class H2Relay {
         this.idleStream(f);
         if (this.dropFromCaller.delete(f.stream)) return;
         const s = this.streams.get(f.stream);
+        // A stream the proxy refused before the target saw it, and after every stream it did see: to the
+        // target that stream is idle, and a frame on it would end the whole connection there.
+        if (!s && f.stream > this.lastForwarded) return;
         this.passToTarget(f);
         if (!s) return;
         this.remember(this.dropFromTarget, f.stream);
@@ -303,7 +307,7 @@ export class H2Relay {
         readWindowUpdate(f);
         if (f.stream !== 0) {
           this.idleStream(f);
-          if (this.dropFromCaller.has(f.stream)) return;
+          if (this.dropFromCaller.has(f.stream) || f.stream > this.lastForwarded) return;
         }
         this.passToTarget(f);
         return;
@@ -591,7 +595,9 @@ export class H2Relay {
     this.dialled = true;
     const timer = setTimeout(
       () =>
-        this.targetFailed(new Error(`HTTP/2 connection not made within ${this.ctx.timeouts.handshakeMs} ms`)),
+        this.targetFailed(
+          new SvcError("network", `HTTP/2 connection not made within ${this.ctx.timeouts.handshakeMs} ms`),
+        ),
       this.ctx.timeouts.handshakeMs,
     );
     this.dialTimer = timer;
@@ -675,8 +681,9 @@ export class H2Relay {
         this.end(s, s.status || 502);
         // A caller can make a target reset its streams (a WINDOW_UPDATE past 2^31-1, say) and open new
         // ones while the target's work for them goes on: a reset before the answer ended counts as the
-        // caller's own. One after it (NO_ERROR, the request no longer needed) does not.
-        if (!s.targetEnded) this.countReset();
+        // caller's own. One after it (NO_ERROR, the request no longer needed) does not, nor does
+        // REFUSED_STREAM, which says the target did no work on it.
+        if (!s.targetEnded && code !== ERROR.REFUSED_STREAM) this.countReset();
         return;
       }
       case FRAME.WINDOW_UPDATE:
