@@ -1,4 +1,5 @@
 import { isPeerRefusal, isSvcError } from "../../lib/errors.ts";
+import type { ListenerEvents } from "../listener.ts";
 import { type ProxyResponse, proxyResponse } from "./types.ts";
 
 /**
@@ -30,4 +31,9 @@ export function upstreamFailure(target: URL, e: Error): ProxyResponse {
     return proxyResponse(502, `upstream ${where} unreachable (${code})`, "target-unreachable");
   }
   return proxyResponse(502, `upstream ${where} failed: ${e.message}`, "target-failed");
+}
+
+/** A response made for a target the checks refused is counted in denied_total{side="target"}, once. */
+export function countRefusal(events: ListenerEvents | undefined, r: ProxyResponse): void {
+  if (r.failure === "target-refused" && r.failureCode) events?.denied("target", r.failureCode);
 }

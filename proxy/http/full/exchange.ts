@@ -14,6 +14,7 @@ import { callerRefused, type ListenerEvents } from "../../listener.ts";
 import type { Logger } from "../../log.ts";
 import { requestTimedOut, targetTimedOut } from "../../timeouts.ts";
 import { CALLER_CLOSED } from "../cancelled.ts";
+import { countRefusal } from "../failure.ts";
 import { namedBy, REQUEST_ID_HEADER, requestId } from "../headers.ts";
 import {
   CallerStalled,
@@ -189,8 +190,7 @@ export async function serveExchange(
   if (response.failure) {
     const reason = String(response.body).trim();
     reqLog.warn("upstream failure", { status: response.status, failure: response.failure, reason });
-    if (response.failure === "target-refused")
-      events?.denied("target", response.failureCode ?? "unauthorized_peer");
+    countRefusal(events, response);
   }
   // A response made without reading the whole request body (a refusal): the rest is read and dropped,
   // or the caller, still sending, would not see the response on this connection.

@@ -56,7 +56,7 @@ import {
 import type { VerifiedPeer } from "../../../lib/spiffe/x509svid.ts";
 import { requestTimedOut, targetTimedOut } from "../../timeouts.ts";
 import { CALLER_CLOSED } from "../cancelled.ts";
-import { upstreamFailure } from "../failure.ts";
+import { countRefusal, upstreamFailure } from "../failure.ts";
 import { budget, CONTROL_BURST, CONTROL_RATE, type H2Abuse, RESET_BURST, RESET_RATE } from "../h2-abuse.ts";
 import { callerH2Fields, targetH2Fields, trailerH2Fields } from "../h2-fields.ts";
 import { REQUEST_ID_HEADER } from "../headers.ts";
@@ -824,8 +824,7 @@ export class H2Relay {
     clearTimeout(this.dialTimer);
     if (this.closed || this.closing) return;
     const r = upstreamFailure(this.ctx.targetUrl, e);
-    if (r.failure === "target-refused")
-      this.ctx.events?.denied("target", r.failureCode ?? "unauthorized_peer");
+    countRefusal(this.ctx.events, r);
     const reason = String(r.body).trim();
     this.ctx.log.warn("upstream failure", {
       status: 502,

@@ -2,7 +2,7 @@ import type { Socket } from "bun";
 import type { VerifiedPeer } from "../../../lib/spiffe/x509svid.ts";
 import { callerRefused } from "../../listener.ts";
 import { handshakeTimedOut, requestTimedOut, type Stage, stageMs, targetTimedOut } from "../../timeouts.ts";
-import { upstreamFailure } from "../failure.ts";
+import { countRefusal, upstreamFailure } from "../failure.ts";
 import { REQUEST_ID_HEADER, requestId } from "../headers.ts";
 import { proxyAnswer } from "../types.ts";
 import { type FramerEvent, RequestFramer, type RequestHead } from "../wire/request-framer.ts";
@@ -292,8 +292,7 @@ export class CallerConn implements UpstreamOwner {
     if (!x) return;
     x.upstream = undefined;
     const r = upstreamFailure(this.ctx.target, error);
-    if (r.failure === "target-refused")
-      this.ctx.events?.denied("target", r.failureCode ?? "unauthorized_peer");
+    countRefusal(this.ctx.events, r);
     this.ctx.log.warn("upstream failure", {
       request_id: x.id,
       status: 502,
