@@ -240,6 +240,8 @@ const ROWS: Row[] = [
   ["exec pod/other-0 -- true", "other-0", "exec pod/own-0 -- true", "own-0"],
   ["exec pods/other-0 -- true", "other-0", "exec pods/own-0 -- true", "own-0"],
   ["exec po/other-0 -- true", "other-0", "exec po/own-0 -- true", "own-0"],
+  ["exec Pod/other-0 -- true", "other-0", "exec Pod/own-0 -- true", "own-0"],
+  ["exec pods./other-0 -- true", "other-0", "exec pods./own-0 -- true", "own-0"],
   ["exec deploy/other-deploy -- true", "other-0", "exec deploy/own-deploy -- true", "own-0"],
   [
     "exec deployments.apps/other-deploy -- true",

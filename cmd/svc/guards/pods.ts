@@ -13,6 +13,7 @@ import type { KubeObject } from "../../../lib/kube/lookup.ts";
 import { parseObjects, readSources } from "../../../lib/kube/manifests.ts";
 import { inCompartment } from "../../../lib/kube/mls.ts";
 import { isNodeRef, type PodRef, podSelector, podTargets } from "../../../lib/kube/pod-targets.ts";
+import { coreTypeWord } from "../../../lib/kube/type-name.ts";
 import { type Guarded, type GuardInput, refuseForeign, restWithout } from "./guard.ts";
 
 interface FoundPod {
@@ -21,8 +22,15 @@ interface FoundPod {
   object: KubeObject;
 }
 
-/** `pod/x`, `pods/x`, `po/x`: a pod by name, which svc can read without kubectl's resource discovery. */
-const POD_REF = /^(?:pods?|po)\/([^/]+)$/;
+/** The words of the core group's pods: a pod named so (`pod/x`, `Pods.v1/x`) is read without discovery. */
+const POD_WORDS: ReadonlySet<string> = new Set(["pod", "pods", "po"]);
+
+/** The pod a `TYPE/NAME` word names, when its type is the core group's pods; undefined otherwise. */
+function podName(ref: string): string | undefined {
+  const [type = "", name, extra] = ref.split("/");
+  const word = coreTypeWord(type);
+  return name && extra === undefined && word !== undefined && POD_WORDS.has(word) ? name : undefined;
+}
 
 /** What a refusal says the command would have done: "Cannot <this> pod in another compartment". */
 const DOING: Record<string, string> = { logs: "read the logs of" };
@@ -39,7 +47,7 @@ export async function guardPods(g: GuardInput): Promise<Guarded> {
   const others = new Map<string | undefined, string[]>();
   for (const r of refs) {
     if (nodesAllowed && isNodeRef(r.ref)) continue;
-    const pod = POD_REF.exec(r.ref)?.[1];
+    const pod = podName(r.ref);
     const into = pod ? byName : others;
     into.set(r.namespace, [...(into.get(r.namespace) ?? []), pod ?? r.ref]);
   }
