@@ -448,8 +448,11 @@ describe.each(["in-memory", "sqlite"] as const)("MQTT publish buffer, storage %s
     expect(closed).toBe(true);
   }, 20_000);
 
-  test("a PUBLISH the target would refuse is not acknowledged: wildcards, control characters, ill-formed UTF-8, a topic alias, no packet identifier", async () => {
+  test("a PUBLISH the target would refuse is not acknowledged: wildcards, control characters, ill-formed UTF-8, a topic alias, no packet identifier, properties a PUBLISH may not carry or carries once", async () => {
     const b = await buffered(kind, fast, { linkUp: false });
+    // Topic "a", packet identifier 7, the property bytes given, payload "x".
+    const withProperties = (...props: number[]) =>
+      Buffer.from([0x32, 7 + props.length, 0x00, 0x01, 0x61, 0x00, 0x07, props.length, ...props, 0x78]);
     const publish = (topic: string, properties?: { topicAlias: number }) => ({
       cmd: "publish" as const,
       topic,
@@ -470,6 +473,13 @@ describe.each(["in-memory", "sqlite"] as const)("MQTT publish buffer, storage %s
       [Buffer.from([0x32, 0x0a, 0x00, 0x04, 0x61, 0xc0, 0x80, 0x62, 0x00, 0x07, 0x00, 0x78]), 0x81],
       // QoS 1 without room for a packet identifier.
       [Buffer.from([0x32, 0x03, 0x00, 0x01, 0x61]), 0x81],
+      // A Session Expiry Interval and an Authentication Method: CONNECT's properties, not PUBLISH's.
+      [withProperties(0x11, 0, 0, 0, 5), 0x81],
+      [withProperties(0x15, 0, 1, 0x61), 0x81],
+      // A Payload Format Indicator twice, a Content Type twice, a Subscription Identifier (a server's).
+      [withProperties(0x01, 0, 0x01, 0), 0x82],
+      [withProperties(0x03, 0, 1, 0x61, 0x03, 0, 1, 0x62), 0x82],
+      [withProperties(0x0b, 5), 0x82],
     ] as const) {
       const replies = await rawMqtt(b.port, [
         { cmd: "connect", clientId: "bad-topic", protocolVersion: 5 },

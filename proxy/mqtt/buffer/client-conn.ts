@@ -11,7 +11,7 @@ import type { Logger } from "../../log.ts";
 import { encode, type MqttVersion, PacketBatch, Reason, userProperty } from "../codec.ts";
 import { MalformedPacket } from "../framer.ts";
 import { PROPERTY } from "../notarize.ts";
-import { type PublishLayout, publishLayout } from "../publish-layout.ts";
+import { type PublishLayout, publishLayout, publishPropertyIds } from "../publish-layout.ts";
 import { PacketReader } from "../reader.ts";
 import type { PublishBufferDeps } from "./publish-buffer.ts";
 import { publishFields } from "./publish-fields.ts";
@@ -244,7 +244,7 @@ export class ClientConn {
     }
     // A message the target would refuse must not be acknowledged: held, it would block its session.
     const layout = publishLayout(raw);
-    const bad = badTopic(p, raw, layout);
+    const bad = badTopic(p, raw, layout) ?? badProperties(p, raw, layout as PublishLayout);
     if (bad) {
       this.close(`PUBLISH refused: ${bad.why}`, bad.code);
       return;
@@ -352,6 +352,52 @@ function badTopic(
       why: `topic name ${JSON.stringify(p.topic)} is empty or has a wildcard, a control character or a noncharacter`,
       code: Reason.topicNameInvalid,
     };
+  return undefined;
+}
+
+/**
+ * The properties a client's PUBLISH may carry (MQTT 5 section 3.3.2.3; topic aliases are refused above),
+ * by mqtt-packet's names. Anything else would be passed on as received and refused by the target at every
+ * delivery: a property of another packet (Malformed Packet), one of these twice but user properties, or a
+ * Subscription Identifier, which only a server sends (Protocol Error).
+ */
+const PUBLISH_PROPERTIES: ReadonlySet<string> = new Set([
+  "payloadFormatIndicator",
+  "messageExpiryInterval",
+  "topicAlias",
+  "responseTopic",
+  "correlationData",
+  "userProperties",
+  "contentType",
+]);
+
+/** User properties, the one property a packet may carry more than once. */
+const USER_PROPERTY = 0x26;
+
+function badProperties(
+  p: IPublishPacket,
+  raw: Buffer,
+  layout: PublishLayout,
+): { why: string; code: number } | undefined {
+  const names = Object.keys(p.properties ?? {});
+  if (names.length === 0) return undefined;
+  for (const name of names) {
+    if (name === "subscriptionIdentifier")
+      return { why: "a Subscription Identifier, which only a server sends", code: Reason.protocolError };
+    if (!PUBLISH_PROPERTIES.has(name))
+      return { why: `property ${name}, which a PUBLISH does not carry`, code: Reason.malformed };
+  }
+  const ids = publishPropertyIds(raw, layout, p.qos);
+  if (!ids) return { why: "its properties do not read as properties", code: Reason.malformed };
+  const seen = new Set<number>();
+  for (const id of ids) {
+    if (id !== USER_PROPERTY && seen.has(id))
+      return {
+        why: `property 0x${id.toString(16).padStart(2, "0")} more than once`,
+        code: Reason.protocolError,
+      };
+    seen.add(id);
+  }
   return undefined;
 }
 
