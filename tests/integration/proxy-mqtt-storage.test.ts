@@ -149,6 +149,30 @@ describe("MQTT publish buffer, storage sqlite", () => {
     await Promise.all([back.endAsync(), sub.client.endAsync()]);
   }, 60_000);
 
+  test("after a restart, a client with the user name but no password publishes under its own credentials, never the password the stored messages get later", async () => {
+    // Found by an adversarial trial: the new client shared the stored messages' credentials object, and
+    // the password meter gave on its return reached the intruder's message too.
+    const users = { meter: "meter-secret", reader: "reader-secret" };
+    const b = await buffered(dir, apis, sqlite(join(dir, "no-password.db")), { linkUp: false, users });
+    const a = await mqttClient(b.port, { clientId: "dev", username: "meter", password: users.meter });
+    await a.publishAsync("np", "stored", { qos: 1 });
+    await a.endAsync();
+    await b.client.stop("SIGKILL");
+    await b.restart();
+    const intruder = await mqttClient(b.port, { clientId: "dev", username: "meter" });
+    await intruder.publishAsync("np", "without a password", { qos: 1 });
+    await intruder.endAsync();
+    const back = await mqttClient(b.port, { clientId: "dev", username: "meter", password: users.meter });
+    await back.publishAsync("np", "after", { qos: 1 });
+    await back.endAsync();
+    const sub = await collect(b.broker.port, "np", { username: "reader", password: users.reader });
+    await b.linkUp();
+    await b.emptied();
+    expect(await sub.until(2)).toEqual(["stored", "after"]);
+    expect(sub.messages).not.toContain("without a password");
+    await sub.client.endAsync();
+  }, 60_000);
+
   test("after a restart each stored message keeps its publisher's user name; the returning user's password reaches all of its messages", async () => {
     const users = { meter: "meter-secret", spare: "spare-secret", reader: "reader-secret" };
     const b = await buffered(dir, apis, sqlite(join(dir, "runs.db")), { linkUp: false, users });

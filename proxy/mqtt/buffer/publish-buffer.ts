@@ -107,7 +107,9 @@ export class PublishBuffer implements Sessions {
         for (const held of s.unfilled) if (held.username === creds.username) held.password = password;
         s.unfilled = s.unfilled.filter((held) => held.username !== creds.username);
       }
-      if (!sameCredentials(s.creds, creds)) s.creds = creds;
+      // Never the object of restored messages still waiting for a password: the next client to give one
+      // would fill it in for this client's messages too.
+      if (!sameCredentials(s.creds, creds) || s.unfilled.includes(s.creds)) s.creds = creds;
       const { username: _, ...rest } = s.stored;
       const stored = { ...rest, ...(creds.username !== undefined ? { username: creds.username } : {}) };
       if (s.restored || stored.username !== s.stored.username) this.d.store.openSession(stored);
