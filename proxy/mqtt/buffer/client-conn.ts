@@ -186,13 +186,23 @@ export class ClientConn {
       }
       id = assigned = `svc-${crypto.randomUUID()}`;
     }
-    if (p.password !== undefined && p.username === undefined) {
-      // MQTT 5 allows it, but the CONNECT could not be passed on to the target.
-      const why = "a password without a user name cannot be passed on by the publish buffer";
-      this.log.warn("CONNECT refused", { reason: why });
+    // MQTT 5 allows both, but neither could be passed on to the target: refused, not dropped unseen.
+    const refusal =
+      p.password !== undefined && p.username === undefined
+        ? { why: "a password without a user name cannot be passed on by the publish buffer", code: 0x86 }
+        : p.properties?.authenticationMethod !== undefined
+          ? { why: "the publish buffer does not take part in MQTT 5 enhanced authentication", code: 0x8c }
+          : undefined;
+    if (refusal) {
+      this.log.warn("CONNECT refused", { reason: refusal.why });
       this.send(
         version === 5
-          ? { cmd: "connack", reasonCode: 0x86, sessionPresent: false, properties: { reasonString: why } }
+          ? {
+              cmd: "connack",
+              reasonCode: refusal.code,
+              sessionPresent: false,
+              properties: { reasonString: refusal.why },
+            }
           : { cmd: "connack", returnCode: 4, sessionPresent: false },
       );
       this.finish();
