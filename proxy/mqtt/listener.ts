@@ -40,6 +40,7 @@ export async function startMqttListener(l: ListenerConfig, deps: ListenerDeps): 
         buffer.accept(
           caller,
           log.with({ remote: caller.remoteAddress, ...(peer ? { peer: peer.id.uri } : {}) }),
+          peer?.id.uri,
         ),
       );
     } catch (e) {

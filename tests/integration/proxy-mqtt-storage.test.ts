@@ -314,7 +314,7 @@ describe("MQTT publish buffer, storage sqlite", () => {
 
     for (const [path, says] of [
       [garbage, "file is not a database"],
-      [newer, "schema version 99, newer than this build's 2"],
+      [newer, "schema version 99, newer than this build's 3"],
       [foreign, "a database of another program"],
       [damaged, damaged],
     ] as const) {

@@ -41,6 +41,8 @@ export class ClientConn {
     private readonly log: Logger,
     private readonly d: PublishBufferDeps,
     private readonly sessions: Sessions,
+    /** The caller's SPIFFE ID (server and central listeners). */
+    private readonly peer: string | undefined,
   ) {
     const ms = d.options.connectMs;
     this.connectDeadline = setTimeout(() => this.close(`no CONNECT within timeouts.read (${ms} ms)`), ms);
@@ -208,7 +210,26 @@ export class ClientConn {
       this.finish();
       return;
     }
-    const session = this.sessions.attach(id, p, version, this.socket);
+    const session = this.sessions.attach(id, p, version, this.socket, this.peer);
+    if (!session) {
+      // The other workload's identity stays in the log; the client hears only that it may not.
+      this.log.warn("CONNECT refused", {
+        reason: "the client identifier's session is another workload's",
+        client_id: id,
+      });
+      this.send(
+        version === 5
+          ? {
+              cmd: "connack",
+              reasonCode: 0x87,
+              sessionPresent: false,
+              properties: { reasonString: "this client identifier is in use by another workload" },
+            }
+          : { cmd: "connack", returnCode: 5, sessionPresent: false },
+      );
+      this.finish();
+      return;
+    }
     this.session = session;
     session.takenOver = () => {
       this.flush();

@@ -33,6 +33,9 @@ const MIGRATIONS = [
   // Each message keeps the user name its publisher presented; those of a file before it had their session's.
   `ALTER TABLE messages ADD COLUMN username TEXT;
    UPDATE messages SET username = ${SESSION_USERNAME};`,
+  // Each session keeps the SPIFFE ID of the workload whose clients use it; a session of an older file has
+  // none, and the first workload to attach to it takes it.
+  "ALTER TABLE sessions ADD COLUMN peer TEXT;",
 ];
 
 type SessionOp = { open: StoredSession } | { end: string };
@@ -44,6 +47,8 @@ interface SessionRow {
   clean: number;
   keepalive: number;
   username: string | null;
+  /** Absent before schema 3. */
+  peer?: string | null;
 }
 
 interface MessageRow {
@@ -94,9 +99,9 @@ export class SqliteStore implements BufferStore {
     );
     this.deleteMessage = db.prepare("DELETE FROM messages WHERE seq = ?");
     this.upsertSession = db.prepare(
-      `INSERT INTO sessions (client_id, version, protocol_id, clean, keepalive, username) VALUES (?, ?, ?, ?, ?, ?)
+      `INSERT INTO sessions (client_id, version, protocol_id, clean, keepalive, username, peer) VALUES (?, ?, ?, ?, ?, ?, ?)
        ON CONFLICT (client_id) DO UPDATE SET version = excluded.version, protocol_id = excluded.protocol_id,
-         clean = excluded.clean, keepalive = excluded.keepalive, username = excluded.username`,
+         clean = excluded.clean, keepalive = excluded.keepalive, username = excluded.username, peer = excluded.peer`,
     );
     this.deleteSession = db.prepare("DELETE FROM sessions WHERE client_id = ?");
     this.seq = held.messages.at(-1)?.seq ?? 0;
@@ -195,7 +200,8 @@ export class SqliteStore implements BufferStore {
           !Number.isInteger(r.keepalive) ||
           r.keepalive < 0 ||
           r.keepalive > 65_535 ||
-          (r.username !== null && typeof r.username !== "string")
+          (r.username !== null && typeof r.username !== "string") ||
+          (r.peer != null && typeof r.peer !== "string")
         )
           throw bad(`a session (${JSON.stringify(r.client_id)})`);
         return {
@@ -205,6 +211,7 @@ export class SqliteStore implements BufferStore {
           clean: r.clean === 1,
           keepalive: r.keepalive,
           ...(r.username !== null ? { username: r.username } : {}),
+          ...(r.peer != null ? { peer: r.peer } : {}),
         };
       },
     );
@@ -322,6 +329,7 @@ export class SqliteStore implements BufferStore {
               s.clean ? 1 : 0,
               s.keepalive,
               s.username ?? null,
+              s.peer ?? null,
             );
           }
         }

@@ -86,13 +86,21 @@ export class PublishBuffer implements Sessions {
   }
 
   /** Serves one client's connection (client-conn.ts). */
-  accept(socket: Socket, log: Logger): void {
-    new ClientConn(socket, log, this.d, this);
+  accept(socket: Socket, log: Logger, peer: string | undefined): void {
+    new ClientConn(socket, log, this.d, this, peer);
   }
 
   /** The session of `id`, created if new; a client already attached to it is disconnected (takeover). */
-  attach(id: string, connect: IConnectPacket, version: MqttVersion, socket: Socket): Session {
+  attach(
+    id: string,
+    connect: IConnectPacket,
+    version: MqttVersion,
+    socket: Socket,
+    peer: string | undefined,
+  ): Session | undefined {
     let s = this.sessions.get(id);
+    // A client identifier is a workload's: another's client may not take over its session or its messages.
+    if (s && peer !== undefined && s.stored.peer !== undefined && s.stored.peer !== peer) return undefined;
     if (s?.client && s.client !== socket) {
       s.takenOver?.();
       s.client = undefined;
@@ -111,8 +119,13 @@ export class PublishBuffer implements Sessions {
       // would fill it in for this client's messages too.
       if (!sameCredentials(s.creds, creds) || s.unfilled.includes(s.creds)) s.creds = creds;
       const { username: _, ...rest } = s.stored;
-      const stored = { ...rest, ...(creds.username !== undefined ? { username: creds.username } : {}) };
-      if (s.restored || stored.username !== s.stored.username) this.d.store.openSession(stored);
+      const stored = {
+        ...rest,
+        ...(creds.username !== undefined ? { username: creds.username } : {}),
+        ...(peer !== undefined ? { peer } : {}),
+      };
+      if (s.restored || stored.username !== s.stored.username || stored.peer !== s.stored.peer)
+        this.d.store.openSession(stored);
       s.stored = stored;
       s.restored = false;
     }
@@ -124,6 +137,7 @@ export class PublishBuffer implements Sessions {
         clean: connect.clean ?? true,
         keepalive: connect.keepalive ?? 60,
         ...(connect.username !== undefined ? { username: connect.username } : {}),
+        ...(peer !== undefined ? { peer } : {}),
       },
       creds,
       false,

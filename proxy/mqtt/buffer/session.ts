@@ -36,8 +36,18 @@ export interface Session {
 
 /** What a client's connection asks of the buffer that holds the sessions. */
 export interface Sessions {
-  /** The session of `id`, created if new; a client already attached to it is disconnected (takeover). */
-  attach(id: string, connect: IConnectPacket, version: MqttVersion, socket: Socket): Session;
+  /**
+   * The session of `id`, created if new; a client already attached to it is disconnected (takeover).
+   * Undefined when the session is another workload's (`peer`: the caller's SPIFFE ID, server and central
+   * listeners): the client is refused, and the session left as it is.
+   */
+  attach(
+    id: string,
+    connect: IConnectPacket,
+    version: MqttVersion,
+    socket: Socket,
+    peer: string | undefined,
+  ): Session | undefined;
   /** Ends a session that has no client and nothing to deliver. */
   end(s: Session): void;
 }

@@ -16,6 +16,11 @@ export interface StoredSession {
   clean: boolean;
   keepalive: number;
   username?: string;
+  /**
+   * The SPIFFE ID of the workload whose clients use the session (server and central listeners): a client
+   * of another workload cannot attach to it while it exists.
+   */
+  peer?: string;
 }
 
 /** A message as stored: the PUBLISH as its client sent it, in that client's protocol version. */
