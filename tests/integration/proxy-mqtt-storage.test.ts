@@ -273,6 +273,9 @@ describe("MQTT publish buffer, storage sqlite", () => {
       properties: { authenticationMethod: "SCRAM-SHA-1" },
     };
     expect(await rawMqtt(b.port, [scram])).toMatchObject([{ cmd: "connack", reasonCode: 0x8c }]);
+    // Authentication data without a method is a protocol error (MQTT 5 section 3.1.2.11.10).
+    const dataAlone = { ...scram, properties: { authenticationData: Buffer.from("x") } };
+    expect(await rawMqtt(b.port, [dataAlone])).toMatchObject([{ cmd: "connack", reasonCode: 0x82 }]);
     await sub.client.endAsync();
   }, 60_000);
 

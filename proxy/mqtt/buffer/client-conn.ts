@@ -194,7 +194,9 @@ export class ClientConn {
         ? { why: "a password without a user name cannot be passed on by the publish buffer", code: 0x86 }
         : p.properties?.authenticationMethod !== undefined
           ? { why: "the publish buffer does not take part in MQTT 5 enhanced authentication", code: 0x8c }
-          : undefined;
+          : p.properties?.authenticationData !== undefined
+            ? { why: "authentication data without an authentication method", code: Reason.protocolError }
+            : undefined;
     if (refusal) {
       this.log.warn("CONNECT refused", { reason: refusal.why });
       this.send(
@@ -212,7 +214,7 @@ export class ClientConn {
     }
     const session = this.sessions.attach(id, p, version, this.socket, this.peer);
     if (!session) {
-      // The other workload's identity stays in the log; the client hears only that it may not.
+      // The client hears only that it may not; the log line names it (its peer) and the identifier.
       this.log.warn("CONNECT refused", {
         reason: "the client identifier's session is another workload's",
         client_id: id,
