@@ -14,9 +14,7 @@ export interface PublishLayout {
 }
 
 export function publishLayout(publish: Buffer): PublishLayout | undefined {
-  let at = 1;
-  while (at < 5 && ((publish[at] as number) & 0x80) !== 0) at++;
-  at++;
+  const [, at] = varInt(publish, 1); // the remaining length
   if (at + 2 > publish.length) return undefined;
   const topicStart = at + 2;
   const topicEnd = topicStart + publish.readUInt16BE(at);
