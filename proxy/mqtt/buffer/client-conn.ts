@@ -412,9 +412,8 @@ function badProperties(
   raw: Buffer,
   layout: PublishLayout,
 ): { why: string; code: number } | undefined {
-  const names = Object.keys(p.properties ?? {});
-  if (names.length === 0) return undefined;
-  for (const name of names) {
+  if (!p.properties) return undefined;
+  for (const name of Object.keys(p.properties)) {
     if (name === "subscriptionIdentifier")
       return { why: "a Subscription Identifier, which only a server sends", code: Reason.protocolError };
     if (!PUBLISH_PROPERTIES.has(name))
