@@ -175,6 +175,26 @@ export class ClientConn {
     }
   }
 
+  /**
+   * Refuses a CONNECT: CONNACK `code` with `told` as its reason string (MQTT 5) or return code `code311`,
+   * a `CONNECT refused` log line with `logged`, and the connection ends.
+   */
+  private refuseConnect(
+    version: MqttVersion,
+    code: number,
+    code311: number,
+    told: string,
+    logged: Record<string, unknown>,
+  ): void {
+    this.log.warn("CONNECT refused", logged);
+    this.send(
+      version === 5
+        ? { cmd: "connack", reasonCode: code, sessionPresent: false, properties: { reasonString: told } }
+        : { cmd: "connack", returnCode: code311, sessionPresent: false },
+    );
+    this.finish();
+  }
+
   private connect(p: IConnectPacket): void {
     const version = p.protocolVersion ?? 4;
     this.version = version;
@@ -198,38 +218,16 @@ export class ClientConn {
             ? { why: "authentication data without an authentication method", code: Reason.protocolError }
             : undefined;
     if (refusal) {
-      this.log.warn("CONNECT refused", { reason: refusal.why });
-      this.send(
-        version === 5
-          ? {
-              cmd: "connack",
-              reasonCode: refusal.code,
-              sessionPresent: false,
-              properties: { reasonString: refusal.why },
-            }
-          : { cmd: "connack", returnCode: 4, sessionPresent: false },
-      );
-      this.finish();
+      this.refuseConnect(version, refusal.code, 4, refusal.why, { reason: refusal.why });
       return;
     }
     const session = this.sessions.attach(id, p, version, this.socket, this.peer);
     if (!session) {
       // The client hears only that it may not; the log line names it (its peer) and the identifier.
-      this.log.warn("CONNECT refused", {
+      this.refuseConnect(version, 0x87, 5, "this client identifier is in use by another workload", {
         reason: "the client identifier's session is another workload's",
         client_id: id,
       });
-      this.send(
-        version === 5
-          ? {
-              cmd: "connack",
-              reasonCode: 0x87,
-              sessionPresent: false,
-              properties: { reasonString: "this client identifier is in use by another workload" },
-            }
-          : { cmd: "connack", returnCode: 5, sessionPresent: false },
-      );
-      this.finish();
       return;
     }
     this.session = session;
