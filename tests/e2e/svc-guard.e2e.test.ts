@@ -619,6 +619,11 @@ describe("what svc cannot tell is refused, never guessed", () => {
     ["proxy --disable-filter", "svc proxy keeps its filter"],
     ["exec --bogus other-0 -- true", "unknown flag: --bogus"],
     ["exec -f {dir}/other-pod.yaml,{dir}/own-pod.yaml -- true", "exactly one object"],
+    // Spellings of the pod's type no guard names: read by name, or through kubectl, never let through.
+    ["exec pods.v1beta1/other-0 -- true", "cannot check the compartment"],
+    ["exec pods.metrics.k8s.io/other-0 -- true", "cannot check the compartment"],
+    ["logs PODS/other-0", "Cannot read the logs of pod/other-0 of compartment UK-S-BRAVO"],
+    ["port-forward Pod.v1./other-0 :8080", "Cannot execute in pod/other-0 of compartment UK-S-BRAVO"],
   ])("%s", (line, message) => {
     const from = auditSize();
     const r = svc(words(line));
